@@ -1,0 +1,69 @@
+# Stepwise: every target bootstraps its own environment from the hash-locked requirements.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+SAM_VENV := .venv-sam
+PY := $(VENV)/bin/python
+UV := $(VENV)/bin/uv
+STAMP := $(VENV)/.installed
+SAM_STAMP := $(SAM_VENV)/.installed
+# AWS SDKs need a region and credentials to build clients; locally everything is moto, so fake ones.
+export AWS_DEFAULT_REGION ?= us-east-1
+export LITELLM_LOCAL_MODEL_COST_MAP := True
+
+.PHONY: help run test unit integration e2e contract lint bench lock clean
+
+help:
+	@echo "make run    start the local stack on 127.0.0.1:$${PORT:-3000}"
+	@echo "make test   lint, contract checks and all tests"
+	@echo "make lint   ruff and mypy"
+	@echo "make bench  benchmarks (figures printed and saved under bench/results)"
+
+$(STAMP): requirements/main.lock requirements/bootstrap.lock pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check --require-hashes --no-deps -r requirements/bootstrap.lock
+	$(UV) pip sync --quiet --python $(PY) --require-hashes requirements/main.lock
+	$(UV) pip install --quiet --python $(PY) --no-deps --no-build-isolation -e .
+	@touch $@
+
+$(SAM_STAMP): requirements/sam.lock requirements/bootstrap.lock
+	@test -x $(SAM_VENV)/bin/python || $(PYTHON) -m venv $(SAM_VENV)
+	$(SAM_VENV)/bin/pip install --quiet --disable-pip-version-check --require-hashes --no-deps -r requirements/bootstrap.lock
+	$(SAM_VENV)/bin/uv pip sync --quiet --python $(SAM_VENV)/bin/python --require-hashes requirements/sam.lock
+	@touch $@
+
+run: $(STAMP)
+	$(PY) -m stepwise.local
+
+test: lint contract
+	$(PY) -m pytest tests
+
+unit: $(STAMP)
+	$(PY) -m pytest tests/unit
+
+integration: $(STAMP)
+	$(PY) -m pytest tests/integration
+
+e2e: $(STAMP)
+	$(PY) -m pytest tests/e2e
+
+contract: $(STAMP) $(SAM_STAMP)
+	$(VENV)/bin/cfn-lint template.yaml
+	$(SAM_VENV)/bin/sam validate --lint --template-file template.yaml --region $(AWS_DEFAULT_REGION)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+bench: $(STAMP)
+	$(PY) -m bench
+
+# Re-resolve the pins after editing requirements/*.in (needs the bootstrap venv).
+lock: $(STAMP)
+	$(UV) pip compile requirements/main.in --python-version 3.11 --generate-hashes -o requirements/main.lock
+	$(UV) pip compile requirements/sam.in --python-version 3.11 --generate-hashes -o requirements/sam.lock
+	$(UV) pip compile requirements/bootstrap.in --python-version 3.11 --generate-hashes -o requirements/bootstrap.lock
+
+clean:
+	rm -rf $(VENV) $(SAM_VENV) .mypy_cache .ruff_cache .pytest_cache .aws-sam

@@ -1,0 +1,1 @@
+"""Stepwise: a serverless runtime for LLM agents on AWS Step Functions."""

@@ -1,0 +1,96 @@
+"""Named errors.
+
+Two families live here. `ApiError` subclasses carry an HTTP status and a stable `code`; the API maps
+them to `{"error": {"code", "message", "details"}}` in one place. The step errors are raised by the
+Lambda steps and reach Step Functions under their class name (the Lambda `errorType`), so the ASL can
+`Retry` and `Catch` them by name: renaming one is a contract change with statemachine/.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ApiError(Exception):
+    status = 500
+    code = "internal_error"
+
+    def __init__(self, message: str, *, code: str | None = None, details: Any = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+        self.details = details
+
+
+class Malformed(ApiError):
+    status = 400
+    code = "malformed_request"
+
+
+class Unauthorized(ApiError):
+    status = 401
+    code = "unauthorized"
+
+
+class Forbidden(ApiError):
+    status = 403
+    code = "forbidden"
+
+
+class NotFound(ApiError):
+    status = 404
+    code = "not_found"
+
+
+class Conflict(ApiError):
+    status = 409
+    code = "conflict"
+
+
+class Gone(ApiError):
+    status = 410
+    code = "gone"
+
+
+class PayloadTooLarge(ApiError):
+    status = 413
+    code = "payload_too_large"
+
+
+class Unprocessable(ApiError):
+    status = 422
+    code = "validation_error"
+
+
+# --- Step errors: the ASL retries and catches these by name -----------------------------------
+
+
+class StepError(Exception):
+    """Base of the errors a Lambda step raises on purpose; `code` is what the run record shows."""
+
+    code = "step_failed"
+
+
+class RateLimited(StepError):
+    """The model provider throttled us; the ASL retries with backoff and jitter."""
+
+    code = "rate_limited"
+
+
+class ProviderUnavailable(StepError):
+    """The model provider failed (5xx, timeout, connection); the ASL retries with backoff and jitter."""
+
+    code = "provider_unavailable"
+
+
+class ModelError(StepError):
+    """The model call failed in a way retrying cannot fix (bad request, auth, unknown model)."""
+
+    code = "model_error"
+
+
+class RunStateError(StepError):
+    """The run is not in a state this step can act on (deleted, already finished)."""
+
+    code = "run_state"

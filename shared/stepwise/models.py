@@ -1,0 +1,329 @@
+"""The pydantic models at Stepwise's edges: API bodies, stored documents and step payloads.
+
+One name per concept: the same field names travel through the API, the tables, the ASL and the code.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+DEFAULT_MAX_STEPS = 25
+MAX_STEPS_LIMIT = 200
+TOOL_NAME = r"^[a-zA-Z0-9_-]{1,64}$"  # what every major model provider accepts as a function name
+
+RunStatus = Literal["queued", "running", "waiting", "succeeded", "failed", "cancelled", "timed_out"]
+TERMINAL_STATUSES: frozenset[str] = frozenset({"succeeded", "failed", "cancelled", "timed_out"})
+Permission = Literal["allow", "ask", "deny", "inherit"]
+Effect = Literal["none", "idempotent", "undeclared"]
+
+EVENT_TYPES = (
+    "run_started",
+    "step_started",
+    "chunk",
+    "tool_call",
+    "tool_result",
+    "approval_requested",
+    "approval_decided",
+    "client_tool_requested",
+    "client_tool_answered",
+    "hook_blocked",
+    "compaction",
+    "step_completed",
+    "run_completed",
+    "run_failed",
+    "run_cancelled",
+)
+EventType = Literal[
+    "run_started",
+    "step_started",
+    "chunk",
+    "tool_call",
+    "tool_result",
+    "approval_requested",
+    "approval_decided",
+    "client_tool_requested",
+    "client_tool_answered",
+    "hook_blocked",
+    "compaction",
+    "step_completed",
+    "run_completed",
+    "run_failed",
+    "run_cancelled",
+]
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Strict(BaseModel):
+    """Request bodies reject unknown fields, so a typo is a 422 rather than a silently ignored setting."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+# --- Scripts (the `scripted` model) --------------------------------------------------------------
+
+
+class ScriptedToolCall(Strict):
+    name: str = Field(pattern=TOOL_NAME)
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class ScriptTurn(Strict):
+    """One model step of a script: either text or tool calls."""
+
+    text: str | None = None
+    tool_calls: list[ScriptedToolCall] | None = None
+
+    @model_validator(mode="after")
+    def _one_of(self) -> ScriptTurn:
+        if (self.text is None) == (self.tool_calls is None):
+            raise ValueError("a script turn has exactly one of 'text' or 'tool_calls'")
+        return self
+
+
+# --- Tools --------------------------------------------------------------------------------------
+
+
+class ToolBase(Strict):
+    name: str = Field(pattern=TOOL_NAME)
+    permission: Permission = "inherit"
+
+
+class HttpTool(ToolBase):
+    """A custom HTTP tool: the model's arguments are POSTed as JSON to `endpoint`."""
+
+    type: Literal["http"]
+    description: str = Field(min_length=1, max_length=4096)
+    input_schema: dict[str, Any]
+    endpoint: str = Field(min_length=1, max_length=2048)
+    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "POST"
+    headers: dict[str, str] = Field(default_factory=dict)
+    read_only: bool = False
+    effect: Effect = "undeclared"
+    key_fields: list[str] = Field(default_factory=list)
+
+    @field_validator("endpoint")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not re.match(r"^https?://", value, re.IGNORECASE):
+            raise ValueError("endpoint must be an http:// or https:// URL")
+        return value
+
+    @field_validator("input_schema")
+    @classmethod
+    def _json_schema(cls, value: dict[str, Any]) -> dict[str, Any]:
+        from jsonschema import Draft202012Validator
+        from jsonschema.exceptions import SchemaError
+
+        try:
+            Draft202012Validator.check_schema(value)
+        except SchemaError as exc:
+            raise ValueError(f"input_schema is not a valid JSON Schema: {exc.message}") from exc
+        if value.get("type", "object") != "object":
+            raise ValueError("input_schema must describe an object (type: object)")
+        return value
+
+    @model_validator(mode="after")
+    def _key_fields_need_idempotent(self) -> HttpTool:
+        if self.key_fields and self.effect != "idempotent":
+            raise ValueError("key_fields only apply to tools with effect 'idempotent'")
+        return self
+
+    @property
+    def parallel_safe(self) -> bool:
+        return self.read_only
+
+
+# Builtin (issue: tools), client and MCP tools join this union as discriminated members.
+Tool = HttpTool
+
+
+# --- Agents -------------------------------------------------------------------------------------
+
+
+class Permissions(Strict):
+    default: Literal["allow", "ask", "deny", "allow_reads"] = "allow"
+
+
+class AgentFields(Strict):
+    model: str | None = Field(default=None, min_length=1, max_length=256)
+    system_prompt: str | None = Field(default=None, max_length=100_000)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_steps: int | None = Field(default=None, ge=1, le=MAX_STEPS_LIMIT)
+    permissions: Permissions = Field(default_factory=Permissions)
+    script: list[ScriptTurn] | None = None
+
+
+class AgentCreate(AgentFields):
+    name: str = Field(min_length=1, max_length=128)
+    tools: list[Tool] = Field(default_factory=list)
+
+    @field_validator("tools")
+    @classmethod
+    def _unique_names(cls, tools: list[HttpTool]) -> list[HttpTool]:
+        names = [t.name for t in tools]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"tool names must be unique: {', '.join(duplicates)}")
+        return tools
+
+
+class AgentPatch(Strict):
+    """Fields to change; `null` clears an optional field, an absent field is left alone."""
+
+    name: str | None = Field(default=None, min_length=1, max_length=128)
+    model: str | None = Field(default=None, min_length=1, max_length=256)
+    system_prompt: str | None = Field(default=None, max_length=100_000)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_steps: int | None = Field(default=None, ge=1, le=MAX_STEPS_LIMIT)
+    permissions: Permissions | None = None
+    script: list[ScriptTurn] | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name_not_null(cls, value: str | None) -> str:
+        if value is None:
+            raise ValueError("name cannot be cleared")
+        return value
+
+
+class Agent(AgentCreate):
+    model_config = ConfigDict(extra="ignore")
+
+    agent_id: str
+    created_at: datetime
+    updated_at: datetime
+
+    def tool(self, name: str) -> HttpTool | None:
+        return next((t for t in self.tools if t.name == name), None)
+
+
+# --- Runs ---------------------------------------------------------------------------------------
+
+
+class RunCreate(Strict):
+    message: str = Field(min_length=1, max_length=200_000)
+    session_id: str | None = Field(default=None, min_length=1, max_length=64)
+    max_steps: int | None = Field(default=None, ge=1, le=MAX_STEPS_LIMIT)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    script: list[ScriptTurn] | None = None
+    multitask_strategy: Literal["enqueue", "reject", "interrupt"] = "enqueue"
+
+
+class SyncRunCreate(Strict):
+    message: str = Field(min_length=1, max_length=200_000)
+    session_id: str | None = Field(default=None, min_length=1, max_length=64)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    script: list[ScriptTurn] | None = None
+
+
+class Usage(BaseModel):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cached_tokens=self.cached_tokens + other.cached_tokens,
+        )
+
+
+class RunError(BaseModel):
+    code: str
+    message: str
+
+
+class Run(BaseModel):
+    run_id: str
+    agent_id: str
+    session_id: str
+    status: RunStatus
+    input: str
+    output: str | None = None
+    error: RunError | None = None
+    steps: int = 0
+    max_steps: int = DEFAULT_MAX_STEPS
+    usage: Usage = Field(default_factory=Usage)
+    tools_executed: list[str] | None = None
+    replay_of: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    script: list[ScriptTurn] | None = None
+    created_at: datetime
+    finished_at: datetime | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.status in TERMINAL_STATUSES
+
+    def public(self) -> dict[str, Any]:
+        """The run as the API shows it (the script is input plumbing, not part of the record)."""
+        return self.model_dump(mode="json", exclude={"script", "max_steps"})
+
+
+class RunEvent(BaseModel):
+    seq: int
+    type: EventType
+    data: dict[str, Any] = Field(default_factory=dict)
+    at: datetime
+
+
+# --- Sessions -----------------------------------------------------------------------------------
+
+
+class Session(BaseModel):
+    session_id: str
+    agent_id: str
+    created_at: datetime
+    # Runs whose messages make up the history the model sees, in order.
+    completed_runs: list[str] = Field(default_factory=list)
+
+
+# --- Step Functions payloads (small control data only: ids, counters, decisions) ------------------
+
+
+class ToolCallRef(BaseModel):
+    """A tool call as the state machine sees it; its arguments stay in DynamoDB."""
+
+    id: str
+    name: str
+    index: int
+    parallel_safe: bool = False
+
+
+class RunState(BaseModel):
+    """The state that flows between the states of agent_run.asl.json."""
+
+    tenant_id: str
+    run_id: str
+    step: int = 0
+    max_steps: int = DEFAULT_MAX_STEPS
+    action: Literal["start", "tools", "final"] = "start"
+    tool_calls: list[ToolCallRef] = Field(default_factory=list)
+
+
+class ToolCallTask(BaseModel):
+    """One Map iteration of ToolCalls: which call of which step to gate and execute."""
+
+    tenant_id: str
+    run_id: str
+    step: int
+    tool_call: ToolCallRef
+
+
+class StepFailure(BaseModel):
+    """What a Catch hands to the Failed state (`ResultPath: $.error`)."""
+
+    Error: str = "States.Runtime"
+    Cause: str | None = None
+
+
+class FailedState(RunState):
+    error: StepFailure = Field(default_factory=StepFailure)
