@@ -94,3 +94,20 @@ class RunStateError(StepError):
     """The run is not in a state this step can act on (deleted, already finished)."""
 
     code = "run_state"
+
+
+class ContextTooLong(ModelError):
+    """The prompt is over the model's context window (compaction then retry is the remedy)."""
+
+    code = "context_too_long"
+
+
+def step_error_code(error_type: str) -> str | None:
+    """The run error code for a step error's class name, as Step Functions reports it."""
+    pending: list[type[StepError]] = [StepError]
+    while pending:
+        cls = pending.pop()
+        if cls.__name__ == error_type:
+            return cls.code
+        pending.extend(cls.__subclasses__())
+    return None

@@ -307,6 +307,8 @@ class RunState(BaseModel):
     max_steps: int = DEFAULT_MAX_STEPS
     action: Literal["start", "tools", "final"] = "start"
     tool_calls: list[ToolCallRef] = Field(default_factory=list)
+    # Map's MaxConcurrencyPath: parallel-safe calls run together; any other call makes the step serial.
+    concurrency: int = 1
 
 
 class ToolCallTask(BaseModel):
@@ -327,3 +329,47 @@ class StepFailure(BaseModel):
 
 class FailedState(RunState):
     error: StepFailure = Field(default_factory=StepFailure)
+
+
+# --- API responses (documented in the OpenAPI spec) --------------------------------------------------
+
+
+class RunView(BaseModel):
+    """A run as `GET /v1/runs/{run_id}` shows it."""
+
+    run_id: str
+    agent_id: str
+    session_id: str
+    status: RunStatus
+    input: str
+    output: str | None
+    error: RunError | None
+    steps: int
+    usage: Usage
+    tools_executed: list[str] | None
+    replay_of: str | None
+    metadata: dict[str, Any]
+    created_at: datetime
+    finished_at: datetime | None
+
+
+class RunList(BaseModel):
+    runs: list[RunView]
+    next_token: str | None
+
+
+class RunAccepted(BaseModel):
+    run_id: str
+    session_id: str
+    status: RunStatus
+
+
+class SyncRunResult(BaseModel):
+    run_id: str
+    session_id: str
+    output: str | None
+
+
+class SessionView(Session):
+    runs: list[RunView]
+    messages: list[dict[str, Any]]

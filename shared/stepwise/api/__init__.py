@@ -1,0 +1,1 @@
+"""The HTTP API: one Powertools resolver, a router per resource, errors mapped in one place."""

@@ -1,0 +1,60 @@
+"""/v1/agents and their tools."""
+
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
+
+from stepwise.api.context import tenant
+from stepwise.api.responses import json_response
+from stepwise.ids import new_id
+from stepwise.models import Agent, AgentCreate, AgentPatch, HttpTool
+from stepwise.store import agents
+
+router = APIGatewayHttpRouter()
+
+
+@router.post("/v1/agents")
+def create_agent(body: AgentCreate) -> Response[Agent]:
+    agent = agents.create(tenant(router), new_id("agt"), body)
+    return json_response(agent.model_dump(mode="json"), 201)
+
+
+@router.get("/v1/agents")
+def list_agents() -> Response[dict[str, list[Agent]]]:
+    return json_response({"agents": [a.model_dump(mode="json") for a in agents.list_all(tenant(router))]})
+
+
+@router.get("/v1/agents/<agent_id>")
+def get_agent(agent_id: str) -> Response[Agent]:
+    return json_response(agents.get(tenant(router), agent_id).model_dump(mode="json"))
+
+
+@router.patch("/v1/agents/<agent_id>")
+def patch_agent(agent_id: str, body: AgentPatch) -> Response[Agent]:
+    changes = body.model_dump(exclude_unset=True)
+    return json_response(agents.update(tenant(router), agent_id, changes).model_dump(mode="json"))
+
+
+@router.delete("/v1/agents/<agent_id>")
+def delete_agent(agent_id: str) -> Response[None]:
+    agents.delete(tenant(router), agent_id)
+    return Response(status_code=204)
+
+
+@router.post("/v1/agents/<agent_id>/tools")
+def add_tool(agent_id: str, body: HttpTool) -> Response[HttpTool]:
+    agent = agents.add_tool(tenant(router), agent_id, body)
+    tool = agent.tool(body.name)
+    return json_response(tool.model_dump(mode="json") if tool else None, 201)
+
+
+@router.get("/v1/agents/<agent_id>/tools")
+def list_tools(agent_id: str) -> Response[dict[str, list[HttpTool]]]:
+    agent = agents.get(tenant(router), agent_id)
+    return json_response({"tools": [t.model_dump(mode="json") for t in agent.tools]})
+
+
+@router.delete("/v1/agents/<agent_id>/tools/<name>")
+def delete_tool(agent_id: str, name: str) -> Response[None]:
+    agents.remove_tool(tenant(router), agent_id, name)
+    return Response(status_code=204)

@@ -1,0 +1,114 @@
+"""The API function's resolver: routers, authentication, body limits and the error mapping."""
+
+
+import base64
+import json
+from functools import cache
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
+from aws_lambda_powertools.event_handler.exceptions import NotFoundError
+from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from aws_lambda_powertools.event_handler.openapi.models import HTTPBearer, Server
+
+from stepwise.api import agents, runs, sessions
+from stepwise.api.auth import is_public, tenant_from_event
+from stepwise.api.responses import error_response, from_error, json_response
+from stepwise.errors import ApiError, PayloadTooLarge
+
+MAX_BODY_BYTES = 1024 * 1024  # well under API Gateway's 10 MB: agent inputs are text, not uploads
+TITLE = "Stepwise"
+VERSION = "0.1.0"
+
+logger = Logger(service="stepwise")
+
+
+def _jsonable_errors(errors: Any) -> list[dict[str, Any]]:
+    return [
+        {"loc": [str(part) for part in e.get("loc", ())], "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))}
+        for e in errors
+    ]
+
+
+@cache
+def build() -> APIGatewayHttpResolver:
+    app = APIGatewayHttpResolver(enable_validation=True)
+    app.include_router(agents.router)
+    app.include_router(runs.router)
+    app.include_router(sessions.router)
+
+    @app.get("/v1/health", security=[])
+    def health() -> Response[dict[str, str]]:
+        return json_response({"status": "ok"})
+
+    @app.get("/v1/openapi.json", include_in_schema=False)
+    def openapi() -> Response[dict[str, Any]]:
+        return Response(status_code=200, content_type="application/json", body=spec(app))
+
+    app.enable_swagger(
+        path="/v1/docs",
+        title=TITLE,
+        version=VERSION,
+        security_schemes={"apiKey": HTTPBearer(description="Authorization: Bearer <api key>")},
+        security=[{"apiKey": []}],
+    )
+
+    @app.exception_handler(ApiError)
+    def api_error(exc: ApiError) -> Response:
+        return from_error(exc)
+
+    @app.exception_handler(RequestValidationError)
+    def invalid(exc: RequestValidationError) -> Response:
+        errors = exc.errors()
+        if any(e.get("type") == "json_invalid" for e in errors):
+            return error_response(400, "malformed_json", "the request body is not valid JSON")
+        return error_response(422, "validation_error", "the request is not valid", _jsonable_errors(errors))
+
+    @app.not_found
+    def not_found(_: NotFoundError) -> Response:
+        return error_response(404, "route_not_found", "no such route")
+
+    @app.exception_handler(Exception)
+    def unexpected(exc: Exception) -> Response:
+        logger.exception("unhandled error", exc_info=exc)
+        return error_response(500, "internal_error", "something went wrong on our side; it was logged")
+
+    return app
+
+
+def spec(app: APIGatewayHttpResolver) -> str:
+    return app.get_openapi_json_schema(
+        title=TITLE,
+        version=VERSION,
+        servers=[Server(url="/")],
+        security_schemes={"apiKey": HTTPBearer(description="Authorization: Bearer <api key>")},
+        security=[{"apiKey": []}],
+    )
+
+
+def _body_size(event: dict[str, Any]) -> int:
+    body = event.get("body") or ""
+    return len(base64.b64decode(body)) if event.get("isBase64Encoded") else len(body.encode())
+
+
+def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Checks that need no routing happen first: a request that fails them touches nothing."""
+    path = event.get("rawPath", "")
+    try:
+        if _body_size(event) > MAX_BODY_BYTES:
+            raise PayloadTooLarge(f"the body is over {MAX_BODY_BYTES} bytes")
+        if not is_public(path):
+            tenant_from_event(event)
+    except ApiError as exc:
+        return _to_proxy(error_response(exc.status, exc.code, exc.message, exc.details))
+    return build().resolve(event, context)
+
+
+def _to_proxy(response: Response) -> dict[str, Any]:
+    return {
+        "statusCode": response.status_code,
+        "headers": {"Content-Type": response.headers.get("Content-Type", "application/json")},
+        "body": json.dumps(response.body),
+        "isBase64Encoded": False,
+    }

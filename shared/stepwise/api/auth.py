@@ -1,0 +1,35 @@
+"""The tenant comes from the authorizer's context, never from a request body or the model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stepwise.errors import Unauthorized
+
+# Routes that API Gateway serves without the authorizer (template.yaml: `Auth: Authorizer: NONE`).
+PUBLIC_PREFIXES = ("/v1/health", "/v1/approvals/", "/v1/integrations/")
+
+
+def is_public(path: str) -> bool:
+    return any(path == p.rstrip("/") or path.startswith(p) for p in PUBLIC_PREFIXES)
+
+
+def tenant_from_event(event: dict[str, Any]) -> str:
+    """The authorizer lets a present-but-bad key through with `auth_error`, so that this answer can be
+    the contract's 401 with its error shape (an HTTP API authorizer can only deny with a bare 403)."""
+    context = ((event.get("requestContext") or {}).get("authorizer") or {}).get("lambda") or {}
+    tenant = context.get("tenant_id")
+    if not tenant:
+        raise Unauthorized("a valid API key is required: Authorization: Bearer <key>", code="invalid_api_key")
+    return str(tenant)
+
+
+def authorize(authorization: str | None) -> dict[str, Any]:
+    """The authorizer's decision (payload 2.0, simple response) for an Authorization header."""
+    from stepwise.store import keys
+
+    scheme, _, token = (authorization or "").strip().partition(" ")
+    tenant = keys.tenant_for(token.strip()) if scheme.lower() == "bearer" and token.strip() else None
+    if tenant is None:
+        return {"isAuthorized": True, "context": {"auth_error": "invalid_api_key"}}
+    return {"isAuthorized": True, "context": {"tenant_id": tenant}}

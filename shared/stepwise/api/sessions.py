@@ -1,0 +1,40 @@
+"""/v1/sessions/{id}."""
+
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
+
+from stepwise.api.context import tenant
+from stepwise.api.responses import json_response
+from stepwise.errors import Conflict
+from stepwise.models import SessionView
+from stepwise.store import runs, sessions
+
+router = APIGatewayHttpRouter()
+
+
+@router.get("/v1/sessions/<session_id>")
+def get_session(session_id: str) -> Response[SessionView]:
+    tenant_id = tenant(router)
+    session = sessions.get(tenant_id, session_id)
+    session_runs, _ = runs.list_runs(tenant_id, session_id=session_id, limit=100)
+    return json_response(
+        {
+            **session.model_dump(mode="json"),
+            "runs": [r.public() for r in reversed(session_runs)],
+            "messages": sessions.messages(tenant_id, session_id),
+        }
+    )
+
+
+@router.delete("/v1/sessions/<session_id>")
+def delete_session(session_id: str) -> Response[None]:
+    tenant_id = tenant(router)
+    sessions.get(tenant_id, session_id)
+    active, _ = runs.list_runs(tenant_id, session_id=session_id, limit=100)
+    busy = [r.run_id for r in active if not r.done]
+    if busy:
+        raise Conflict("the session has an active run; cancel it or wait for it to finish", code="session_busy",
+                       details={"active_runs": busy})
+    sessions.delete(tenant_id, session_id)
+    return Response(status_code=204)

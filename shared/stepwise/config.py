@@ -1,0 +1,67 @@
+"""Environment, validated once per cold start. A missing variable fails fast with its name, rather
+than defaulting to something that only breaks later."""
+
+from __future__ import annotations
+
+import os
+from functools import cache
+from typing import TypeVar
+
+from pydantic import BaseModel, Field, ValidationError
+
+
+T = TypeVar("T", bound=BaseModel)
+
+
+class ConfigError(RuntimeError):
+    pass
+
+
+class Tables(BaseModel):
+    api_keys: str = Field(alias="API_KEYS_TABLE")
+    agents: str = Field(alias="AGENTS_TABLE")
+    sessions: str = Field(alias="SESSIONS_TABLE")
+    runs: str = Field(alias="RUNS_TABLE")
+    run_events: str = Field(alias="RUN_EVENTS_TABLE")
+
+
+class Runtime(BaseModel):
+    events_ttl_days: int = Field(default=90, ge=1, alias="STEPWISE_EVENTS_TTL_DAYS")
+    default_model: str = Field(default="scripted", min_length=1, alias="STEPWISE_MODEL")
+
+
+class ApiTargets(BaseModel):
+    """What only the API function needs: where runs start and where sync calls go."""
+
+    state_machine_arn: str = Field(alias="STATE_MACHINE_ARN")
+    model_step_function: str = Field(alias="MODEL_STEP_FUNCTION")
+
+
+def _load(model: type[T]) -> T:
+    try:
+        return model.model_validate(dict(os.environ))
+    except ValidationError as exc:
+        missing = [str(e["loc"][0]) for e in exc.errors()]
+        raise ConfigError(f"invalid or missing environment: {', '.join(missing)}") from exc
+
+
+@cache
+def tables() -> Tables:
+    return _load(Tables)
+
+
+@cache
+def runtime() -> Runtime:
+    return _load(Runtime)
+
+
+@cache
+def api_targets() -> ApiTargets:
+    return _load(ApiTargets)
+
+
+def reset() -> None:
+    """Forget the cached environment (the local stack and tests set it after import)."""
+    tables.cache_clear()
+    runtime.cache_clear()
+    api_targets.cache_clear()

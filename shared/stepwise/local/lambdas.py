@@ -1,0 +1,148 @@
+"""Lambda functions in process: the seam between moto and our handlers.
+
+moto runs no Lambda code without Docker, so every invocation moto receives (from Step Functions'
+interpreter or a boto3 `invoke`) is routed here and served by the handler that template.yaml names, in
+this process. This depends on moto internals (`LambdaBackend.invoke`); moto is pinned, and
+tests/integration/test_moto_seam.py fails loudly if the seam moves.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import logging
+import threading
+import traceback
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+log = logging.getLogger("stepwise.local")
+
+Handler = Callable[[dict[str, Any], Any], Any]
+
+
+@dataclass
+class FunctionSpec:
+    logical_id: str
+    code_dir: Path
+    handler: str  # "app.handler"
+    timeout: int = 30
+    memory: int = 512
+
+
+@dataclass
+class LambdaContext:
+    """What Powertools reads from a Lambda context object."""
+
+    function_name: str
+    memory_limit_in_mb: int
+    invoked_function_arn: str
+    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    function_version: str = "$LATEST"
+    log_group_name: str = ""
+    log_stream_name: str = ""
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 30_000
+
+
+class FunctionError(Exception):
+    """A handler raised: carries the payload Lambda would return with X-Amz-Function-Error."""
+
+    def __init__(self, payload: dict[str, Any]) -> None:
+        super().__init__(payload.get("errorMessage", ""))
+        self.payload = payload
+
+
+class LocalLambdas:
+    """The template's functions, importable and invocable by logical id or by name/ARN."""
+
+    def __init__(self, functions: list[FunctionSpec], arn_of: Callable[[str], str]) -> None:
+        self._specs = {f.logical_id: f for f in functions}
+        self._arn_of = arn_of
+        self._modules: dict[Path, ModuleType] = {}
+        self._lock = threading.Lock()
+        self.invocations: dict[str, int] = {f.logical_id: 0 for f in functions}
+
+    def logical_id(self, name_or_arn: str) -> str:
+        name = name_or_arn.split(":function:")[-1].split(":")[0]
+        if name not in self._specs:
+            raise KeyError(f"no function {name_or_arn!r} in template.yaml")
+        return name
+
+    def _handler(self, spec: FunctionSpec) -> Handler:
+        module_name, _, attr = spec.handler.rpartition(".")
+        path = spec.code_dir / f"{module_name.replace('.', '/')}.py"
+        with self._lock:
+            module = self._modules.get(path)
+            if module is None:
+                unique = f"stepwise_fn_{spec.code_dir.name}_{module_name}".replace(".", "_")
+                loader = importlib.util.spec_from_file_location(unique, path)
+                if loader is None or loader.loader is None:
+                    raise ImportError(f"cannot load {path}")
+                module = importlib.util.module_from_spec(loader)
+                loader.loader.exec_module(module)
+                self._modules[path] = module
+        handler: Handler = getattr(module, attr)
+        return handler
+
+    def invoke(self, name_or_arn: str, event: Any) -> Any:
+        """Call a function like Lambda does: JSON in, JSON out; an exception becomes FunctionError."""
+        logical = self.logical_id(name_or_arn)
+        spec = self._specs[logical]
+        self.invocations[logical] += 1
+        context = LambdaContext(logical, spec.memory, self._arn_of(logical))
+        try:
+            result = self._handler(spec)(json.loads(json.dumps(event)), context)
+            return json.loads(json.dumps(result, default=str))
+        except Exception as exc:  # noqa: BLE001 - Lambda turns any handler exception into a function error
+            log.debug("%s raised %s", logical, type(exc).__name__, exc_info=True)
+            raise FunctionError(
+                {
+                    "errorType": type(exc).__name__,
+                    "errorMessage": str(exc),
+                    "stackTrace": traceback.format_exception(exc)[-5:],
+                }
+            ) from exc
+
+
+def install_moto_seam(lambdas: LocalLambdas) -> Callable[[], None]:
+    """Route moto's Lambda invocations to `lambdas`; returns a function that undoes it."""
+    from moto.awslambda.models import LambdaBackend
+    from moto.awslambda_simple.models import LambdaSimpleBackend
+
+    def invoke(
+        backend: Any, function_name: str, qualifier: str | None, body: Any, headers: Any, response_headers: Any
+    ) -> bytes:
+        event = json.loads(body) if body else {}
+        if headers.get("X-Amz-Invocation-Type") == "Event":
+            threading.Thread(target=_swallow, args=(lambdas, function_name, event), daemon=True).start()
+            return b""
+        try:
+            payload = json.dumps(lambdas.invoke(function_name, event)).encode()
+        except FunctionError as err:
+            response_headers["x-amz-function-error"] = "Unhandled"
+            payload = json.dumps(err.payload).encode()
+        response_headers["Content-Length"] = str(len(payload))
+        return payload
+
+    originals = (LambdaBackend.invoke, LambdaSimpleBackend.invoke)
+    LambdaBackend.invoke = invoke  # type: ignore[method-assign,assignment]
+    LambdaSimpleBackend.invoke = invoke  # type: ignore[method-assign,assignment]
+
+    def undo() -> None:
+        LambdaBackend.invoke, LambdaSimpleBackend.invoke = originals  # type: ignore[method-assign]
+
+    return undo
+
+
+def _swallow(lambdas: LocalLambdas, name: str, event: Any) -> None:
+    """An async (Event) invocation: Lambda reports its failure to nobody but the logs."""
+    try:
+        lambdas.invoke(name, event)
+    except FunctionError as err:
+        log.warning("async invocation of %s failed: %s", name, err.payload.get("errorMessage"))

@@ -1,0 +1,331 @@
+"""The local stack: template.yaml brought up in moto, in this process.
+
+Tables, functions, routes and the state machine are read from template.yaml, never restated here, so
+the two columns of DESIGN.md cannot drift apart. Step Functions executions run on moto's interpreter
+(the real ASL) and their Lambda tasks reach our handlers through the seam in lambdas.py.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import json
+import os
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from stepwise.local.cfn_yaml import load_template
+from stepwise.local.gateway import Gateway, Route
+from stepwise.local.lambdas import FunctionSpec, LocalLambdas, install_moto_seam
+
+ROOT = Path(__file__).resolve().parents[3]
+TEMPLATE = ROOT / "template.yaml"
+ACCOUNT = "123456789012"
+REGION = "us-east-1"
+STACK_NAME = "stepwise-local"
+DEFAULT_KEY = "sk-local-dev"
+DEFAULT_TENANT = "local"
+
+# Environment a developer may set that wins over the template's parameter defaults.
+PARAMETER_ENV = {"DefaultModel": "STEPWISE_MODEL", "AllowHosts": "STEPWISE_ALLOW_HOSTS"}
+
+
+def local_api_keys(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """key → tenant from STEPWISE_LOCAL_API_KEY (tenant `local`) and STEPWISE_LOCAL_API_KEYS."""
+    env = os.environ if environ is None else environ
+    keys = {env.get("STEPWISE_LOCAL_API_KEY") or DEFAULT_KEY: DEFAULT_TENANT}
+    for pair in filter(None, (p.strip() for p in env.get("STEPWISE_LOCAL_API_KEYS", "").split(","))):
+        key, sep, tenant = pair.rpartition(":")
+        if not sep or not key or not tenant:
+            raise ValueError(f"STEPWISE_LOCAL_API_KEYS entries are key:tenant, got {pair!r}")
+        keys[key] = tenant
+    return keys
+
+
+class Resolver:
+    """Just enough CloudFormation intrinsics for our template, with local physical ids."""
+
+    def __init__(self, template: dict[str, Any], parameters: dict[str, str]) -> None:
+        self.resources: dict[str, Any] = template.get("Resources", {})
+        self.parameters = parameters
+        self.physical: dict[str, str] = {}
+        self.arns: dict[str, str] = {}
+
+    def ref(self, name: str) -> str:
+        if name in self.parameters:
+            return self.parameters[name]
+        pseudo = {"AWS::Region": REGION, "AWS::AccountId": ACCOUNT, "AWS::StackName": STACK_NAME}
+        if name in pseudo:
+            return pseudo[name]
+        if name in self.physical:
+            return self.physical[name]
+        raise KeyError(f"Ref to {name} which the local stack has not created")
+
+    def resolve(self, value: Any) -> Any:
+        if isinstance(value, list):
+            return [self.resolve(v) for v in value]
+        if not isinstance(value, dict):
+            return value
+        if len(value) == 1:
+            (key, arg), = value.items()
+            if key == "Ref":
+                return self.ref(arg)
+            if key == "Fn::GetAtt":
+                logical, attr = arg if isinstance(arg, list) else arg.split(".", 1)
+                if attr == "Arn":
+                    return self.arns[logical]
+                return self.physical[logical]
+            if key == "Fn::Sub":
+                text, extra = (arg, {}) if isinstance(arg, str) else (arg[0], self.resolve(arg[1]))
+
+                def sub(match: re.Match[str]) -> str:
+                    name = match.group(1)
+                    if name in extra:
+                        return str(extra[name])
+                    if "." in name:
+                        return str(self.resolve({"Fn::GetAtt": name.split(".", 1)}))
+                    return self.ref(name)
+
+                return re.sub(r"\$\{([^}!]+)\}", sub, text)
+            if key == "Fn::Join":
+                sep, items = arg
+                return sep.join(str(i) for i in self.resolve(items))
+            if key == "Fn::If":
+                return self.resolve(arg[1])  # conditions are deployment choices; take the first branch
+        return {k: self.resolve(v) for k, v in value.items()}
+
+
+@dataclass
+class LocalStack:
+    """A running local stack. Use `LocalStack.start()`; `stop()` undoes everything."""
+
+    lambdas: LocalLambdas
+    gateway: Gateway
+    resolver: Resolver
+    state_machine_arn: str
+    api_keys: dict[str, str]
+    _cleanup: list[Any] = field(default_factory=list)
+
+    @classmethod
+    def start(cls, template_path: Path = TEMPLATE) -> LocalStack:
+        _fake_credentials()
+        from moto import mock_aws
+
+        mock = mock_aws(config={"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}})
+        mock.start()
+        try:
+            return _bring_up(load_template(template_path), mock)
+        except Exception:
+            mock.stop()
+            raise
+
+    def stop(self) -> None:
+        for undo in reversed(self._cleanup):
+            undo()
+        self._cleanup.clear()
+
+    def invoke_api(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        key: str | None = DEFAULT_KEY,
+        headers: dict[str, str] | None = None,
+        raw: bytes | None = None,
+    ) -> tuple[int, dict[str, str], Any]:
+        """A request through the gateway in process (no socket): status, headers, parsed body."""
+        path_only, _, query = path.partition("?")
+        hdrs = [(k, v) for k, v in (headers or {}).items()]
+        if key is not None:
+            hdrs.append(("authorization", f"Bearer {key}"))
+        data = raw if raw is not None else (json.dumps(body).encode() if body is not None else b"")
+        if data:
+            hdrs.append(("content-type", "application/json"))
+        response = self.gateway.handle(method, path_only, query, hdrs, data)
+        text = response.body.decode()
+        parsed: Any = text
+        if "json" in (response.header("content-type") or ""):
+            parsed = json.loads(text) if text else None
+        return response.status, {k.lower(): v for k, v in response.headers}, parsed
+
+
+def _fake_credentials() -> None:
+    # moto needs credentials to sign with; these keep a stray real profile from ever being used.
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_DEFAULT_REGION": REGION,
+        "AWS_REGION": REGION,
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+    }.items():
+        os.environ[name] = value
+    os.environ.pop("AWS_PROFILE", None)
+
+
+def _parameters(template: dict[str, Any]) -> dict[str, str]:
+    params = {}
+    for name, spec in template.get("Parameters", {}).items():
+        value = os.environ.get(PARAMETER_ENV.get(name, ""), None)
+        params[name] = str(value if value is not None else spec.get("Default", ""))
+    return params
+
+
+def _create_table(ddb: Any, name: str, props: dict[str, Any]) -> None:
+    args: dict[str, Any] = {
+        "TableName": name,
+        "AttributeDefinitions": props["AttributeDefinitions"],
+        "KeySchema": props["KeySchema"],
+        "BillingMode": props.get("BillingMode", "PAY_PER_REQUEST"),
+    }
+    if props.get("GlobalSecondaryIndexes"):
+        args["GlobalSecondaryIndexes"] = props["GlobalSecondaryIndexes"]
+    ddb.create_table(**args)
+    ttl = props.get("TimeToLiveSpecification")
+    if ttl:
+        ddb.update_time_to_live(TableName=name, TimeToLiveSpecification=ttl)
+
+
+def _zip() -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("app.py", "# served in process by stepwise.local.lambdas\n")
+    return buf.getvalue()
+
+
+def _bring_up(template: dict[str, Any], mock: Any) -> LocalStack:
+    import boto3
+
+    from stepwise import aws, config
+    from stepwise.store import keys, tables
+
+    resolver = Resolver(template, _parameters(template))
+    resources = resolver.resources
+    ddb, s3 = boto3.client("dynamodb"), boto3.client("s3")
+    lam, iam, sfn = boto3.client("lambda"), boto3.client("iam"), boto3.client("stepfunctions")
+
+    for logical, res in resources.items():
+        kind, props = res["Type"], res.get("Properties", {})
+        if kind == "AWS::DynamoDB::Table":
+            _create_table(ddb, logical, resolver.resolve(props))
+            resolver.physical[logical] = logical
+            resolver.arns[logical] = f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{logical}"
+        elif kind == "AWS::S3::Bucket":
+            name = f"{STACK_NAME}-{logical}".lower()
+            s3.create_bucket(Bucket=name)
+            resolver.physical[logical] = name
+            resolver.arns[logical] = f"arn:aws:s3:::{name}"
+
+    role = iam.create_role(
+        RoleName="stepwise-local",
+        AssumeRolePolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": []}),
+    )["Role"]["Arn"]
+    globals_fn = template.get("Globals", {}).get("Function", {})
+    functions = {k: v for k, v in resources.items() if v["Type"] == "AWS::Serverless::Function"}
+    for logical in functions:
+        resolver.physical[logical] = logical
+        resolver.arns[logical] = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{logical}"
+    machines = {k: v for k, v in resources.items() if v["Type"] == "AWS::Serverless::StateMachine"}
+    for logical in machines:
+        resolver.physical[logical] = resolver.arns[logical] = (
+            f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:{logical}"
+        )
+
+    # Environment: the functions share one process, so their variables must agree.
+    env: dict[str, str] = {}
+    specs = []
+    for logical, res in functions.items():
+        props = res["Properties"]
+        variables = {
+            **globals_fn.get("Environment", {}).get("Variables", {}),
+            **props.get("Environment", {}).get("Variables", {}),
+        }
+        for name, value in resolver.resolve(variables).items():
+            if name in env and env[name] != str(value):
+                raise ValueError(f"functions disagree on {name}; the local stack shares one environment")
+            env[name] = str(value)
+        specs.append(
+            FunctionSpec(
+                logical_id=logical,
+                code_dir=ROOT / props["CodeUri"],
+                handler=props["Handler"],
+                timeout=int(props.get("Timeout", globals_fn.get("Timeout", 30))),
+                memory=int(props.get("MemorySize", globals_fn.get("MemorySize", 512))),
+            )
+        )
+        lam.create_function(
+            FunctionName=logical,
+            Runtime="python3.12",
+            Role=role,
+            Handler=props["Handler"],
+            Code={"ZipFile": _zip()},
+            Timeout=int(props.get("Timeout", globals_fn.get("Timeout", 30))),
+        )
+    os.environ.update(env)
+    config.reset()
+    aws.reset()
+    tables.rebind()
+
+    lambdas = LocalLambdas(specs, lambda logical: resolver.arns[logical])
+    undo_seam = install_moto_seam(lambdas)
+
+    state_machine_arn = ""
+    for logical, res in machines.items():
+        props = res["Properties"]
+        definition = (ROOT / props["DefinitionUri"]).read_text()
+        for name, value in resolver.resolve(props.get("DefinitionSubstitutions", {})).items():
+            definition = definition.replace("${" + name + "}", str(value))
+        state_machine_arn = sfn.create_state_machine(
+            name=logical, definition=definition, roleArn=role, type=props.get("Type", "STANDARD")
+        )["stateMachineArn"]
+
+    api_keys = local_api_keys()
+    for key, tenant in api_keys.items():
+        keys.store_key(key, tenant)
+
+    stack = LocalStack(
+        lambdas=lambdas,
+        gateway=Gateway(_routes(functions), lambdas.invoke, authorizer=_authorizer(resources)),
+        resolver=resolver,
+        state_machine_arn=state_machine_arn,
+        api_keys=api_keys,
+    )
+    stack._cleanup.extend([mock.stop, undo_seam])
+    return stack
+
+
+def _routes(functions: dict[str, Any]) -> list[Route]:
+    routes = []
+    for logical, res in functions.items():
+        for event in (res["Properties"].get("Events") or {}).values():
+            if event.get("Type") != "HttpApi":
+                continue
+            props = event.get("Properties", {})
+            auth = (props.get("Auth") or {}).get("Authorizer")
+            routes.append(
+                Route(
+                    method=props.get("Method", "ANY").upper(),
+                    path=props["Path"],
+                    function=logical,
+                    authorized=auth != "NONE",
+                )
+            )
+    return routes
+
+
+def _authorizer(resources: dict[str, Any]) -> str | None:
+    """The logical id of the HttpApi's default Lambda authorizer's function."""
+    for res in resources.values():
+        if res["Type"] != "AWS::Serverless::HttpApi":
+            continue
+        auth = res.get("Properties", {}).get("Auth", {})
+        default = auth.get("DefaultAuthorizer")
+        spec = auth.get("Authorizers", {}).get(default, {})
+        arn = spec.get("FunctionArn", {})
+        if isinstance(arn, dict) and "Fn::GetAtt" in arn:
+            target = arn["Fn::GetAtt"]
+            return str(target[0] if isinstance(target, list) else target.split(".")[0])
+    return None

@@ -1,0 +1,55 @@
+"""What the model is sent, in a cache-friendly order: system prompt, tool declarations sorted by name,
+then history. Nothing volatile (timestamps, ids, relevance order) goes into the stable prefix."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from stepwise.models import Agent
+
+
+def tool_declarations(agent: Agent) -> list[dict[str, Any]]:
+    """OpenAI-style function declarations, sorted by name so the prefix is byte-for-byte stable."""
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": tool.name,
+                "description": tool.description,
+                "parameters": json.loads(json.dumps(tool.input_schema, sort_keys=True)),
+            },
+        }
+        for tool in sorted(agent.tools, key=lambda t: t.name)
+    ]
+
+
+def _answered(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Give every tool call a result: providers reject a conversation with a dangling call (a run that
+    failed mid-step leaves one), so a missing result is stated rather than dropped."""
+    out: list[dict[str, Any]] = []
+    pending: list[str] = []
+
+    def close_pending() -> None:
+        for call_id in pending:
+            out.append({"role": "tool", "tool_call_id": call_id, "content": '{"error": "no result recorded"}'})
+        pending.clear()
+
+    for message in history:
+        role = message.get("role")
+        if role == "tool":
+            if message.get("tool_call_id") in pending:
+                pending.remove(message["tool_call_id"])
+                out.append(message)
+            continue  # a result whose call is not in view would be rejected too
+        close_pending()
+        out.append(message)
+        if role == "assistant":
+            pending.extend(call["id"] for call in message.get("tool_calls") or [])
+    close_pending()
+    return out
+
+
+def build_messages(agent: Agent, history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    system = [{"role": "system", "content": agent.system_prompt}] if agent.system_prompt else []
+    return system + _answered(history)

@@ -1,0 +1,79 @@
+"""Agents, with their tools, as one item per agent: a run loads its agent with a single read."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pynamodb.exceptions import DoesNotExist, PutError, UpdateError
+
+from stepwise.errors import Conflict, NotFound
+from stepwise.models import Agent, AgentCreate, HttpTool, utcnow
+from stepwise.store.tables import AgentItem, bind, condition_failed
+
+LIST_LIMIT = 100
+
+
+def _not_found(agent_id: str) -> NotFound:
+    return NotFound(f"agent {agent_id} not found", code="agent_not_found")
+
+
+def _item(tenant_id: str, agent_id: str) -> AgentItem:
+    bind()
+    try:
+        return AgentItem.get(tenant_id, agent_id, consistent_read=True)
+    except DoesNotExist:
+        raise _not_found(agent_id) from None
+
+
+def create(tenant_id: str, agent_id: str, spec: AgentCreate) -> Agent:
+    bind()
+    now = utcnow()
+    agent = Agent(**spec.model_dump(), agent_id=agent_id, created_at=now, updated_at=now)
+    AgentItem(tenant_id, agent_id, doc=agent.model_dump(mode="json")).save(
+        condition=AgentItem.agent_id.does_not_exist()
+    )
+    return agent
+
+
+def get(tenant_id: str, agent_id: str) -> Agent:
+    return Agent.model_validate(_item(tenant_id, agent_id).doc)
+
+
+def list_all(tenant_id: str) -> list[Agent]:
+    bind()
+    return [Agent.model_validate(i.doc) for i in AgentItem.query(tenant_id)]
+
+
+def delete(tenant_id: str, agent_id: str) -> None:
+    item = _item(tenant_id, agent_id)
+    item.delete()
+
+
+def update(tenant_id: str, agent_id: str, changes: dict[str, Any]) -> Agent:
+    """Apply field changes under optimistic locking; a concurrent edit makes this a 409, not a lost write."""
+    item = _item(tenant_id, agent_id)
+    current = Agent.model_validate(item.doc)
+    merged = {**current.model_dump(), **changes, "updated_at": utcnow()}
+    agent = Agent.model_validate(merged)
+    item.doc = agent.model_dump(mode="json")
+    try:
+        item.save()
+    except (PutError, UpdateError) as exc:
+        if condition_failed(exc):
+            raise Conflict(f"agent {agent_id} changed concurrently; retry", code="concurrent_update") from exc
+        raise
+    return agent
+
+
+def add_tool(tenant_id: str, agent_id: str, tool: HttpTool) -> Agent:
+    agent = get(tenant_id, agent_id)
+    if agent.tool(tool.name) is not None:
+        raise Conflict(f"agent {agent_id} already has a tool named {tool.name}", code="tool_exists")
+    return update(tenant_id, agent_id, {"tools": [*agent.tools, tool]})
+
+
+def remove_tool(tenant_id: str, agent_id: str, name: str) -> Agent:
+    agent = get(tenant_id, agent_id)
+    if agent.tool(name) is None:
+        raise NotFound(f"agent {agent_id} has no tool named {name}", code="tool_not_found")
+    return update(tenant_id, agent_id, {"tools": [t for t in agent.tools if t.name != name]})

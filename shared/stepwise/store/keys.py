@@ -1,0 +1,39 @@
+"""API keys: stored as SHA-256 hashes, never in the clear. A key is shown once, at creation."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+
+from pynamodb.exceptions import DoesNotExist
+
+from stepwise.models import utcnow
+from stepwise.store.tables import ApiKeyItem, bind
+
+KEY_PREFIX = "sw_"  # recognizable in logs and by secret scanners
+
+
+def hash_key(api_key: str) -> str:
+    return hashlib.sha256(api_key.encode()).hexdigest()
+
+
+def generate_key() -> str:
+    return KEY_PREFIX + secrets.token_urlsafe(32)
+
+
+def store_key(api_key: str, tenant_id: str) -> None:
+    """Register a key for a tenant (idempotent for the same key and tenant)."""
+    bind()
+    ApiKeyItem(
+        hash_key(api_key), tenant_id=tenant_id, key_prefix=api_key[:8], created_at=utcnow()
+    ).save()
+
+
+def tenant_for(api_key: str) -> str | None:
+    """The tenant a key belongs to, or None for an unknown or revoked key."""
+    bind()
+    try:
+        item = ApiKeyItem.get(hash_key(api_key), consistent_read=False)
+    except DoesNotExist:
+        return None
+    return None if item.revoked_at is not None else item.tenant_id

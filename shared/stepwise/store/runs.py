@@ -1,0 +1,186 @@
+"""Run records: written before their execution starts, then moved through their statuses with
+conditional updates so a retried or late step can never resurrect a finished run."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from pynamodb.exceptions import DoesNotExist, UpdateError
+
+from stepwise.errors import Malformed, NotFound, RunStateError
+from stepwise.models import TERMINAL_STATUSES, Run, RunError, RunStatus, ScriptTurn, Usage, utcnow
+from stepwise.store.tables import RunItem, bind, condition_failed, tenant_key
+
+PAGE_LIMIT = 50
+
+
+def _to_model(item: RunItem) -> Run:
+    return Run(
+        run_id=item.run_id,
+        agent_id=item.agent_id,
+        session_id=item.session_id,
+        status=item.status,  # type: ignore[arg-type]
+        input=item.input,
+        output=item.output,
+        error=RunError.model_validate(item.error) if item.error else None,
+        steps=int(item.steps),
+        max_steps=int(item.max_steps),
+        usage=Usage(
+            input_tokens=int(item.input_tokens),
+            output_tokens=int(item.output_tokens),
+            cached_tokens=int(item.cached_tokens),
+        ),
+        tools_executed=list(item.tools_executed) if item.tools_executed is not None else None,
+        replay_of=item.replay_of,
+        metadata=item.metadata or {},
+        script=[ScriptTurn.model_validate(t) for t in item.script] if item.script else None,
+        created_at=item.created_at,
+        finished_at=item.finished_at,
+    )
+
+
+def create(tenant_id: str, run: Run) -> Run:
+    bind()
+    RunItem(
+        tenant_id,
+        run.run_id,
+        agent_id=run.agent_id,
+        session_id=run.session_id,
+        agent_key=tenant_key(tenant_id, run.agent_id),
+        session_key=tenant_key(tenant_id, run.session_id),
+        status=run.status,
+        input=run.input,
+        max_steps=run.max_steps,
+        tools_executed=run.tools_executed,
+        replay_of=run.replay_of,
+        metadata=run.metadata,
+        script=[t.model_dump(exclude_none=True) for t in run.script] if run.script else None,
+        created_at=run.created_at,
+    ).save(condition=RunItem.run_id.does_not_exist())
+    return run
+
+
+def _item(tenant_id: str, run_id: str) -> RunItem:
+    bind()
+    try:
+        return RunItem.get(tenant_id, run_id, consistent_read=True)
+    except DoesNotExist:
+        raise NotFound(f"run {run_id} not found", code="run_not_found") from None
+
+
+def get(tenant_id: str, run_id: str) -> Run:
+    return _to_model(_item(tenant_id, run_id))
+
+
+def _encode_token(key: dict[str, Any] | None) -> str | None:
+    return base64.urlsafe_b64encode(json.dumps(key).encode()).decode() if key else None
+
+
+def _decode_token(token: str | None) -> dict[str, Any] | None:
+    if not token:
+        return None
+    try:
+        key = json.loads(base64.urlsafe_b64decode(token.encode()))
+    except ValueError as exc:
+        raise Malformed("next_token is not one this API issued", code="invalid_next_token") from exc
+    if not isinstance(key, dict):
+        raise Malformed("next_token is not one this API issued", code="invalid_next_token")
+    return key
+
+
+def list_runs(
+    tenant_id: str,
+    *,
+    agent_id: str | None = None,
+    session_id: str | None = None,
+    status: RunStatus | None = None,
+    limit: int = PAGE_LIMIT,
+    next_token: str | None = None,
+) -> tuple[list[Run], str | None]:
+    """Newest first. The token is DynamoDB's LastEvaluatedKey; a status filter may give short pages."""
+    bind()
+    start = _decode_token(next_token)
+    condition = RunItem.status == status if status else None
+    query_args: dict[str, Any] = {
+        "scan_index_forward": False,
+        "limit": limit,
+        "filter_condition": condition,
+        "last_evaluated_key": start,
+    }
+    if session_id:
+        result = RunItem.by_session.query(tenant_key(tenant_id, session_id), **query_args)
+    elif agent_id:
+        result = RunItem.by_agent.query(tenant_key(tenant_id, agent_id), **query_args)
+    else:
+        result = RunItem.query(tenant_id, **query_args)
+    runs = [_to_model(item) for item in result]
+    if start is not None and "tenant_id" in start and start["tenant_id"] != {"S": tenant_id}:
+        raise Malformed("next_token is not one this API issued", code="invalid_next_token")
+    return runs, _encode_token(result.last_evaluated_key)
+
+
+def transition(
+    tenant_id: str, run_id: str, to: RunStatus, *, allowed_from: set[str], **fields: Any
+) -> bool:
+    """Move a run to `to` if it is in one of `allowed_from`; False when it is not (a late or repeated
+    step). Extra fields are set in the same write."""
+    bind()
+    item = RunItem(tenant_id, run_id)
+    actions = [RunItem.status.set(to)]
+    for name, value in fields.items():
+        attr = getattr(RunItem, name)
+        actions.append(attr.remove() if value is None else attr.set(value))
+    if to in TERMINAL_STATUSES:
+        actions.append(RunItem.finished_at.set(utcnow()))
+    try:
+        item.update(actions=actions, condition=RunItem.run_id.exists() & RunItem.status.is_in(*allowed_from))
+    except UpdateError as exc:
+        if condition_failed(exc):
+            return False
+        raise
+    return True
+
+
+def record_step(tenant_id: str, run_id: str, step: int, usage: Usage) -> None:
+    """Count a model step and its tokens, once: a retried step finds its number already recorded."""
+    bind()
+    try:
+        RunItem(tenant_id, run_id).update(
+            actions=[
+                RunItem.steps.set(step),
+                RunItem.input_tokens.add(usage.input_tokens),
+                RunItem.output_tokens.add(usage.output_tokens),
+                RunItem.cached_tokens.add(usage.cached_tokens),
+            ],
+            condition=RunItem.run_id.exists() & (RunItem.steps < step),
+        )
+    except UpdateError as exc:
+        if not condition_failed(exc):
+            raise
+
+
+def record_tool_executed(tenant_id: str, run_id: str, tool_name: str) -> None:
+    """Append a tool to tools_executed before it runs, so a crash after acting still counts it."""
+    bind()
+    try:
+        RunItem(tenant_id, run_id).update(
+            actions=[
+                # if_not_exists: an unknown (absent) list becomes a known one
+                RunItem.tools_executed.set((RunItem.tools_executed | []).append([tool_name]))
+            ],
+            condition=RunItem.run_id.exists() & RunItem.status.is_in("running", "waiting"),
+        )
+    except UpdateError as exc:
+        if condition_failed(exc):
+            raise RunStateError(f"run {run_id} is not running; tool {tool_name} not executed") from exc
+        raise
+
+
+def reserve_seqs(tenant_id: str, run_id: str, count: int) -> int:
+    """Hand out `count` consecutive event sequence numbers; returns the first."""
+    bind()
+    item = RunItem(tenant_id, run_id)
+    item.update(actions=[RunItem.event_seq.add(count)], condition=RunItem.run_id.exists())
+    return int(item.event_seq) - count + 1

@@ -1,0 +1,117 @@
+"""Sessions: a shell item plus the messages of its runs, in one partition so one query rebuilds the
+history. Messages are OpenAI chat-format dicts; their sort key orders them by run, step and slot."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pynamodb.exceptions import DoesNotExist, UpdateError
+
+from stepwise.errors import NotFound
+from stepwise.models import Session, utcnow
+from stepwise.store.tables import SessionItem, bind, condition_failed, tenant_key
+
+SHELL = "session"
+MESSAGE_PREFIX = "msg#"
+USER_SLOT = "0"
+ASSISTANT_SLOT = "1"
+
+
+def tool_slot(index: int) -> str:
+    return f"2#{index:03d}"  # after the assistant message that asked, in the model's order
+
+
+def message_key(run_id: str, step: int, slot: str) -> str:
+    return f"{MESSAGE_PREFIX}{run_id}#{step:04d}#{slot}"
+
+
+def _not_found(session_id: str) -> NotFound:
+    return NotFound(f"session {session_id} not found", code="session_not_found")
+
+
+def create(tenant_id: str, session_id: str, agent_id: str) -> Session:
+    bind()
+    session = Session(session_id=session_id, agent_id=agent_id, created_at=utcnow())
+    SessionItem(
+        tenant_key(tenant_id, session_id),
+        SHELL,
+        agent_id=agent_id,
+        created_at=session.created_at,
+        completed_runs=[],
+    ).save(condition=SessionItem.pk.does_not_exist())
+    return session
+
+
+def get(tenant_id: str, session_id: str) -> Session:
+    bind()
+    try:
+        item = SessionItem.get(tenant_key(tenant_id, session_id), SHELL, consistent_read=True)
+    except DoesNotExist:
+        raise _not_found(session_id) from None
+    return Session(
+        session_id=session_id,
+        agent_id=item.agent_id or "",
+        created_at=item.created_at,
+        completed_runs=list(item.completed_runs or []),
+    )
+
+
+def put_message(tenant_id: str, session_id: str, run_id: str, step: int, slot: str, message: dict[str, Any]) -> None:
+    """Write one message at its fixed key: a retried step overwrites itself instead of duplicating."""
+    bind()
+    SessionItem(
+        tenant_key(tenant_id, session_id),
+        message_key(run_id, step, slot),
+        run_id=run_id,
+        message=message,
+    ).save()
+
+
+def get_message(tenant_id: str, session_id: str, run_id: str, step: int, slot: str) -> dict[str, Any] | None:
+    bind()
+    try:
+        item = SessionItem.get(
+            tenant_key(tenant_id, session_id), message_key(run_id, step, slot), consistent_read=True
+        )
+    except DoesNotExist:
+        return None
+    return item.message
+
+
+def messages(tenant_id: str, session_id: str, run_ids: set[str] | None = None) -> list[dict[str, Any]]:
+    """Messages in order, optionally only those of the given runs."""
+    bind()
+    items = SessionItem.query(
+        tenant_key(tenant_id, session_id),
+        SessionItem.sk.startswith(MESSAGE_PREFIX),
+        consistent_read=True,
+    )
+    return [i.message for i in items if i.message is not None and (run_ids is None or i.run_id in run_ids)]
+
+
+def history(tenant_id: str, session_id: str, run_id: str) -> list[dict[str, Any]]:
+    """What the model sees for `run_id`: every completed run of the session, then this run so far."""
+    session = get(tenant_id, session_id)
+    return messages(tenant_id, session_id, {*session.completed_runs, run_id})
+
+
+def complete_run(tenant_id: str, session_id: str, run_id: str) -> None:
+    """Make a finished run's messages part of the session's history (once, even if retried)."""
+    bind()
+    item = SessionItem(tenant_key(tenant_id, session_id), SHELL)
+    try:
+        item.update(
+            actions=[SessionItem.completed_runs.set((SessionItem.completed_runs | []).append([run_id]))],
+            condition=SessionItem.pk.exists() & ~SessionItem.completed_runs.contains(run_id),
+        )
+    except UpdateError as exc:
+        if not condition_failed(exc):  # already recorded: a retry of the same step
+            raise
+
+
+def delete(tenant_id: str, session_id: str) -> None:
+    get(tenant_id, session_id)
+    bind()
+    with SessionItem.batch_write() as batch:
+        for item in SessionItem.query(tenant_key(tenant_id, session_id)):
+            batch.delete(item)

@@ -1,0 +1,157 @@
+"""The pynamodb models, one per table of template.yaml (names and keys must match it).
+
+Table names come from the environment at first use, not at import, so the local stack and tests can
+set the environment after importing.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cache
+
+from pynamodb.exceptions import PynamoDBException
+from pynamodb.attributes import (
+    JSONAttribute,
+    ListAttribute,
+    NumberAttribute,
+    TTLAttribute,
+    UnicodeAttribute,
+    UTCDateTimeAttribute,
+    VersionAttribute,
+)
+from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
+from pynamodb.models import Model
+
+from stepwise import config
+
+
+def tenant_key(tenant_id: str, ident: str) -> str:
+    """A partition key scoped to a tenant; '#' cannot occur in tenant ids or our generated ids."""
+    return f"{tenant_id}#{ident}"
+
+
+class ApiKeyItem(Model):
+    class Meta:
+        table_name = "ApiKeysTable"
+
+    key_hash = UnicodeAttribute(hash_key=True)
+    tenant_id = UnicodeAttribute()
+    key_prefix = UnicodeAttribute()
+    created_at = UTCDateTimeAttribute()
+    revoked_at = UTCDateTimeAttribute(null=True)
+
+
+class AgentItem(Model):
+    class Meta:
+        table_name = "AgentsTable"
+
+    tenant_id = UnicodeAttribute(hash_key=True)
+    agent_id = UnicodeAttribute(range_key=True)
+    doc = JSONAttribute()  # the Agent model, validated by pydantic on the way in and out
+    version = VersionAttribute()  # optimistic locking: two concurrent edits cannot both win
+
+
+class SessionItem(Model):
+    """The session shell (sk = "session") and its messages (sk = "msg#<run_id>#<step>#<slot>")."""
+
+    class Meta:
+        table_name = "SessionsTable"
+
+    pk = UnicodeAttribute(hash_key=True)
+    sk = UnicodeAttribute(range_key=True)
+    agent_id = UnicodeAttribute(null=True)
+    created_at = UTCDateTimeAttribute(null=True)
+    completed_runs = ListAttribute(of=UnicodeAttribute, null=True)
+    run_id = UnicodeAttribute(null=True)
+    message = JSONAttribute(null=True)
+    expires_at = TTLAttribute(null=True)
+
+
+class RunsByAgent(GlobalSecondaryIndex["RunItem"]):
+    class Meta:
+        index_name = "by_agent"
+        projection = AllProjection()
+
+    agent_key = UnicodeAttribute(hash_key=True)
+    run_id = UnicodeAttribute(range_key=True)
+
+
+class RunsBySession(GlobalSecondaryIndex["RunItem"]):
+    class Meta:
+        index_name = "by_session"
+        projection = AllProjection()
+
+    session_key = UnicodeAttribute(hash_key=True)
+    run_id = UnicodeAttribute(range_key=True)
+
+
+class RunItem(Model):
+    class Meta:
+        table_name = "RunsTable"
+
+    tenant_id = UnicodeAttribute(hash_key=True)
+    run_id = UnicodeAttribute(range_key=True)
+    agent_id = UnicodeAttribute()
+    session_id = UnicodeAttribute()
+    agent_key = UnicodeAttribute()
+    session_key = UnicodeAttribute()
+    status = UnicodeAttribute()
+    input = UnicodeAttribute()
+    output = UnicodeAttribute(null=True)
+    error = JSONAttribute(null=True)
+    steps = NumberAttribute(default=0)
+    max_steps = NumberAttribute()
+    input_tokens = NumberAttribute(default=0)
+    output_tokens = NumberAttribute(default=0)
+    cached_tokens = NumberAttribute(default=0)
+    # Absent means unknown; an empty list means checked and none. Appended before each tool runs.
+    tools_executed = ListAttribute(of=UnicodeAttribute, null=True)
+    replay_of = UnicodeAttribute(null=True)
+    metadata = JSONAttribute(null=True)
+    script = JSONAttribute(null=True)
+    created_at = UTCDateTimeAttribute()
+    finished_at = UTCDateTimeAttribute(null=True)
+    event_seq = NumberAttribute(default=0)  # the last sequence number handed to an event
+
+    by_agent = RunsByAgent()
+    by_session = RunsBySession()
+
+
+class RunEventItem(Model):
+    class Meta:
+        table_name = "RunEventsTable"
+
+    run_key = UnicodeAttribute(hash_key=True)
+    seq = NumberAttribute(range_key=True)
+    type = UnicodeAttribute()
+    data = JSONAttribute()
+    at = UTCDateTimeAttribute()
+    expires_at = TTLAttribute(null=True)
+
+
+@cache
+def bind() -> None:
+    """Point the models at the tables named in the environment (once per process)."""
+    names = config.tables()
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+    for model, name in (
+        (ApiKeyItem, names.api_keys),
+        (AgentItem, names.agents),
+        (SessionItem, names.sessions),
+        (RunItem, names.runs),
+        (RunEventItem, names.run_events),
+    ):
+        model.Meta.table_name = name
+        model.Meta.region = region
+        model._connection = None  # the connection caches the table name
+
+
+def rebind() -> None:
+    """Re-read table names (tests and the local stack change the environment)."""
+    bind.cache_clear()
+    bind()
+
+
+def condition_failed(exc: PynamoDBException) -> bool:
+    """Whether a write failed only because its condition did not hold."""
+    return exc.cause_response_code == "ConditionalCheckFailedException"
