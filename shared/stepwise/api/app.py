@@ -15,7 +15,7 @@ from aws_lambda_powertools.event_handler.openapi.models import HTTPBearer, Serve
 from stepwise.api import agents, runs, sessions
 from stepwise.api.auth import is_public, tenant_from_event
 from stepwise.api.responses import error_response, from_error, json_response
-from stepwise.errors import ApiError, PayloadTooLarge
+from stepwise.errors import ApiError, Malformed, PayloadTooLarge
 
 MAX_BODY_BYTES = 1024 * 1024  # well under API Gateway's 10 MB: agent inputs are text, not uploads
 TITLE = "Stepwise"
@@ -100,9 +100,24 @@ def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
             raise PayloadTooLarge(f"the body is over {MAX_BODY_BYTES} bytes")
         if not is_public(path):
             tenant_from_event(event)
+            _as_json(event)
     except ApiError as exc:
         return _to_proxy(error_response(exc.status, exc.code, exc.message, exc.details))
     return build().resolve(event, context)
+
+
+def _as_json(event: dict[str, Any]) -> None:
+    """Authenticated routes speak JSON only: a body sent without a JSON content type (curl's -d default
+    is a form) is read as JSON rather than misparsed as a form."""
+    headers = event.setdefault("headers", {})
+    if event.get("body") and "json" not in headers.get("content-type", ""):
+        headers["content-type"] = "application/json"
+        if event.get("isBase64Encoded"):
+            try:
+                event["body"] = base64.b64decode(event["body"]).decode()
+            except UnicodeDecodeError:
+                raise Malformed("the request body is not valid JSON", code="malformed_json") from None
+            event["isBase64Encoded"] = False
 
 
 def _to_proxy(response: Response) -> dict[str, Any]:

@@ -1,0 +1,73 @@
+"""`make run`: the whole stack in one process on 127.0.0.1:$PORT (default 3000)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+
+READY_LINE = "Stepwise local stack is ready"
+
+
+def main() -> int:
+    started = time.monotonic()
+    port = int(os.environ.get("PORT", "3000"))
+    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    # The demo tool and any tool a developer serves on this machine live on loopback, which the SSRF
+    # guard blocks; locally (and only here, unless the developer says otherwise) loopback is allowed.
+    os.environ.setdefault("STEPWISE_ALLOW_HOSTS", "127.0.0.1,localhost")
+
+    from stepwise.local.demo import demo_agent, serve_demo_tools
+    from stepwise.local.gateway import serve
+    from stepwise.local.stack import LocalStack
+
+    stack = LocalStack.start()
+    server = serve(stack.gateway, "127.0.0.1", port)
+    host, bound = server.server_address[:2]
+    base = f"http://{host}:{bound}"
+    key = next(iter(stack.api_keys))
+    tools = serve_demo_tools()
+    status, _, agent = stack.invoke_api(
+        "POST", "/v1/agents", demo_agent(f"http://127.0.0.1:{tools.server_address[1]}"), key=key
+    )
+    if status != 201:
+        print(f"could not seed the demo agent: {status} {agent}", file=sys.stderr)
+        return 1
+    agent_id = agent["agent_id"]
+    print(
+        f"""
+{READY_LINE} in {time.monotonic() - started:.1f}s
+  base URL   {base}
+  API key    {key}   (tenant {stack.api_keys[key]})
+  docs       {base}/v1/docs   (spec: {base}/v1/openapi.json; both need the key)
+  demo agent {agent_id}   (tool get_weather)
+  model      {os.environ.get("STEPWISE_MODEL") or "scripted"}
+
+Try:
+  curl -s -X POST {base}/v1/agents/{agent_id}/runs \\
+    -H 'Authorization: Bearer {key}' -H 'Content-Type: application/json' \\
+    -d '{{"message": "What is the weather in Paris?"}}'
+  curl -s '{base}/v1/runs/<run_id>/events?wait=10' -H 'Authorization: Bearer {key}'
+
+Everything lives in memory (moto) and is gone when this stops. Ctrl-C to stop.
+""",
+        flush=True,
+    )
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        stop.wait()
+    except KeyboardInterrupt:
+        pass
+    server.shutdown()
+    tools.shutdown()
+    stack.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
