@@ -96,6 +96,12 @@ class RunStateError(StepError):
     code = "run_state"
 
 
+class AgentGone(StepError):
+    """The run's agent was deleted while the run was queued or running."""
+
+    code = "agent_not_found"
+
+
 class ContextTooLong(ModelError):
     """The prompt is over the model's context window (compaction then retry is the remedy)."""
 

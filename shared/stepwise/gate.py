@@ -50,7 +50,7 @@ def gate(task: ToolCallTask) -> GateOutcome:
         "tool_call",
         {"tool_call_id": ref.id, "tool_name": ref.name, "arguments": arguments if arguments is not None else raw_arguments},
     )
-    agent = agents.get(tenant_id, run.agent_id)
+    agent = agents.get_for_run(tenant_id, run.agent_id)
     tool = agent.tool(ref.name)
     if tool is None:
         result = ToolResult.failure("unknown_tool", f"this agent has no tool named {ref.name!r}")

@@ -16,7 +16,7 @@ ACTIVE = {"queued", "running", "waiting"}
 def prepare(state: RunState) -> RunState:
     """Mark the run running and put its user message into the session."""
     run = runs.get(state.tenant_id, state.run_id)
-    agents.get(state.tenant_id, run.agent_id)  # a deleted agent fails the run here, with its code
+    agents.get_for_run(state.tenant_id, run.agent_id)  # a deleted agent fails the run here, with its code
     started = runs.transition(
         state.tenant_id, state.run_id, "running", allowed_from={"queued"}, tools_executed=[]
     )

@@ -37,7 +37,7 @@ def _take_step(tenant_id: str, run: Run, step: int, *, tools_allowed: bool) -> M
     """Call the model once with the session's history and persist what it said."""
     if run.status != "running":
         raise RunStateError(f"run {run.run_id} is {run.status}; no model step")
-    agent = agents.get(tenant_id, run.agent_id)
+    agent = agents.get_for_run(tenant_id, run.agent_id)
     events.emit(tenant_id, run.run_id, "step_started", {"step": step})
     history = sessions.history(tenant_id, run.session_id, run.run_id)
     declarations = tool_declarations(agent) if tools_allowed else []
@@ -71,7 +71,7 @@ def _take_step(tenant_id: str, run: Run, step: int, *, tools_allowed: bool) -> M
 def model_step(state: RunState) -> RunState:
     """One ReAct step. On the last allowed step tools are withheld, so the model must answer."""
     run = runs.get(state.tenant_id, state.run_id)
-    agent = agents.get(state.tenant_id, run.agent_id)
+    agent = agents.get_for_run(state.tenant_id, run.agent_id)
     step = state.step + 1
     tools_allowed = step < state.max_steps
     turn = _take_step(state.tenant_id, run, step, tools_allowed=tools_allowed)

@@ -6,7 +6,7 @@ from typing import Any
 
 from pynamodb.exceptions import DoesNotExist, PutError, UpdateError
 
-from stepwise.errors import Conflict, NotFound
+from stepwise.errors import AgentGone, Conflict, NotFound
 from stepwise.models import Agent, AgentCreate, HttpTool, utcnow
 from stepwise.store.tables import AgentItem, bind, condition_failed
 
@@ -37,6 +37,14 @@ def create(tenant_id: str, agent_id: str, spec: AgentCreate) -> Agent:
 
 def get(tenant_id: str, agent_id: str) -> Agent:
     return Agent.model_validate(_item(tenant_id, agent_id).doc)
+
+
+def get_for_run(tenant_id: str, agent_id: str) -> Agent:
+    """The agent of a running run: its absence is a step error the state machine can catch by name."""
+    try:
+        return get(tenant_id, agent_id)
+    except NotFound as exc:
+        raise AgentGone(f"agent {agent_id} was deleted; the run cannot continue") from exc
 
 
 def list_all(tenant_id: str) -> list[Agent]:

@@ -1,0 +1,212 @@
+"""One model call through litellm, for the model-step Lambda.
+
+litellm is imported on the first call, not at import: it takes seconds to load, and nothing but the
+model step should pay for it. Retries belong to Step Functions (Retry on RateLimited and
+ProviderUnavailable, with backoff and jitter), so litellm is told never to retry or sleep.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from stepwise import errors
+from stepwise.models import ScriptTurn, Usage
+
+SCRIPTED = "scripted"
+_DETAIL_CLIP = 500
+
+
+ContextTooLong = errors.ContextTooLong  # lives in errors so the lifecycle functions can name its code
+
+
+@dataclass(frozen=True)
+class ToolCallOut:
+    id: str
+    name: str
+    arguments: dict[str, Any]  # `{"_raw": text}` when the model wrote arguments that are not a JSON object
+
+
+@dataclass(frozen=True)
+class ModelTurn:
+    text: str | None
+    tool_calls: list[ToolCallOut]
+    usage: Usage
+    finish_reason: str | None
+
+    def assistant_message(self) -> dict[str, Any]:
+        """This turn as the OpenAI-format assistant message that goes back into the history."""
+        message: dict[str, Any] = {"role": "assistant", "content": self.text}
+        if self.tool_calls:
+            message["tool_calls"] = [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": _arguments_text(call.arguments)},
+                }
+                for call in self.tool_calls
+            ]
+        return message
+
+
+def resolve_model(agent_model: str | None) -> str:
+    """The agent's model, else `STEPWISE_MODEL`, else the built-in scripted model."""
+    if agent_model and agent_model.strip():
+        return agent_model.strip()
+    configured = os.environ.get("STEPWISE_MODEL", "").strip()
+    return configured or SCRIPTED
+
+
+def is_scripted(model: str) -> bool:
+    return model == SCRIPTED or model.startswith(f"{SCRIPTED}/")
+
+
+def complete(
+    *,
+    model: str,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None,
+    temperature: float | None = None,
+    script: list[ScriptTurn] | None = None,
+) -> ModelTurn:
+    """Call `model` once, non-streaming.
+
+    `tools` None (or empty) withholds tools; `script` only reaches the scripted model. Raises
+    RateLimited, ProviderUnavailable, ContextTooLong or ModelError.
+    """
+    litellm = _litellm()
+    target = model
+    extra: dict[str, Any] = {}
+    if is_scripted(model):
+        from stepwise.llm import scripted
+
+        scripted.register()
+        # litellm needs `provider/model`; a bare "scripted" is the agent-facing name.
+        target = model if "/" in model else f"{SCRIPTED}/{SCRIPTED}"
+        if script is not None:
+            # For a custom provider litellm copies non-OpenAI params into `optional_params` verbatim, and
+            # `extra_body` is the OpenAI channel for provider-specific request fields, so the script
+            # rides with the request exactly as a real model's inputs would.
+            turns = [t.model_dump(mode="json", exclude_none=True) for t in script]
+            extra["extra_body"] = {scripted.SCRIPT_FIELD: turns}
+    if tools:
+        extra["tools"] = tools
+    if temperature is not None:
+        extra["temperature"] = temperature
+    try:
+        response = litellm.completion(model=target, messages=messages, num_retries=0, max_retries=0, **extra)
+    except Exception as exc:  # everything litellm raises is classified; nothing else runs in this block
+        raise map_litellm_error(exc, model) from exc
+    return _turn(response)
+
+
+def map_litellm_error(exc: BaseException, model: str) -> Exception:
+    """The step error for a litellm exception; the ASL retries RateLimited and ProviderUnavailable."""
+    import litellm
+
+    detail = _detail(exc)
+    status = getattr(exc, "status_code", None)
+    if isinstance(exc, litellm.ContextWindowExceededError):
+        return ContextTooLong(f"the conversation is too long for {model}: {detail}")
+    if isinstance(exc, litellm.RateLimitError) or status == 429:
+        return errors.RateLimited(f"{model} is rate limiting requests: {detail}")
+    unavailable = (
+        litellm.Timeout,
+        litellm.APIConnectionError,
+        litellm.ServiceUnavailableError,
+        litellm.InternalServerError,
+        litellm.BadGatewayError,
+    )
+    if isinstance(exc, unavailable) or (isinstance(status, int) and (status >= 500 or status == 408)):
+        return errors.ProviderUnavailable(f"{model} is unavailable: {detail}")
+    return errors.ModelError(f"{model} failed ({type(exc).__name__}): {detail}")
+
+
+def parse_arguments(raw: str | None) -> dict[str, Any]:
+    """Tool-call arguments as the model wrote them; non-object JSON is kept raw for the executor to reject."""
+    if raw is None or not raw.strip():
+        return {}  # providers send "" for a call without arguments
+    try:
+        parsed = json.loads(raw)
+    except json.JSONDecodeError:
+        return {"_raw": raw}
+    return parsed if isinstance(parsed, dict) else {"_raw": raw}
+
+
+def usage_of(usage: Any) -> Usage:
+    """Token counts from a litellm usage object (OpenAI- or Anthropic-style cached tokens)."""
+    if usage is None:
+        return Usage()
+    details = _field(usage, "prompt_tokens_details")
+    cached = _field(details, "cached_tokens") or _field(usage, "cache_read_input_tokens") or 0
+    return Usage(
+        input_tokens=_field(usage, "prompt_tokens") or 0,
+        output_tokens=_field(usage, "completion_tokens") or 0,
+        cached_tokens=cached,
+    )
+
+
+@functools.cache
+def _litellm() -> Any:
+    # The cost map bundled with litellm is enough for us; fetching the remote one would add a network
+    # round trip to every cold start (and hang without egress). An operator's explicit setting wins.
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    litellm.suppress_debug_info = True  # its "Give Feedback" banner would otherwise land in every error log
+    return litellm
+
+
+def _turn(response: Any) -> ModelTurn:
+    choice = response.choices[0]
+    message = choice.message
+    calls = [
+        ToolCallOut(id=call.id, name=call.function.name, arguments=parse_arguments(call.function.arguments))
+        for call in message.tool_calls or []
+    ]
+    return ModelTurn(
+        text=message.content or None,
+        tool_calls=calls,
+        usage=usage_of(getattr(response, "usage", None)),
+        finish_reason=choice.finish_reason,
+    )
+
+
+def _arguments_text(arguments: dict[str, Any]) -> str:
+    if set(arguments) == {"_raw"} and isinstance(arguments["_raw"], str):
+        return arguments["_raw"]  # hand the model back exactly what it wrote
+    return json.dumps(arguments)
+
+
+def _field(obj: Any, name: str) -> Any:
+    if obj is None:
+        return None
+    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+
+
+# Credentials that could appear in a provider's error text: key-shaped tokens, auth headers, and
+# `key=value` pairs; plus the literal values of credential-looking environment variables.
+_SECRET_SHAPES = (
+    re.compile(r"\bsk-[A-Za-z0-9_\-]{6,}"),
+    re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/\-]+=*"),
+    re.compile(
+        r"(?i)((?:api[_-]?key|x-api-key|authorization|access[_-]?token|secret)[\"']?\s*[:=]\s*[\"']?)[^\s\"',}]+"
+    ),
+)
+_SECRET_ENV = re.compile(r"(?i)(KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL)")
+
+
+def _detail(exc: BaseException) -> str:
+    """The first line of the exception's message, clipped and with credentials masked."""
+    text = str(getattr(exc, "message", None) or exc)
+    first = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
+    for name, value in os.environ.items():
+        if len(value) >= 8 and _SECRET_ENV.search(name):
+            first = first.replace(value, "***")
+    for shape in _SECRET_SHAPES:
+        first = shape.sub(lambda m: (m.group(1) if m.groups() else "") + "***", first)
+    return first if len(first) <= _DETAIL_CLIP else first[: _DETAIL_CLIP - 1] + "…"
