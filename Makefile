@@ -10,6 +10,8 @@ SAM_STAMP := $(SAM_VENV)/.installed
 # AWS SDKs need a region and credentials to build clients; locally everything is moto, so fake ones.
 export AWS_DEFAULT_REGION ?= us-east-1
 export LITELLM_LOCAL_MODEL_COST_MAP := True
+# SAM CLI would try to send telemetry to AWS; nothing leaves this machine.
+export SAM_CLI_TELEMETRY := 0
 
 .PHONY: help run test unit integration e2e contract lint bench lock clean
 

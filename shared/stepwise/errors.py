@@ -58,6 +58,18 @@ class PayloadTooLarge(ApiError):
     code = "payload_too_large"
 
 
+class BadGateway(ApiError):
+    """The model behind a synchronous call failed."""
+
+    status = 502
+    code = "model_error"
+
+
+class Unavailable(ApiError):
+    status = 503
+    code = "unavailable"
+
+
 class Unprocessable(ApiError):
     status = 422
     code = "validation_error"

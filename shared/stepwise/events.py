@@ -16,6 +16,7 @@ from stepwise.models import EventType, RunEvent, utcnow
 from stepwise.store import events as store
 from stepwise.store import runs
 
+TERMINAL_EVENTS = frozenset({"run_completed", "run_failed", "run_cancelled"})
 PAGE = 200
 POLL_INTERVAL = 0.25
 MAX_WAIT = 25.0  # below API Gateway's 30 s integration timeout
@@ -49,6 +50,13 @@ def _contiguous(events: list[RunEvent], after: int, run_done: bool) -> list[RunE
     return out
 
 
+def _finished(tenant_id: str, run_id: str, upto: int) -> bool:
+    """The log is complete once its final event is terminal and the reader has reached it. (A run's
+    status turns terminal a moment before its terminal event lands, so status alone is not enough.)"""
+    final = store.last(tenant_id, run_id)
+    return final is not None and final.type in TERMINAL_EVENTS and upto >= final.seq
+
+
 def read(tenant_id: str, run_id: str, after: int = 0, wait: float = 0.0) -> EventPage:
     """Events with seq > after; when there are none yet, wait up to `wait` seconds for some."""
     deadline = time.monotonic() + min(max(wait, 0.0), MAX_WAIT)
@@ -56,7 +64,7 @@ def read(tenant_id: str, run_id: str, after: int = 0, wait: float = 0.0) -> Even
         run = runs.get(tenant_id, run_id)  # read first: events written before it count as final
         events = _contiguous(store.after(tenant_id, run_id, after, PAGE), after, run.done)
         nxt = events[-1].seq if events else after
-        done = run.done and len(events) < PAGE and not store.after(tenant_id, run_id, nxt, 1)
+        done = run.done and _finished(tenant_id, run_id, nxt)
         if events or done or time.monotonic() >= deadline:
             return EventPage(events=events, next=nxt, done=done)
         time.sleep(POLL_INTERVAL)

@@ -14,6 +14,7 @@ therefore cannot slip through, and each redirect hop opens its own connection th
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import os
 import re
@@ -343,7 +344,7 @@ class GuardedTransport(httpx.HTTPTransport):
     """httpx's transport with its connection pool built on a GuardedBackend."""
 
     def __init__(self, backend: GuardedBackend, *, verify: ssl.SSLContext | bool = True) -> None:
-        ssl_context = httpx.create_ssl_context(verify=verify)
+        ssl_context = _default_ssl_context() if verify is True else httpx.create_ssl_context(verify=verify)
         limits = httpx.Limits()
         super().__init__(verify=ssl_context, limits=limits, trust_env=False)
         # httpx 0.28 has no argument for an httpcore network backend, so replace the pool it built
@@ -355,6 +356,12 @@ class GuardedTransport(httpx.HTTPTransport):
             keepalive_expiry=limits.keepalive_expiry,
             network_backend=backend,
         )
+
+
+@functools.cache
+def _default_ssl_context() -> ssl.SSLContext:
+    # Loading the CA bundle takes ~15 ms, more than a whole request to a nearby endpoint; share one.
+    return httpx.create_ssl_context()
 
 
 def guarded_client(

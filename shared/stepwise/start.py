@@ -7,14 +7,13 @@ import json
 from typing import Any
 
 from stepwise import aws, config
-from stepwise.errors import ApiError, Conflict
+from stepwise.errors import Conflict, Unavailable
 from stepwise.ids import new_id
 from stepwise.models import DEFAULT_MAX_STEPS, Run, RunCreate, RunState, Session, SyncRunCreate, utcnow
 from stepwise.store import agents, runs, sessions
 
 
-class StartFailed(ApiError):
-    status = 503
+class StartFailed(Unavailable):
     code = "start_failed"
 
 

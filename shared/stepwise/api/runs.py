@@ -10,8 +10,8 @@ from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 
 from stepwise import events, start
 from stepwise.api.context import tenant
-from stepwise.api.responses import error_response, json_response
-from stepwise.errors import Malformed
+from stepwise.api.responses import json_response
+from stepwise.errors import BadGateway, Malformed, Unavailable
 from stepwise.models import RunAccepted, RunCreate, RunList, RunStatus, RunView, SyncRunCreate, SyncRunResult
 from stepwise.store import runs
 
@@ -30,8 +30,9 @@ def create_run(agent_id: str, body: RunCreate) -> Response[RunAccepted]:
 def run_sync(agent_id: str, body: SyncRunCreate) -> Response[SyncRunResult]:
     run = start.run_sync(tenant(router), agent_id, body)
     if run.error is not None:
-        status = 503 if run.error.code in {"rate_limited", "provider_unavailable"} else 502
-        return error_response(status, run.error.code, run.error.message, {"run_id": run.run_id})
+        busy = run.error.code in {"rate_limited", "provider_unavailable"}
+        failure = Unavailable if busy else BadGateway
+        raise failure(run.error.message, code=run.error.code, details={"run_id": run.run_id})
     return json_response({"run_id": run.run_id, "session_id": run.session_id, "output": run.output})
 
 

@@ -40,3 +40,12 @@ def after(tenant_id: str, run_id: str, seq: int, limit: int) -> list[RunEvent]:
         consistent_read=True,
     )
     return [RunEvent(seq=int(i.seq), type=i.type, data=i.data, at=i.at) for i in items]  # type: ignore[arg-type]
+
+
+def last(tenant_id: str, run_id: str) -> RunEvent | None:
+    bind()
+    for i in RunEventItem.query(
+        tenant_key(tenant_id, run_id), scan_index_forward=False, limit=1, consistent_read=True
+    ):
+        return RunEvent(seq=int(i.seq), type=i.type, data=i.data, at=i.at)  # type: ignore[arg-type]
+    return None

@@ -1,0 +1,325 @@
+"""Structural invariants of template.yaml that cfn-lint cannot know about.
+
+cfn-lint and `sam validate --lint` check that the template is valid CloudFormation; these check that
+it is Stepwise: handlers exist, litellm stays out of the API, tables are tenant-first and durable,
+the state machine's substitutions and the ASL agree, and every private route is behind the
+authorizer. No AWS and no moto: the template, the ASL and the code are read from disk.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cfnlint.api import ManualArgs, lint
+from pynamodb.indexes import GlobalSecondaryIndex
+from pynamodb.models import Model
+from stepwise import config
+from stepwise.api.auth import is_public
+from stepwise.local.cfn_yaml import load_template
+from stepwise.models import RunState, ToolCallTask
+from stepwise.store import tables
+
+pytestmark = pytest.mark.contract
+
+ROOT = Path(__file__).resolve().parents[2]
+ASL = ROOT / "statemachine" / "agent_run.asl.json"
+LOCK = ROOT / "requirements" / "main.lock"
+
+# Partition keys that are the tenant id, or "<tenant_id>#<id>" composites built by tables.tenant_key.
+TENANT_KEYS = {"tenant_id", "pk", "run_key", "agent_key", "session_key"}
+# Looked up by the hash of the presented key, before any tenant is known; the item names the tenant.
+TENANTLESS_TABLES = {"ApiKeysTable": "key_hash"}
+
+
+@cache
+def template() -> dict[str, Any]:
+    return load_template(ROOT / "template.yaml")
+
+
+def resources(kind: str) -> dict[str, dict[str, Any]]:
+    return {name: r for name, r in template()["Resources"].items() if r["Type"] == kind}
+
+
+def functions() -> dict[str, dict[str, Any]]:
+    return resources("AWS::Serverless::Function")
+
+
+def setting(function: str, key: str) -> Any:
+    """A function property as SAM resolves it: the function's own value, else the Globals one."""
+    own = functions()[function]["Properties"]
+    return own.get(key, template()["Globals"]["Function"].get(key))
+
+
+def layers(function: str) -> list[str]:
+    """Globals layers followed by the function's own (SAM merges lists by appending)."""
+    own = functions()[function]["Properties"].get("Layers", [])
+    return [layer["Ref"] for layer in [*template()["Globals"]["Function"].get("Layers", []), *own]]
+
+
+def http_routes() -> Iterator[tuple[str, str, dict[str, Any]]]:
+    for function, resource in functions().items():
+        for event in resource["Properties"].get("Events", {}).values():
+            if event["Type"] == "HttpApi":
+                yield function, f"{event['Properties']['Method']} {event['Properties']['Path']}", event
+
+
+def asl_tasks(states: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every Task state, including those inside Map and Parallel states."""
+    for name, state in states.items():
+        if state["Type"] == "Task":
+            yield name, state
+        for nested in [state.get("ItemProcessor") or state.get("Iterator"), *state.get("Branches", [])]:
+            if nested:
+                yield from asl_tasks(nested["States"])
+
+
+def lock_versions() -> dict[str, str]:
+    pins = re.findall(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==([^\s\\;]+)", LOCK.read_text(), re.M)
+    return {name.lower().replace("_", "-").replace(".", "-"): version for name, version in pins}
+
+
+# --- Functions and layers -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("function", sorted(functions()))
+def test_every_handler_exists(function: str) -> None:
+    code_uri = ROOT / setting(function, "CodeUri")
+    module, _, name = setting(function, "Handler").rpartition(".")
+    source = code_uri / f"{module.replace('.', '/')}.py"
+
+    assert source.is_file(), f"{function}: {source.relative_to(ROOT)} does not exist"
+    defined = {
+        node.name
+        for node in ast.parse(source.read_text()).body
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+    }
+    assert name in defined, f"{function}: {source.relative_to(ROOT)} defines no top-level {name}()"
+
+
+def test_only_the_model_step_ships_litellm() -> None:
+    with_model_deps = {f for f in functions() if "ModelDepsLayer" in layers(f)}
+
+    assert with_model_deps == {"ModelStepFunction"}
+    assert "ModelDepsLayer" not in layers("ApiFunction")
+
+
+@pytest.mark.parametrize("function", sorted(functions()))
+def test_every_function_gets_its_dependencies_and_stepwise(function: str) -> None:
+    assert {"CoreDepsLayer", "StepwiseLayer"} <= set(layers(function))
+    assert len(layers(function)) == len(set(layers(function))), "a layer is listed twice"
+    assert len(layers(function)) <= 5, "Lambda allows five layers per function"
+
+
+def test_layer_requirements_are_generated_from_the_lock() -> None:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "layers" / "pin.py"), "--check"], capture_output=True, text=True
+    )
+
+    assert result.returncode == 0, f"run `.venv/bin/python layers/pin.py`:\n{result.stdout}{result.stderr}"
+
+
+@pytest.mark.parametrize("layer", ["core", "model"])
+def test_layer_pins_match_the_lock(layer: str) -> None:
+    lock = lock_versions()
+    text = (ROOT / "layers" / layer / "requirements.txt").read_text()
+    pins = dict(re.findall(r"^([A-Za-z0-9][^=\[\s]*)(?:\[[^\]]*\])?==(\S+)$", text, re.M))
+
+    assert pins, f"layers/{layer}/requirements.txt pins nothing"
+    assert {name: version for name, version in pins.items() if lock.get(name) != version} == {}
+    assert ("litellm" in pins) == (layer == "model"), "litellm belongs to the model layer only"
+
+
+# --- Tables -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("table", sorted(resources("AWS::DynamoDB::Table")))
+def test_tables_are_durable(table: str) -> None:
+    resource = resources("AWS::DynamoDB::Table")[table]
+    props = resource["Properties"]
+
+    assert props["BillingMode"] == "PAY_PER_REQUEST"
+    assert props["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"] is True
+    assert props["SSESpecification"]["SSEEnabled"] is True
+    assert resource["DeletionPolicy"] == resource["UpdateReplacePolicy"] == "Retain"
+    assert "TableName" not in props, "generated names let stepwise-dev and stepwise-prod share an account"
+
+
+@pytest.mark.parametrize("table", sorted(resources("AWS::DynamoDB::Table")))
+def test_tables_are_tenant_first(table: str) -> None:
+    props = resources("AWS::DynamoDB::Table")[table]["Properties"]
+    schemas = [props["KeySchema"], *(index["KeySchema"] for index in props.get("GlobalSecondaryIndexes", []))]
+    hash_keys = {k["AttributeName"] for schema in schemas for k in schema if k["KeyType"] == "HASH"}
+
+    if table in TENANTLESS_TABLES:
+        assert hash_keys == {TENANTLESS_TABLES[table]}
+        return
+    assert hash_keys <= TENANT_KEYS, (
+        f"{table}: partition keys {hash_keys - TENANT_KEYS} are not tenant-scoped"
+    )
+
+
+def _models() -> dict[str, type[Model]]:
+    found = [
+        m for m in vars(tables).values() if isinstance(m, type) and issubclass(m, Model) and m is not Model
+    ]
+    return {m.Meta.table_name: m for m in found}
+
+
+def test_every_table_has_a_store_model() -> None:
+    assert set(_models()) == set(resources("AWS::DynamoDB::Table"))
+
+
+@pytest.mark.parametrize("table", sorted(resources("AWS::DynamoDB::Table")))
+def test_store_models_match_the_tables(table: str) -> None:
+    props = resources("AWS::DynamoDB::Table")[table]["Properties"]
+    model = _models()[table]
+    types = {a["AttributeName"]: a["AttributeType"] for a in props["AttributeDefinitions"]}
+
+    def keys(attributes: dict[str, Any]) -> set[tuple[str, str, str]]:
+        return {
+            (name, "HASH" if a.is_hash_key else "RANGE", a.attr_type)
+            for name, a in attributes.items()
+            if a.is_hash_key or a.is_range_key
+        }
+
+    def schema(key_schema: list[dict[str, str]]) -> set[tuple[str, str, str]]:
+        return {(k["AttributeName"], k["KeyType"], types[k["AttributeName"]]) for k in key_schema}
+
+    assert keys(model.get_attributes()) == schema(props["KeySchema"])
+    indexes = {i.Meta.index_name: i for i in vars(model).values() if isinstance(i, GlobalSecondaryIndex)}
+    declared = {g["IndexName"]: g for g in props.get("GlobalSecondaryIndexes", [])}
+    assert set(indexes) == set(declared)
+    for name, index in indexes.items():
+        assert keys(index.Meta.attributes) == schema(declared[name]["KeySchema"]), name
+        assert index.Meta.projection.projection_type == declared[name]["Projection"]["ProjectionType"]
+
+
+def test_every_table_name_reaches_the_functions() -> None:
+    env = template()["Globals"]["Function"]["Environment"]["Variables"]
+    wanted = {field.alias for field in config.Tables.model_fields.values()}
+
+    assert wanted <= set(env), f"missing from Globals: {wanted - set(env)}"
+    assert {env[var]["Ref"] for var in wanted} == set(resources("AWS::DynamoDB::Table"))
+
+
+# --- State machine ------------------------------------------------------------------------------
+
+
+def _state_machine() -> dict[str, Any]:
+    props: dict[str, Any] = template()["Resources"]["AgentRunStateMachine"]["Properties"]
+    return props
+
+
+def test_substitutions_match_the_asl() -> None:
+    placeholders = set(re.findall(r"\$\{([A-Za-z0-9_]+)\}", ASL.read_text()))
+
+    assert _state_machine()["DefinitionUri"] == str(ASL.relative_to(ROOT))
+    assert placeholders == set(_state_machine()["DefinitionSubstitutions"])
+
+
+def test_the_state_machine_may_invoke_every_substituted_function() -> None:
+    targets = {
+        v["Fn::GetAtt"][0] for v in _state_machine()["DefinitionSubstitutions"].values() if "Fn::GetAtt" in v
+    }
+    invocable = {
+        policy["LambdaInvokePolicy"]["FunctionName"]["Ref"]
+        for policy in _state_machine()["Policies"]
+        if isinstance(policy, dict) and "LambdaInvokePolicy" in policy
+    }
+
+    assert targets <= set(functions())
+    assert targets == invocable
+
+
+def test_task_timeouts_cover_function_timeouts() -> None:
+    """A Task that times out first abandons a Lambda that is still running (and may still write)."""
+    by_placeholder = {
+        f"${{{name}}}": value["Fn::GetAtt"][0]
+        for name, value in _state_machine()["DefinitionSubstitutions"].items()
+        if "Fn::GetAtt" in value
+    }
+    for state, task in asl_tasks(json.loads(ASL.read_text())["States"]):
+        function = by_placeholder.get(task.get("Parameters", {}).get("FunctionName", task["Resource"]))
+        if function and "TimeoutSeconds" in task:
+            assert task["TimeoutSeconds"] >= setting(function, "Timeout"), state
+
+
+def test_the_asl_passes_cfn_lint() -> None:
+    """cfn-lint never opens DefinitionUri, so lint the ASL inline in a plain state machine."""
+    inline = {
+        "AWSTemplateFormatVersion": "2010-09-09",
+        "Resources": {
+            "StateMachine": {
+                "Type": "AWS::StepFunctions::StateMachine",
+                "Properties": {
+                    "RoleArn": "arn:aws:iam::123456789012:role/stepwise",
+                    "Definition": json.loads(ASL.read_text()),
+                    "DefinitionSubstitutions": {
+                        name: f"arn:aws:lambda:us-east-1:123456789012:function:{name}"
+                        for name in _state_machine()["DefinitionSubstitutions"]
+                    },
+                },
+            }
+        },
+    }
+
+    matches = lint(json.dumps(inline), config=ManualArgs(regions=["us-east-1"]))
+
+    assert [str(m) for m in matches] == []
+
+
+# --- HTTP API -----------------------------------------------------------------------------------
+
+
+def test_routes_are_unique_and_on_the_http_api() -> None:
+    keys = [key for _, key, _ in http_routes()]
+
+    assert len(keys) == len(set(keys)), "a route is declared twice"
+    assert all(event["Properties"]["ApiId"] == {"Ref": "HttpApi"} for _, _, event in http_routes())
+
+
+def test_private_routes_use_the_default_authorizer() -> None:
+    auth = template()["Resources"]["HttpApi"]["Properties"]["Auth"]
+    assert auth["DefaultAuthorizer"] in auth["Authorizers"]
+
+    for _, key, event in http_routes():
+        authorizer = event["Properties"].get("Auth", {}).get("Authorizer", auth["DefaultAuthorizer"])
+        # The API's own list of public paths (DESIGN.md: /v1/health, /v1/approvals/*, /v1/integrations/*).
+        public = is_public(key.split(" ", 1)[1])
+        assert authorizer == ("NONE" if public else auth["DefaultAuthorizer"]), key
+
+
+def test_health_is_public() -> None:
+    health = {key: (function, event) for function, key, event in http_routes()}["GET /v1/health"]
+
+    assert health[0] == "ApiFunction"
+    assert health[1]["Properties"]["Auth"]["Authorizer"] == "NONE"
+
+
+# --- Sample events ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["api_health", "api_create_agent", "authorizer_request"])
+def test_sample_http_events_name_declared_routes(name: str) -> None:
+    event = json.loads((ROOT / "events" / f"{name}.json").read_text())
+
+    assert event["version"] == "2.0"
+    assert event["routeKey"] == event["requestContext"]["routeKey"]
+    assert event["routeKey"] in {key for _, key, _ in http_routes()}
+    assert event["rawPath"] == event["requestContext"]["http"]["path"]
+
+
+@pytest.mark.parametrize(
+    ("name", "model"), [("prepare", RunState), ("model_step", RunState), ("tool_gate", ToolCallTask)]
+)
+def test_sample_step_events_are_valid_payloads(name: str, model: type[RunState | ToolCallTask]) -> None:
+    model.model_validate_json((ROOT / "events" / f"{name}.json").read_text())

@@ -1,0 +1,23 @@
+"""Unit tests are pure: any attempt to open an internet socket fails the test."""
+
+import socket
+from collections.abc import Iterator
+
+import pytest
+
+
+class NetworkBlocked(RuntimeError):
+    pass
+
+
+@pytest.fixture(autouse=True)
+def _no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    original = socket.socket.connect
+
+    def guarded(self: socket.socket, address: object) -> None:
+        if self.family in (socket.AF_INET, socket.AF_INET6):
+            raise NetworkBlocked(f"unit tests may not open sockets (tried {address!r})")
+        original(self, address)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(socket.socket, "connect", guarded)
+    yield
