@@ -44,7 +44,7 @@ def build() -> APIGatewayHttpResolver:
 
     @app.get("/v1/openapi.json", include_in_schema=False)
     def openapi() -> Response[dict[str, Any]]:
-        return Response(status_code=200, content_type="application/json", body=spec(app))
+        return json_response(json.loads(spec(app)))
 
     app.enable_swagger(
         path="/v1/docs",

@@ -84,7 +84,7 @@ def stream(
     run_id: str,
     after: Annotated[int | None, Query(ge=0)] = None,
     wait: Annotated[float, Query(ge=0, le=events.MAX_WAIT)] = STREAM_WAIT,
-) -> Response[str]:
+) -> Response[str | None]:
     """Server-Sent Events. API Gateway buffers responses, so each response carries the events that
     arrived within `wait` and ends; EventSource reconnects with Last-Event-ID and resumes exactly
     there. A finished run with nothing left answers 204, which tells EventSource to stop."""

@@ -1,0 +1,56 @@
+"""moto is a dependency of our internals here: Step Functions' interpreter invokes Lambda through
+boto3, and we serve those invocations in process by replacing moto's `LambdaBackend.invoke`. If an
+upgrade of moto moves that seam, these tests fail loudly instead of runs silently hanging."""
+
+import inspect
+import json
+import time
+
+import boto3
+
+from stepwise.local.stack import LocalStack
+
+
+def test_moto_still_calls_the_method_we_replace() -> None:
+    from moto.awslambda.responses import LambdaResponse
+    from moto.awslambda_simple.models import LambdaSimpleBackend
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task import lambda_eval_utils
+
+    source = inspect.getsource(LambdaResponse.invoke)
+    assert "self.backend.invoke(\n            function_name, qualifier, self.body, self.headers, response_headers\n" in source
+    assert "invoke" in LambdaSimpleBackend.__dict__
+    assert "lambda_client.invoke(**parameters)" in inspect.getsource(lambda_eval_utils)
+
+
+def test_a_state_machine_task_reaches_our_handler_and_our_errors_keep_their_names(stack: LocalStack) -> None:
+    sfn = boto3.client("stepfunctions")
+    before = stack.lambdas.invocations["PrepareFunction"]
+    definition = {
+        "StartAt": "Call",
+        "States": {
+            "Call": {
+                "Type": "Task",
+                "Resource": "arn:aws:states:::lambda:invoke",
+                "Parameters": {"FunctionName": stack.resolver.arns["PrepareFunction"], "Payload.$": "$"},
+                "OutputPath": "$.Payload",
+                "Catch": [{"ErrorEquals": ["RunStateError"], "ResultPath": "$.caught", "Next": "Caught"}],
+                "End": True,
+            },
+            "Caught": {"Type": "Pass", "End": True},
+        },
+    }
+    arn = sfn.create_state_machine(
+        name="seam-probe", definition=json.dumps(definition), roleArn="arn:aws:iam::123456789012:role/x"
+    )["stateMachineArn"]
+    # A run id that does not exist: the handler raises NotFound, which is not caught above…
+    execution = sfn.start_execution(
+        stateMachineArn=arn, input=json.dumps({"tenant_id": "t", "run_id": "run_missing"})
+    )["executionArn"]
+    deadline = time.monotonic() + 30
+    while (described := sfn.describe_execution(executionArn=execution))["status"] == "RUNNING":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+    assert stack.lambdas.invocations["PrepareFunction"] == before + 1  # served in process
+    assert described["status"] == "FAILED"
+    assert described["error"] == "NotFound"  # the handler's exception class, as Lambda names it
