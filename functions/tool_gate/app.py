@@ -13,5 +13,7 @@ logger = Logger(service="stepwise")
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     task = ToolCallTask.model_validate(event)
-    logger.append_keys(tenant_id=task.tenant_id, run_id=task.run_id, step=task.step, tool_call_id=task.tool_call.id)
+    logger.append_keys(
+        tenant_id=task.tenant_id, run_id=task.run_id, step=task.step, tool_call_id=task.tool_call.id
+    )
     return gate.gate(task).model_dump()

@@ -9,7 +9,6 @@ from typing import TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
 
-
 T = TypeVar("T", bound=BaseModel)
 
 

@@ -48,7 +48,11 @@ def gate(task: ToolCallTask) -> GateOutcome:
         tenant_id,
         run.run_id,
         "tool_call",
-        {"tool_call_id": ref.id, "tool_name": ref.name, "arguments": arguments if arguments is not None else raw_arguments},
+        {
+            "tool_call_id": ref.id,
+            "tool_name": ref.name,
+            "arguments": arguments if arguments is not None else raw_arguments,
+        },
     )
     agent = agents.get_for_run(tenant_id, run.agent_id)
     tool = agent.tool(ref.name)

@@ -84,4 +84,6 @@ def fail(state: FailedState) -> RunState:
         state.tenant_id, state.run_id, "failed", allowed_from=ACTIVE, error=error.model_dump()
     ):
         events.emit(state.tenant_id, state.run_id, "run_failed", {"error": error.model_dump()})
-    return RunState(tenant_id=state.tenant_id, run_id=state.run_id, step=state.step, max_steps=state.max_steps)
+    return RunState(
+        tenant_id=state.tenant_id, run_id=state.run_id, step=state.step, max_steps=state.max_steps
+    )

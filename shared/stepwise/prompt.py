@@ -32,7 +32,9 @@ def _answered(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
     def close_pending() -> None:
         for call_id in pending:
-            out.append({"role": "tool", "tool_call_id": call_id, "content": '{"error": "no result recorded"}'})
+            out.append(
+                {"role": "tool", "tool_call_id": call_id, "content": '{"error": "no result recorded"}'}
+            )
         pending.clear()
 
     for message in history:

@@ -48,7 +48,9 @@ def _take_step(tenant_id: str, run: Run, step: int, *, tools_allowed: bool) -> M
         temperature=agent.temperature,
         script=run.script or agent.script,
     )
-    sessions.put_message(tenant_id, run.session_id, run.run_id, step, ASSISTANT_SLOT, _assistant_message(turn))
+    sessions.put_message(
+        tenant_id, run.session_id, run.run_id, step, ASSISTANT_SLOT, _assistant_message(turn)
+    )
     runs.record_step(tenant_id, run.run_id, step, turn.usage)
     emitted: list[tuple[Any, dict[str, Any]]] = []
     if turn.text:
@@ -81,10 +83,14 @@ def model_step(state: RunState) -> RunState:
     for index, call in enumerate(turn.tool_calls):
         tool = agent.tool(call.name)
         refs.append(
-            ToolCallRef(id=call.id, name=call.name, index=index, parallel_safe=bool(tool and tool.parallel_safe))
+            ToolCallRef(
+                id=call.id, name=call.name, index=index, parallel_safe=bool(tool and tool.parallel_safe)
+            )
         )
     concurrency = PARALLEL_TOOL_CALLS if all(r.parallel_safe for r in refs) else 1
-    return state.model_copy(update={"step": step, "action": "tools", "tool_calls": refs, "concurrency": concurrency})
+    return state.model_copy(
+        update={"step": step, "action": "tools", "tool_calls": refs, "concurrency": concurrency}
+    )
 
 
 def sync_answer(tenant_id: str, run_id: str) -> Run:

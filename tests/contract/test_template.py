@@ -22,6 +22,7 @@ import pytest
 from cfnlint.api import ManualArgs, lint
 from pynamodb.indexes import GlobalSecondaryIndex
 from pynamodb.models import Model
+
 from stepwise import config
 from stepwise.api.auth import is_public
 from stepwise.local.cfn_yaml import load_template

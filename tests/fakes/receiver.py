@@ -43,7 +43,9 @@ class Receiver:
                 path = self.path.split("?")[0]
                 with receiver._lock:
                     receiver.requests.append(
-                        Received(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+                        Received(
+                            self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body
+                        )
                     )
                 reply = receiver.replies.get(path, Reply())
                 if reply.delay:
@@ -57,7 +59,7 @@ class Receiver:
 
             do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _handle
 
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+            def log_message(self, format: str, *args: Any) -> None:
                 pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)

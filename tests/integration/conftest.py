@@ -11,6 +11,7 @@ from stepwise.local.stack import LocalStack
 from tests.fakes.receiver import Receiver
 from tests.integration.support import OTHER_KEY
 
+
 @pytest.fixture(scope="session")
 def stack() -> Iterator[LocalStack]:
     os.environ["STEPWISE_ALLOW_HOSTS"] = "127.0.0.1"
@@ -26,5 +27,3 @@ def receiver() -> Iterator[Receiver]:
     peer = Receiver()
     yield peer
     peer.close()
-
-

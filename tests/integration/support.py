@@ -8,7 +8,9 @@ from stepwise.local.stack import LocalStack
 OTHER_KEY = "sk-other-tenant"
 
 
-def wait_for_run(stack: LocalStack, run_id: str, timeout: float = 60.0, key: str | None = None) -> dict[str, Any]:
+def wait_for_run(
+    stack: LocalStack, run_id: str, timeout: float = 60.0, key: str | None = None
+) -> dict[str, Any]:
     """Poll the run until it leaves queued/running, or fail with its last state."""
     deadline = time.monotonic() + timeout
     kwargs = {"key": key} if key else {}

@@ -36,14 +36,18 @@ def test_a_missing_key_is_401_at_the_gateway(stack: LocalStack) -> None:
     assert status == 401 and body == {"message": "Unauthorized"}  # API Gateway's own answer
 
 
-@pytest.mark.parametrize("key", ["sk-wrong", "", "   "])
+@pytest.mark.parametrize("key", ["sk-wrong", "sw_unknownkey", "   "])
 def test_a_wrong_key_is_401_with_the_error_shape(stack: LocalStack, key: str) -> None:
-    status, _, body = stack.invoke_api("GET", "/v1/agents", key=None, headers={"Authorization": f"Bearer {key}"})
-    assert status == 401
+    status, _, body = stack.invoke_api(
+        "GET", "/v1/agents", key=None, headers={"Authorization": f"Bearer {key}"}
+    )
+    assert status == 401 and error_code(body) == "invalid_api_key"
 
 
 def test_a_key_without_bearer_is_401(stack: LocalStack) -> None:
-    status, _, body = stack.invoke_api("GET", "/v1/agents", key=None, headers={"Authorization": "sk-local-dev"})
+    status, _, body = stack.invoke_api(
+        "GET", "/v1/agents", key=None, headers={"Authorization": "sk-local-dev"}
+    )
     assert status == 401 and error_code(body) == "invalid_api_key"
 
 
@@ -62,8 +66,30 @@ def test_malformed_json_is_400_and_creates_nothing(stack: LocalStack) -> None:
         {"name": "x", "max_steps": 0},
         {"name": "x", "temperature": "hot"},
         {"name": "x", "unknown_field": 1},
-        {"name": "x", "tools": [{"type": "http", "name": "bad name", "description": "d", "input_schema": {}, "endpoint": "http://e"}]},
-        {"name": "x", "tools": [{"type": "http", "name": "t", "description": "d", "input_schema": {"type": "object"}, "endpoint": "ftp://e"}]},
+        {
+            "name": "x",
+            "tools": [
+                {
+                    "type": "http",
+                    "name": "bad name",
+                    "description": "d",
+                    "input_schema": {},
+                    "endpoint": "http://e",
+                }
+            ],
+        },
+        {
+            "name": "x",
+            "tools": [
+                {
+                    "type": "http",
+                    "name": "t",
+                    "description": "d",
+                    "input_schema": {"type": "object"},
+                    "endpoint": "ftp://e",
+                }
+            ],
+        },
         {"name": "x", "script": [{"text": "a", "tool_calls": []}]},
     ],
 )
@@ -74,7 +100,9 @@ def test_invalid_agents_are_422(stack: LocalStack, body: dict[str, Any]) -> None
 
 
 @pytest.mark.parametrize("body", [{}, {"message": ""}, {"message": 3}, {"message": "x", "max_steps": 1000}])
-def test_invalid_runs_are_422_and_start_nothing(stack: LocalStack, agent: dict[str, Any], body: dict[str, Any]) -> None:
+def test_invalid_runs_are_422_and_start_nothing(
+    stack: LocalStack, agent: dict[str, Any], body: dict[str, Any]
+) -> None:
     _, _, before = stack.invoke_api("GET", f"/v1/runs?agent_id={agent['agent_id']}")
     status, _, response = stack.invoke_api("POST", f"/v1/agents/{agent['agent_id']}/runs", body)
     assert status == 422 and error_code(response) == "validation_error"
@@ -82,7 +110,9 @@ def test_invalid_runs_are_422_and_start_nothing(stack: LocalStack, agent: dict[s
 
 
 def test_a_body_over_the_limit_is_413(stack: LocalStack) -> None:
-    status, _, body = stack.invoke_api("POST", "/v1/agents", raw=b'{"name": "' + b"x" * MAX_BODY_BYTES + b'"}')
+    status, _, body = stack.invoke_api(
+        "POST", "/v1/agents", raw=b'{"name": "' + b"x" * MAX_BODY_BYTES + b'"}'
+    )
     assert status == 413 and error_code(body) == "payload_too_large"
 
 
@@ -103,7 +133,11 @@ def test_a_body_over_the_limit_is_413(stack: LocalStack) -> None:
     ],
 )
 def test_unknown_ids_are_404(stack: LocalStack, method: str, path: str) -> None:
-    body = {"message": "x"} if path.endswith(("/runs", "/run")) else ({"name": "y"} if method == "PATCH" else None)
+    body = (
+        {"message": "x"}
+        if path.endswith(("/runs", "/run"))
+        else ({"name": "y"} if method == "PATCH" else None)
+    )
     status, _, response = stack.invoke_api(method, path, body)
     assert status == 404 and error_code(response).endswith("not_found")
 
@@ -127,14 +161,20 @@ def test_another_tenants_ids_are_404_exactly_like_unknown_ones(
         assert status == 404, (method, path, response)
     other_runs = stack.invoke_api("GET", f"/v1/runs?agent_id={agent_id}", key=OTHER_KEY)[2]["runs"]
     assert other_runs == []
-    assert agent_id not in [a["agent_id"] for a in stack.invoke_api("GET", "/v1/agents", key=OTHER_KEY)[2]["agents"]]
+    assert agent_id not in [
+        a["agent_id"] for a in stack.invoke_api("GET", "/v1/agents", key=OTHER_KEY)[2]["agents"]
+    ]
     assert stack.invoke_api("GET", f"/v1/agents/{agent_id}")[2]["name"] == "errors"  # untouched
 
 
-def test_a_session_of_another_agent_cannot_be_continued(stack: LocalStack, finished_run: dict[str, Any]) -> None:
+def test_a_session_of_another_agent_cannot_be_continued(
+    stack: LocalStack, finished_run: dict[str, Any]
+) -> None:
     _, _, other = stack.invoke_api("POST", "/v1/agents", {"name": "other"})
     status, _, body = stack.invoke_api(
-        "POST", f"/v1/agents/{other['agent_id']}/runs", {"message": "x", "session_id": finished_run["session_id"]}
+        "POST",
+        f"/v1/agents/{other['agent_id']}/runs",
+        {"message": "x", "session_id": finished_run["session_id"]},
     )
     assert status == 409 and error_code(body) == "session_agent_mismatch"
 
@@ -142,7 +182,13 @@ def test_a_session_of_another_agent_cannot_be_continued(stack: LocalStack, finis
 def test_tools_are_added_listed_and_deleted(stack: LocalStack) -> None:
     _, _, created = stack.invoke_api("POST", "/v1/agents", {"name": "tools"})
     base = f"/v1/agents/{created['agent_id']}/tools"
-    tool = {"type": "http", "name": "t1", "description": "d", "input_schema": {"type": "object"}, "endpoint": "https://example.com/t"}
+    tool = {
+        "type": "http",
+        "name": "t1",
+        "description": "d",
+        "input_schema": {"type": "object"},
+        "endpoint": "https://example.com/t",
+    }
 
     assert stack.invoke_api("POST", base, tool)[0] == 201
     status, _, body = stack.invoke_api("POST", base, tool)
@@ -159,7 +205,9 @@ def test_agents_are_patched_and_deleted(stack: LocalStack) -> None:
 
     status, _, patched = stack.invoke_api("PATCH", path, {"system_prompt": "new", "temperature": None})
     assert status == 200
-    assert patched["system_prompt"] == "new" and patched["temperature"] is None and patched["name"] == "patch-me"
+    assert (
+        patched["system_prompt"] == "new" and patched["temperature"] is None and patched["name"] == "patch-me"
+    )
     assert stack.invoke_api("PATCH", path, {"name": None})[0] == 422
     assert stack.invoke_api("DELETE", path)[0] == 204
     assert stack.invoke_api("GET", path)[0] == 404
@@ -169,13 +217,16 @@ def test_runs_are_listed_newest_first_with_pagination(stack: LocalStack) -> None
     _, _, created = stack.invoke_api("POST", "/v1/agents", {"name": "lister"})
     agent_id = created["agent_id"]
     ids = [
-        stack.invoke_api("POST", f"/v1/agents/{agent_id}/runs", {"message": str(i)})[2]["run_id"] for i in range(3)
+        stack.invoke_api("POST", f"/v1/agents/{agent_id}/runs", {"message": str(i)})[2]["run_id"]
+        for i in range(3)
     ]
     for run_id in ids:
         wait_for_run(stack, run_id)
 
     _, _, first = stack.invoke_api("GET", f"/v1/runs?agent_id={agent_id}&limit=2")
-    _, _, second = stack.invoke_api("GET", f"/v1/runs?agent_id={agent_id}&limit=2&next_token={first['next_token']}")
+    _, _, second = stack.invoke_api(
+        "GET", f"/v1/runs?agent_id={agent_id}&limit=2&next_token={first['next_token']}"
+    )
 
     assert [r["run_id"] for r in first["runs"] + second["runs"]] == list(reversed(ids))
     _, _, done = stack.invoke_api("GET", f"/v1/runs?agent_id={agent_id}&status=succeeded")

@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
+
 from stepwise.local.gateway import Gateway, Route, serve
 
 ROUTES = [

@@ -12,6 +12,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+
 from stepwise.models import HttpTool
 from stepwise.tools.http_tool import HTTP_RESPONSE_LIMIT, TRUNCATION_MARKER, call_http_tool
 

@@ -17,7 +17,8 @@ def test_moto_still_calls_the_method_we_replace() -> None:
     from moto.stepfunctions.parser.asl.component.state.exec.state_task import lambda_eval_utils
 
     source = inspect.getsource(LambdaResponse.invoke)
-    assert "self.backend.invoke(\n            function_name, qualifier, self.body, self.headers, response_headers\n" in source
+    call = "function_name, qualifier, self.body, self.headers, response_headers"
+    assert "self.backend.invoke(" in source and call in source
     assert "invoke" in LambdaSimpleBackend.__dict__
     assert "lambda_client.invoke(**parameters)" in inspect.getsource(lambda_eval_utils)
 

@@ -74,12 +74,18 @@ def test_a_custom_tool_is_called_with_the_models_arguments(stack: LocalStack, re
     assert [r.json() for r in receiver.to("/lookup")] == [{"q": "meaning"}]
     events = run_events(stack, run["run_id"])
     results = [e["data"] for e in events if e["type"] == "tool_result"]
-    assert results == [{"tool_call_id": results[0]["tool_call_id"], "tool_name": "lookup", "output": {"answer": 42}}]
+    assert results == [
+        {"tool_call_id": results[0]["tool_call_id"], "tool_name": "lookup", "output": {"answer": 42}}
+    ]
     calls = [e["data"] for e in events if e["type"] == "tool_call"]
-    assert calls[0]["arguments"] == {"q": "meaning"} and calls[0]["tool_call_id"] == results[0]["tool_call_id"]
+    assert (
+        calls[0]["arguments"] == {"q": "meaning"} and calls[0]["tool_call_id"] == results[0]["tool_call_id"]
+    )
 
 
-def test_without_a_script_the_scripted_model_calls_each_tool_once(stack: LocalStack, receiver: Receiver) -> None:
+def test_without_a_script_the_scripted_model_calls_each_tool_once(
+    stack: LocalStack, receiver: Receiver
+) -> None:
     agent_id = create_agent(
         stack, tools=[tool("alpha", f"{receiver.url}/a"), tool("beta", f"{receiver.url}/b", read_only=True)]
     )
@@ -170,7 +176,9 @@ def test_a_model_that_cannot_be_called_fails_the_run_with_a_code(stack: LocalSta
     assert event_types(stack, run["run_id"])[-1] == "run_failed"
 
 
-def test_a_session_carries_history_between_runs(stack: LocalStack, receiver: Receiver, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_session_carries_history_between_runs(
+    stack: LocalStack, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from stepwise import step
 
     seen: list[list[dict[str, Any]]] = []
@@ -181,15 +189,21 @@ def test_a_session_carries_history_between_runs(stack: LocalStack, receiver: Rec
         return real_complete(**kwargs)
 
     monkeypatch.setattr(step, "complete", recording)
-    agent_id = create_agent(stack, system_prompt="Be brief.", tools=[tool("lookup", f"{receiver.url}/lookup")])
+    agent_id = create_agent(
+        stack, system_prompt="Be brief.", tools=[tool("lookup", f"{receiver.url}/lookup")]
+    )
     script = [{"tool_calls": [{"name": "lookup", "arguments": {"q": "one"}}]}, {"text": "first answer"}]
     first = wait_for_run(stack, start(stack, agent_id, message="first question", script=script)["run_id"])
 
     second = wait_for_run(
         stack,
-        start(stack, agent_id, message="second question", session_id=first["session_id"], script=[{"text": "ok"}])[
-            "run_id"
-        ],
+        start(
+            stack,
+            agent_id,
+            message="second question",
+            session_id=first["session_id"],
+            script=[{"text": "ok"}],
+        )["run_id"],
     )
 
     assert second["status"] == "succeeded" and second["session_id"] == first["session_id"]

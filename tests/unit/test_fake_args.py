@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from jsonschema import FormatChecker
 from jsonschema.validators import validator_for
+
 from stepwise.llm.fake_args import example_arguments
 
 

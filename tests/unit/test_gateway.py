@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+
 from stepwise.local.gateway import MAX_BODY_BYTES, Gateway, Response, Route
 
 Handler = Callable[[dict[str, Any]], Any]

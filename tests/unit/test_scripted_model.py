@@ -14,6 +14,7 @@ from typing import Any
 import litellm
 import pytest
 from jsonschema import Draft202012Validator, FormatChecker
+
 from stepwise import errors
 from stepwise.llm import scripted
 from stepwise.llm.client import (

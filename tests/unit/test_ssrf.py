@@ -14,6 +14,7 @@ from typing import Any
 import httpcore
 import httpx
 import pytest
+
 from stepwise.ssrf import (
     REDIRECT_BODY_LIMIT,
     AllowList,

@@ -1,6 +1,5 @@
 """/v1/agents and their tools."""
 
-
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 

@@ -1,6 +1,5 @@
 """The API function's resolver: routers, authentication, body limits and the error mapping."""
 
-
 import base64
 import json
 from functools import cache
@@ -26,7 +25,11 @@ logger = Logger(service="stepwise")
 
 def _jsonable_errors(errors: Any) -> list[dict[str, Any]]:
     return [
-        {"loc": [str(part) for part in e.get("loc", ())], "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))}
+        {
+            "loc": [str(part) for part in e.get("loc", ())],
+            "msg": str(e.get("msg", "")),
+            "type": str(e.get("type", "")),
+        }
         for e in errors
     ]
 

@@ -7,11 +7,12 @@ from typing import Any
 from stepwise.errors import Unauthorized
 
 # Routes that API Gateway serves without the authorizer (template.yaml: `Auth: Authorizer: NONE`).
-PUBLIC_PREFIXES = ("/v1/health", "/v1/approvals/", "/v1/integrations/")
+PUBLIC_PATHS = frozenset({"/v1/health"})
+PUBLIC_PREFIXES = ("/v1/approvals/", "/v1/integrations/")
 
 
 def is_public(path: str) -> bool:
-    return any(path == p.rstrip("/") or path.startswith(p) for p in PUBLIC_PREFIXES)
+    return path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES)
 
 
 def tenant_from_event(event: dict[str, Any]) -> str:

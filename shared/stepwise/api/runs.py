@@ -1,6 +1,5 @@
 """/v1/agents/{id}/runs, /v1/agents/{id}/run and /v1/runs."""
 
-
 import json
 from typing import Annotated
 
@@ -88,7 +87,9 @@ def stream(
     """Server-Sent Events. API Gateway buffers responses, so each response carries the events that
     arrived within `wait` and ends; EventSource reconnects with Last-Event-ID and resumes exactly
     there. A finished run with nothing left answers 204, which tells EventSource to stop."""
-    start_after = after if after is not None else _last_event_id(router.current_event.headers.get("last-event-id"))
+    start_after = (
+        after if after is not None else _last_event_id(router.current_event.headers.get("last-event-id"))
+    )
     page = events.read(tenant(router), run_id, start_after, wait)
     if page.done and not page.events:
         return Response(status_code=204)

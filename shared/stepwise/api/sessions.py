@@ -1,6 +1,5 @@
 """/v1/sessions/{id}."""
 
-
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 
@@ -34,7 +33,10 @@ def delete_session(session_id: str) -> Response[None]:
     active, _ = runs.list_runs(tenant_id, session_id=session_id, limit=100)
     busy = [r.run_id for r in active if not r.done]
     if busy:
-        raise Conflict("the session has an active run; cancel it or wait for it to finish", code="session_busy",
-                       details={"active_runs": busy})
+        raise Conflict(
+            "the session has an active run; cancel it or wait for it to finish",
+            code="session_busy",
+            details={"active_runs": busy},
+        )
     sessions.delete(tenant_id, session_id)
     return Response(status_code=204)

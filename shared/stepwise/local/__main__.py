@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -27,8 +28,8 @@ def main() -> int:
 
     stack = LocalStack.start()
     server = serve(stack.gateway, "127.0.0.1", port)
-    host, bound = server.server_address[:2]
-    base = f"http://{host}:{bound}"
+    bound = server.server_address[1]
+    base = f"http://127.0.0.1:{bound}"
     key = next(iter(stack.api_keys))
     tools = serve_demo_tools()
     status, _, agent = stack.invoke_api(
@@ -59,10 +60,8 @@ Everything lives in memory (moto) and is gone when this stops. Ctrl-C to stop.
     )
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         stop.wait()
-    except KeyboardInterrupt:
-        pass
     server.shutdown()
     tools.shutdown()
     stack.stop()

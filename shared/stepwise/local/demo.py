@@ -11,7 +11,7 @@ FORECASTS = {"paris": ("sunny", 21), "london": ("drizzle", 14), "tokyo": ("clear
 
 
 class _WeatherHandler(BaseHTTPRequestHandler):
-    def do_POST(self) -> None:  # noqa: N802 - the stdlib's naming
+    def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         try:
             args = json.loads(self.rfile.read(length) or b"{}")
@@ -26,7 +26,7 @@ class _WeatherHandler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
 
@@ -47,7 +47,9 @@ def demo_agent(tool_base_url: str) -> dict[str, Any]:
                 "description": "Current weather for a city.",
                 "input_schema": {
                     "type": "object",
-                    "properties": {"city": {"type": "string", "description": "City name", "examples": ["Paris"]}},
+                    "properties": {
+                        "city": {"type": "string", "description": "City name", "examples": ["Paris"]}
+                    },
                     "required": ["city"],
                 },
                 "endpoint": f"{tool_base_url}/weather",

@@ -99,7 +99,7 @@ class LocalLambdas:
         try:
             result = self._handler(spec)(json.loads(json.dumps(event)), context)
             return json.loads(json.dumps(result, default=str))
-        except Exception as exc:  # noqa: BLE001 - Lambda turns any handler exception into a function error
+        except Exception as exc:
             log.debug("%s raised %s", logical, type(exc).__name__, exc_info=True)
             raise FunctionError(
                 {
@@ -116,7 +116,12 @@ def install_moto_seam(lambdas: LocalLambdas) -> Callable[[], None]:
     from moto.awslambda_simple.models import LambdaSimpleBackend
 
     def invoke(
-        backend: Any, function_name: str, qualifier: str | None, body: Any, headers: Any, response_headers: Any
+        backend: Any,
+        function_name: str,
+        qualifier: str | None,
+        body: Any,
+        headers: Any,
+        response_headers: Any,
     ) -> bytes:
         event = json.loads(body) if body else {}
         if headers.get("X-Amz-Invocation-Type") == "Event":

@@ -8,9 +8,9 @@ the two columns of DESIGN.md cannot drift apart. Step Functions executions run o
 from __future__ import annotations
 
 import io
-import re
 import json
 import os
+import re
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,7 +69,7 @@ class Resolver:
         if not isinstance(value, dict):
             return value
         if len(value) == 1:
-            (key, arg), = value.items()
+            ((key, arg),) = value.items()
             if key == "Ref":
                 return self.ref(arg)
             if key == "Fn::GetAtt":
@@ -113,7 +113,9 @@ class LocalStack:
         _fake_credentials()
         from moto import mock_aws
 
-        mock = mock_aws(config={"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}})
+        mock = mock_aws(
+            config={"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
+        )
         mock.start()
         try:
             return _bring_up(load_template(template_path), mock)

@@ -39,7 +39,7 @@ def after(tenant_id: str, run_id: str, seq: int, limit: int) -> list[RunEvent]:
         limit=limit,
         consistent_read=True,
     )
-    return [RunEvent(seq=int(i.seq), type=i.type, data=i.data, at=i.at) for i in items]  # type: ignore[arg-type]
+    return [RunEvent(seq=int(i.seq), type=i.type, data=i.data, at=i.at) for i in items]
 
 
 def last(tenant_id: str, run_id: str) -> RunEvent | None:
@@ -47,5 +47,5 @@ def last(tenant_id: str, run_id: str) -> RunEvent | None:
     for i in RunEventItem.query(
         tenant_key(tenant_id, run_id), scan_index_forward=False, limit=1, consistent_read=True
     ):
-        return RunEvent(seq=int(i.seq), type=i.type, data=i.data, at=i.at)  # type: ignore[arg-type]
+        return RunEvent(seq=int(i.seq), type=i.type, data=i.data, at=i.at)
     return None

@@ -24,9 +24,7 @@ def generate_key() -> str:
 def store_key(api_key: str, tenant_id: str) -> None:
     """Register a key for a tenant (idempotent for the same key and tenant)."""
     bind()
-    ApiKeyItem(
-        hash_key(api_key), tenant_id=tenant_id, key_prefix=api_key[:8], created_at=utcnow()
-    ).save()
+    ApiKeyItem(hash_key(api_key), tenant_id=tenant_id, key_prefix=api_key[:8], created_at=utcnow()).save()
 
 
 def tenant_for(api_key: str) -> str | None:

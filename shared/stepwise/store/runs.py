@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from pynamodb.exceptions import DoesNotExist, UpdateError
+from pynamodb.expressions.update import Action
 
 from stepwise.errors import Malformed, NotFound, RunStateError
 from stepwise.models import TERMINAL_STATUSES, Run, RunError, RunStatus, ScriptTurn, Usage, utcnow
@@ -21,7 +22,7 @@ def _to_model(item: RunItem) -> Run:
         run_id=item.run_id,
         agent_id=item.agent_id,
         session_id=item.session_id,
-        status=item.status,  # type: ignore[arg-type]
+        status=item.status,
         input=item.input,
         output=item.output,
         error=RunError.model_validate(item.error) if item.error else None,
@@ -121,14 +122,12 @@ def list_runs(
     return runs, _encode_token(result.last_evaluated_key)
 
 
-def transition(
-    tenant_id: str, run_id: str, to: RunStatus, *, allowed_from: set[str], **fields: Any
-) -> bool:
+def transition(tenant_id: str, run_id: str, to: RunStatus, *, allowed_from: set[str], **fields: Any) -> bool:
     """Move a run to `to` if it is in one of `allowed_from`; False when it is not (a late or repeated
     step). Extra fields are set in the same write."""
     bind()
     item = RunItem(tenant_id, run_id)
-    actions = [RunItem.status.set(to)]
+    actions: list[Action] = [RunItem.status.set(to)]
     for name, value in fields.items():
         attr = getattr(RunItem, name)
         actions.append(attr.remove() if value is None else attr.set(value))

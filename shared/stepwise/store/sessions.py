@@ -56,7 +56,9 @@ def get(tenant_id: str, session_id: str) -> Session:
     )
 
 
-def put_message(tenant_id: str, session_id: str, run_id: str, step: int, slot: str, message: dict[str, Any]) -> None:
+def put_message(
+    tenant_id: str, session_id: str, run_id: str, step: int, slot: str, message: dict[str, Any]
+) -> None:
     """Write one message at its fixed key: a retried step overwrites itself instead of duplicating."""
     bind()
     SessionItem(

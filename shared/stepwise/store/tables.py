@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import os
 from functools import cache
+from typing import Any
 
-from pynamodb.exceptions import PynamoDBException
 from pynamodb.attributes import (
     JSONAttribute,
     ListAttribute,
@@ -19,6 +19,7 @@ from pynamodb.attributes import (
     UTCDateTimeAttribute,
     VersionAttribute,
 )
+from pynamodb.exceptions import PynamoDBException
 from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 
@@ -141,8 +142,9 @@ def bind() -> None:
         (RunItem, names.runs),
         (RunEventItem, names.run_events),
     ):
-        model.Meta.table_name = name
-        model.Meta.region = region
+        meta: Any = model.Meta
+        meta.table_name = name
+        meta.region = region
         model._connection = None  # the connection caches the table name
 
 
