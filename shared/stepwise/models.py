@@ -5,6 +5,7 @@ One name per concept: the same field names travel through the API, the tables, t
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -207,17 +208,40 @@ class Agent(AgentCreate):
 # --- Runs ---------------------------------------------------------------------------------------
 
 
+MESSAGE_LIMIT = 100_000  # characters; a message is stored in one DynamoDB item (400 KB)
+
+
+METADATA_LIMIT = 16_384  # bytes of JSON: metadata rides on the run record
+
+
+def _small_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
+    if len(json.dumps(metadata, default=str).encode()) > METADATA_LIMIT:
+        raise ValueError(f"metadata is over {METADATA_LIMIT} bytes of JSON")
+    return metadata
+
+
+def _fits_an_item(message: str) -> str:
+    if len(message.encode()) > 300_000:
+        raise ValueError("message is over 300,000 bytes of UTF-8")
+    return message
+
+
 class RunCreate(Strict):
-    message: str = Field(min_length=1, max_length=200_000)
+    message: str = Field(min_length=1, max_length=MESSAGE_LIMIT)
     session_id: str | None = Field(default=None, min_length=1, max_length=64)
     max_steps: int | None = Field(default=None, ge=1, le=MAX_STEPS_LIMIT)
     metadata: dict[str, Any] = Field(default_factory=dict)
     script: list[ScriptTurn] | None = None
     multitask_strategy: Literal["enqueue", "reject", "interrupt"] = "enqueue"
 
+    _message_fits = field_validator("message")(_fits_an_item)
+    _metadata_small = field_validator("metadata")(_small_metadata)
+
 
 class SyncRunCreate(Strict):
-    message: str = Field(min_length=1, max_length=200_000)
+    message: str = Field(min_length=1, max_length=MESSAGE_LIMIT)
+    _message_fits = field_validator("message")(_fits_an_item)
+    _metadata_small = field_validator("metadata")(_small_metadata)
     session_id: str | None = Field(default=None, min_length=1, max_length=64)
     metadata: dict[str, Any] = Field(default_factory=dict)
     script: list[ScriptTurn] | None = None

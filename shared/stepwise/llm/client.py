@@ -161,6 +161,11 @@ def _litellm() -> Any:
     return litellm
 
 
+def warm() -> None:
+    """Import litellm ahead of the first model call (it takes seconds), e.g. while a server starts."""
+    _litellm()
+
+
 def _turn(response: Any) -> ModelTurn:
     choice = response.choices[0]
     message = choice.message

@@ -58,6 +58,10 @@ Everything lives in memory (moto) and is gone when this stops. Ctrl-C to stop.
 """,
         flush=True,
     )
+    from stepwise.llm.client import warm
+
+    # The model step imports litellm on first use; do it now so the first run is not seconds slower.
+    threading.Thread(target=warm, daemon=True, name="warm-litellm").start()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     with contextlib.suppress(KeyboardInterrupt):
