@@ -114,6 +114,18 @@ class AgentGone(StepError):
     code = "agent_not_found"
 
 
+class DoomLoop(StepError):
+    """The model asked for the same tool with the same arguments three times in a row."""
+
+    code = "doom_loop"
+
+
+class BudgetExceeded(StepError):
+    """The next model call would spend past the run's token budget."""
+
+    code = "budget_exceeded"
+
+
 class ContextTooLong(ModelError):
     """The prompt is over the model's context window (compaction then retry is the remedy)."""
 

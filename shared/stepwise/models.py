@@ -157,6 +157,7 @@ class AgentFields(Strict):
     system_prompt: str | None = Field(default=None, max_length=100_000)
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_steps: int | None = Field(default=None, ge=1, le=MAX_STEPS_LIMIT)
+    max_tokens_budget: int | None = Field(default=None, ge=1)
     permissions: Permissions = Field(default_factory=Permissions)
     script: list[ScriptTurn] | None = None
 
@@ -183,6 +184,7 @@ class AgentPatch(Strict):
     system_prompt: str | None = Field(default=None, max_length=100_000)
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_steps: int | None = Field(default=None, ge=1, le=MAX_STEPS_LIMIT)
+    max_tokens_budget: int | None = Field(default=None, ge=1)
     permissions: Permissions | None = None
     script: list[ScriptTurn] | None = None
 
@@ -230,6 +232,7 @@ class RunCreate(Strict):
     message: str = Field(min_length=1, max_length=MESSAGE_LIMIT)
     session_id: str | None = Field(default=None, min_length=1, max_length=64)
     max_steps: int | None = Field(default=None, ge=1, le=MAX_STEPS_LIMIT)
+    max_tokens_budget: int | None = Field(default=None, ge=1)
     metadata: dict[str, Any] = Field(default_factory=dict)
     script: list[ScriptTurn] | None = None
     multitask_strategy: Literal["enqueue", "reject", "interrupt"] = "enqueue"
@@ -251,6 +254,10 @@ class Usage(BaseModel):
     input_tokens: int = 0
     output_tokens: int = 0
     cached_tokens: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.input_tokens + self.output_tokens
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -275,6 +282,7 @@ class Run(BaseModel):
     error: RunError | None = None
     steps: int = 0
     max_steps: int = DEFAULT_MAX_STEPS
+    max_tokens_budget: int | None = None
     usage: Usage = Field(default_factory=Usage)
     tools_executed: list[str] | None = None
     replay_of: str | None = None
@@ -289,7 +297,7 @@ class Run(BaseModel):
 
     def public(self) -> dict[str, Any]:
         """The run as the API shows it (the script is input plumbing, not part of the record)."""
-        return self.model_dump(mode="json", exclude={"script", "max_steps"})
+        return self.model_dump(mode="json", exclude={"script"})
 
 
 class RunEvent(BaseModel):
@@ -369,6 +377,8 @@ class RunView(BaseModel):
     output: str | None
     error: RunError | None
     steps: int
+    max_steps: int
+    max_tokens_budget: int | None
     usage: Usage
     tools_executed: list[str] | None
     replay_of: str | None

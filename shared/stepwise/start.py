@@ -31,6 +31,7 @@ def _session_for(tenant_id: str, agent_id: str, session_id: str | None) -> Sessi
 
 def _record(tenant_id: str, agent_id: str, body: RunCreate | SyncRunCreate, max_steps: int) -> Run:
     agent = agents.get(tenant_id, agent_id)
+    budget = getattr(body, "max_tokens_budget", None) or agent.max_tokens_budget
     session = _session_for(tenant_id, agent.agent_id, body.session_id)
     run = Run(
         run_id=new_id("run"),
@@ -39,6 +40,7 @@ def _record(tenant_id: str, agent_id: str, body: RunCreate | SyncRunCreate, max_
         status="queued",
         input=body.message,
         max_steps=max_steps,
+        max_tokens_budget=budget,
         tools_executed=[],
         metadata=body.metadata,
         script=body.script,

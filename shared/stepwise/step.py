@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 from stepwise import events, lifecycle
-from stepwise.errors import RunStateError
+from stepwise.errors import BudgetExceeded, DoomLoop, RunStateError
 from stepwise.llm.client import ModelTurn, complete, resolve_model
 from stepwise.models import FailedState, Run, RunState, StepFailure, ToolCallRef
 from stepwise.prompt import build_messages, tool_declarations
@@ -33,17 +33,64 @@ def _assistant_message(turn: ModelTurn) -> dict[str, Any]:
     return message
 
 
+DOOM_LOOP_REPEATS = 3
+
+
+def _call_signatures(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """(tool, canonical arguments) of every tool call in these messages, in order."""
+    calls = []
+    for message in messages:
+        for call in message.get("tool_calls") or []:
+            function = call.get("function") or {}
+            try:
+                arguments = json.dumps(json.loads(function.get("arguments") or "{}"), sort_keys=True)
+            except ValueError:
+                arguments = str(function.get("arguments"))
+            calls.append((str(function.get("name")), arguments))
+    return calls
+
+
+def _check_doom_loop(current: list[dict[str, Any]], turn: ModelTurn) -> None:
+    """The same tool with identical arguments three times in a row ends the run: a model in that loop
+    rarely gets out, and every lap costs tokens and side effects."""
+    calls = _call_signatures([*current, _assistant_message(turn)])
+    last = calls[-DOOM_LOOP_REPEATS:]
+    if len(last) == DOOM_LOOP_REPEATS and len(set(last)) == 1 and turn.tool_calls:
+        name, arguments = last[0]
+        raise DoomLoop(
+            f"the model called {name} with the same arguments {DOOM_LOOP_REPEATS} times in a row "
+            f"({arguments[:200]}); stopped to avoid a loop"
+        )
+
+
+def _check_budget(run: Run, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> None:
+    """Stop before a call that would spend past the budget, not after: the input is known up front."""
+    if run.max_tokens_budget is None:
+        return
+    from stepwise.context import count_tokens
+
+    needed = run.usage.total + count_tokens(model, messages, tools or None)
+    if needed > run.max_tokens_budget:
+        raise BudgetExceeded(
+            f"the next model call needs about {needed} tokens in total, over the budget of "
+            f"{run.max_tokens_budget} ({run.usage.total} spent so far)"
+        )
+
+
 def _take_step(tenant_id: str, run: Run, step: int, *, tools_allowed: bool) -> ModelTurn:
     """Call the model once with the session's history and persist what it said."""
     if run.status != "running":
         raise RunStateError(f"run {run.run_id} is {run.status}; no model step")
     agent = agents.get_for_run(tenant_id, run.agent_id)
     events.emit(tenant_id, run.run_id, "step_started", {"step": step})
-    history = sessions.history(tenant_id, run.session_id, run.run_id)
+    earlier, current = sessions.history(tenant_id, run.session_id, run.run_id)
     declarations = tool_declarations(agent) if tools_allowed else []
+    model = resolve_model(agent.model)
+    messages = build_messages(agent, earlier + current)
+    _check_budget(run, model, messages, declarations)
     turn = complete(
-        model=resolve_model(agent.model),
-        messages=build_messages(agent, history),
+        model=model,
+        messages=messages,
         tools=declarations or None,
         temperature=agent.temperature,
         script=run.script or agent.script,
@@ -51,7 +98,9 @@ def _take_step(tenant_id: str, run: Run, step: int, *, tools_allowed: bool) -> M
     sessions.put_message(
         tenant_id, run.session_id, run.run_id, step, ASSISTANT_SLOT, _assistant_message(turn)
     )
-    runs.record_step(tenant_id, run.run_id, step, turn.usage)
+    runs.record_step(tenant_id, run.run_id, step, turn.usage)  # spent, whatever happens next
+    if tools_allowed:
+        _check_doom_loop(current, turn)
     emitted: list[tuple[Any, dict[str, Any]]] = []
     if turn.text:
         emitted.append(("chunk", {"step": step, "text": turn.text}))

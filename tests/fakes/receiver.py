@@ -17,6 +17,7 @@ class Received:
     path: str
     headers: dict[str, str]
     body: bytes
+    at: float = field(default_factory=time.monotonic)  # when it arrived
 
     def json(self) -> Any:
         return json.loads(self.body)

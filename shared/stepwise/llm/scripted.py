@@ -12,11 +12,13 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
+from collections.abc import Iterator
 from typing import Any
 
 import litellm
 from litellm import CustomLLM, ModelResponse
 from litellm.llms.custom_llm import CustomLLMError
+from litellm.types.utils import GenericStreamingChunk
 from pydantic import TypeAdapter, ValidationError
 
 from stepwise.llm.fake_args import example_arguments
@@ -28,6 +30,7 @@ SCRIPT_FIELD = "script"  # the key under the request's `extra_body`
 _RESULT_CLIP = 200  # characters of one tool result quoted in a summary
 _SUMMARY_CLIP = 1500
 _ECHO_CLIP = 200
+_TEXT_CHUNKS = 3
 _SCRIPT = TypeAdapter(list[ScriptTurn])
 
 
@@ -55,19 +58,29 @@ def register() -> None:
 
 
 class ScriptedLLM(CustomLLM):
-    """The litellm side: unpack the request, decide with `reply`, pack an OpenAI-shaped response."""
+    """The litellm side: unpack the request, decide with `reply`, pack an OpenAI-shaped response or stream."""
 
     def completion(self, *args: Any, **kwargs: Any) -> ModelResponse:
-        # litellm's custom-provider router passes everything by keyword (main._complete_custom_providers).
-        messages: list[dict[str, Any]] = kwargs["messages"]
-        optional_params: dict[str, Any] = kwargs.get("optional_params") or {}
-        tools = optional_params.get("tools") or None
-        script = _script(optional_params)
-        answer = reply(messages, tools, script)
-        return _response(kwargs.get("model") or PROVIDER, messages, tools, answer)
+        model, messages, tools, answer = _decide(kwargs)
+        return _response(model, messages, tools, answer)
 
     async def acompletion(self, *args: Any, **kwargs: Any) -> ModelResponse:
         return self.completion(*args, **kwargs)
+
+    def streaming(self, *args: Any, **kwargs: Any) -> Iterator[GenericStreamingChunk]:
+        # Decide before returning the iterator, so a bad script fails the call itself (a 400, exactly as
+        # without streaming) instead of surfacing mid-stream.
+        model, messages, tools, answer = _decide(kwargs)
+        return iter(_chunks(messages, tools, answer))
+
+
+def _decide(kwargs: dict[str, Any]) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]] | None, Reply]:
+    # litellm's custom-provider router passes everything by keyword (main._complete_custom_providers).
+    messages: list[dict[str, Any]] = kwargs["messages"]
+    optional_params: dict[str, Any] = kwargs.get("optional_params") or {}
+    tools = optional_params.get("tools") or None
+    answer = reply(messages, tools, _script(optional_params))
+    return kwargs.get("model") or PROVIDER, messages, tools, answer
 
 
 def reply(
@@ -168,10 +181,8 @@ def _tokens(text: str) -> int:
     return max(1, len(text) // 4)
 
 
-def _response(
-    model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, answer: Reply
-) -> ModelResponse:
-    calls = [
+def _calls(answer: Reply) -> list[dict[str, Any]]:
+    return [
         {
             "id": c.id,
             "type": "function",
@@ -179,19 +190,64 @@ def _response(
         }
         for c in answer.tool_calls
     ]
+
+
+def _usage(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, answer: Reply) -> dict[str, int]:
     prompt = json.dumps([messages, tools or []], sort_keys=True, default=str)
-    completion = answer.text if answer.text is not None else json.dumps(calls, sort_keys=True)
+    completion = answer.text if answer.text is not None else json.dumps(_calls(answer), sort_keys=True)
     prompt_tokens, completion_tokens = _tokens(prompt), _tokens(completion)
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
+
+
+def _response(
+    model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, answer: Reply
+) -> ModelResponse:
+    calls = _calls(answer)
     message: dict[str, Any] = {"role": "assistant", "content": answer.text}
     if calls:
         message["tool_calls"] = calls
+    digest = json.dumps([messages, tools or [], message], sort_keys=True, default=str)
     return ModelResponse(
-        id="chatcmpl-scripted-" + hashlib.sha256((prompt + completion).encode()).hexdigest()[:16],
+        id="chatcmpl-scripted-" + hashlib.sha256(digest.encode()).hexdigest()[:16],
         model=f"{PROVIDER}/{model}",
         choices=[{"index": 0, "finish_reason": answer.finish_reason, "message": message}],
-        usage=litellm.Usage(
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
-            total_tokens=prompt_tokens + completion_tokens,
-        ),
+        usage=litellm.Usage(**_usage(messages, tools, answer)),
     )
+
+
+def _chunks(
+    messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, answer: Reply
+) -> list[GenericStreamingChunk]:
+    """The answer as a real provider streams it: text in a few deltas, each tool call's arguments split
+    across two, and the finish reason and usage on the last chunk."""
+
+    def chunk(text: str = "", tool_use: Any = None) -> GenericStreamingChunk:
+        return {"text": text, "tool_use": tool_use, "is_finished": False, "finish_reason": "", "usage": None}
+
+    out = [chunk(text=part) for part in _pieces(answer.text or "", _TEXT_CHUNKS)]
+    for i, call in enumerate(_calls(answer)):
+        arguments = call["function"]["arguments"]
+        half = len(arguments) // 2
+        head = {**call, "index": i, "function": {"name": call["function"]["name"], "arguments": arguments[:half]}}
+        tail = {"id": None, "type": "function", "index": i, "function": {"name": None, "arguments": arguments[half:]}}
+        out += [chunk(tool_use=head), chunk(tool_use=tail)]
+    last: GenericStreamingChunk = {
+        "text": "",
+        "tool_use": None,
+        "is_finished": True,
+        "finish_reason": answer.finish_reason,
+        "usage": {**_usage(messages, tools, answer)},  # type: ignore[typeddict-item]
+    }
+    return [*out, last]
+
+
+def _pieces(text: str, parts: int) -> list[str]:
+    """`text` cut at word boundaries into at most `parts` pieces that join back to it exactly."""
+    words = text.split(" ")
+    size = -(-len(words) // parts)
+    groups = [" ".join(words[i : i + size]) for i in range(0, len(words), size)]
+    return [g + " " for g in groups[:-1]] + groups[-1:] if text else []

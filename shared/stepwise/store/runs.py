@@ -28,6 +28,7 @@ def _to_model(item: RunItem) -> Run:
         error=RunError.model_validate(item.error) if item.error else None,
         steps=int(item.steps),
         max_steps=int(item.max_steps),
+        max_tokens_budget=int(item.max_tokens_budget) if item.max_tokens_budget is not None else None,
         usage=Usage(
             input_tokens=int(item.input_tokens),
             output_tokens=int(item.output_tokens),
@@ -54,6 +55,7 @@ def create(tenant_id: str, run: Run) -> Run:
         status=run.status,
         input=run.input,
         max_steps=run.max_steps,
+        max_tokens_budget=run.max_tokens_budget,
         tools_executed=run.tools_executed,
         replay_of=run.replay_of,
         metadata=run.metadata,

@@ -80,21 +80,32 @@ def get_message(tenant_id: str, session_id: str, run_id: str, step: int, slot: s
     return item.message
 
 
-def messages(tenant_id: str, session_id: str, run_ids: set[str] | None = None) -> list[dict[str, Any]]:
-    """Messages in order, optionally only those of the given runs."""
+def _items(tenant_id: str, session_id: str) -> list[SessionItem]:
     bind()
     items = SessionItem.query(
         tenant_key(tenant_id, session_id),
         SessionItem.sk.startswith(MESSAGE_PREFIX),
         consistent_read=True,
     )
-    return [i.message for i in items if i.message is not None and (run_ids is None or i.run_id in run_ids)]
+    return [i for i in items if i.message is not None]
 
 
-def history(tenant_id: str, session_id: str, run_id: str) -> list[dict[str, Any]]:
-    """What the model sees for `run_id`: every completed run of the session, then this run so far."""
-    session = get(tenant_id, session_id)
-    return messages(tenant_id, session_id, {*session.completed_runs, run_id})
+def messages(tenant_id: str, session_id: str, run_ids: set[str] | None = None) -> list[dict[str, Any]]:
+    """Messages in order, optionally only those of the given runs."""
+    return [i.message for i in _items(tenant_id, session_id) if run_ids is None or i.run_id in run_ids]
+
+
+def history(tenant_id: str, session_id: str, run_id: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """What the model sees for `run_id`, in one query: the messages of the session's completed runs,
+    and those of this run so far."""
+    completed = set(get(tenant_id, session_id).completed_runs)
+    earlier, current = [], []
+    for item in _items(tenant_id, session_id):
+        if item.run_id == run_id:
+            current.append(item.message)
+        elif item.run_id in completed:
+            earlier.append(item.message)
+    return earlier, current
 
 
 def complete_run(tenant_id: str, session_id: str, run_id: str) -> None:

@@ -102,6 +102,7 @@ class RunItem(Model):
     error = JSONAttribute(null=True)
     steps = NumberAttribute(default=0)
     max_steps = NumberAttribute()
+    max_tokens_budget = NumberAttribute(null=True)
     input_tokens = NumberAttribute(default=0)
     output_tokens = NumberAttribute(default=0)
     cached_tokens = NumberAttribute(default=0)

@@ -29,10 +29,15 @@ class ToolResult(BaseModel):
     def ok(self) -> bool:
         return self.error is None
 
-    def for_model(self) -> str:
-        """The text that goes back to the model as the tool message's content."""
+    def for_model(self, limit: int | None = TOOL_RESULT_LIMIT) -> str:
+        """The text that goes back to the model as the tool message's content, cut at `limit`
+        characters with a marker the model can see (None: never cut)."""
         if self.error is not None:
-            return json.dumps({"error": self.error.model_dump()}, ensure_ascii=False)
-        if isinstance(self.output, str):
-            return self.output
-        return json.dumps(self.output, ensure_ascii=False, sort_keys=True)
+            text = json.dumps({"error": self.error.model_dump()}, ensure_ascii=False)
+        elif isinstance(self.output, str):
+            text = self.output
+        else:
+            text = json.dumps(self.output, ensure_ascii=False, sort_keys=True)
+        if limit is None or len(text) <= limit:
+            return text
+        return text[:limit] + f"\n…[truncated: {len(text) - limit} of {len(text)} characters omitted]"
