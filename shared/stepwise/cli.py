@@ -19,8 +19,8 @@ def _create_key(args: argparse.Namespace) -> int:
     from stepwise.store import keys, tables
 
     os.environ.setdefault("API_KEYS_TABLE", args.table)
-    for name in ("AGENTS_TABLE", "SESSIONS_TABLE", "RUNS_TABLE", "RUN_EVENTS_TABLE"):
-        os.environ.setdefault(name, "unused-by-this-command")
+    for field in config.Tables.model_fields.values():  # the other tables: not touched by this command
+        os.environ.setdefault(str(field.alias), "unused-by-this-command")
     config.reset()
     tables.rebind()
     key = keys.generate_key()

@@ -131,6 +131,60 @@ class RunEventItem(Model):
     expires_at = TTLAttribute(null=True)
 
 
+class InteractionsBySession(GlobalSecondaryIndex["InteractionItem"]):
+    class Meta:
+        index_name = "by_session"
+        projection = AllProjection()
+
+    session_key = UnicodeAttribute(hash_key=True)
+    interaction_id = UnicodeAttribute(range_key=True)
+
+
+class InteractionsByRun(GlobalSecondaryIndex["InteractionItem"]):
+    class Meta:
+        index_name = "by_run"
+        projection = AllProjection()
+
+    run_key = UnicodeAttribute(hash_key=True)
+    interaction_id = UnicodeAttribute(range_key=True)
+
+
+class InteractionItem(Model):
+    """A pause of a run: an approval or a client tool, with the task token that resumes it."""
+
+    class Meta:
+        table_name = "InteractionsTable"
+
+    tenant_id = UnicodeAttribute(hash_key=True)
+    interaction_id = UnicodeAttribute(range_key=True)
+    session_key = UnicodeAttribute()
+    run_key = UnicodeAttribute()
+    run_id = UnicodeAttribute()
+    session_id = UnicodeAttribute()
+    agent_id = UnicodeAttribute()
+    kind = UnicodeAttribute()  # approval | client_tool
+    status = UnicodeAttribute()  # pending | answered | expired
+    step = NumberAttribute()
+    tool_call_id = UnicodeAttribute()
+    tool_call_index = NumberAttribute()
+    tool_name = UnicodeAttribute()
+    arguments = JSONAttribute()
+    digest = UnicodeAttribute()  # binds an approval to exactly these arguments, this tool and tenant
+    timeout_seconds = NumberAttribute()
+    channels = JSONAttribute(null=True)
+    task_token = UnicodeAttribute(null=True)  # never leaves the server
+    answer = JSONAttribute(null=True)
+    answer_key = UnicodeAttribute(null=True)  # the Idempotency-Key the answer came with
+    answered_by = UnicodeAttribute(null=True)
+    answered_at = UTCDateTimeAttribute(null=True)
+    delivered = NumberAttribute(default=0)  # 1 once Step Functions has the answer
+    created_at = UTCDateTimeAttribute()
+    deadline = UTCDateTimeAttribute()
+
+    by_session = InteractionsBySession()
+    by_run = InteractionsByRun()
+
+
 @cache
 def bind() -> None:
     """Point the models at the tables named in the environment (once per process)."""
@@ -142,6 +196,7 @@ def bind() -> None:
         (SessionItem, names.sessions),
         (RunItem, names.runs),
         (RunEventItem, names.run_events),
+        (InteractionItem, names.interactions),
     ):
         meta: Any = model.Meta
         meta.table_name = name
