@@ -1,0 +1,9 @@
+"""Benchmarks that print figures, never assert: `python -m bench [name ...]` (from the repo root, with
+`shared/` importable). Each module measures one thing and returns a `Section`; `__main__` prints them as
+a table and writes bench/results/latest.json (partial.json when only some ran).
+
+- cold_imports    import time of every handler module in a fresh interpreter, and who imports litellm
+- loop_overhead   local wall time per ReAct step with the scripted model (moto + in-process Lambdas)
+- transitions     Step Functions state transitions, history events and Lambda invocations per step/call
+- dynamodb_ops    DynamoDB requests per step/call, by function and operation
+"""

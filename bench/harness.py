@@ -1,0 +1,414 @@
+"""What the benchmarks share: figures, the local stack with one loopback tool, runs driven to their
+end, execution histories, and an exact least-squares fit for per-step and per-call costs."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from fractions import Fraction
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+POLL_INTERVAL = 0.02  # seconds between GET /v1/runs/{id} polls; short next to a ~100 ms step
+RUN_DEADLINE = 300.0  # seconds a run may take before the benchmark gives up on it
+TOOL_NAME = "lookup"
+
+# Runs that vary model steps and tool calls independently, as tool calls per tool-using step; every run
+# ends with one text turn. A step without tool calls is always the last one (the loop finalizes on a
+# text answer), so a run of n steps has n-1 tool-using steps and "5 steps, 0 tools" cannot exist.
+RUN_SHAPES: dict[str, list[int]] = {
+    "1 step, text only": [],
+    "5 steps, 4 calls (1+1+1+1)": [1, 1, 1, 1],
+    "2 steps, 4 calls (4)": [4],
+    "3 steps, 4 calls (1+3)": [1, 3],
+    "4 steps, 4 calls (2+1+1)": [2, 1, 1],
+    "5 steps, 8 calls (3+2+1+2)": [3, 2, 1, 2],
+}
+CANONICAL = "5 steps, 4 calls (1+1+1+1)"  # DESIGN.md's canonical run, less its approval
+
+
+# --- Figures -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Figure:
+    name: str
+    value: float | int | str | None
+    unit: str = ""
+    note: str = ""
+    digits: int = 1
+
+    def shown(self) -> str:
+        if isinstance(self.value, float):
+            return f"{self.value:,.{self.digits}f}"
+        if isinstance(self.value, int) and not isinstance(self.value, bool):
+            return f"{self.value:,}"
+        return "n/a" if self.value is None else str(self.value)
+
+
+@dataclass
+class Section:
+    title: str
+    figures: list[Figure] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def add(self, name: str, value: Any, unit: str = "", note: str = "", digits: int = 1) -> None:
+        self.figures.append(Figure(name, value, unit, note, digits))
+
+
+def median(values: Sequence[float]) -> float:
+    return float(statistics.median(values))
+
+
+# --- Fitting -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Fit:
+    """y ≈ Σ coef·x over named regressors, solved exactly (fractions) by least squares."""
+
+    names: list[str]
+    coefficients: list[float]
+    residuals: list[float]
+
+    def coefficient(self, name: str) -> float:
+        return self.coefficients[self.names.index(name)]
+
+    @property
+    def exact(self) -> bool:
+        return all(abs(r) < 1e-9 for r in self.residuals)
+
+    def formula(self, unit: str, digits: int = 2) -> str:
+        terms = [
+            f"{c:.{digits}f}" + ("" if n == "1" else f"·{n}")
+            for n, c in zip(self.names, self.coefficients, strict=True)
+        ]
+        worst = max((abs(r) for r in self.residuals), default=0.0)
+        return f"{unit} ≈ " + " + ".join(terms) + f"   (max |residual| {worst:.{digits}f})"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "coefficients": dict(zip(self.names, self.coefficients, strict=True)),
+            "residuals": self.residuals,
+        }
+
+
+def fit(names: list[str], rows: list[tuple[Sequence[float], float]]) -> Fit:
+    """Least squares through the normal equations, in fractions so integer data fits exactly."""
+    k = len(names)
+    xs = [[Fraction(v) for v in x] for x, _ in rows]
+    ys = [Fraction(y) for _, y in rows]
+    zero = Fraction(0)
+    a: list[list[Fraction]] = [
+        [sum((x[i] * x[j] for x in xs), zero) for j in range(k)]
+        + [sum((x[i] * y for x, y in zip(xs, ys, strict=True)), zero)]
+        for i in range(k)
+    ]
+    for col in range(k):
+        pivot = next((r for r in range(col, k) if a[r][col] != 0), None)
+        if pivot is None:
+            raise ValueError(f"the runs do not separate {names[col]!r} from the other regressors")
+        a[col], a[pivot] = a[pivot], a[col]
+        for r in range(k):
+            if r != col and a[r][col] != 0:
+                factor = a[r][col] / a[col][col]
+                a[r] = [v - factor * p for v, p in zip(a[r], a[col], strict=True)]
+    coefs = [a[i][k] / a[i][i] for i in range(k)]
+    residuals = [
+        float(y - sum((c * v for c, v in zip(coefs, x, strict=True)), zero))
+        for x, y in zip(xs, ys, strict=True)
+    ]
+    return Fit(names, [float(c) for c in coefs], residuals)
+
+
+REGRESSORS = ["1", "steps", "tool_calls"]
+
+
+def add_fit(
+    section: Section,
+    runs: list[dict[str, Any]],
+    key: str,
+    unit: str,
+    *,
+    label: str = "",
+    notes: Sequence[str] = (),
+) -> Fit | None:
+    """Fit runs' `key` ≈ fixed + a·steps + b·tool_calls over the runs that succeeded, and add the three
+    figures (n/a when the runs cannot be fitted, e.g. because none succeeded)."""
+    good = [r for r in runs if r["status"] == "succeeded"]
+    why = ""
+    try:
+        result: Fit | None = fit(REGRESSORS, [((1, r["steps"], r["tool_calls"]), r[key]) for r in good])
+    except ValueError as exc:
+        result, why = None, f"no fit over {len(good)} succeeded runs: {exc}"
+    name = label or key.replace("_", " ")
+    step_note, call_note = [*notes, "", ""][:2]
+    section.add(f"{name} per model step", result and result.coefficient("steps"), unit, step_note, digits=2)
+    section.add(
+        f"{name} per tool call", result and result.coefficient("tool_calls"), unit, call_note, digits=2
+    )
+    fixed_note = (
+        why if result is None else ("exact fit" if result.exact else "least-squares fit, see residuals")
+    )
+    section.add(f"{name} fixed per run", result and result.coefficient("1"), unit, fixed_note, digits=2)
+    if result is not None:
+        section.notes.append(f"fit over {len(good)} runs: {result.formula(name)}")
+    return result
+
+
+# --- A loopback tool -----------------------------------------------------------------------------
+
+
+class ToolServer:
+    """The `lookup` tool's endpoint: answers every POST with a small JSON document and counts them."""
+
+    def __init__(self) -> None:
+        self.requests = 0
+        counter_lock = threading.Lock()
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                try:
+                    args = json.loads(self.rfile.read(length) or b"{}")
+                except ValueError:
+                    args = {}
+                with counter_lock:
+                    owner.requests += 1
+                body = json.dumps({"q": args.get("q"), "answer": f"result for {args.get('q')}"}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/lookup"
+        threading.Thread(target=self.server.serve_forever, daemon=True, name="bench-tool").start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def lookup_tool(endpoint: str) -> dict[str, Any]:
+    return {
+        "type": "http",
+        "name": TOOL_NAME,
+        "description": "Look an item up.",
+        "input_schema": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]},
+        "endpoint": endpoint,
+        "read_only": True,
+    }
+
+
+def script_for(calls_per_step: Sequence[int], tag: str, tool: str = TOOL_NAME) -> list[dict[str, Any]]:
+    """One tool-call turn per entry (each call with distinct arguments), then a final text turn."""
+    turns: list[dict[str, Any]] = [
+        {"tool_calls": [{"name": tool, "arguments": {"q": f"{tag}-{s}-{j}"}} for j in range(n)]}
+        for s, n in enumerate(calls_per_step)
+    ]
+    return [*turns, {"text": f"done ({tag})"}]
+
+
+# --- The local stack -----------------------------------------------------------------------------
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    status: str
+    steps: int
+    tool_calls: int
+    client_seconds: float  # POST … until GET /v1/runs/{id} first shows a terminal status
+    server_seconds: float  # the run record's created_at → finished_at
+    invocations: dict[str, int]  # per state-machine function, during this run
+    tool_requests: int
+    error: Any = None
+
+    @property
+    def ms_per_step(self) -> float:
+        return self.server_seconds * 1000 / max(self.steps, 1)
+
+
+class Local:
+    """template.yaml in moto, the loopback tool, and one agent holding it: started once per process."""
+
+    def __init__(self) -> None:
+        # The SSRF guard blocks loopback unless told otherwise; the stack reads this at start.
+        os.environ["STEPWISE_ALLOW_HOSTS"] = "127.0.0.1,localhost"
+        os.environ["POWERTOOLS_LOG_LEVEL"] = "WARNING"
+        os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+        from stepwise.local.stack import LocalStack
+
+        started = time.perf_counter()
+        self.stack = LocalStack.start()
+        self.start_seconds = time.perf_counter() - started
+        # template.yaml sets INFO for Lambda; handler modules read it when first imported, here.
+        os.environ["POWERTOOLS_LOG_LEVEL"] = "WARNING"
+        self.tool = ToolServer()
+        status, _, agent = self.stack.invoke_api(
+            "POST", "/v1/agents", {"name": "bench", "tools": [lookup_tool(self.tool.url)]}
+        )
+        if status != 201:
+            raise RuntimeError(f"could not create the bench agent: {status} {agent}")
+        self.agent_id: str = agent["agent_id"]
+        self.machine_functions = _machine_functions(self.stack)
+        self._runs = 0
+
+    def sfn(self) -> Any:
+        import boto3
+
+        return boto3.client("stepfunctions")
+
+    def start(self, script: list[dict[str, Any]], max_steps: int) -> str:
+        body = {"message": f"bench run {self._runs}", "max_steps": max_steps, "script": script}
+        self._runs += 1
+        status, _, accepted = self.stack.invoke_api("POST", f"/v1/agents/{self.agent_id}/runs", body)
+        if status != 202:
+            raise RuntimeError(f"run not accepted: {status} {accepted}")
+        return str(accepted["run_id"])
+
+    def run(self, script: list[dict[str, Any]], max_steps: int | None = None) -> RunResult:
+        """Start a run and wait until both its record and its execution have finished."""
+        calls = sum(len(t.get("tool_calls") or []) for t in script)
+        before, tool_before = dict(self.stack.lambdas.invocations), self.tool.requests
+        began = time.perf_counter()
+        run_id = self.start(script, max_steps or len(script))
+        view = self.wait_run(run_id)
+        client = time.perf_counter() - began
+        self.wait_execution(run_id)
+        after = self.stack.lambdas.invocations
+        return RunResult(
+            run_id=run_id,
+            status=view["status"],
+            steps=int(view["steps"]),
+            tool_calls=calls,
+            client_seconds=client,
+            server_seconds=_seconds(view["created_at"], view["finished_at"]),
+            invocations={f: after[f] - before.get(f, 0) for f in self.machine_functions},
+            tool_requests=self.tool.requests - tool_before,
+            error=view.get("error"),
+        )
+
+    def wait_run(self, run_id: str) -> dict[str, Any]:
+        """Poll GET /v1/runs/{id} until the run is terminal; returns its view."""
+        deadline = time.monotonic() + RUN_DEADLINE
+        while True:
+            status, _, view = self.stack.invoke_api("GET", f"/v1/runs/{run_id}")
+            if status == 200 and view["finished_at"] is not None:
+                return dict(view)
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"run {run_id} still {view.get('status')} after {RUN_DEADLINE}s")
+            time.sleep(POLL_INTERVAL)
+
+    def execution_arn(self, run_id: str) -> str:
+        # The execution is named after the run (start.py), so its ARN follows from the machine's.
+        return self.stack.state_machine_arn.replace(":stateMachine:", ":execution:") + f":{run_id}"
+
+    def wait_execution(self, run_id: str) -> str:
+        deadline = time.monotonic() + RUN_DEADLINE
+        sfn = self.sfn()
+        while True:
+            status = str(sfn.describe_execution(executionArn=self.execution_arn(run_id))["status"])
+            if status != "RUNNING":
+                return status
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"execution of {run_id} still RUNNING after {RUN_DEADLINE}s")
+            time.sleep(POLL_INTERVAL)
+
+    def history(self, run_id: str) -> list[dict[str, Any]]:
+        sfn, events, token = self.sfn(), [], None
+        while True:
+            page = sfn.get_execution_history(
+                executionArn=self.execution_arn(run_id),
+                maxResults=1000,
+                **({"nextToken": token} if token else {}),
+            )
+            events += page["events"]
+            token = page.get("nextToken")
+            if not token:
+                return events
+
+    def execution_names(self) -> dict[str, str]:
+        """execution name → ARN, as list_executions reports them."""
+        sfn, found, token = self.sfn(), {}, None
+        while True:
+            page = sfn.list_executions(
+                stateMachineArn=self.stack.state_machine_arn,
+                maxResults=1000,
+                **({"nextToken": token} if token else {}),
+            )
+            found.update({e["name"]: e["executionArn"] for e in page["executions"]})
+            token = page.get("nextToken")
+            if not token:
+                return found
+
+    def events(self, run_id: str) -> list[dict[str, Any]]:
+        """Every run event through GET /v1/runs/{id}/events, paged."""
+        out: list[dict[str, Any]] = []
+        after = 0
+        while True:
+            _, _, page = self.stack.invoke_api("GET", f"/v1/runs/{run_id}/events?after={after}")
+            out += page["events"]
+            if not page["events"]:
+                return out
+            after = page["next"]
+
+    def close(self) -> None:
+        self.tool.close()
+        self.stack.stop()
+
+
+_local: Local | None = None
+
+
+def local() -> Local:
+    """The process's one local stack (moto is process-global), started on first use."""
+    global _local
+    if _local is None:
+        _local = Local()
+    return _local
+
+
+def close_local() -> None:
+    global _local
+    if _local is not None:
+        _local.close()
+        _local = None
+
+
+def _machine_functions(stack: Any) -> list[str]:
+    """The functions the state machine invokes, read from its DefinitionSubstitutions in the template."""
+    from stepwise.local.cfn_yaml import load_template
+    from stepwise.local.stack import TEMPLATE
+
+    names: list[str] = []
+    for res in load_template(TEMPLATE)["Resources"].values():
+        if res["Type"] != "AWS::Serverless::StateMachine":
+            continue
+        for value in (res["Properties"].get("DefinitionSubstitutions") or {}).values():
+            target = value.get("Fn::GetAtt") if isinstance(value, dict) else None
+            if target:
+                names.append(str(target[0] if isinstance(target, list) else target.split(".")[0]))
+    return [n for n in dict.fromkeys(names) if n in stack.lambdas.invocations]
+
+
+def _seconds(start: str, end: str) -> float:
+    return (_when(end) - _when(start)).total_seconds()
+
+
+def _when(stamp: str) -> datetime:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))

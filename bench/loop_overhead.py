@@ -1,0 +1,155 @@
+"""Local wall time per ReAct step with the scripted model: the cost of the loop itself (moto's Step
+Functions interpreter, DynamoDB in moto, our handlers in process, one loopback HTTP tool), with no model
+latency. Times are the run record's created_at → finished_at, so polling granularity does not count.
+
+A run without tool calls has exactly one step (a text turn is the final answer), so "a 5-step run
+without tools" is measured two ways: a 1-step text-only run (the floor: Prepare, one ModelStep,
+Finalize) and a 5-step run whose calls name a tool the agent lacks (Gate answers without HTTP).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from itertools import pairwise
+from typing import Any
+
+from bench.harness import POLL_INTERVAL, RunResult, Section, local, median, script_for
+
+LONG_RUNS = 3  # 50-step runs, median reported (several seconds each on 2 cores)
+LONG_STEPS = 50  # max_steps of a long run: 49 tool-call turns, then the final text turn
+SHORT_RUNS = 3  # runs of each short shape, median reported (well under a second each)
+SHORT_STEPS = 5
+EDGE_STEPS = 10  # steps averaged at each end of a long run, to show how a step's cost grows with history
+MISSING_TOOL = "not_on_agent"  # not in the agent's tools: Gate records unknown_tool, no HTTP request
+
+
+def _note(results: list[RunResult]) -> str:
+    bad = [r for r in results if r.status != "succeeded"]
+    if bad:
+        first = bad[0]
+        why = f"{first.status} after {first.steps} steps, {first.error}"
+        return f"NOT SUCCEEDED ({len(bad)} of {len(results)}): {why}"
+    return "runs: " + ", ".join(f"{r.ms_per_step:,.0f}" for r in results)
+
+
+def _step_durations(events: list[dict[str, Any]]) -> list[float]:
+    """ms from each step_started to the next (the last step ends at run_completed)."""
+    marks = [e["at"] for e in events if e["type"] in ("step_started", "run_completed")]
+    stamps = [datetime.fromisoformat(m.replace("Z", "+00:00")) for m in marks]
+    return [(b - a).total_seconds() * 1000 for a, b in pairwise(stamps)]
+
+
+def run() -> Section:
+    section = Section("Loop overhead (local, scripted model)")
+    env = local()
+    section.add("local stack start (template.yaml → moto)", env.start_seconds, "s", digits=2)
+
+    warm = env.run(script_for([1], "warmup"))  # loads every handler module and, in ModelStep, litellm
+    section.add(
+        "first run (cold model step)",
+        warm.server_seconds * 1000,
+        "ms",
+        f"{warm.steps} steps, 1 tool call, {warm.status}; includes the litellm import and handler loads",
+        digits=0,
+    )
+
+    text = [env.run(script_for([], f"text-{i}")) for i in range(SHORT_RUNS)]
+    section.add(
+        "1-step run, no tool calls",
+        median([r.server_seconds * 1000 for r in text]),
+        "ms per run",
+        _note(text),
+        digits=0,
+    )
+    calls = [1] * (SHORT_STEPS - 1)
+    short = [env.run(script_for(calls, f"short-{i}")) for i in range(SHORT_RUNS)]
+    section.add(
+        f"{SHORT_STEPS}-step run, {len(calls)} HTTP tool calls",
+        median([r.ms_per_step for r in short]),
+        "ms per step",
+        _note(short),
+        digits=0,
+    )
+    missing = [env.run(script_for(calls, f"missing-{i}", tool=MISSING_TOOL)) for i in range(SHORT_RUNS)]
+    section.add(
+        f"{SHORT_STEPS}-step run, {len(calls)} calls to a missing tool (no HTTP)",
+        median([r.ms_per_step for r in missing]),
+        "ms per step",
+        _note(missing),
+        digits=0,
+    )
+
+    long_calls = [1] * (LONG_STEPS - 1)
+    long = [env.run(script_for(long_calls, f"long-{i}"), LONG_STEPS) for i in range(LONG_RUNS)]
+    per_step = [r.ms_per_step for r in long]
+    section.add(
+        f"{LONG_STEPS}-step run, {len(long_calls)} HTTP tool calls",
+        median(per_step),
+        "ms per step",
+        _note(long) + f"; run wall {median([r.server_seconds for r in long]):.1f} s",
+        digits=0,
+    )
+    section.add(
+        f"{LONG_STEPS}-step run, client-observed (POST → terminal GET)",
+        median([r.client_seconds * 1000 / max(r.steps, 1) for r in long]),
+        "ms per step",
+        f"includes polling every {POLL_INTERVAL * 1000:.0f} ms",
+        digits=0,
+    )
+    middle = sorted(long, key=lambda r: r.ms_per_step)[len(long) // 2]
+    durations = _step_durations(env.events(middle.run_id))
+    if len(durations) >= 2 * EDGE_STEPS:
+        head, tail = durations[:EDGE_STEPS], durations[-EDGE_STEPS:]
+        section.add(
+            f"  steps 1–{EDGE_STEPS} of the median long run", median(head), "ms per step", "median", digits=0
+        )
+        section.add(
+            f"  steps {len(durations) - EDGE_STEPS + 1}–{len(durations)} of the median long run",
+            median(tail),
+            "ms per step",
+            "median; the history a model step reads and sends grows by 2 messages a step",
+            digits=0,
+        )
+        section.add(
+            "  slowest step of the median long run",
+            max(durations),
+            "ms",
+            "a full GC of the one shared process (moto + every function) lands in some step",
+            digits=0,
+        )
+    served = sum(r.tool_requests for r in long)
+    section.add(
+        "tool requests served during the long runs",
+        served,
+        "requests",
+        f"expected {len(long_calls) * len(long)}",
+    )
+
+    section.details = {
+        "parameters": {
+            "long_runs": LONG_RUNS,
+            "long_steps": LONG_STEPS,
+            "short_runs": SHORT_RUNS,
+            "short_steps": SHORT_STEPS,
+        },
+        "stack_start_s": env.start_seconds,
+        "first_run": _row(warm),
+        "text_only": [_row(r) for r in text],
+        "short_http": [_row(r) for r in short],
+        "short_missing_tool": [_row(r) for r in missing],
+        "long_http": [_row(r) for r in long],
+        "long_step_durations_ms": durations,
+    }
+    return section
+
+
+def _row(r: RunResult) -> dict[str, Any]:
+    return {
+        "run_id": r.run_id,
+        "status": r.status,
+        "steps": r.steps,
+        "tool_calls": r.tool_calls,
+        "server_ms": r.server_seconds * 1000,
+        "client_ms": r.client_seconds * 1000,
+        "ms_per_step": r.ms_per_step,
+    }

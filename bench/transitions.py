@@ -1,0 +1,148 @@
+"""State transitions, history events and Lambda invocations per model step and per tool call, read from
+the execution history moto's interpreter writes while running the real ASL.
+
+Counting rule for state transitions (what a Standard workflow bills):
+- Step Functions "counts a state transition each time a step of your workflow is executed", including
+  retries (https://aws.amazon.com/step-functions/pricing/). Every state entered is one, whatever its type
+  (Task, Choice, Map, Pass, Wait, Fail, Succeed...), and so is every state entered inside an Inline Map
+  iteration, once per iteration.
+- The Map iteration itself is not: "When you use the Map state in Inline mode, you're not charged a state
+  transition for each iteration of the Inline Map state"
+  (https://docs.aws.amazon.com/step-functions/latest/dg/concepts-transitions.html). Nor are the
+  execution's start and end, nor *Started/*Succeeded/*Exited events.
+So transitions = the number of `*StateEntered` events + Task retries, where a retry shows as a second
+`TaskScheduled` for one state entry (retries = TaskScheduled − TaskStateEntered). Scripted runs have none,
+but the rule counts them if a Lambda is ever retried here.
+
+Per-step and per-call costs come from a least-squares fit, y = fixed + a·steps + b·tool_calls, over runs
+of different shapes (harness.RUN_SHAPES); "fixed" is the run's own overhead (Prepare, Finalize, and the
+last step, which never reaches the Map). The fit is exact when every residual is 0.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from bench.harness import CANONICAL, RUN_SHAPES, RunResult, Section, add_fit, local, script_for
+
+HISTORY_CAP = 25_000  # events one Standard execution may hold (Step Functions quota)
+PRICE_PER_TRANSITION = 0.000025  # USD, Standard workflows, us-east-1 list price ($0.025 per 1,000)
+# DESIGN.md, "Cost shape to keep": (per model step, per tool call).
+DESIGN_TARGETS = {"transitions": ("DESIGN.md: about 3", "DESIGN.md: about 2")}
+
+
+def transitions(history: list[dict[str, Any]]) -> int:
+    types = Counter(e["type"] for e in history)
+    entered = sum(n for t, n in types.items() if t.endswith("StateEntered"))
+    retries = max(types["TaskScheduled"] - types["TaskStateEntered"], 0)
+    return entered + retries
+
+
+def entered_by_state(history: list[dict[str, Any]]) -> dict[str, int]:
+    return dict(
+        Counter(e["stateEnteredEventDetails"]["name"] for e in history if e["type"].endswith("StateEntered"))
+    )
+
+
+def run() -> Section:
+    section = Section("Step Functions state transitions, history events, Lambda invocations")
+    env = local()
+    results: dict[str, tuple[RunResult, list[dict[str, Any]]]] = {}
+    for i, (label, calls) in enumerate(RUN_SHAPES.items()):
+        result = env.run(script_for(calls, f"sfn-{i}"))
+        results[label] = (result, env.history(result.run_id))
+
+    listed = env.execution_names()
+    verified = all(
+        listed.get(result.run_id) == env.execution_arn(result.run_id) for result, _ in results.values()
+    )
+    section.notes.append(
+        "execution ARN = arn:aws:states:us-east-1:123456789012:execution:AgentRunStateMachine:<run_id> "
+        + (
+            "(verified against list_executions for every run)"
+            if verified
+            else "(DID NOT match list_executions)"
+        )
+    )
+
+    runs: list[dict[str, Any]] = []
+    for label, (result, history) in results.items():
+        runs.append(
+            {
+                "shape": label,
+                "run_id": result.run_id,
+                "status": result.status,
+                "steps": result.steps,
+                "tool_calls": result.tool_calls,
+                "transitions": transitions(history),
+                "history_events": len(history),
+                "lambda_invocations": sum(result.invocations.values()),
+                "invocations": result.invocations,
+                "entered": entered_by_state(history),
+            }
+        )
+    failed = [f"{r['shape']}: {r['status']}" for r in runs if r["status"] != "succeeded"]
+    if failed:
+        section.notes.append(
+            "RUNS THAT DID NOT SUCCEED (fits use the runs that succeeded): " + "; ".join(failed)
+        )
+
+    units = {"transitions": "transitions", "history_events": "events", "lambda_invocations": "invocations"}
+    fits = {
+        key: add_fit(section, runs, key, unit, notes=DESIGN_TARGETS.get(key, ()))
+        for key, unit in units.items()
+    }
+
+    canon = next(r for r in runs if r["shape"] == CANONICAL)
+    section.add(
+        f"canonical run ({CANONICAL})",
+        canon["transitions"],
+        "transitions",
+        f"{canon['history_events']} history events, "
+        f"{canon['lambda_invocations']} Lambda invocations by the state machine",
+    )
+    section.add(
+        "  Step Functions cost of 1,000 canonical runs",
+        canon["transitions"] * PRICE_PER_TRANSITION * 1000,
+        "USD",
+        "transitions only, $0.025 per 1,000, no free tier; DESIGN.md's run adds 1 approval",
+        digits=3,
+    )
+    events = fits["history_events"]
+    if events is not None:
+        per_step_with_call = events.coefficient("steps") + events.coefficient("tool_calls")
+        section.add(
+            "history events per step with one tool call",
+            per_step_with_call,
+            "events",
+            "DESIGN.md keeps this at about 20",
+            digits=1,
+        )
+        section.add(
+            "steps one execution holds (1 call per step)",
+            int((HISTORY_CAP - events.coefficient("1")) // per_step_with_call),
+            "steps",
+            f"under the {HISTORY_CAP:,}-event history cap",
+        )
+    section.notes.append(
+        "a tool-using step enters ModelStep, Route and the ToolCalls Map; the final step enters no Map, "
+        "which the fixed term absorbs (Prepare + Finalize - 1 transition; 2 + 5 + 5 - 4 events)."
+    )
+    section.notes.append(
+        "states entered in the canonical run: " + ", ".join(f"{k} ×{v}" for k, v in canon["entered"].items())
+    )
+    width = max(len(r["shape"]) for r in runs)
+    for r in runs:
+        inv = ", ".join(f"{k.removesuffix('Function')} {v}" for k, v in r["invocations"].items() if v)
+        section.notes.append(
+            f"{r['shape']:<{width}}  {r['transitions']:>3} transitions  {r['history_events']:>4} events  "
+            f"{r['lambda_invocations']:>3} invocations ({inv})"
+        )
+    section.details = {
+        "counting_rule": "StateEntered events (all nesting levels) + (TaskScheduled - TaskStateEntered)",
+        "execution_arn_verified": verified,
+        "runs": runs,
+        "fits": {k: f.as_dict() for k, f in fits.items() if f},
+    }
+    return section
