@@ -9,7 +9,7 @@ from typing import Any
 from stepwise import aws, config
 from stepwise.errors import Conflict, Unavailable
 from stepwise.ids import new_id
-from stepwise.models import DEFAULT_MAX_STEPS, Run, RunCreate, RunState, Session, SyncRunCreate, utcnow
+from stepwise.models import DEFAULT_MAX_STEPS, Agent, Run, RunCreate, RunState, Session, SyncRunCreate, utcnow
 from stepwise.store import agents, runs, sessions
 
 
@@ -29,8 +29,7 @@ def _session_for(tenant_id: str, agent_id: str, session_id: str | None) -> Sessi
     return session
 
 
-def _record(tenant_id: str, agent_id: str, body: RunCreate | SyncRunCreate, max_steps: int) -> Run:
-    agent = agents.get(tenant_id, agent_id)
+def _record(tenant_id: str, agent: Agent, body: RunCreate | SyncRunCreate, max_steps: int) -> Run:
     budget = getattr(body, "max_tokens_budget", None) or agent.max_tokens_budget
     session = _session_for(tenant_id, agent.agent_id, body.session_id)
     run = Run(
@@ -51,7 +50,7 @@ def _record(tenant_id: str, agent_id: str, body: RunCreate | SyncRunCreate, max_
 
 def start_run(tenant_id: str, agent_id: str, body: RunCreate) -> Run:
     agent = agents.get(tenant_id, agent_id)
-    run = _record(tenant_id, agent_id, body, body.max_steps or agent.max_steps or DEFAULT_MAX_STEPS)
+    run = _record(tenant_id, agent, body, body.max_steps or agent.max_steps or DEFAULT_MAX_STEPS)
     state = RunState(tenant_id=tenant_id, run_id=run.run_id, max_steps=run.max_steps)
     sfn = aws.client("stepfunctions")
     try:
@@ -77,7 +76,7 @@ def start_run(tenant_id: str, agent_id: str, body: RunCreate) -> Run:
 def run_sync(tenant_id: str, agent_id: str, body: SyncRunCreate) -> Run:
     """One model call without tools, answered in the response. The model step runs in its own function
     (the API never imports the model SDK), invoked synchronously."""
-    run = _record(tenant_id, agent_id, body, 1)
+    run = _record(tenant_id, agents.get(tenant_id, agent_id), body, 1)
     payload: dict[str, Any] = {"mode": "sync", "tenant_id": tenant_id, "run_id": run.run_id}
     response = aws.client("lambda").invoke(
         FunctionName=config.api_targets().model_step_function,

@@ -11,7 +11,7 @@ from typing import Any
 from stepwise import events, lifecycle
 from stepwise.errors import BudgetExceeded, DoomLoop, RunStateError
 from stepwise.llm.client import ModelTurn, complete, resolve_model
-from stepwise.models import FailedState, Run, RunState, StepFailure, ToolCallRef
+from stepwise.models import Agent, FailedState, Run, RunState, StepFailure, ToolCallRef
 from stepwise.prompt import build_messages, tool_declarations
 from stepwise.store import agents, runs, sessions
 from stepwise.store.sessions import ASSISTANT_SLOT
@@ -77,11 +77,10 @@ def _check_budget(run: Run, model: str, messages: list[dict[str, Any]], tools: l
         )
 
 
-def _take_step(tenant_id: str, run: Run, step: int, *, tools_allowed: bool) -> ModelTurn:
+def _take_step(tenant_id: str, run: Run, agent: Agent, step: int, *, tools_allowed: bool) -> ModelTurn:
     """Call the model once with the session's history and persist what it said."""
     if run.status != "running":
         raise RunStateError(f"run {run.run_id} is {run.status}; no model step")
-    agent = agents.get_for_run(tenant_id, run.agent_id)
     events.emit(tenant_id, run.run_id, "step_started", {"step": step})
     earlier, current = sessions.history(tenant_id, run.session_id, run.run_id)
     declarations = tool_declarations(agent) if tools_allowed else []
@@ -125,7 +124,7 @@ def model_step(state: RunState) -> RunState:
     agent = agents.get_for_run(state.tenant_id, run.agent_id)
     step = state.step + 1
     tools_allowed = step < state.max_steps
-    turn = _take_step(state.tenant_id, run, step, tools_allowed=tools_allowed)
+    turn = _take_step(state.tenant_id, run, agent, step, tools_allowed=tools_allowed)
     if not turn.tool_calls or not tools_allowed:
         return state.model_copy(update={"step": step, "action": "final", "tool_calls": []})
     refs = []
@@ -146,7 +145,8 @@ def sync_answer(tenant_id: str, run_id: str) -> Run:
     """`POST /v1/agents/{id}/run`: one model call without tools, the run recorded like any other."""
     state = lifecycle.prepare(RunState(tenant_id=tenant_id, run_id=run_id, max_steps=1))
     try:
-        _take_step(tenant_id, runs.get(tenant_id, run_id), 1, tools_allowed=False)
+        run = runs.get(tenant_id, run_id)
+        _take_step(tenant_id, run, agents.get_for_run(tenant_id, run.agent_id), 1, tools_allowed=False)
     except Exception as exc:
         cause = json.dumps({"errorType": type(exc).__name__, "errorMessage": str(exc)})
         failure = StepFailure(Error=type(exc).__name__, Cause=cause)

@@ -1,4 +1,8 @@
-"""One model call through litellm, for the model-step Lambda.
+"""One model turn through litellm, for the model-step Lambda.
+
+A turn is streamed, so text reaches `on_text` as it is written, and may take more than one request:
+an empty reply is asked again once, and an answer cut off at the token limit is continued up to
+MAX_CONTINUATIONS times and stitched into one.
 
 litellm is imported on the first call, not at import: it takes seconds to load, and nothing but the
 model step should pay for it. Retries belong to Step Functions (Retry on RateLimited and
@@ -11,6 +15,7 @@ import functools
 import json
 import os
 import re
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +23,11 @@ from stepwise import errors
 from stepwise.models import ScriptTurn, Usage
 
 SCRIPTED = "scripted"
+MAX_CONTINUATIONS = 3
+CONTINUE_PROMPT = "Continue exactly where you left off. Do not repeat anything."
 _DETAIL_CLIP = 500
+
+TextSink = Callable[[str], None]
 
 
 ContextTooLong = errors.ContextTooLong  # lives in errors so the lifecycle functions can name its code
@@ -35,8 +44,13 @@ class ToolCallOut:
 class ModelTurn:
     text: str | None
     tool_calls: list[ToolCallOut]
-    usage: Usage
-    finish_reason: str | None
+    usage: Usage  # summed over every request the turn took
+    finish_reason: str | None  # of the last request
+    continuations: int = 0  # requests made to continue an answer cut off at the token limit
+
+    @property
+    def empty(self) -> bool:
+        return not self.text and not self.tool_calls
 
     def assistant_message(self) -> dict[str, Any]:
         """This turn as the OpenAI-format assistant message that goes back into the history."""
@@ -72,36 +86,139 @@ def complete(
     tools: list[dict[str, Any]] | None,
     temperature: float | None = None,
     script: list[ScriptTurn] | None = None,
+    on_text: TextSink | None = None,
+    max_tokens: int | None = None,
 ) -> ModelTurn:
-    """Call `model` once, non-streaming.
+    """One model turn, streamed: `on_text` gets each text delta as it arrives, across continuations.
 
-    `tools` None (or empty) withholds tools; `script` only reaches the scripted model. Raises
-    RateLimited, ProviderUnavailable, ContextTooLong or ModelError.
+    `tools` None (or empty) withholds tools; `script` only reaches the scripted model; `max_tokens`
+    caps each request, not the stitched answer. Raises RateLimited, ProviderUnavailable,
+    ContextTooLong or ModelError, also when the stream breaks after some text was delivered.
     """
-    litellm = _litellm()
-    target = model
-    extra: dict[str, Any] = {}
+    request = _request(model, tools, temperature, script, max_tokens)
+    turn = _stream(request, messages, model, on_text)
+    usage = turn.usage
+    if turn.empty:
+        # Providers now and then answer with nothing at all; the same request again usually does better.
+        turn = _stream(request, messages, model, on_text)
+        usage += turn.usage
+    history, parts, continuations = list(messages), [turn.text or ""], 0
+    while _cut_off(turn) and continuations < MAX_CONTINUATIONS:
+        # Each continuation appends to the history rather than rewriting it, so the requests share a
+        # growing prefix that providers can cache.
+        history += [{"role": "assistant", "content": turn.text}, {"role": "user", "content": CONTINUE_PROMPT}]
+        turn = _stream(request, history, model, on_text)
+        usage += turn.usage
+        continuations += 1
+        parts.append(turn.text or "")
+    return ModelTurn(
+        text="".join(parts) or None,
+        tool_calls=turn.tool_calls,
+        usage=usage,
+        finish_reason=turn.finish_reason,
+        continuations=continuations,
+    )
+
+
+def _cut_off(turn: ModelTurn) -> bool:
+    """An answer in text that hit the token limit (a cut-off tool call cannot be continued)."""
+    return turn.finish_reason == "length" and bool(turn.text) and not turn.tool_calls
+
+
+def _request(
+    model: str,
+    tools: list[dict[str, Any]] | None,
+    temperature: float | None,
+    script: list[ScriptTurn] | None,
+    max_tokens: int | None,
+) -> dict[str, Any]:
+    """The litellm.completion arguments for `model`, all but the messages."""
+    # litellm never validates `stream_options` (utils.PROVIDER_UNVALIDATED_PARAMS): providers that take
+    # it report usage in the stream, the others drop it and litellm counts the tokens itself.
+    request: dict[str, Any] = {
+        "model": model,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "num_retries": 0,
+        "max_retries": 0,
+    }
     if is_scripted(model):
         from stepwise.llm import scripted
 
         scripted.register()
         # litellm needs `provider/model`; a bare "scripted" is the agent-facing name.
-        target = model if "/" in model else f"{SCRIPTED}/{SCRIPTED}"
+        request["model"] = model if "/" in model else f"{SCRIPTED}/{SCRIPTED}"
         if script is not None:
             # For a custom provider litellm copies non-OpenAI params into `optional_params` verbatim, and
             # `extra_body` is the OpenAI channel for provider-specific request fields, so the script
             # rides with the request exactly as a real model's inputs would.
             turns = [t.model_dump(mode="json", exclude_none=True) for t in script]
-            extra["extra_body"] = {scripted.SCRIPT_FIELD: turns}
+            request["extra_body"] = {scripted.SCRIPT_FIELD: turns}
     if tools:
-        extra["tools"] = tools
+        request["tools"] = tools
     if temperature is not None:
-        extra["temperature"] = temperature
+        request["temperature"] = temperature
+    if max_tokens is not None:
+        request["max_tokens"] = max_tokens
+    return request
+
+
+def _stream(
+    request: dict[str, Any], messages: list[dict[str, Any]], model: str, on_text: TextSink | None
+) -> ModelTurn:
+    """One streamed request, its text passed to `on_text` delta by delta, rebuilt into a turn."""
+    litellm = _litellm()
     try:
-        response = litellm.completion(model=target, messages=messages, num_retries=0, max_retries=0, **extra)
+        stream = litellm.completion(messages=messages, **request)
     except Exception as exc:  # everything litellm raises is classified; nothing else runs in this block
         raise map_litellm_error(exc, model) from exc
-    return _turn(response)
+    chunks: list[Any] = []
+    try:
+        for chunk in _classified(stream, model):
+            chunks.append(chunk)
+            text = _delta_text(chunk)
+            if text and on_text is not None:
+                on_text(text)
+    except BaseException:
+        _close(stream)  # a failing `on_text` must not leave the connection open
+        raise
+    try:
+        # It rebuilds tool calls from their argument fragments and keeps the provider's usage, cached
+        # tokens included (verified for OpenAI-style streams and custom providers in tests/integration).
+        built = litellm.stream_chunk_builder(chunks, messages=messages) if chunks else None
+    except Exception as exc:  # a stream litellm itself cannot assemble would fail the same way again
+        raise errors.ModelError(f"{model} sent a stream that could not be assembled: {_detail(exc)}") from exc
+    if built is None:
+        return ModelTurn(text=None, tool_calls=[], usage=Usage(), finish_reason=None)
+    return _turn(built)
+
+
+def _classified(stream: Iterable[Any], model: str) -> Iterator[Any]:
+    """The stream's chunks; an error raised while reading it is mapped like one raised by the call."""
+    iterator = iter(stream)
+    while True:
+        try:
+            chunk = next(iterator)
+        except StopIteration:
+            return
+        except Exception as exc:  # only litellm's iteration runs here, never the caller's callback
+            raise map_litellm_error(exc, model) from exc
+        yield chunk
+
+
+def _delta_text(chunk: Any) -> str | None:
+    choices = getattr(chunk, "choices", None)
+    if not choices:
+        return None  # e.g. the usage-only chunk that ends an OpenAI stream
+    delta = getattr(choices[0], "delta", None)
+    content = getattr(delta, "content", None)
+    return content if isinstance(content, str) else None
+
+
+def _close(stream: Any) -> None:
+    close = getattr(stream, "close", None)
+    if callable(close):
+        close()
 
 
 def map_litellm_error(exc: BaseException, model: str) -> Exception:

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import litellm
 from litellm import CustomLLM, ModelResponse
 from litellm.llms.custom_llm import CustomLLMError
+from litellm.types.llms.openai import ChatCompletionToolCallChunk, ChatCompletionUsageBlock
 from litellm.types.utils import GenericStreamingChunk
 from pydantic import TypeAdapter, ValidationError
 
@@ -70,7 +71,7 @@ class ScriptedLLM(CustomLLM):
     def streaming(self, *args: Any, **kwargs: Any) -> Iterator[GenericStreamingChunk]:
         # Decide before returning the iterator, so a bad script fails the call itself (a 400, exactly as
         # without streaming) instead of surfacing mid-stream.
-        model, messages, tools, answer = _decide(kwargs)
+        _, messages, tools, answer = _decide(kwargs)
         return iter(_chunks(messages, tools, answer))
 
 
@@ -192,7 +193,9 @@ def _calls(answer: Reply) -> list[dict[str, Any]]:
     ]
 
 
-def _usage(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, answer: Reply) -> dict[str, int]:
+def _usage(
+    messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, answer: Reply
+) -> ChatCompletionUsageBlock:
     prompt = json.dumps([messages, tools or []], sort_keys=True, default=str)
     completion = answer.text if answer.text is not None else json.dumps(_calls(answer), sort_keys=True)
     prompt_tokens, completion_tokens = _tokens(prompt), _tokens(completion)
@@ -210,44 +213,55 @@ def _response(
     message: dict[str, Any] = {"role": "assistant", "content": answer.text}
     if calls:
         message["tool_calls"] = calls
-    digest = json.dumps([messages, tools or [], message], sort_keys=True, default=str)
+    usage = _usage(messages, tools, answer)
+    seed = json.dumps([messages, tools or [], message], sort_keys=True, default=str)
     return ModelResponse(
-        id="chatcmpl-scripted-" + hashlib.sha256(digest.encode()).hexdigest()[:16],
+        id="chatcmpl-scripted-" + hashlib.sha256(seed.encode()).hexdigest()[:16],
         model=f"{PROVIDER}/{model}",
         choices=[{"index": 0, "finish_reason": answer.finish_reason, "message": message}],
-        usage=litellm.Usage(**_usage(messages, tools, answer)),
+        usage=litellm.Usage(
+            prompt_tokens=usage["prompt_tokens"],
+            completion_tokens=usage["completion_tokens"],
+            total_tokens=usage["total_tokens"],
+        ),
     )
 
 
 def _chunks(
     messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, answer: Reply
 ) -> list[GenericStreamingChunk]:
-    """The answer as a real provider streams it: text in a few deltas, each tool call's arguments split
-    across two, and the finish reason and usage on the last chunk."""
+    """The answer as a real provider streams it: the text in a few deltas, each tool call's arguments
+    split across two, and the finish reason and usage on the last chunk."""
 
-    def chunk(text: str = "", tool_use: Any = None) -> GenericStreamingChunk:
+    def delta(text: str = "", tool_use: ChatCompletionToolCallChunk | None = None) -> GenericStreamingChunk:
         return {"text": text, "tool_use": tool_use, "is_finished": False, "finish_reason": "", "usage": None}
 
-    out = [chunk(text=part) for part in _pieces(answer.text or "", _TEXT_CHUNKS)]
-    for i, call in enumerate(_calls(answer)):
-        arguments = call["function"]["arguments"]
+    out = [delta(text=piece) for piece in _pieces(answer.text or "", _TEXT_CHUNKS)]
+    for index, call in enumerate(answer.tool_calls):
+        arguments = json.dumps(call.arguments, sort_keys=True)
         half = len(arguments) // 2
-        head = {**call, "index": i, "function": {"name": call["function"]["name"], "arguments": arguments[:half]}}
-        tail = {"id": None, "type": "function", "index": i, "function": {"name": None, "arguments": arguments[half:]}}
-        out += [chunk(tool_use=head), chunk(tool_use=tail)]
-    last: GenericStreamingChunk = {
+        # Only the first delta of a call names it, as OpenAI streams; later ones carry argument text.
+        out.append(delta(tool_use=_call_delta(index, call.id, call.name, arguments[:half])))
+        out.append(delta(tool_use=_call_delta(index, None, None, arguments[half:])))
+    finish: GenericStreamingChunk = {
         "text": "",
         "tool_use": None,
         "is_finished": True,
         "finish_reason": answer.finish_reason,
-        "usage": {**_usage(messages, tools, answer)},  # type: ignore[typeddict-item]
+        "usage": _usage(messages, tools, answer),
     }
-    return [*out, last]
+    return [*out, finish]
+
+
+def _call_delta(index: int, call_id: str | None, name: str | None, part: str) -> ChatCompletionToolCallChunk:
+    return {"id": call_id, "type": "function", "index": index, "function": {"name": name, "arguments": part}}
 
 
 def _pieces(text: str, parts: int) -> list[str]:
-    """`text` cut at word boundaries into at most `parts` pieces that join back to it exactly."""
+    """`text` cut at spaces into at most `parts` pieces that join back to exactly `text`."""
+    if not text:
+        return []
     words = text.split(" ")
     size = -(-len(words) // parts)
     groups = [" ".join(words[i : i + size]) for i in range(0, len(words), size)]
-    return [g + " " for g in groups[:-1]] + groups[-1:] if text else []
+    return [group + " " for group in groups[:-1]] + groups[-1:]

@@ -95,7 +95,9 @@ def messages(tenant_id: str, session_id: str, run_ids: set[str] | None = None) -
     return [i.message for i in _items(tenant_id, session_id) if run_ids is None or i.run_id in run_ids]
 
 
-def history(tenant_id: str, session_id: str, run_id: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def history(
+    tenant_id: str, session_id: str, run_id: str
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """What the model sees for `run_id`, in one query: the messages of the session's completed runs,
     and those of this run so far."""
     completed = set(get(tenant_id, session_id).completed_runs)

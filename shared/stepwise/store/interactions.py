@@ -1,0 +1,219 @@
+"""Interactions: the pauses of a run. Every answer path ends in `answer()`, one conditional update
+pending → answered, so exactly one answer wins however many arrive."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime, timedelta
+from typing import Any
+
+from pydantic import BaseModel
+from pynamodb.exceptions import DoesNotExist, PutError, UpdateError
+
+from stepwise.errors import NotFound
+from stepwise.models import utcnow
+from stepwise.store.tables import InteractionItem, bind, condition_failed, tenant_key
+
+
+class Interaction(BaseModel):
+    interaction_id: str
+    run_id: str
+    session_id: str
+    agent_id: str
+    kind: str
+    status: str
+    step: int
+    tool_call_id: str
+    tool_call_index: int
+    tool_name: str
+    arguments: dict[str, Any]
+    digest: str
+    timeout_seconds: int
+    channels: list[dict[str, Any]] | None = None
+    has_token: bool = False
+    answer: dict[str, Any] | None = None
+    answer_key: str | None = None
+    answered_by: str | None = None
+    answered_at: datetime | None = None
+    delivered: bool = False
+    created_at: datetime
+    deadline: datetime
+
+    def public(self) -> dict[str, Any]:
+        """As `GET /v1/sessions/{id}/interactions` shows it: never the token, never the digest."""
+        return self.model_dump(
+            mode="json",
+            include={
+                "interaction_id",
+                "run_id",
+                "kind",
+                "status",
+                "tool_call_id",
+                "tool_name",
+                "arguments",
+                "created_at",
+            },
+        )
+
+
+def digest(tenant_id: str, tool_name: str, arguments: dict[str, Any]) -> str:
+    """What an approval is bound to: this tenant, this tool, exactly these arguments."""
+    canonical = json.dumps([tenant_id, tool_name, arguments], sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _model(item: InteractionItem) -> Interaction:
+    return Interaction(
+        interaction_id=item.interaction_id,
+        run_id=item.run_id,
+        session_id=item.session_id,
+        agent_id=item.agent_id,
+        kind=item.kind,
+        status=item.status,
+        step=int(item.step),
+        tool_call_id=item.tool_call_id,
+        tool_call_index=int(item.tool_call_index),
+        tool_name=item.tool_name,
+        arguments=item.arguments or {},
+        digest=item.digest,
+        timeout_seconds=int(item.timeout_seconds),
+        channels=item.channels,
+        has_token=item.task_token is not None,
+        answer=item.answer,
+        answer_key=item.answer_key,
+        answered_by=item.answered_by,
+        answered_at=item.answered_at,
+        delivered=bool(item.delivered),
+        created_at=item.created_at,
+        deadline=item.deadline,
+    )
+
+
+def create(
+    tenant_id: str,
+    *,
+    interaction_id: str,
+    run_id: str,
+    session_id: str,
+    agent_id: str,
+    kind: str,
+    step: int,
+    tool_call_id: str,
+    tool_call_index: int,
+    tool_name: str,
+    arguments: dict[str, Any],
+    timeout_seconds: int,
+    channels: list[dict[str, Any]] | None = None,
+) -> Interaction:
+    """Create the pause for a tool call, once: a retried Gate finds the one it made before."""
+    bind()
+    now = utcnow()
+    item = InteractionItem(
+        tenant_id,
+        interaction_id,
+        session_key=tenant_key(tenant_id, session_id),
+        run_key=tenant_key(tenant_id, run_id),
+        run_id=run_id,
+        session_id=session_id,
+        agent_id=agent_id,
+        kind=kind,
+        status="pending",
+        step=step,
+        tool_call_id=tool_call_id,
+        tool_call_index=tool_call_index,
+        tool_name=tool_name,
+        arguments=arguments,
+        digest=digest(tenant_id, tool_name, arguments),
+        timeout_seconds=timeout_seconds,
+        channels=channels,
+        created_at=now,
+        deadline=now + timedelta(seconds=timeout_seconds),
+    )
+    try:
+        item.save(condition=InteractionItem.interaction_id.does_not_exist())
+    except PutError as exc:
+        if not condition_failed(exc):
+            raise
+        return get(tenant_id, interaction_id)
+    return _model(item)
+
+
+def _item(tenant_id: str, interaction_id: str) -> InteractionItem:
+    bind()
+    try:
+        return InteractionItem.get(tenant_id, interaction_id, consistent_read=True)
+    except DoesNotExist:
+        raise NotFound(f"interaction {interaction_id} not found", code="interaction_not_found") from None
+
+
+def get(tenant_id: str, interaction_id: str) -> Interaction:
+    return _model(_item(tenant_id, interaction_id))
+
+
+def task_token(tenant_id: str, interaction_id: str) -> str | None:
+    return _item(tenant_id, interaction_id).task_token
+
+
+def attach_token(tenant_id: str, interaction_id: str, token: str) -> Interaction:
+    """Store the task token that resumes the run (the wait state's first act)."""
+    item = _item(tenant_id, interaction_id)
+    item.update(actions=[InteractionItem.task_token.set(token)])
+    return _model(item)
+
+
+def answer(
+    tenant_id: str, interaction_id: str, answer: dict[str, Any], *, key: str | None, by: str | None
+) -> bool:
+    """pending → answered. True for the one answer that wins; False when it was no longer pending."""
+    bind()
+    try:
+        InteractionItem(tenant_id, interaction_id).update(
+            actions=[
+                InteractionItem.status.set("answered"),
+                InteractionItem.answer.set(answer),
+                InteractionItem.answer_key.set(key) if key else InteractionItem.answer_key.remove(),
+                InteractionItem.answered_by.set(by) if by else InteractionItem.answered_by.remove(),
+                InteractionItem.answered_at.set(utcnow()),
+            ],
+            condition=InteractionItem.interaction_id.exists() & (InteractionItem.status == "pending"),
+        )
+    except UpdateError as exc:
+        if condition_failed(exc):
+            return False
+        raise
+    return True
+
+
+def mark_delivered(tenant_id: str, interaction_id: str) -> None:
+    bind()
+    InteractionItem(tenant_id, interaction_id).update(actions=[InteractionItem.delivered.set(1)])
+
+
+def close(tenant_id: str, interaction_id: str, status: str = "expired") -> bool:
+    """pending → expired (a deadline passed, or the run was cancelled): its links then answer 410."""
+    bind()
+    try:
+        InteractionItem(tenant_id, interaction_id).update(
+            actions=[InteractionItem.status.set(status)],
+            condition=InteractionItem.interaction_id.exists() & (InteractionItem.status == "pending"),
+        )
+    except UpdateError as exc:
+        if condition_failed(exc):
+            return False
+        raise
+    return True
+
+
+def for_session(tenant_id: str, session_id: str, status: str | None = None) -> list[Interaction]:
+    bind()
+    condition = InteractionItem.status == status if status else None
+    items = InteractionItem.by_session.query(tenant_key(tenant_id, session_id), filter_condition=condition)
+    return [_model(i) for i in items]
+
+
+def for_run(tenant_id: str, run_id: str, status: str | None = None) -> list[Interaction]:
+    bind()
+    condition = InteractionItem.status == status if status else None
+    items = InteractionItem.by_run.query(tenant_key(tenant_id, run_id), filter_condition=condition)
+    return [_model(i) for i in items]
