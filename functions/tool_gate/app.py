@@ -5,14 +5,13 @@ from typing import Any
 from aws_lambda_powertools import Logger
 
 from stepwise import gate
-from stepwise.models import ToolCallTask
 
 logger = Logger(service="stepwise")
 
 
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    task = ToolCallTask.model_validate(event)
+    task = gate.GateTask.model_validate(event)
     logger.append_keys(
         tenant_id=task.tenant_id, run_id=task.run_id, step=task.step, tool_call_id=task.tool_call.id
     )

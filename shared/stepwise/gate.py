@@ -1,27 +1,44 @@
-"""Gate: one Lambda call per tool call. It resolves permission, records the call, executes the tool
-and stores its result, so an allowed call costs one state transition.
+"""Gate: one Lambda call per tool call, in three modes.
 
-Its arguments are read from the stored assistant message, never from the state machine's payload.
+- `gate`: PreToolUse hooks and permission; an allowed call executes right away (one state transition),
+  a call that needs a human or the calling app becomes an interaction and returns `ask` or `client`.
+- `resume`: after the answer arrives: an approved call executes with exactly the arguments that were
+  approved; a denial or a client tool's answer becomes the result.
+- `expire`: the wait's deadline passed: the call gets a timeout error the model can read.
+
+Arguments are read from the stored assistant message, never from the state machine's payload, and a
+result already stored is never produced twice (Step Functions retries the Gate).
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
 from stepwise import events
-from stepwise.models import ToolCallTask
-from stepwise.store import agents, runs, sessions
+from stepwise.errors import RunStateError
+from stepwise.models import Agent, ClientTool, HttpTool, Run, ToolCallTask
+from stepwise.store import agents, interactions, runs, sessions
 from stepwise.store.sessions import ASSISTANT_SLOT, tool_slot
 from stepwise.tools import registry
 from stepwise.tools.base import ToolResult
 
+DEFAULT_APPROVAL_TIMEOUT = 300
+DEFAULT_CLIENT_TIMEOUT = 3600
+
 
 class GateOutcome(BaseModel):
     tool_call_id: str
-    status: str  # "done": the result is stored and the model will see it
+    status: Literal["done", "ask", "client"]  # done: the result is stored and the model will see it
+    interaction_id: str | None = None
+    timeout_seconds: int | None = None
+
+
+class GateTask(ToolCallTask):
+    mode: Literal["gate", "resume", "expire"] = "gate"
+    interaction_id: str | None = None
 
 
 def _arguments(raw: str) -> dict[str, Any] | None:
@@ -32,13 +49,72 @@ def _arguments(raw: str) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-def gate(task: ToolCallTask) -> GateOutcome:
+def _store(task: GateTask, run: Run, result: ToolResult) -> GateOutcome:
+    ref = task.tool_call
+    sessions.put_message(
+        task.tenant_id,
+        run.session_id,
+        run.run_id,
+        task.step,
+        tool_slot(ref.index),
+        {"role": "tool", "tool_call_id": ref.id, "content": result.for_model()},
+    )
+    payload: dict[str, Any] = {"tool_call_id": ref.id, "tool_name": ref.name}
+    payload.update(
+        {"output": result.output} if result.error is None else {"error": result.error.model_dump()}
+    )
+    events.emit(task.tenant_id, run.run_id, "tool_result", payload)
+    return GateOutcome(tool_call_id=ref.id, status="done")
+
+
+def _execute(
+    task: GateTask, run: Run, agent: Agent, tool: HttpTool, arguments: dict[str, Any]
+) -> GateOutcome:
+    runs.record_tool_executed(task.tenant_id, run.run_id, tool.name)  # before it acts: a crash still counts
+    result = registry.execute(tool, arguments)
+    return _store(
+        task, run, registry.after_tool_use(task.tenant_id, run, agent, tool.name, arguments, result)
+    )
+
+
+def _pause(
+    task: GateTask, run: Run, kind: str, arguments: dict[str, Any], timeout: int, channels: Any = None
+) -> GateOutcome:
+    ref = task.tool_call
+    interaction = interactions.create(
+        task.tenant_id,
+        # derived from the call, so a retried Gate finds the interaction it created before
+        interaction_id=f"int_{run.run_id.removeprefix('run_')}_{task.step}_{ref.index}",
+        run_id=run.run_id,
+        session_id=run.session_id,
+        agent_id=run.agent_id,
+        kind=kind,
+        step=task.step,
+        tool_call_id=ref.id,
+        tool_call_index=ref.index,
+        tool_name=ref.name,
+        arguments=arguments,
+        timeout_seconds=timeout,
+        channels=channels,
+    )
+    status: Literal["ask", "client"] = "ask" if kind == "approval" else "client"
+    return GateOutcome(
+        tool_call_id=ref.id,
+        status=status,
+        interaction_id=interaction.interaction_id,
+        timeout_seconds=interaction.timeout_seconds,
+    )
+
+
+def gate(task: GateTask) -> GateOutcome:
+    if task.mode == "resume":
+        return resume(task)
+    if task.mode == "expire":
+        return expire(task)
     tenant_id, ref = task.tenant_id, task.tool_call
     run = runs.get(tenant_id, task.run_id)
-    slot = tool_slot(ref.index)
-    done = GateOutcome(tool_call_id=ref.id, status="done")
-    if sessions.get_message(tenant_id, run.session_id, run.run_id, task.step, slot) is not None:
-        return done  # a Step Functions retry after the result was stored: never run a tool twice
+    if sessions.get_message(tenant_id, run.session_id, run.run_id, task.step, tool_slot(ref.index)):
+        return GateOutcome(tool_call_id=ref.id, status="done")  # a retry after the result was stored
 
     assistant = sessions.get_message(tenant_id, run.session_id, run.run_id, task.step, ASSISTANT_SLOT) or {}
     call = next((c for c in assistant.get("tool_calls") or [] if c["id"] == ref.id), None)
@@ -57,27 +133,65 @@ def gate(task: ToolCallTask) -> GateOutcome:
     agent = agents.get_for_run(tenant_id, run.agent_id)
     tool = agent.tool(ref.name)
     if tool is None:
-        result = ToolResult.failure("unknown_tool", f"this agent has no tool named {ref.name!r}")
-    elif arguments is None:
-        result = ToolResult.failure("invalid_arguments", "arguments must be a JSON object")
-    elif (decision := registry.permission_for(agent, tool)) == "deny":
-        result = ToolResult.failure("permission_denied", f"tool {ref.name} is not permitted for this agent")
-    elif decision == "ask":
-        # Human approval arrives with the approvals work (task tokens); until then an ask is refused.
-        result = ToolResult.failure("approval_required", f"tool {ref.name} needs a human approval")
-    else:
-        runs.record_tool_executed(tenant_id, run.run_id, tool.name)
-        result = registry.execute(tool, arguments)
+        return _store(
+            task, run, ToolResult.failure("unknown_tool", f"this agent has no tool named {ref.name!r}")
+        )
+    if arguments is None:
+        return _store(task, run, ToolResult.failure("invalid_arguments", "arguments must be a JSON object"))
 
-    sessions.put_message(
-        tenant_id,
-        run.session_id,
-        run.run_id,
-        task.step,
-        slot,
-        {"role": "tool", "tool_call_id": ref.id, "content": result.for_model()},
+    verdict = registry.before_tool_use(tenant_id, run, agent, tool, arguments)
+    if verdict.action == "deny":
+        refusal = ToolResult.failure(verdict.code or "blocked", verdict.message or f"{tool.name} was blocked")
+        return _store(task, run, refusal)
+    arguments = verdict.arguments
+    if verdict.action == "ask":
+        return _pause(
+            task, run, "approval", arguments, verdict.timeout or DEFAULT_APPROVAL_TIMEOUT, verdict.channels
+        )
+    if isinstance(tool, ClientTool):
+        return _pause(task, run, "client_tool", arguments, DEFAULT_CLIENT_TIMEOUT)
+    return _execute(task, run, agent, tool, arguments)
+
+
+def resume(task: GateTask) -> GateOutcome:
+    """The answer arrived: act on exactly what was answered."""
+    tenant_id, ref = task.tenant_id, task.tool_call
+    run = runs.get(tenant_id, task.run_id)
+    if sessions.get_message(tenant_id, run.session_id, run.run_id, task.step, tool_slot(ref.index)):
+        return GateOutcome(tool_call_id=ref.id, status="done")
+    if task.interaction_id is None:
+        raise RunStateError("resume without an interaction")
+    interaction = interactions.get(tenant_id, task.interaction_id)
+    answer = interaction.answer or {}
+    if interaction.kind == "client_tool":
+        if answer.get("outcome") == "error":
+            return _store(task, run, ToolResult.failure("client_error", json.dumps(answer.get("output"))))
+        return _store(task, run, ToolResult(output=answer.get("output")))
+    if not answer.get("approved"):
+        reason = answer.get("reason") or "no reason given"
+        return _store(task, run, ToolResult.failure("denied", f"a human denied this call: {reason}"))
+    agent = agents.get_for_run(tenant_id, run.agent_id)
+    tool = agent.tool(interaction.tool_name)
+    bound = interactions.digest(tenant_id, interaction.tool_name, interaction.arguments)
+    if not isinstance(tool, HttpTool) or bound != interaction.digest:
+        # the approval is bound to tool, arguments and tenant: anything else is not what was approved
+        return _store(
+            task, run, ToolResult.failure("approval_mismatch", "the approved call no longer matches")
+        )
+    return _execute(task, run, agent, tool, interaction.arguments)
+
+
+def expire(task: GateTask) -> GateOutcome:
+    """The deadline passed before anyone answered."""
+    tenant_id, ref = task.tenant_id, task.tool_call
+    run = runs.get(tenant_id, task.run_id)
+    if sessions.get_message(tenant_id, run.session_id, run.run_id, task.step, tool_slot(ref.index)):
+        return GateOutcome(tool_call_id=ref.id, status="done")
+    waited = "an answer"
+    if task.interaction_id:
+        interactions.close(tenant_id, task.interaction_id, "expired")
+        if interactions.get(tenant_id, task.interaction_id).kind == "approval":
+            waited = "an approval"
+    return _store(
+        task, run, ToolResult.failure("timeout", f"no one gave {waited} in time; the call did not run")
     )
-    payload: dict[str, Any] = {"tool_call_id": ref.id, "tool_name": ref.name}
-    payload.update({"output": result.output} if result.ok else {"error": result.error.model_dump()})  # type: ignore[union-attr]
-    events.emit(tenant_id, run.run_id, "tool_result", payload)
-    return done

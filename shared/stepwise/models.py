@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import re
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -91,6 +91,20 @@ class ScriptTurn(Strict):
 # --- Tools --------------------------------------------------------------------------------------
 
 
+def valid_input_schema(value: dict[str, Any]) -> dict[str, Any]:
+    """A tool's input schema must be a valid JSON Schema for an object."""
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
+    try:
+        Draft202012Validator.check_schema(value)
+    except SchemaError as exc:
+        raise ValueError(f"input_schema is not a valid JSON Schema: {exc.message}") from exc
+    if value.get("type", "object") != "object":
+        raise ValueError("input_schema must describe an object (type: object)")
+    return value
+
+
 class ToolBase(Strict):
     name: str = Field(pattern=TOOL_NAME)
     permission: Permission = "inherit"
@@ -116,19 +130,7 @@ class HttpTool(ToolBase):
             raise ValueError("endpoint must be an http:// or https:// URL")
         return value
 
-    @field_validator("input_schema")
-    @classmethod
-    def _json_schema(cls, value: dict[str, Any]) -> dict[str, Any]:
-        from jsonschema import Draft202012Validator
-        from jsonschema.exceptions import SchemaError
-
-        try:
-            Draft202012Validator.check_schema(value)
-        except SchemaError as exc:
-            raise ValueError(f"input_schema is not a valid JSON Schema: {exc.message}") from exc
-        if value.get("type", "object") != "object":
-            raise ValueError("input_schema must describe an object (type: object)")
-        return value
+    _schema = field_validator("input_schema")(lambda v: valid_input_schema(v))
 
     @model_validator(mode="after")
     def _key_fields_need_idempotent(self) -> HttpTool:
@@ -141,8 +143,23 @@ class HttpTool(ToolBase):
         return self.read_only
 
 
-# Builtin (issue: tools), client and MCP tools join this union as discriminated members.
-Tool = HttpTool
+class ClientTool(ToolBase):
+    """A tool the calling app runs itself: the run pauses until the app answers with its result."""
+
+    type: Literal["client"]
+    description: str = Field(min_length=1, max_length=4096)
+    input_schema: dict[str, Any]
+    read_only: bool = False
+
+    _schema = field_validator("input_schema")(lambda v: valid_input_schema(v))
+
+    @property
+    def parallel_safe(self) -> bool:
+        return self.read_only
+
+
+# Builtin and MCP tools join this union as further members, discriminated by `type`.
+Tool = Annotated[HttpTool | ClientTool, Field(discriminator="type")]
 
 
 # --- Agents -------------------------------------------------------------------------------------
@@ -168,7 +185,7 @@ class AgentCreate(AgentFields):
 
     @field_validator("tools")
     @classmethod
-    def _unique_names(cls, tools: list[HttpTool]) -> list[HttpTool]:
+    def _unique_names(cls, tools: list[Tool]) -> list[Tool]:
         names = [t.name for t in tools]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
@@ -203,7 +220,7 @@ class Agent(AgentCreate):
     created_at: datetime
     updated_at: datetime
 
-    def tool(self, name: str) -> HttpTool | None:
+    def tool(self, name: str) -> HttpTool | ClientTool | None:
         return next((t for t in self.tools if t.name == name), None)
 
 

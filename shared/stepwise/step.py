@@ -120,6 +120,8 @@ def _take_step(tenant_id: str, run: Run, agent: Agent, step: int, *, tools_allow
 
 def model_step(state: RunState) -> RunState:
     """One ReAct step. On the last allowed step tools are withheld, so the model must answer."""
+    # The step's waits are over (every approval and client tool was answered or expired).
+    runs.transition(state.tenant_id, state.run_id, "running", allowed_from={"waiting"})
     run = runs.get(state.tenant_id, state.run_id)
     agent = agents.get_for_run(state.tenant_id, run.agent_id)
     step = state.step + 1

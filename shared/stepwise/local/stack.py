@@ -11,6 +11,7 @@ import io
 import json
 import os
 import re
+import secrets
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,7 +57,12 @@ class Resolver:
     def ref(self, name: str) -> str:
         if name in self.parameters:
             return self.parameters[name]
-        pseudo = {"AWS::Region": REGION, "AWS::AccountId": ACCOUNT, "AWS::StackName": STACK_NAME}
+        pseudo = {
+            "AWS::Region": REGION,
+            "AWS::AccountId": ACCOUNT,
+            "AWS::StackName": STACK_NAME,
+            "AWS::URLSuffix": "amazonaws.com",
+        }
         if name in pseudo:
             return pseudo[name]
         if name in self.physical:
@@ -215,6 +221,13 @@ def _bring_up(template: dict[str, Any], mock: Any) -> LocalStack:
             _create_table(ddb, logical, resolver.resolve(props))
             resolver.physical[logical] = logical
             resolver.arns[logical] = f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{logical}"
+        elif kind == "AWS::SecretsManager::Secret":
+            arn = boto3.client("secretsmanager").create_secret(
+                Name=f"{STACK_NAME}-{logical}", SecretString=secrets.token_urlsafe(48)
+            )["ARN"]
+            resolver.physical[logical] = resolver.arns[logical] = arn
+        elif kind == "AWS::Serverless::HttpApi":
+            resolver.physical[logical] = "local"  # the local server's URL is set once it listens
         elif kind == "AWS::S3::Bucket":
             name = f"{STACK_NAME}-{logical}".lower()
             s3.create_bucket(Bucket=name)

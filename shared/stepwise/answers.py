@@ -1,0 +1,88 @@
+"""Answering a paused run. Every path (the API, approval links, Slack buttons, the respond endpoint)
+converges here: one conditional update pending → answered, then SendTaskSuccess. If delivery fails
+the answer stays recorded and undelivered, and answering again with the same key delivers it."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from botocore.exceptions import ClientError
+
+from stepwise import aws, events
+from stepwise.errors import Conflict, Gone, Unavailable, Unprocessable
+from stepwise.store import interactions
+from stepwise.store.interactions import Interaction
+
+logger = Logger(service="stepwise")
+
+# Step Functions' answers for a token that no longer waits (the execution ended or the state timed out).
+_GONE_TOKEN_ERRORS = ("TaskDoesNotExist", "TaskTimedOut", "InvalidToken")
+
+
+def deliver(tenant_id: str, interaction_id: str) -> bool:
+    """Hand a recorded answer to the waiting execution. False when there is no token yet (the wait's
+    Notify step will deliver it when it stores the token) or the wait is gone."""
+    token = interactions.task_token(tenant_id, interaction_id)
+    current = interactions.get(tenant_id, interaction_id)
+    if token is None or current.answer is None:
+        return False
+    sfn = aws.client("stepfunctions")
+    try:
+        sfn.send_task_success(taskToken=token, output=json.dumps(current.answer))
+    except ClientError as exc:
+        code = exc.response.get("Error", {}).get("Code", "")
+        if code in _GONE_TOKEN_ERRORS:
+            logger.warning("answer arrived after the wait ended", extra={"interaction_id": interaction_id})
+            return False
+        raise Unavailable("the answer is recorded but could not reach the run yet; send it again") from exc
+    interactions.mark_delivered(tenant_id, interaction_id)
+    return True
+
+
+def _decided_event(tenant_id: str, interaction: Interaction, answer: dict[str, Any], by: str | None) -> None:
+    base = {
+        "interaction_id": interaction.interaction_id,
+        "tool_call_id": interaction.tool_call_id,
+        "tool_name": interaction.tool_name,
+    }
+    if interaction.kind == "approval":
+        data = {
+            **base,
+            "approved": bool(answer.get("approved")),
+            "reason": answer.get("reason"),
+            "decided_by": by,
+        }
+        events.emit(tenant_id, interaction.run_id, "approval_decided", data)
+    else:
+        data = {**base, "outcome": answer.get("outcome")}
+        events.emit(tenant_id, interaction.run_id, "client_tool_answered", data)
+
+
+def respond(
+    tenant_id: str, interaction_id: str, answer: dict[str, Any], *, key: str | None, by: str | None = None
+) -> Interaction:
+    """Record `answer` (exactly once) and resume the run. With an Idempotency-Key, the same key and
+    answer again is a no-op success; the same key with another answer is a 422; an interaction
+    answered under another key (or none) is a 409; a closed or expired one is a 410."""
+    interaction = interactions.get(tenant_id, interaction_id)
+    if interactions.answer(tenant_id, interaction_id, answer, key=key, by=by):
+        _decided_event(tenant_id, interaction, answer, by)
+        deliver(tenant_id, interaction_id)
+        return interactions.get(tenant_id, interaction_id)
+    current = interactions.get(tenant_id, interaction_id)
+    if current.status != "answered":
+        raise Gone(
+            f"interaction {interaction_id} is {current.status}; it can no longer be answered",
+            code="interaction_closed",
+        )
+    if key is not None and current.answer_key == key:
+        if current.answer != answer:
+            raise Unprocessable(
+                "this Idempotency-Key was already used with a different answer", code="idempotency_key_reused"
+            )
+        if not current.delivered:
+            deliver(tenant_id, interaction_id)  # the first delivery failed: this retry completes it
+        return interactions.get(tenant_id, interaction_id)
+    raise Conflict(f"interaction {interaction_id} was already answered", code="already_answered")

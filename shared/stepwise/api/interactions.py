@@ -1,0 +1,107 @@
+"""Answering paused runs through the API: approvals and client tools."""
+
+from typing import Annotated, Any, Literal
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.openapi.params import Query
+from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
+from pydantic import BaseModel, Field
+
+from stepwise import answers
+from stepwise.api.context import tenant
+from stepwise.api.responses import json_response
+from stepwise.errors import Conflict, Unprocessable
+from stepwise.models import Strict
+from stepwise.store import interactions, runs, sessions
+
+router = APIGatewayHttpRouter()
+
+
+class ApproveBody(Strict):
+    approved: bool
+    tool_call_id: str | None = Field(default=None, max_length=128)
+    reason: str | None = Field(default=None, max_length=2000)
+
+
+class ApprovalAnswer(Strict):
+    approved: bool
+    reason: str | None = Field(default=None, max_length=2000)
+
+
+class ClientToolAnswer(Strict):
+    tool_call_id: str = Field(max_length=128)
+    outcome: Literal["completed", "error"]
+    output: Any = None
+
+
+class RespondBody(Strict):
+    answer: ApprovalAnswer | ClientToolAnswer
+
+
+class InteractionView(BaseModel):
+    interaction_id: str
+    run_id: str
+    kind: str
+    status: str
+    tool_call_id: str
+    tool_name: str
+    arguments: dict[str, Any]
+    created_at: str
+
+
+class InteractionList(BaseModel):
+    interactions: list[InteractionView]
+
+
+@router.get("/v1/sessions/<session_id>/interactions")
+def list_interactions(
+    session_id: str, status: Annotated[Literal["pending", "answered", "expired"] | None, Query()] = None
+) -> Response[InteractionList]:
+    tenant_id = tenant(router)
+    sessions.get(tenant_id, session_id)
+    found = interactions.for_session(tenant_id, session_id, status)
+    return json_response({"interactions": [i.public() for i in found]})
+
+
+@router.post("/v1/sessions/interactions/<interaction_id>/respond")
+def respond(interaction_id: str, body: RespondBody) -> Response[InteractionView]:
+    tenant_id = tenant(router)
+    key = router.current_event.headers.get("idempotency-key")
+    if not key:
+        raise Unprocessable("the Idempotency-Key header is required", code="idempotency_key_required")
+    interaction = interactions.get(tenant_id, interaction_id)
+    answer = body.answer
+    if interaction.kind == "approval" and not isinstance(answer, ApprovalAnswer):
+        raise Unprocessable("an approval is answered with {approved, reason?}", code="wrong_answer_kind")
+    if interaction.kind == "client_tool":
+        if not isinstance(answer, ClientToolAnswer):
+            raise Unprocessable(
+                "a client tool is answered with {tool_call_id, outcome, output}", code="wrong_answer_kind"
+            )
+        if answer.tool_call_id != interaction.tool_call_id:
+            raise Unprocessable("tool_call_id does not match this interaction", code="tool_call_mismatch")
+    updated = answers.respond(tenant_id, interaction_id, answer.model_dump(mode="json"), key=key, by="api")
+    return json_response(updated.public(), 202)
+
+
+@router.post("/v1/runs/<run_id>/approve")
+def approve(run_id: str, body: ApproveBody) -> Response[InteractionView]:
+    tenant_id = tenant(router)
+    runs.get(tenant_id, run_id)
+    pending = [i for i in interactions.for_run(tenant_id, run_id, "pending") if i.kind == "approval"]
+    if body.tool_call_id is not None:
+        pending = [i for i in pending if i.tool_call_id == body.tool_call_id]
+    if not pending:
+        raise Conflict(
+            "the run has no pending approval" + (" for that tool call" if body.tool_call_id else ""),
+            code="no_pending_approval",
+        )
+    if len(pending) > 1:
+        raise Conflict(
+            "the run has several pending approvals; name one with tool_call_id",
+            code="ambiguous_approval",
+            details={"tool_call_ids": [i.tool_call_id for i in pending]},
+        )
+    answer = {"approved": body.approved, "reason": body.reason}
+    updated = answers.respond(tenant_id, pending[0].interaction_id, answer, key=None, by="api")
+    return json_response(updated.public())

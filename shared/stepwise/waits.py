@@ -1,0 +1,107 @@
+"""The first act of every wait (AwaitApproval, AwaitClient): store the task token on the interaction,
+mark the run waiting, and tell whoever must answer. Returns at once: while the run waits on its
+token, no Lambda runs."""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from pydantic import BaseModel
+
+from stepwise import answers, events
+from stepwise.models import ToolCallRef
+from stepwise.store import agents, interactions, runs
+from stepwise.store.interactions import Interaction
+
+logger = Logger(service="stepwise")
+
+
+class WaitEvent(BaseModel):
+    tenant_id: str
+    run_id: str
+    step: int
+    tool_call: ToolCallRef
+    interaction_id: str
+    task_token: str
+
+
+def public_url() -> str:
+    return os.environ.get("STEPWISE_PUBLIC_URL", "").rstrip("/")
+
+
+def approval_link(tenant_id: str, interaction: Interaction) -> str:
+    from stepwise.approvals import links
+
+    # The link outlives the wait by a little, so a late click gets "expired" rather than "forged".
+    token = links.sign(
+        interaction.interaction_id,
+        tenant_id,
+        interaction.deadline + timedelta(minutes=5),
+        links.load_secret(),
+    )
+    return links.approval_url(public_url(), token)
+
+
+def _tell_humans(tenant_id: str, interaction: Interaction, url: str) -> None:
+    """Email and Slack, per the approval hook's channels. A channel that fails is logged, not fatal:
+    the approval still waits and can be answered through the API."""
+    from stepwise.channels import email, slack
+
+    agent = agents.get(tenant_id, interaction.agent_id)
+    for channel in interaction.channels or []:
+        try:
+            if channel.get("type") == "email":
+                message = email.approval_email(
+                    agent_name=agent.name,
+                    tool_name=interaction.tool_name,
+                    arguments=interaction.arguments,
+                    approve_url=f"{url}?decision=approve",
+                    review_url=url,
+                    expires_at=interaction.deadline,
+                )
+                sender = os.environ.get("APPROVAL_SENDER", "")
+                if sender:
+                    email.send_email(sender, list(channel.get("to") or []), message)
+                else:
+                    email.print_email(list(channel.get("to") or []), message)
+            elif channel.get("type") == "slack":
+                token = url.rsplit("/", 1)[-1]
+                message = slack.approval_message(
+                    agent_name=agent.name,
+                    tool_name=interaction.tool_name,
+                    arguments=interaction.arguments,
+                    approve_value=token,
+                    deny_value=token,
+                    link_url=url,
+                )
+                slack.post_webhook(str(channel["webhook_url"]), message)
+        except Exception:  # one broken channel must not strand the approval
+            logger.exception("approval channel failed", extra={"channel": channel.get("type")})
+
+
+def handle(event: dict[str, Any]) -> dict[str, Any]:
+    wait = WaitEvent.model_validate(event)
+    interaction = interactions.attach_token(wait.tenant_id, wait.interaction_id, wait.task_token)
+    if interaction.status == "answered":
+        answers.deliver(wait.tenant_id, wait.interaction_id)  # the answer arrived before the token
+        return {"interaction_id": wait.interaction_id, "status": "answered"}
+    if interaction.status != "pending":
+        return {"interaction_id": wait.interaction_id, "status": interaction.status}
+    runs.transition(wait.tenant_id, wait.run_id, "waiting", allowed_from={"running", "waiting"})
+    data: dict[str, Any] = {
+        "interaction_id": interaction.interaction_id,
+        "tool_call_id": interaction.tool_call_id,
+        "tool_name": interaction.tool_name,
+        "arguments": interaction.arguments,
+    }
+    if interaction.kind == "approval":
+        data["approval_url"] = url = approval_link(wait.tenant_id, interaction)
+        data["expires_at"] = interaction.deadline.isoformat()
+        events.emit(wait.tenant_id, wait.run_id, "approval_requested", data)
+        _tell_humans(wait.tenant_id, interaction, url)
+    else:
+        events.emit(wait.tenant_id, wait.run_id, "client_tool_requested", data)
+    return {"interaction_id": wait.interaction_id, "status": "pending"}
