@@ -64,7 +64,7 @@ class Reply:
     """One scripted answer. `usage(...)` attaches token counts (else they are estimated)."""
 
     content: str | None = None
-    calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    calls: list[tuple[str, dict[str, Any] | str]] = field(default_factory=list)
     finish_reason: str = "stop"
     chunks: int = 3
     status: int = 200
@@ -94,11 +94,12 @@ class FakeOpenAI:
                 raw = self.rfile.read(length) if length else b"{}"
                 path = self.path.split("?")[0]
                 if not path.endswith("/chat/completions"):
-                    self._json(404, {"error": {"message": f"no route {path}", "type": "invalid_request_error"}})
+                    self._json(404, {"error": {"message": f"no route {path}", "type": "not_found"}})
                     return
                 body = json.loads(raw)
+                headers = {k.lower(): v for k, v in self.headers.items()}
                 with fake._lock:
-                    fake.requests.append(Recorded(path, {k.lower(): v for k, v in self.headers.items()}, body))
+                    fake.requests.append(Recorded(path, headers, body))
                     reply = fake._replies.popleft() if fake._replies else Reply(content=DEFAULT_TEXT)
                     ident = f"chatcmpl-fake{next(fake._ids)}"
                 if reply.status != 200:
@@ -143,7 +144,9 @@ class FakeOpenAI:
                 pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        ).start()
 
     @property
     def url(self) -> str:
@@ -171,8 +174,8 @@ class FakeOpenAI:
         """A reply cut off at the token limit (`finish_reason: length`)."""
         return self.text(content, finish_reason="length", chunks=chunks)
 
-    def tool_calls(self, calls: list[tuple[str, dict[str, Any]]], content: str | None = None) -> Reply:
-        """Tool calls whose arguments stream split across several deltas."""
+    def tool_calls(self, calls: list[tuple[str, dict[str, Any] | str]], content: str | None = None) -> Reply:
+        """Tool calls whose arguments stream split across several deltas; a str is sent verbatim."""
         return self.push(Reply(content=content, calls=list(calls), finish_reason="tool_calls"))
 
     def empty(self) -> Reply:
@@ -208,6 +211,10 @@ def _split(text: str, parts: int) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
+def _arguments(arguments: dict[str, Any] | str) -> str:
+    return arguments if isinstance(arguments, str) else json.dumps(arguments)
+
+
 def _call_id(ident: str, i: int) -> str:
     return f"call_{ident.removeprefix('chatcmpl-')}_{i}"
 
@@ -231,8 +238,12 @@ def _completion(ident: str, request: dict[str, Any], reply: Reply) -> dict[str, 
     message: dict[str, Any] = {"role": "assistant", "content": reply.content, "refusal": None}
     if reply.calls:
         message["tool_calls"] = [
-            {"id": _call_id(ident, i), "type": "function", "function": {"name": n, "arguments": json.dumps(a)}}
-            for i, (n, a) in enumerate(reply.calls)
+            {
+                "id": _call_id(ident, i),
+                "type": "function",
+                "function": {"name": name, "arguments": _arguments(args)},
+            }
+            for i, (name, args) in enumerate(reply.calls)
         ]
     return {
         "id": ident,
@@ -265,7 +276,7 @@ def _chunks(ident: str, request: dict[str, Any], reply: Reply) -> list[dict[str,
     for i, (name, arguments) in enumerate(reply.calls):
         head = {"index": i, "id": _call_id(ident, i), "type": "function"}
         events.append(chunk({"tool_calls": [{**head, "function": {"name": name, "arguments": ""}}]}))
-        for part in _split(json.dumps(arguments), 3):
+        for part in _split(_arguments(arguments), 3):
             events.append(chunk({"tool_calls": [{"index": i, "function": {"arguments": part}}]}))
     events.append(chunk({}, reply.finish_reason))
     if with_usage:

@@ -8,12 +8,14 @@ import re
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import litellm
 import pytest
 from jsonschema import Draft202012Validator, FormatChecker
+from litellm.llms.custom_llm import CustomLLMError
 
 from stepwise import errors
 from stepwise.llm import scripted
@@ -26,7 +28,7 @@ from stepwise.llm.client import (
     resolve_model,
     usage_of,
 )
-from stepwise.models import ScriptedToolCall, ScriptTurn
+from stepwise.models import ScriptedToolCall, ScriptTurn, Usage
 
 CALL_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
 
@@ -205,6 +207,95 @@ def test_registering_twice_adds_the_provider_once() -> None:
     assert [e["provider"] for e in litellm.custom_provider_map].count("scripted") == 1
 
 
+# --- streaming ----------------------------------------------------------------------------------------
+
+
+def test_scripted_text_streams_in_a_few_deltas_through_on_text() -> None:
+    deltas: list[str] = []
+
+    turn = complete(
+        model="scripted",
+        messages=conversation("tell me a rather long story"),
+        tools=None,
+        on_text=deltas.append,
+    )
+
+    assert turn.text == "You said: tell me a rather long story"
+    assert len(deltas) == 3
+    assert "".join(deltas) == turn.text
+
+
+def test_scripted_tool_calls_stream_no_text() -> None:
+    deltas: list[str] = []
+
+    turn = complete(
+        model="scripted", messages=conversation(), tools=TOOLS, script=SCRIPT, on_text=deltas.append
+    )
+
+    assert deltas == []
+    assert [(c.name, c.arguments) for c in turn.tool_calls] == [("lookup", {"city": "Oslo", "days": 2})]
+
+
+def test_scripted_stream_is_shaped_like_a_provider_stream() -> None:
+    script = [
+        {"tool_calls": [{"name": "lookup", "arguments": {"city": "Oslo", "days": 2}}, {"name": "send_email"}]}
+    ]
+
+    chunks = list(
+        scripted.ScriptedLLM().streaming(
+            messages=conversation(), optional_params={"tools": TOOLS, "extra_body": {"script": script}}
+        )
+    )
+
+    *deltas, last = chunks
+    assert not any(c["is_finished"] for c in deltas)
+    assert (last["is_finished"], last["finish_reason"]) == (True, "tool_calls")
+    assert last["usage"] is not None and last["usage"]["prompt_tokens"] > 0
+    uses = [c["tool_use"] for c in deltas if c["tool_use"] is not None]
+    assert [(u["index"], u["function"]["name"]) for u in uses] == [
+        (0, "lookup"),
+        (0, None),  # later deltas of a call carry only argument text, as OpenAI streams it
+        (1, "send_email"),
+        (1, None),
+    ]
+    assert all(u["function"]["arguments"] for u in uses[:2])  # the arguments really are split
+    assert json.loads("".join(u["function"]["arguments"] for u in uses[:2])) == {"city": "Oslo", "days": 2}
+    assert [u["id"] is not None for u in uses] == [True, False, True, False]
+
+
+def test_streamed_and_unstreamed_scripted_answers_agree() -> None:
+    handler = scripted.ScriptedLLM()
+    for messages, tools in [(conversation(), TOOLS), (conversation("hi there"), None)]:
+        unstreamed = handler.completion(messages=messages, optional_params={"tools": tools})
+
+        turn = complete(model="scripted", messages=messages, tools=tools)
+
+        message = unstreamed.model_dump()["choices"][0]["message"]
+        assert turn.text == (message["content"] or None)
+        assert [(c.id, c.name, c.arguments) for c in turn.tool_calls] == [
+            (c["id"], c["function"]["name"], json.loads(c["function"]["arguments"]))
+            for c in message.get("tool_calls") or []
+        ]
+        assert turn.usage == usage_of(unstreamed.model_dump()["usage"])
+
+
+def test_a_bad_script_fails_the_streaming_call_itself_not_the_stream() -> None:
+    with pytest.raises(CustomLLMError, match="invalid script"):
+        scripted.ScriptedLLM().streaming(
+            messages=conversation(), optional_params={"extra_body": {"script": [{"neither": 1}]}}
+        )
+
+
+@pytest.mark.parametrize(
+    "text", ["", " ", "one", "a b", "  leading and  double  spaces ", "x" * 50, "a b c d e f g"]
+)
+def test_streamed_text_pieces_join_back_exactly(text: str) -> None:
+    pieces = scripted._pieces(text, 3)
+
+    assert "".join(pieces) == text
+    assert len(pieces) <= 3 and all(pieces)
+
+
 # --- usage ------------------------------------------------------------------------------------------
 
 
@@ -241,43 +332,46 @@ def test_usage_reads_openai_and_anthropic_cached_tokens() -> None:
 # --- real providers ---------------------------------------------------------------------------------
 
 
-def test_a_real_model_gets_no_script_no_retries_and_its_reply_is_parsed(
+def streamed(*deltas: dict[str, Any], finish_reason: str, usage: dict[str, Any] | None = None) -> list[Any]:
+    """What litellm yields for a streamed OpenAI reply: the deltas, a finish chunk, a usage chunk."""
+    choices: list[list[Any]] = [[{"index": 0, "delta": d}] for d in deltas]
+    choices.append([{"index": 0, "delta": {}, "finish_reason": finish_reason}])
+    chunks = [litellm.ModelResponseStream(id="r", model="gpt-4o", choices=c) for c in choices]
+    if usage is not None:
+        chunks.append(litellm.ModelResponseStream(id="r", model="gpt-4o", choices=[], usage=usage))
+    return chunks
+
+
+def test_a_real_model_is_streamed_with_no_script_no_retries_and_its_reply_is_parsed(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     sent: dict[str, Any] = {}
 
-    def fake_completion(**kwargs: Any) -> litellm.ModelResponse:
+    def fake_completion(**kwargs: Any) -> Iterator[Any]:
         sent.update(kwargs)
-        return litellm.ModelResponse(
-            model="gpt-4o",
-            choices=[
+        call = {
+            "index": 0,
+            "id": "c1",
+            "type": "function",
+            "function": {"name": "lookup", "arguments": "{oo"},
+        }
+        return iter(
+            streamed(
+                {"role": "assistant", "content": "", "tool_calls": [call]},
+                {"tool_calls": [{"index": 0, "function": {"arguments": "ps"}}]},
                 {
-                    "index": 0,
-                    "finish_reason": "tool_calls",
-                    "message": {
-                        "role": "assistant",
-                        "content": "",
-                        "tool_calls": [
-                            {
-                                "id": "c1",
-                                "type": "function",
-                                "function": {"name": "lookup", "arguments": "{oops"},
-                            },
-                            {
-                                "id": "c2",
-                                "type": "function",
-                                "function": {"name": "send_email", "arguments": ""},
-                            },
-                        ],
-                    },
-                }
-            ],
-            usage={
-                "prompt_tokens": 120,
-                "completion_tokens": 8,
-                "total_tokens": 128,
-                "prompt_tokens_details": {"cached_tokens": 100},
-            },
+                    "tool_calls": [
+                        {"index": 1, "id": "c2", "type": "function", "function": {"name": "send_email"}}
+                    ]
+                },
+                finish_reason="tool_calls",
+                usage={
+                    "prompt_tokens": 120,
+                    "completion_tokens": 8,
+                    "total_tokens": 128,
+                    "prompt_tokens_details": {"cached_tokens": 100},
+                },
+            )
         )
 
     monkeypatch.setattr(litellm, "completion", fake_completion)
@@ -286,6 +380,7 @@ def test_a_real_model_gets_no_script_no_retries_and_its_reply_is_parsed(
 
     assert sent["model"] == "gpt-4o"
     assert (sent["num_retries"], sent["max_retries"], sent["temperature"]) == (0, 0, 0.2)
+    assert (sent["stream"], sent["stream_options"]) == (True, {"include_usage": True})
     assert "extra_body" not in sent and "script" not in sent
     assert [(c.id, c.arguments) for c in turn.tool_calls] == [("c1", {"_raw": "{oops"}), ("c2", {})]
     assert turn.text is None
@@ -296,14 +391,45 @@ def test_a_real_model_gets_no_script_no_retries_and_its_reply_is_parsed(
 def test_tools_are_left_out_of_the_request_when_withheld(monkeypatch: pytest.MonkeyPatch) -> None:
     sent: dict[str, Any] = {}
 
-    def fake_completion(**kwargs: Any) -> litellm.ModelResponse:
+    def fake_completion(**kwargs: Any) -> Iterator[Any]:
         sent.update(kwargs)
-        return litellm.ModelResponse(model="gpt-4o", choices=[{"index": 0, "message": {"content": "hi"}}])
+        return iter(streamed({"role": "assistant", "content": "hi"}, finish_reason="stop"))
 
     monkeypatch.setattr(litellm, "completion", fake_completion)
 
     assert complete(model="gpt-4o", messages=conversation(), tools=[]).text == "hi"
-    assert "tools" not in sent and "temperature" not in sent
+    assert not {"tools", "temperature", "max_tokens"} & set(sent)
+
+
+def test_a_stream_with_no_chunks_is_an_empty_turn_asked_again_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[dict[str, Any]] = []
+
+    def fake_completion(**kwargs: Any) -> Iterator[Any]:
+        calls.append(kwargs)
+        return iter([])
+
+    monkeypatch.setattr(litellm, "completion", fake_completion)
+
+    turn = complete(model="gpt-4o", messages=conversation(), tools=None)
+
+    assert (turn.text, turn.tool_calls, turn.finish_reason, turn.usage) == (None, [], None, Usage())
+    assert len(calls) == 2
+
+
+def test_an_error_while_reading_the_stream_is_mapped_like_one_from_the_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    delivered: list[str] = []
+
+    def fake_completion(**kwargs: Any) -> Iterator[Any]:
+        yield from streamed({"role": "assistant", "content": "par"}, finish_reason="stop")[:1]
+        raise litellm.RateLimitError(message="slow down", model=M, llm_provider=P)
+
+    monkeypatch.setattr(litellm, "completion", fake_completion)
+
+    with pytest.raises(errors.RateLimited, match="slow down"):
+        complete(model="gpt-4o", messages=conversation(), tools=None, on_text=delivered.append)
+    assert delivered == ["par"]
 
 
 @pytest.mark.parametrize(

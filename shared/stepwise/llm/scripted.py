@@ -264,4 +264,5 @@ def _pieces(text: str, parts: int) -> list[str]:
     words = text.split(" ")
     size = -(-len(words) // parts)
     groups = [" ".join(words[i : i + size]) for i in range(0, len(words), size)]
-    return [group + " " for group in groups[:-1]] + groups[-1:]
+    pieces = [group + " " for group in groups[:-1]] + groups[-1:]
+    return [piece for piece in pieces if piece]
