@@ -1,0 +1,145 @@
+"""HTTP hooks: the event goes to the tenant's webhook, its JSON reply decides.
+
+The request is `POST config.url` with `{event, tool_name, data, output?}` (`tool_name` is "" for events
+without a tool; `output` is sent for output events and whenever there is one). The reply is
+`{action?: allow|deny|ask, message?, modified_input?, modified_output?}` with a 2xx status; a missing
+action is allow.
+
+Anything else (a timeout, a refused connection, a destination the SSRF guard blocks, a redirect, a
+non-2xx status, a body that is not such a JSON object) is a failure: the hook fails open (allow, with
+the failure in `message` and `warnings` for the log) unless `fail_closed` makes it deny with
+"hook unavailable: …". `call_http_hook` never raises for any of these.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from typing import Any, Literal, Protocol
+
+import httpx
+from pydantic import BaseModel, ValidationError
+
+from stepwise.hooks.models import OUTPUT_EVENTS, ApprovalConfig, Hook, HookDecision, HttpConfig
+from stepwise.ssrf import AllowHosts, BlockedDestination, guarded_client
+from stepwise.tools.http_tool import USER_AGENT
+
+HOOK_REPLY_LIMIT = 1_000_000  # bytes of a hook's reply read before it counts as a failure
+
+
+class HttpCall(Protocol):
+    """The shape of `call_http_hook`, which the engine takes as a parameter so tests can fake it."""
+
+    def __call__(
+        self,
+        hook: Hook,
+        *,
+        event: str,
+        tool_name: str | None,
+        data: Mapping[str, Any] | None,
+        output: Any = None,
+    ) -> HookDecision: ...
+
+
+class HookReply(BaseModel):
+    """A webhook's answer; fields beyond these are ignored so receivers can say more."""
+
+    action: Literal["allow", "deny", "ask"] | None = None
+    message: str | None = None
+    modified_input: dict[str, Any] | None = None
+    modified_output: Any = None
+
+
+class _ReplyTooLarge(Exception):
+    pass
+
+
+def call_http_hook(
+    hook: Hook,
+    *,
+    event: str,
+    tool_name: str | None,
+    data: Mapping[str, Any] | None,
+    output: Any = None,
+    allow_hosts: AllowHosts = None,
+) -> HookDecision:
+    """POST the event to the hook's URL and turn the reply, or the failure, into a decision.
+
+    `allow_hosts` None reads STEPWISE_ALLOW_HOSTS. Raises TypeError only when `hook` is not an http hook.
+    """
+    config = hook.config
+    if not isinstance(config, HttpConfig):
+        raise TypeError(f"hook {hook.hook_id} is a {hook.type} hook, not an http hook")
+    payload: dict[str, Any] = {"event": event, "tool_name": tool_name or "", "data": dict(data or {})}
+    if output is not None or event in OUTPUT_EVENTS:
+        payload["output"] = output
+    try:
+        body = json.dumps(payload, ensure_ascii=False, allow_nan=False, default=str).encode()
+    except ValueError as exc:
+        return _failed(hook, config, f"the event is not valid JSON: {exc}")
+
+    headers = httpx.Headers({"User-Agent": USER_AGENT})
+    headers.update(config.headers)
+    headers["Content-Type"] = "application/json"
+    timeout = config.timeout_seconds
+    deadline = time.monotonic() + timeout
+    try:
+        # No redirects: a webhook that moved is misconfigured, and following one would carry the
+        # configured headers (often a secret) to wherever it points.
+        with (
+            guarded_client(timeout=timeout, allow_hosts=allow_hosts, follow_redirects=False) as client,
+            client.stream("POST", config.url, headers=headers, content=body) as response,
+        ):
+            if not response.is_success:
+                return _failed(hook, config, f"HTTP {response.status_code}")
+            raw = _read_capped(response, deadline)
+    except BlockedDestination as exc:
+        return _failed(hook, config, exc.message)
+    except httpx.TimeoutException:
+        return _failed(hook, config, f"no reply within {timeout:g} seconds")
+    except _ReplyTooLarge:
+        return _failed(hook, config, f"the reply is over {HOOK_REPLY_LIMIT} bytes")
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:
+        return _failed(hook, config, f"could not reach {config.url}: {type(exc).__name__}: {exc}")
+    return _decide(hook, config, raw)
+
+
+def _decide(hook: Hook, config: HttpConfig, raw: bytes) -> HookDecision:
+    try:
+        reply = HookReply.model_validate_json(raw)
+    except ValidationError as exc:
+        problem = exc.errors()[0]
+        where = ".".join(str(part) for part in problem["loc"])
+        return _failed(hook, config, f"invalid reply: {where + ': ' if where else ''}{problem['msg']}")
+    action = reply.action or "allow"
+    return HookDecision(
+        action=action,
+        message=reply.message,
+        modified_input=reply.modified_input,
+        modified_output=reply.modified_output,
+        hook_id=hook.hook_id,
+        # The webhook can ask for a human but cannot configure how: the defaults apply.
+        approval=ApprovalConfig() if action == "ask" else None,
+    )
+
+
+def _failed(hook: Hook, config: HttpConfig, reason: str) -> HookDecision:
+    if config.fail_closed:
+        return HookDecision(action="deny", message=f"hook unavailable: {reason}", hook_id=hook.hook_id)
+    note = f"http hook {hook.hook_id} failed open: {reason}"
+    return HookDecision(action="allow", message=note, hook_id=hook.hook_id, warnings=[note])
+
+
+def _read_capped(response: httpx.Response, deadline: float) -> bytes:
+    """The whole body, or _ReplyTooLarge past HOOK_REPLY_LIMIT; the deadline stops a trickling server."""
+    parts: list[bytes] = []
+    size = 0
+    for chunk in response.iter_bytes():
+        parts.append(chunk)
+        size += len(chunk)
+        if size > HOOK_REPLY_LIMIT:
+            raise _ReplyTooLarge
+        if time.monotonic() > deadline:
+            raise httpx.ReadTimeout("the reply took longer than the timeout")
+    return b"".join(parts)
