@@ -1,0 +1,238 @@
+"""Signed, expiring approval links. The Step Functions task token never leaves the server.
+
+A token is `<payload>.<signature>`, both base64url without padding:
+
+    payload   = base64url(JSON [1, interaction_id, tenant_id, expires_at as epoch seconds])
+    signature = base64url(HMAC-SHA256(secret, "stepwise.approval-link." + payload))
+
+JSON rather than a delimiter, so no id can contain a character that shifts the fields. The MAC covers
+the payload exactly as sent and is checked before the payload is decoded, and the encoded signature is
+compared in constant time as text, so there is one valid spelling of each token (base64's unused low
+bits cannot be flipped to make a "different" token that still verifies). The prefix keeps these MACs
+apart from anything else the same secret might ever sign.
+
+What `verify` proves: the link was issued by us, for this interaction in this tenant, and has not
+expired. What it cannot prove: that it has not been used. Single use is the caller's job, and it must
+be done as one conditional write: update the interaction `pending → answered` with a condition on
+`status = pending` (and on the tenant from the claims being the key's tenant), then send the task token
+only if that write won. A lost condition means "already decided" (409). Pages that only display
+(`GET /v1/approvals/{token}`) verify the link but never write: mail scanners prefetch links.
+
+The link's expiry should be the approval state's deadline: after it the task token is dead anyway.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import functools
+import hashlib
+import hmac
+import json
+import os
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import quote
+
+from stepwise.approvals import Decision
+from stepwise.approvals.display import as_utc
+from stepwise.config import ConfigError
+from stepwise.errors import Forbidden, Gone
+
+SECRET_ENV = "STEPWISE_LINK_SECRET"
+SECRET_ARN_ENV = "LINK_SECRET_ARN"
+MIN_SECRET_BYTES = 32  # HMAC-SHA256's own output size: a shorter key is the weakest link
+MAX_TOKEN_LENGTH = 1024  # far above any real token; refused before any work is done
+APPROVALS_PATH = "/v1/approvals/"
+
+_VERSION = 1
+_MAC_CONTEXT = b"stepwise.approval-link."
+_SIGNATURE_CHARS = 43  # 32 bytes in unpadded base64url
+_TOKEN = re.compile(rf"([A-Za-z0-9_-]+)\.([A-Za-z0-9_-]{{{_SIGNATURE_CHARS}}})")
+_BASE64 = re.compile(r"[A-Za-z0-9+/_-]+={0,2}")
+
+
+class ForgedLink(Forbidden):
+    """Not a link we issued, or one that was altered: 403. `reason` is for logs, never for the page."""
+
+    code = "forged_link"
+
+    def __init__(self, reason: str) -> None:
+        super().__init__("this approval link is not valid")
+        self.reason = reason
+
+
+class ExpiredLink(Gone):
+    """A genuine link past its deadline: 410. `claims` says which interaction it was for."""
+
+    code = "link_expired"
+
+    def __init__(self, claims: LinkClaims) -> None:
+        super().__init__("this approval link has expired")
+        self.claims = claims
+
+
+@dataclass(frozen=True)
+class LinkClaims:
+    interaction_id: str
+    tenant_id: str
+    expires_at: datetime  # UTC, whole seconds
+
+
+def sign(interaction_id: str, tenant_id: str, expires_at: datetime, secret: bytes) -> str:
+    """A URL-safe token for the interaction, valid until `expires_at` (timezone-aware)."""
+    if not interaction_id or not tenant_id:
+        raise ValueError("interaction_id and tenant_id must not be empty")
+    # Rounded down: a link may die up to a second early, never late.
+    expires = int(as_utc(expires_at).timestamp())
+    body = json.dumps([_VERSION, interaction_id, tenant_id, expires], separators=(",", ":"))
+    payload = _b64encode(body.encode())
+    return f"{payload}.{_mac(_checked_secret(secret), payload)}"
+
+
+def verify(token: str, secret: bytes, now: datetime) -> LinkClaims:
+    """The claims of a genuine, unexpired token; raises ForgedLink or ExpiredLink.
+
+    Authenticity is checked first, so an altered token is forged (403) even when it is also expired.
+    Single use is not checked here: see the module docstring.
+    """
+    key = _checked_secret(secret)
+    if not isinstance(token, str) or len(token) > MAX_TOKEN_LENGTH:
+        raise ForgedLink("not a token")
+    match = _TOKEN.fullmatch(token)
+    if match is None:
+        raise ForgedLink("malformed token")
+    payload, signature = match.groups()
+    if not hmac.compare_digest(_mac(key, payload), signature):
+        raise ForgedLink("bad signature")
+    claims = _decode_claims(payload)
+    if as_utc(now) >= claims.expires_at:
+        raise ExpiredLink(claims)
+    return claims
+
+
+def approval_url(base_url: str, token: str, *, decision: Decision | None = None) -> str:
+    """The approval page for `token` under the API's origin `base_url` (e.g. `https://api.example.com`).
+
+    `decision` adds `?decision=approve|deny`, which the page uses only to highlight that button: a GET
+    never decides, so the human still presses it.
+    """
+    if not base_url.lower().startswith(("https://", "http://")):
+        raise ValueError(f"base_url must be an http(s) URL, not {base_url!r}")
+    url = f"{base_url.rstrip('/')}{APPROVALS_PATH}{quote(token, safe='')}"
+    return f"{url}?decision={decision}" if decision else url
+
+
+# --- The secret -----------------------------------------------------------------------------------
+
+
+def secret() -> bytes:
+    """The link secret of this deployment; what the API passes to `sign` and `verify`."""
+    return load_secret()
+
+
+@functools.cache
+def load_secret() -> bytes:
+    """Read the link secret once per process: `STEPWISE_LINK_SECRET` if set (the local stack sets it),
+    else the Secrets Manager secret named by `LINK_SECRET_ARN` (in AWS). Neither set is a ConfigError.
+    """
+    value = os.environ.get(SECRET_ENV)
+    if value:
+        return parse_secret(value, source=SECRET_ENV)
+    arn = os.environ.get(SECRET_ARN_ENV)
+    if arn:
+        return _from_secrets_manager(arn)
+    raise ConfigError(
+        f"no approval link secret: set {SECRET_ENV} (locally) or {SECRET_ARN_ENV} (a Secrets Manager "
+        'secret); generate one with: python -c "import secrets; print(secrets.token_urlsafe(32))"'
+    )
+
+
+def reset() -> None:
+    """Forget the cached secret (tests, and the local stack when it sets the environment late)."""
+    load_secret.cache_clear()
+
+
+def parse_secret(value: str, *, source: str) -> bytes:
+    """The key bytes a configured secret stands for.
+
+    Base64 (standard or URL-safe alphabet, padding optional) that decodes to at least MIN_SECRET_BYTES
+    is decoded, so `secrets.token_urlsafe(32)` and `openssl rand -base64 32` both work; anything else is
+    taken as UTF-8 text. Either way the key must be at least MIN_SECRET_BYTES long.
+    """
+    text = value.strip()
+    key = _decode_base64(text)
+    if key is None or len(key) < MIN_SECRET_BYTES:
+        key = text.encode()
+    if len(key) < MIN_SECRET_BYTES:
+        raise ConfigError(f"{source} is too short: the approval link secret needs {MIN_SECRET_BYTES} bytes")
+    return key
+
+
+def _from_secrets_manager(arn: str) -> bytes:
+    from stepwise import aws  # boto3 is imported only where the secret really comes from AWS
+
+    response: dict[str, Any] = aws.client("secretsmanager").get_secret_value(SecretId=arn)
+    if response.get("SecretString"):
+        return parse_secret(response["SecretString"], source=f"secret {arn}")
+    binary = response.get("SecretBinary") or b""
+    if len(binary) < MIN_SECRET_BYTES:
+        raise ConfigError(
+            f"secret {arn} is too short: the approval link secret needs {MIN_SECRET_BYTES} bytes"
+        )
+    return bytes(binary)
+
+
+# --- Encoding -------------------------------------------------------------------------------------
+
+
+def _checked_secret(secret: bytes) -> bytes:
+    # An empty key would let anyone compute valid signatures.
+    if not secret:
+        raise ValueError("the approval link secret is empty")
+    return secret
+
+
+def _mac(secret: bytes, payload: str) -> str:
+    digest = hmac.new(secret, _MAC_CONTEXT + payload.encode("ascii"), hashlib.sha256).digest()
+    return _b64encode(digest)
+
+
+def _decode_claims(payload: str) -> LinkClaims:
+    # The MAC matched, so this is our own writing; a failure here is a format we no longer read.
+    try:
+        fields = json.loads(_b64decode(payload))
+    except (ValueError, binascii.Error) as exc:
+        raise ForgedLink(f"unreadable payload: {exc}") from None
+    if not (isinstance(fields, list) and len(fields) == 4 and fields[0] == _VERSION):
+        raise ForgedLink("unknown payload version")
+    _, interaction_id, tenant_id, expires = fields
+    if not (
+        isinstance(interaction_id, str)
+        and interaction_id
+        and isinstance(tenant_id, str)
+        and tenant_id
+        and type(expires) is int
+    ):
+        raise ForgedLink("unexpected payload fields")
+    return LinkClaims(interaction_id, tenant_id, datetime.fromtimestamp(expires, UTC))
+
+
+def _b64encode(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _b64decode(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def _decode_base64(text: str) -> bytes | None:
+    if not _BASE64.fullmatch(text):
+        return None
+    standard = text.rstrip("=").replace("-", "+").replace("_", "/")
+    try:
+        return base64.b64decode(standard + "=" * (-len(standard) % 4), validate=True)
+    except binascii.Error:
+        return None
