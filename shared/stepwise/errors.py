@@ -120,6 +120,12 @@ class DoomLoop(StepError):
     code = "doom_loop"
 
 
+class HookDenied(StepError):
+    """An OnRunStart hook refused the run."""
+
+    code = "hook_denied"
+
+
 class BudgetExceeded(StepError):
     """The next model call would spend past the run's token budget."""
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 
 from stepwise import events
-from stepwise.errors import RunStateError, step_error_code
-from stepwise.models import FailedState, RunError, RunState, StepFailure
+from stepwise.errors import HookDenied, NotFound, RunStateError, step_error_code
+from stepwise.hooks.run import fire
+from stepwise.models import Agent, FailedState, RunError, RunState, StepFailure
 from stepwise.store import agents, runs, sessions
 from stepwise.store.sessions import USER_SLOT
 
@@ -16,7 +17,11 @@ ACTIVE = {"queued", "running", "waiting"}
 def prepare(state: RunState) -> RunState:
     """Mark the run running and put its user message into the session."""
     run = runs.get(state.tenant_id, state.run_id)
-    agents.get_for_run(state.tenant_id, run.agent_id)  # a deleted agent fails the run here, with its code
+    agent = agents.get_for_run(state.tenant_id, run.agent_id)  # a deleted agent fails the run here
+    if run.status == "queued":
+        decision = fire(state.tenant_id, run.run_id, agent, "OnRunStart", arguments={"message": run.input})
+        if decision.action == "deny":
+            raise HookDenied(decision.message or "an OnRunStart hook refused this run")
     started = runs.transition(
         state.tenant_id, state.run_id, "running", allowed_from={"queued"}, tools_executed=[]
     )
@@ -42,10 +47,19 @@ def last_answer(tenant_id: str, session_id: str, run_id: str) -> str | None:
     return None
 
 
+BLOCKED_ANSWER = "The answer was withheld by a policy hook: {message}"
+
+
 def finalize(state: RunState) -> RunState:
-    """Persist the answer, mark the run succeeded and make it part of the session's history."""
+    """PreResponse hooks, then persist the answer, mark the run succeeded and add it to the session."""
     run = runs.get(state.tenant_id, state.run_id)
+    agent = agents.get_for_run(state.tenant_id, run.agent_id)
     output = last_answer(state.tenant_id, run.session_id, run.run_id) or ""
+    decision = fire(state.tenant_id, run.run_id, agent, "PreResponse", output=output)
+    if decision.action == "deny":
+        output = BLOCKED_ANSWER.format(message=decision.message or "no reason given")
+    elif decision.modified_output is not None:
+        output = str(decision.modified_output)
     if runs.transition(state.tenant_id, state.run_id, "succeeded", allowed_from={"running"}, output=output):
         sessions.complete_run(state.tenant_id, run.session_id, run.run_id)
         events.emit(
@@ -54,7 +68,14 @@ def finalize(state: RunState) -> RunState:
             "run_completed",
             {"output": output, "steps": run.steps, "usage": run.usage.model_dump()},
         )
+        _on_run_complete(state.tenant_id, run.run_id, agent, "succeeded", output)
     return state
+
+
+def _on_run_complete(tenant_id: str, run_id: str, agent: Agent, status: str, output: str | None) -> None:
+    """Fire and forget: the run is already final, so nothing a hook says or does can change it."""
+    if agent.hooks:
+        fire(tenant_id, run_id, agent, "OnRunComplete", arguments={"status": status}, output=output)
 
 
 def describe_failure(failure: StepFailure) -> RunError:
@@ -84,6 +105,16 @@ def fail(state: FailedState) -> RunState:
         state.tenant_id, state.run_id, "failed", allowed_from=ACTIVE, error=error.model_dump()
     ):
         events.emit(state.tenant_id, state.run_id, "run_failed", {"error": error.model_dump()})
+        run = runs.get(state.tenant_id, state.run_id)
+        try:
+            agent = agents.get(state.tenant_id, run.agent_id)
+        except NotFound:
+            return _done(state)
+        _on_run_complete(state.tenant_id, run.run_id, agent, "failed", None)
+    return _done(state)
+
+
+def _done(state: RunState) -> RunState:
     return RunState(
         tenant_id=state.tenant_id, run_id=state.run_id, step=state.step, max_steps=state.max_steps
     )

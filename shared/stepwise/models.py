@@ -219,6 +219,14 @@ class Agent(AgentCreate):
     agent_id: str
     created_at: datetime
     updated_at: datetime
+    # Lifecycle hooks, kept in the agent's item so a run reads its agent and hooks in one read; managed
+    # through /v1/agents/{id}/hooks and parsed by stepwise.hooks (which imports this module).
+    hooks: list[dict[str, Any]] = Field(default_factory=list)
+
+    def hook_list(self) -> list[Any]:
+        from stepwise.hooks.models import Hook
+
+        return [Hook.model_validate(h) for h in self.hooks]
 
     def tool(self, name: str) -> HttpTool | ClientTool | None:
         return next((t for t in self.tools if t.name == name), None)

@@ -5,7 +5,6 @@ token, no Lambda runs."""
 from __future__ import annotations
 
 import os
-from datetime import timedelta
 from typing import Any
 
 from aws_lambda_powertools import Logger
@@ -35,40 +34,36 @@ def public_url() -> str:
 def approval_link(tenant_id: str, interaction: Interaction) -> str:
     from stepwise.approvals import links
 
-    # The link outlives the wait by a little, so a late click gets "expired" rather than "forged".
-    token = links.sign(
-        interaction.interaction_id,
-        tenant_id,
-        interaction.deadline + timedelta(minutes=5),
-        links.load_secret(),
-    )
+    token = links.sign(interaction.interaction_id, tenant_id, interaction.deadline, links.secret())
     return links.approval_url(public_url(), token)
 
 
 def _tell_humans(tenant_id: str, interaction: Interaction, url: str) -> None:
     """Email and Slack, per the approval hook's channels. A channel that fails is logged, not fatal:
-    the approval still waits and can be answered through the API."""
+    the approval still waits and can be answered through the API or the link."""
+    from stepwise.approvals import links
     from stepwise.channels import email, slack
 
     agent = agents.get(tenant_id, interaction.agent_id)
+    token = url.rsplit("/", 1)[-1]
     for channel in interaction.channels or []:
         try:
             if channel.get("type") == "email":
-                message = email.approval_email(
+                mail = email.approval_email(
                     agent_name=agent.name,
                     tool_name=interaction.tool_name,
                     arguments=interaction.arguments,
-                    approve_url=f"{url}?decision=approve",
+                    approve_url=links.approval_url(public_url(), token, decision="approve"),
                     review_url=url,
                     expires_at=interaction.deadline,
                 )
+                recipients = list(channel.get("to") or [])
                 sender = os.environ.get("APPROVAL_SENDER", "")
                 if sender:
-                    email.send_email(sender, list(channel.get("to") or []), message)
-                else:
-                    email.print_email(list(channel.get("to") or []), message)
+                    email.send_email(sender, recipients, mail)
+                else:  # the local stack, or no SES identity configured: show what would be sent
+                    email.print_email(recipients, mail)
             elif channel.get("type") == "slack":
-                token = url.rsplit("/", 1)[-1]
                 message = slack.approval_message(
                     agent_name=agent.name,
                     tool_name=interaction.tool_name,
@@ -76,8 +71,12 @@ def _tell_humans(tenant_id: str, interaction: Interaction, url: str) -> None:
                     approve_value=token,
                     deny_value=token,
                     link_url=url,
+                    expires_at=interaction.deadline,
                 )
-                slack.post_webhook(str(channel["webhook_url"]), message)
+                if channel.get("webhook_url"):
+                    slack.post_webhook(str(channel["webhook_url"]), message)
+                else:
+                    slack.print_message(message)
         except Exception:  # one broken channel must not strand the approval
             logger.exception("approval channel failed", extra={"channel": channel.get("type")})
 

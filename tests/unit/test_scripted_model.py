@@ -388,6 +388,19 @@ def test_a_real_model_is_streamed_with_no_script_no_retries_and_its_reply_is_par
     assert turn.assistant_message()["tool_calls"][0]["function"]["arguments"] == "{oops"
 
 
+def test_anthropic_style_cached_tokens_survive_the_stream(monkeypatch: pytest.MonkeyPatch) -> None:
+    usage = {"prompt_tokens": 90, "completion_tokens": 3, "total_tokens": 93, "cache_read_input_tokens": 64}
+
+    def fake_completion(**kwargs: Any) -> Iterator[Any]:
+        return iter(streamed({"role": "assistant", "content": "hi"}, finish_reason="stop", usage=usage))
+
+    monkeypatch.setattr(litellm, "completion", fake_completion)
+
+    turn = complete(model="anthropic/claude-sonnet-4", messages=conversation(), tools=None)
+
+    assert turn.usage == Usage(input_tokens=90, output_tokens=3, cached_tokens=64)
+
+
 def test_tools_are_left_out_of_the_request_when_withheld(monkeypatch: pytest.MonkeyPatch) -> None:
     sent: dict[str, Any] = {}
 

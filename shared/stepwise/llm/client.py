@@ -133,8 +133,8 @@ def _request(
     max_tokens: int | None,
 ) -> dict[str, Any]:
     """The litellm.completion arguments for `model`, all but the messages."""
-    # litellm never validates `stream_options` (utils.PROVIDER_UNVALIDATED_PARAMS): providers that take
-    # it report usage in the stream, the others drop it and litellm counts the tokens itself.
+    # litellm never rejects `stream_options` (utils.PROVIDER_UNVALIDATED_PARAMS) and forwards it only to
+    # providers that take it; the others report usage their own way, or litellm counts the tokens.
     request: dict[str, Any] = {
         "model": model,
         "stream": True,
@@ -184,7 +184,7 @@ def _stream(
         raise
     try:
         # It rebuilds tool calls from their argument fragments and keeps the provider's usage, cached
-        # tokens included (verified for OpenAI-style streams and custom providers in tests/integration).
+        # tokens included (OpenAI- and Anthropic-style; tests/integration/test_model_client.py checks it).
         built = litellm.stream_chunk_builder(chunks, messages=messages) if chunks else None
     except Exception as exc:  # a stream litellm itself cannot assemble would fail the same way again
         raise errors.ModelError(f"{model} sent a stream that could not be assembled: {_detail(exc)}") from exc

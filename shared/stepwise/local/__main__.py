@@ -30,6 +30,7 @@ def main() -> int:
     server = serve(stack.gateway, "127.0.0.1", port)
     bound = server.server_address[1]
     base = f"http://127.0.0.1:{bound}"
+    os.environ["STEPWISE_PUBLIC_URL"] = base  # approval links in events, mails and Slack messages
     key = next(iter(stack.api_keys))
     tools = serve_demo_tools()
     status, _, agent = stack.invoke_api(

@@ -280,6 +280,8 @@ def _bring_up(template: dict[str, Any], mock: Any) -> LocalStack:
             Timeout=int(props.get("Timeout", globals_fn.get("Timeout", 30))),
         )
     os.environ.update(env)
+    # Approval links point at the local server; `make run` sets the port it actually bound.
+    os.environ["STEPWISE_PUBLIC_URL"] = f"http://127.0.0.1:{os.environ.get('PORT', '3000')}"
     config.reset()
     aws.reset()
     tables.rebind()

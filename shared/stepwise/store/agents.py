@@ -80,6 +80,18 @@ def add_tool(tenant_id: str, agent_id: str, tool: HttpTool) -> Agent:
     return update(tenant_id, agent_id, {"tools": [*agent.tools, tool]})
 
 
+def add_hook(tenant_id: str, agent_id: str, hook: dict[str, Any]) -> Agent:
+    agent = get(tenant_id, agent_id)
+    return update(tenant_id, agent_id, {"hooks": [*agent.hooks, hook]})
+
+
+def remove_hook(tenant_id: str, agent_id: str, hook_id: str) -> Agent:
+    agent = get(tenant_id, agent_id)
+    if not any(h.get("hook_id") == hook_id for h in agent.hooks):
+        raise NotFound(f"agent {agent_id} has no hook {hook_id}", code="hook_not_found")
+    return update(tenant_id, agent_id, {"hooks": [h for h in agent.hooks if h.get("hook_id") != hook_id]})
+
+
 def remove_tool(tenant_id: str, agent_id: str, name: str) -> Agent:
     agent = get(tenant_id, agent_id)
     if agent.tool(name) is None:

@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from stepwise.hooks.run import fire
 from stepwise.models import Agent, ClientTool, HttpTool, Run
 from stepwise.tools.base import ToolResult
 
@@ -36,20 +37,42 @@ def permission_for(agent: Agent, tool: HttpTool | ClientTool) -> Decision:
 def before_tool_use(
     tenant_id: str, run: Run, agent: Agent, tool: HttpTool | ClientTool, arguments: dict[str, Any]
 ) -> Verdict:
-    decision = permission_for(agent, tool)
-    if decision == "deny":
+    """Permission first (a denied tool calls no hook), then PreToolUse hooks, which may block, rewrite
+    the arguments or ask a human; a permission of `ask` asks too."""
+    permission = permission_for(agent, tool)
+    if permission == "deny":
         return Verdict(
             action="deny",
             arguments=arguments,
             code="permission_denied",
             message=f"tool {tool.name} is not permitted for this agent",
         )
-    return Verdict(action=decision, arguments=arguments)
+    decision = fire(tenant_id, run.run_id, agent, "PreToolUse", tool_name=tool.name, arguments=arguments)
+    if decision.action == "deny":
+        return Verdict(action="deny", arguments=arguments, code="blocked_by_hook", message=decision.message)
+    arguments = decision.modified_input if decision.modified_input is not None else arguments
+    if decision.action == "ask" and decision.approval is not None:
+        channels = [c.model_dump(mode="json") for c in decision.approval.channels]
+        return Verdict(
+            action="ask", arguments=arguments, timeout=decision.approval.timeout, channels=channels
+        )
+    return Verdict(action=permission, arguments=arguments)
 
 
 def after_tool_use(
     tenant_id: str, run: Run, agent: Agent, tool_name: str, arguments: dict[str, Any], result: ToolResult
 ) -> ToolResult:
+    """PostToolUse hooks: `modified_output` replaces the result; a deny withholds it."""
+    if not agent.hooks:
+        return result
+    output = result.output if result.ok else {"error": result.error.model_dump() if result.error else None}
+    decision = fire(
+        tenant_id, run.run_id, agent, "PostToolUse", tool_name=tool_name, arguments=arguments, output=output
+    )
+    if decision.action == "deny":
+        return ToolResult.failure("blocked_by_hook", decision.message or "the result was withheld by a hook")
+    if decision.modified_output is not None:
+        return ToolResult(output=decision.modified_output)
     return result
 
 

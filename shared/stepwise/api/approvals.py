@@ -1,0 +1,141 @@
+"""Human answers from outside the API: signed approval links and Slack buttons. Both are public
+routes: the signed token (or Slack's signature) is the credential, and it names the tenant."""
+
+import time
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
+
+from stepwise import answers
+from stepwise.approvals import links, pages
+from stepwise.errors import Conflict, Gone, NotFound
+from stepwise.models import utcnow
+from stepwise.store import agents, interactions
+
+router = APIGatewayHttpRouter()
+logger = Logger(service="stepwise")
+
+
+def _page(status: pages.ResultStatus, detail: str | None = None, **kwargs: Any) -> Response[str]:
+    return Response(
+        status_code=pages.RESULT_HTTP_STATUS[status],
+        content_type="text/html; charset=utf-8",
+        body=pages.result_page(status, detail, **kwargs),
+        headers=pages.PAGE_HEADERS,
+    )
+
+
+def _claims(token: str) -> links.LinkClaims | Response[str]:
+    try:
+        return links.verify(token, links.secret(), utcnow())
+    except links.ForgedLink as exc:
+        logger.warning("forged approval link", extra={"reason": exc.reason})
+        return _page("forged")
+    except links.ExpiredLink:
+        return _page("expired")
+
+
+def _earlier(interaction: interactions.Interaction) -> Response[str] | None:
+    """The page for an interaction that can no longer be decided, or None while it is pending."""
+    if interaction.status == "answered":
+        approved = bool((interaction.answer or {}).get("approved"))
+        return _page("already_decided", decided="approved" if approved else "denied")
+    if interaction.status != "pending":
+        return _page("closed" if interaction.status == "closed" else "expired")
+    return None
+
+
+@router.get("/v1/approvals/<token>")
+def approval_page(token: str) -> Response[str]:
+    """Shows the request and the buttons. A GET never decides: mail scanners prefetch links."""
+    claims = _claims(token)
+    if isinstance(claims, Response):
+        return claims
+    try:
+        interaction = interactions.get(claims.tenant_id, claims.interaction_id)
+        agent = agents.get(claims.tenant_id, interaction.agent_id)
+    except NotFound:
+        return _page("closed")
+    if (page := _earlier(interaction)) is not None:
+        return page
+    wanted = (router.current_event.query_string_parameters or {}).get("decision")
+    return Response(
+        status_code=200,
+        content_type="text/html; charset=utf-8",
+        body=pages.approval_page(
+            agent_name=agent.name,
+            tool_name=interaction.tool_name,
+            arguments=interaction.arguments,
+            expires_at=interaction.deadline,
+            action_url=f"/v1/approvals/{token}",
+            preselected=wanted if wanted in ("approve", "deny") else None,  # type: ignore[arg-type]
+        ),
+        headers=pages.PAGE_HEADERS,
+    )
+
+
+@router.post("/v1/approvals/<token>")
+def decide(token: str) -> Response[str]:
+    claims = _claims(token)
+    if isinstance(claims, Response):
+        return claims
+    try:
+        form = pages.parse_form(router.current_event.decoded_body or "")
+    except pages.InvalidForm as exc:
+        return _page("error", exc.message)
+    approved = form["decision"] == "approve"
+    answer = {"approved": approved, "reason": form.get("reason") or None}
+    try:
+        answers.respond(claims.tenant_id, claims.interaction_id, answer, key=None, by="link")
+    except NotFound:
+        return _page("closed")
+    except Conflict:
+        return _earlier(interactions.get(claims.tenant_id, claims.interaction_id)) or _page("already_decided")
+    except Gone:
+        return _page("expired")
+    return _page("approved" if approved else "denied")
+
+
+@router.post("/v1/integrations/slack/interactions")
+def slack_interaction() -> Response[dict[str, Any]]:
+    """A click on an Approve or Deny button. Slack's signature is checked on the raw body first."""
+    from stepwise.channels import slack
+
+    event = router.current_event
+    raw = event.decoded_body or ""
+    slack.verify_signature(
+        slack.signing_secret(),
+        event.headers.get("x-slack-request-timestamp", ""),
+        raw.encode(),
+        event.headers.get("x-slack-signature", ""),
+        time.time(),
+    )
+    action = slack.parse_interaction(raw)
+    claims = links.verify(action.token, links.secret(), utcnow())
+    interaction = interactions.get(claims.tenant_id, claims.interaction_id)
+    answer = {"approved": action.decision == "approve", "reason": None}
+    text = "Decision recorded."
+    try:
+        answers.respond(
+            claims.tenant_id, claims.interaction_id, answer, key=None, by=f"slack:{action.user_id}"
+        )
+    except Conflict:
+        text = "This request was already decided."
+    except Gone:
+        text = "This request has expired."
+    else:
+        agent = agents.get(claims.tenant_id, interaction.agent_id)
+        update = slack.decided_message(
+            agent_name=agent.name,
+            tool_name=interaction.tool_name,
+            decision=action.decision,
+            user_id=action.user_id,
+        )
+        if action.response_url:
+            try:
+                slack.post_webhook(action.response_url, update)
+            except slack.ChannelError:
+                logger.warning("could not update the Slack message")
+    return Response(status_code=200, content_type="application/json", body={"text": text})

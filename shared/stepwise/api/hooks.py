@@ -1,0 +1,40 @@
+"""/v1/agents/{id}/hooks: create, list, delete. Hooks are immutable: change one by replacing it."""
+
+from typing import Any
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
+from pydantic import BaseModel
+
+from stepwise.api.context import tenant
+from stepwise.api.responses import json_response
+from stepwise.hooks.models import Hook, HookCreate
+from stepwise.ids import new_id
+from stepwise.models import utcnow
+from stepwise.store import agents
+
+router = APIGatewayHttpRouter()
+
+
+class HookList(BaseModel):
+    hooks: list[Hook]
+
+
+@router.post("/v1/agents/<agent_id>/hooks")
+def create_hook(agent_id: str, body: HookCreate) -> Response[Hook]:
+    hook = Hook(**body.model_dump(), hook_id=new_id("hook"), created_at=utcnow())
+    stored: dict[str, Any] = hook.model_dump(mode="json")
+    agents.add_hook(tenant(router), agent_id, stored)
+    return json_response(stored, 201)
+
+
+@router.get("/v1/agents/<agent_id>/hooks")
+def list_hooks(agent_id: str) -> Response[HookList]:
+    agent = agents.get(tenant(router), agent_id)
+    return json_response({"hooks": agent.hooks})
+
+
+@router.delete("/v1/agents/<agent_id>/hooks/<hook_id>")
+def delete_hook(agent_id: str, hook_id: str) -> Response[None]:
+    agents.remove_hook(tenant(router), agent_id, hook_id)
+    return Response(status_code=204)
