@@ -308,6 +308,7 @@ class Run(BaseModel):
     steps: int = 0
     max_steps: int = DEFAULT_MAX_STEPS
     max_tokens_budget: int | None = None
+    compaction_failures: int = 0
     usage: Usage = Field(default_factory=Usage)
     tools_executed: list[str] | None = None
     replay_of: str | None = None

@@ -6,31 +6,20 @@ Only this module (through stepwise.llm) touches litellm; it runs in the model-st
 from __future__ import annotations
 
 import json
+import os
+from dataclasses import asdict
 from typing import Any
 
 from stepwise import events, lifecycle
-from stepwise.errors import BudgetExceeded, DoomLoop, RunStateError
+from stepwise.errors import BudgetExceeded, ContextTooLong, DoomLoop, RunStateError
 from stepwise.llm.client import ModelTurn, complete, resolve_model
 from stepwise.models import Agent, FailedState, Run, RunState, StepFailure, ToolCallRef
 from stepwise.prompt import build_messages, tool_declarations
 from stepwise.store import agents, runs, sessions
 from stepwise.store.sessions import ASSISTANT_SLOT
+from stepwise.streaming import ChunkBatcher
 
 PARALLEL_TOOL_CALLS = 10
-
-
-def _assistant_message(turn: ModelTurn) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": turn.text}
-    if turn.tool_calls:
-        message["tool_calls"] = [
-            {
-                "id": call.id,
-                "type": "function",
-                "function": {"name": call.name, "arguments": json.dumps(call.arguments, sort_keys=True)},
-            }
-            for call in turn.tool_calls
-        ]
-    return message
 
 
 DOOM_LOOP_REPEATS = 3
@@ -53,7 +42,7 @@ def _call_signatures(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
 def _check_doom_loop(current: list[dict[str, Any]], turn: ModelTurn) -> None:
     """The same tool with identical arguments three times in a row ends the run: a model in that loop
     rarely gets out, and every lap costs tokens and side effects."""
-    calls = _call_signatures([*current, _assistant_message(turn)])
+    calls = _call_signatures([*current, turn.assistant_message()])
     last = calls[-DOOM_LOOP_REPEATS:]
     if len(last) == DOOM_LOOP_REPEATS and len(set(last)) == 1 and turn.tool_calls:
         name, arguments = last[0]
@@ -77,6 +66,47 @@ def _check_budget(run: Run, model: str, messages: list[dict[str, Any]], tools: l
         )
 
 
+SUMMARY_MODEL_ENV = "STEPWISE_SUMMARY_MODEL"
+MAX_COMPACTION_FAILURES = 3
+
+
+def _summarizer(model: str) -> Any:
+    """The light model that summarizes old conversation: STEPWISE_SUMMARY_MODEL, else the run's model
+    (the scripted model locally)."""
+    from stepwise.context import summary_prompt
+
+    light = os.environ.get(SUMMARY_MODEL_ENV) or model
+
+    def summarize(old: list[dict[str, Any]]) -> str:
+        return complete(model=light, messages=summary_prompt(old), tools=None).text or ""
+
+    return summarize
+
+
+def _fit(
+    tenant_id: str,
+    run: Run,
+    model: str,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]],
+    *,
+    force: bool = False,
+) -> list[dict[str, Any]]:
+    """Compaction before the call, on a copy: the stored session keeps everything."""
+    from stepwise.context import fit
+
+    if run.compaction_failures >= MAX_COMPACTION_FAILURES and not force:
+        return messages  # it did not help three times: send as is and let the provider decide
+    fitted, report = fit(
+        messages, model=model, tools=tools or None, summarize=_summarizer(model), force=force
+    )
+    if report is not None:
+        events.emit(tenant_id, run.run_id, "compaction", {**asdict(report), "forced": force})
+        if report.over_window:
+            runs.record_compaction_failure(tenant_id, run.run_id)
+    return fitted
+
+
 def _take_step(tenant_id: str, run: Run, agent: Agent, step: int, *, tools_allowed: bool) -> ModelTurn:
     """Call the model once with the session's history and persist what it said."""
     if run.status != "running":
@@ -85,36 +115,45 @@ def _take_step(tenant_id: str, run: Run, agent: Agent, step: int, *, tools_allow
     earlier, current = sessions.history(tenant_id, run.session_id, run.run_id)
     declarations = tool_declarations(agent) if tools_allowed else []
     model = resolve_model(agent.model)
-    messages = build_messages(agent, earlier + current)
+    messages = _fit(tenant_id, run, model, build_messages(agent, earlier + current), declarations)
     _check_budget(run, model, messages, declarations)
-    turn = complete(
-        model=model,
-        messages=messages,
-        tools=declarations or None,
-        temperature=agent.temperature,
-        script=run.script or agent.script,
-    )
+    chunks = ChunkBatcher(tenant_id, run.run_id, step)
+
+    def call(prompt: list[dict[str, Any]]) -> ModelTurn:
+        return complete(
+            model=model,
+            messages=prompt,
+            tools=declarations or None,
+            temperature=agent.temperature,
+            script=run.script or agent.script,
+            on_text=chunks,
+        )
+
+    try:
+        turn = call(messages)
+    except ContextTooLong:
+        # Our estimate was low: compact harder and try once more; a second refusal fails the run.
+        chunks.flush()
+        turn = call(_fit(tenant_id, run, model, messages, declarations, force=True))
+    chunks.flush()
     sessions.put_message(
-        tenant_id, run.session_id, run.run_id, step, ASSISTANT_SLOT, _assistant_message(turn)
+        tenant_id, run.session_id, run.run_id, step, ASSISTANT_SLOT, turn.assistant_message()
     )
     runs.record_step(tenant_id, run.run_id, step, turn.usage)  # spent, whatever happens next
     if tools_allowed:
         _check_doom_loop(current, turn)
-    emitted: list[tuple[Any, dict[str, Any]]] = []
-    if turn.text:
-        emitted.append(("chunk", {"step": step, "text": turn.text}))
-    emitted.append(
-        (
-            "step_completed",
-            {
-                "step": step,
-                "action": "tools" if turn.tool_calls else "final",
-                "finish_reason": turn.finish_reason,
-                "usage": turn.usage.model_dump(),
-            },
-        )
+    events.emit(
+        tenant_id,
+        run.run_id,
+        "step_completed",
+        {
+            "step": step,
+            "action": "tools" if turn.tool_calls else "final",
+            "finish_reason": turn.finish_reason,
+            "continuations": turn.continuations,
+            "usage": turn.usage.model_dump(),
+        },
     )
-    events.emit_many(tenant_id, run.run_id, emitted)
     return turn
 
 

@@ -7,7 +7,9 @@ from stepwise.local.stack import LocalStack
 from stepwise.store.keys import KEY_PREFIX
 
 
-def test_a_created_key_authenticates_as_its_tenant(stack: LocalStack, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_created_key_authenticates_as_its_tenant(
+    stack: LocalStack, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["keys", "create", "--tenant", "cli-tenant", "--table", "ApiKeysTable"]) == 0
     key = capsys.readouterr().out.strip()
 

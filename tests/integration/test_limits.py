@@ -90,10 +90,14 @@ def test_parallel_safe_calls_overlap_and_results_keep_the_models_order(
     assert len(arrivals) == 3 and spread < 1.0, f"calls arrived {spread:.1f}s apart: they did not overlap"
     messages = sessions.messages("local", result["session_id"])
     assistant = next(m for m in messages if m.get("tool_calls"))
-    assert [m["tool_call_id"] for m in messages if m["role"] == "tool"] == [c["id"] for c in assistant["tool_calls"]]
+    assert [m["tool_call_id"] for m in messages if m["role"] == "tool"] == [
+        c["id"] for c in assistant["tool_calls"]
+    ]
 
 
-def test_calls_that_are_not_parallel_safe_run_one_at_a_time_in_order(stack: LocalStack, receiver: Receiver) -> None:
+def test_calls_that_are_not_parallel_safe_run_one_at_a_time_in_order(
+    stack: LocalStack, receiver: Receiver
+) -> None:
     receiver.replies["/write"] = Reply(delay=0.3)
     agent_id = agent_with(stack, tools=[tool("write", f"{receiver.url}/write")])
     calls = [{"name": "write", "arguments": {"q": str(i)}} for i in range(3)]

@@ -13,6 +13,8 @@ import os
 import re
 import secrets
 import zipfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -112,6 +114,7 @@ class LocalStack:
     resolver: Resolver
     state_machine_arn: str
     api_keys: dict[str, str]
+    definition: str = ""  # the state machine's ASL, substitutions applied
     _cleanup: list[Any] = field(default_factory=list)
 
     @classmethod
@@ -128,6 +131,20 @@ class LocalStack:
         except Exception:
             mock.stop()
             raise
+
+    @contextmanager
+    def redefined(self, change: Callable[[dict[str, Any]], dict[str, Any]]) -> Iterator[None]:
+        """Run with a changed state machine definition, then restore the real one (tests shorten
+        retry intervals this way: moto's interpreter really waits them out)."""
+        import boto3
+
+        sfn = boto3.client("stepfunctions")
+        changed = json.dumps(change(json.loads(self.definition)))
+        sfn.update_state_machine(stateMachineArn=self.state_machine_arn, definition=changed)
+        try:
+            yield
+        finally:
+            sfn.update_state_machine(stateMachineArn=self.state_machine_arn, definition=self.definition)
 
     def stop(self) -> None:
         for undo in reversed(self._cleanup):
@@ -289,7 +306,7 @@ def _bring_up(template: dict[str, Any], mock: Any) -> LocalStack:
     lambdas = LocalLambdas(specs, lambda logical: resolver.arns[logical])
     undo_seam = install_moto_seam(lambdas)
 
-    state_machine_arn = ""
+    state_machine_arn = definition = ""
     for logical, res in machines.items():
         props = res["Properties"]
         definition = (ROOT / props["DefinitionUri"]).read_text()
@@ -309,6 +326,7 @@ def _bring_up(template: dict[str, Any], mock: Any) -> LocalStack:
         resolver=resolver,
         state_machine_arn=state_machine_arn,
         api_keys=api_keys,
+        definition=definition,
     )
     stack._cleanup.extend([mock.stop, undo_seam])
     return stack

@@ -29,6 +29,7 @@ def _to_model(item: RunItem) -> Run:
         steps=int(item.steps),
         max_steps=int(item.max_steps),
         max_tokens_budget=int(item.max_tokens_budget) if item.max_tokens_budget is not None else None,
+        compaction_failures=int(item.compaction_failures or 0),
         usage=Usage(
             input_tokens=int(item.input_tokens),
             output_tokens=int(item.output_tokens),
@@ -160,6 +161,11 @@ def record_step(tenant_id: str, run_id: str, step: int, usage: Usage) -> None:
     except UpdateError as exc:
         if not condition_failed(exc):
             raise
+
+
+def record_compaction_failure(tenant_id: str, run_id: str) -> None:
+    bind()
+    RunItem(tenant_id, run_id).update(actions=[RunItem.compaction_failures.add(1)])
 
 
 def record_tool_executed(tenant_id: str, run_id: str, tool_name: str) -> None:

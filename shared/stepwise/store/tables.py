@@ -103,6 +103,7 @@ class RunItem(Model):
     steps = NumberAttribute(default=0)
     max_steps = NumberAttribute()
     max_tokens_budget = NumberAttribute(null=True)
+    compaction_failures = NumberAttribute(default=0)
     input_tokens = NumberAttribute(default=0)
     output_tokens = NumberAttribute(default=0)
     cached_tokens = NumberAttribute(default=0)
