@@ -6,6 +6,9 @@ SAM_VENV := .venv-sam
 PY := $(VENV)/bin/python
 UV := $(VENV)/bin/uv
 STAMP := $(VENV)/.installed
+# The approval page is tested in a real browser: Debian's chromium (no browser download at test time).
+CHROMIUM := /usr/bin/chromium
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SAM_STAMP := $(SAM_VENV)/.installed
 # AWS SDKs need a region and credentials to build clients; locally everything is moto, so fake ones.
 export AWS_DEFAULT_REGION ?= us-east-1
@@ -34,10 +37,14 @@ $(SAM_STAMP): requirements/sam.lock requirements/bootstrap.lock
 	$(SAM_VENV)/bin/uv pip sync --quiet --python $(SAM_VENV)/bin/python --require-hashes requirements/sam.lock
 	@touch $@
 
+$(CHROMIUM):
+	$(SUDO) apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends chromium >/dev/null
+
 run: $(STAMP)
 	$(PY) -m stepwise.local
 
-test: lint contract
+test: lint contract $(CHROMIUM)
 	$(PY) -m pytest tests
 
 unit: $(STAMP)
@@ -46,7 +53,7 @@ unit: $(STAMP)
 integration: $(STAMP)
 	$(PY) -m pytest tests/integration
 
-e2e: $(STAMP)
+e2e: $(STAMP) $(CHROMIUM)
 	$(PY) -m pytest tests/e2e
 
 contract: $(STAMP) $(SAM_STAMP)

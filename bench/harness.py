@@ -168,15 +168,18 @@ def add_fit(
 
 
 class ToolServer:
-    """The `lookup` tool's endpoint: answers every POST with a small JSON document and counts them."""
+    """The `lookup` tool's endpoint: answers every POST with a small JSON document, counts them and
+    notes when each arrived (time.perf_counter(), taken before the body is read)."""
 
     def __init__(self) -> None:
         self.requests = 0
+        self.arrivals: list[float] = []
         counter_lock = threading.Lock()
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
+                arrived = time.perf_counter()
                 length = int(self.headers.get("Content-Length") or 0)
                 try:
                     args = json.loads(self.rfile.read(length) or b"{}")
@@ -184,6 +187,7 @@ class ToolServer:
                     args = {}
                 with counter_lock:
                     owner.requests += 1
+                    owner.arrivals.append(arrived)
                 body = json.dumps({"q": args.get("q"), "answer": f"result for {args.get('q')}"}).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
@@ -259,34 +263,47 @@ class Local:
         # template.yaml sets INFO for Lambda; handler modules read it when first imported, here.
         os.environ["POWERTOOLS_LOG_LEVEL"] = "WARNING"
         self.tool = ToolServer()
-        status, _, agent = self.stack.invoke_api(
-            "POST", "/v1/agents", {"name": "bench", "tools": [lookup_tool(self.tool.url)]}
-        )
-        if status != 201:
-            raise RuntimeError(f"could not create the bench agent: {status} {agent}")
-        self.agent_id: str = agent["agent_id"]
+        self.agent_id = self.create_agent({"name": "bench", "tools": [lookup_tool(self.tool.url)]})
         self.machine_functions = _machine_functions(self.stack)
         self._runs = 0
+
+    def create_agent(self, body: dict[str, Any]) -> str:
+        status, _, agent = self.stack.invoke_api("POST", "/v1/agents", body)
+        if status != 201:
+            raise RuntimeError(f"could not create agent {body.get('name')!r}: {status} {agent}")
+        return str(agent["agent_id"])
 
     def sfn(self) -> Any:
         import boto3
 
         return boto3.client("stepfunctions")
 
-    def start(self, script: list[dict[str, Any]], max_steps: int) -> str:
-        body = {"message": f"bench run {self._runs}", "max_steps": max_steps, "script": script}
+    def start(
+        self, script: list[dict[str, Any]] | None, max_steps: int, *, agent_id: str | None = None
+    ) -> str:
+        """Start a run of the bench agent (or `agent_id`); without a script the agent's model answers."""
+        body: dict[str, Any] = {"message": f"bench run {self._runs}", "max_steps": max_steps}
+        if script is not None:
+            body["script"] = script
         self._runs += 1
-        status, _, accepted = self.stack.invoke_api("POST", f"/v1/agents/{self.agent_id}/runs", body)
+        path = f"/v1/agents/{agent_id or self.agent_id}/runs"
+        status, _, accepted = self.stack.invoke_api("POST", path, body)
         if status != 202:
             raise RuntimeError(f"run not accepted: {status} {accepted}")
         return str(accepted["run_id"])
 
-    def run(self, script: list[dict[str, Any]], max_steps: int | None = None) -> RunResult:
+    def run(
+        self,
+        script: list[dict[str, Any]] | None,
+        max_steps: int | None = None,
+        *,
+        agent_id: str | None = None,
+    ) -> RunResult:
         """Start a run and wait until both its record and its execution have finished."""
-        calls = sum(len(t.get("tool_calls") or []) for t in script)
+        calls = sum(len(t.get("tool_calls") or []) for t in script or [])
         before, tool_before = dict(self.stack.lambdas.invocations), self.tool.requests
         began = time.perf_counter()
-        run_id = self.start(script, max_steps or len(script))
+        run_id = self.start(script, max_steps or len(script or [None]), agent_id=agent_id)
         view = self.wait_run(run_id)
         client = time.perf_counter() - began
         self.wait_execution(run_id)
@@ -357,15 +374,21 @@ class Local:
                 return found
 
     def events(self, run_id: str) -> list[dict[str, Any]]:
-        """Every run event through GET /v1/runs/{id}/events, paged."""
+        """Every event of a finished run through GET /v1/runs/{id}/events, paged with after/next until
+        the page says done (the run is over and its last event has been read)."""
         out: list[dict[str, Any]] = []
         after = 0
+        deadline = time.monotonic() + RUN_DEADLINE
         while True:
-            _, _, page = self.stack.invoke_api("GET", f"/v1/runs/{run_id}/events?after={after}")
+            status, _, page = self.stack.invoke_api("GET", f"/v1/runs/{run_id}/events?after={after}&wait=1")
+            if status != 200:
+                raise RuntimeError(f"events of {run_id}: {status} {page}")
             out += page["events"]
-            if not page["events"]:
-                return out
             after = page["next"]
+            if page["done"]:
+                return out
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"events of {run_id} not done after {RUN_DEADLINE}s ({len(out)} read)")
 
     def close(self) -> None:
         self.tool.close()

@@ -1,0 +1,105 @@
+"""The local stack as a developer runs it (`python -m stepwise.local`), started once for the e2e tests."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from tests.e2e.support import KEY, OTHER_KEY, READY, free_port, wait_until
+from tests.fakes.receiver import Receiver
+
+
+@pytest.fixture(scope="session")
+def local_stack() -> Iterator[tuple[str, str]]:
+    env = {
+        **os.environ,
+        "PORT": str(free_port()),
+        "STEPWISE_LOCAL_API_KEYS": f"{OTHER_KEY}:other",
+        "POWERTOOLS_LOG_LEVEL": "WARNING",
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "PYTHONUNBUFFERED": "1",
+    }
+    for name in ("STEPWISE_LOCAL_API_KEY", "STEPWISE_MODEL"):
+        env.pop(name, None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "stepwise.local"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        bufsize=1,
+    )
+    assert proc.stdout is not None
+    stdout = proc.stdout
+    lines: list[str] = []
+    ready = threading.Event()
+
+    def read() -> None:
+        for line in stdout:
+            lines.append(line)
+            if READY in line:
+                ready.set()
+        ready.set()  # EOF: the process died; the check below reports it
+
+    # One reader for the whole life of the process: it waits for the banner, then keeps the pipe drained.
+    threading.Thread(target=read, daemon=True, name="local-stack-stdout").start()
+    try:
+        deadline = time.monotonic() + 60
+        while not ready.wait(0.1) and time.monotonic() < deadline:
+            pass
+        if not any(READY in line for line in lines):
+            pytest.fail(f"local stack not ready (exit code {proc.poll()}):\n{''.join(lines)}")
+        # the banner is printed in one write; give the rest of it a moment to arrive
+        banner = wait_until(lambda: "".join(lines) if "demo agent" in "".join(lines) else None, timeout=10)
+        base = re.search(r"base URL\s+(http://\S+)", banner)
+        demo = re.search(r"demo agent\s+(agt_\S+)", banner)
+        assert base and demo, banner
+        yield base.group(1), demo.group(1)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+
+
+@pytest.fixture(scope="session")
+def base_url(local_stack: tuple[str, str]) -> str:
+    return local_stack[0]
+
+
+@pytest.fixture(scope="session")
+def demo_agent_id(local_stack: tuple[str, str]) -> str:
+    return local_stack[1]
+
+
+@pytest.fixture
+def api(base_url: str) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {KEY}"}, timeout=30) as client:
+        yield client
+
+
+@pytest.fixture
+def other(base_url: str) -> Iterator[httpx.Client]:
+    with httpx.Client(
+        base_url=base_url, headers={"Authorization": f"Bearer {OTHER_KEY}"}, timeout=30
+    ) as client:
+        yield client
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    fake = Receiver()
+    yield fake
+    fake.close()
