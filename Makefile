@@ -39,7 +39,7 @@ $(SAM_STAMP): requirements/sam.lock requirements/bootstrap.lock
 
 $(CHROMIUM):
 	$(SUDO) apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends chromium >/dev/null
+	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null
 
 run: $(STAMP)
 	$(PY) -m stepwise.local
