@@ -8,7 +8,8 @@ import os
 import statistics
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from fractions import Fraction
@@ -303,7 +304,7 @@ class Local:
         calls = sum(len(t.get("tool_calls") or []) for t in script or [])
         before, tool_before = dict(self.stack.lambdas.invocations), self.tool.requests
         began = time.perf_counter()
-        run_id = self.start(script, max_steps or len(script or [None]), agent_id=agent_id)
+        run_id = self.start(script, max_steps or max(len(script or []), 1), agent_id=agent_id)
         view = self.wait_run(run_id)
         client = time.perf_counter() - began
         self.wait_execution(run_id)
@@ -393,6 +394,37 @@ class Local:
     def close(self) -> None:
         self.tool.close()
         self.stack.stop()
+
+
+@contextmanager
+def timed_invocations(env: Local) -> Iterator[list[tuple[str, float]]]:
+    """(function, wall seconds) of every Lambda invocation the state machine makes while installed.
+
+    Wraps the LocalLambdas instance's `invoke`, which the moto seam looks up on each call (the API
+    gateway holds its own reference, so API requests are not timed). Nests inside other wrappers of it
+    (dynamodb_ops.Recorder) and restores whatever was there before."""
+    lambdas = env.stack.lambdas
+    previous = lambdas.__dict__.get("invoke")
+    inner = lambdas.invoke
+    timings: list[tuple[str, float]] = []
+    lock = threading.Lock()
+
+    def invoke(name_or_arn: str, event: Any) -> Any:
+        began = time.perf_counter()
+        try:
+            return inner(name_or_arn, event)
+        finally:
+            with lock:
+                timings.append((lambdas.logical_id(name_or_arn), time.perf_counter() - began))
+
+    lambdas.invoke = invoke  # type: ignore[method-assign]
+    try:
+        yield timings
+    finally:
+        if previous is None:
+            del lambdas.invoke
+        else:
+            lambdas.invoke = previous  # type: ignore[method-assign]
 
 
 _local: Local | None = None

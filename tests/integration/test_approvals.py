@@ -302,3 +302,48 @@ def test_the_respond_endpoint_answers_approvals_too(
     assert status == 202
     assert wait_for_run(stack, approval["run_id"])["status"] == "succeeded"
     assert len(receiver.to("/send")) == (1 if approved else 0)
+
+
+def test_an_answer_whose_delivery_fails_stays_recorded_and_a_retry_delivers_it(
+    stack: LocalStack, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from botocore.exceptions import ClientError
+
+    from stepwise import answers
+
+    approval = start_waiting(stack, receiver)
+    real_client = answers.aws.client
+
+    class Flaky:
+        """Step Functions refusing the first SendTaskSuccess (throttled), then working again."""
+
+        def __init__(self) -> None:
+            self.inner = real_client("stepfunctions")
+            self.failed = False
+
+        def send_task_success(self, **kwargs: Any) -> Any:
+            if not self.failed:
+                self.failed = True
+                raise ClientError(
+                    {"Error": {"Code": "ThrottlingException", "Message": "slow down"}}, "SendTaskSuccess"
+                )
+            return self.inner.send_task_success(**kwargs)
+
+    flaky = Flaky()
+    monkeypatch.setattr(
+        answers.aws, "client", lambda service: flaky if service == "stepfunctions" else real_client(service)
+    )
+    path = f"/v1/sessions/interactions/{approval['interaction_id']}/respond"
+    headers = {"Idempotency-Key": "retry-me"}
+
+    status, _, body = stack.invoke_api("POST", path, {"answer": {"approved": True}}, headers=headers)
+    assert status == 503 and body["error"]["code"] == "unavailable"
+    time.sleep(1.0)
+    assert (
+        stack.invoke_api("GET", f"/v1/runs/{approval['run_id']}")[2]["status"] == "waiting"
+    )  # recorded, not lost
+
+    status, _, _ = stack.invoke_api("POST", path, {"answer": {"approved": True}}, headers=headers)
+    assert status == 202
+    assert wait_for_run(stack, approval["run_id"])["status"] == "succeeded"
+    assert len(receiver.to("/send")) == 1
