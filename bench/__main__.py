@@ -24,7 +24,7 @@ from bench.harness import Section, close_local
 
 # In this order: cold_imports before any stack exists; loop_overhead first on the stack, so its first
 # run is the cold one.
-BENCHMARKS = ["cold_imports", "loop_overhead", "transitions", "dynamodb_ops"]
+BENCHMARKS = ["cold_imports", "loop_overhead", "transitions", "approvals", "dynamodb_ops", "streaming"]
 RESULTS = Path(__file__).resolve().parent / "results"
 NAME_WIDTH = 64
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -71,9 +72,11 @@ def test_clicking_approve_on_the_link_page_runs_the_tool(
     page.wait_for_load_state()
 
     assert "approved" in page.locator("h1").inner_text().lower()
-    final = wait_until(
-        lambda: (r := api.get(f"/v1/runs/{run['run_id']}").json())["status"] == "succeeded" and r or None
-    )
+    def succeeded() -> dict[str, Any] | None:
+        current: dict[str, Any] = api.get(f"/v1/runs/{run['run_id']}").json()
+        return current if current["status"] == "succeeded" else None
+
+    final = wait_until(succeeded)
     assert final["output"] == "sent"
     assert [r.json() for r in receiver.to("/send")] == [{"to": "ceo@example.com"}]
 
