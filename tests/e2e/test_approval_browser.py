@@ -72,6 +72,7 @@ def test_clicking_approve_on_the_link_page_runs_the_tool(
     page.wait_for_load_state()
 
     assert "approved" in page.locator("h1").inner_text().lower()
+
     def succeeded() -> dict[str, Any] | None:
         current: dict[str, Any] = api.get(f"/v1/runs/{run['run_id']}").json()
         return current if current["status"] == "succeeded" else None
