@@ -312,6 +312,9 @@ class Run(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     tools_executed: list[str] | None = None
     replay_of: str | None = None
+    # What started the run (its own id for an API call, "schedule:<id>@<time>", "event:<id>"); a replay
+    # keeps its original's, so effects keyed on it happen once across both.
+    trigger_id: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     script: list[ScriptTurn] | None = None
     created_at: datetime

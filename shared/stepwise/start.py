@@ -29,11 +29,25 @@ def _session_for(tenant_id: str, agent_id: str, session_id: str | None) -> Sessi
     return session
 
 
-def _record(tenant_id: str, agent: Agent, body: RunCreate | SyncRunCreate, max_steps: int) -> Run:
+def _record(
+    tenant_id: str,
+    agent: Agent,
+    body: RunCreate | SyncRunCreate,
+    max_steps: int,
+    *,
+    run_id: str | None = None,
+    trigger_id: str | None = None,
+    replay_of: str | None = None,
+) -> Run:
     budget = getattr(body, "max_tokens_budget", None) or agent.max_tokens_budget
+    if run_id is not None and runs.exists(tenant_id, run_id):
+        raise runs.RunExists(f"run {run_id} exists already", code="run_exists")
     session = _session_for(tenant_id, agent.agent_id, body.session_id)
+    run_id = run_id or new_id("run")
     run = Run(
-        run_id=new_id("run"),
+        run_id=run_id,
+        trigger_id=trigger_id or run_id,
+        replay_of=replay_of,
         agent_id=agent.agent_id,
         session_id=session.session_id,
         status="queued",
@@ -48,9 +62,23 @@ def _record(tenant_id: str, agent: Agent, body: RunCreate | SyncRunCreate, max_s
     return runs.create(tenant_id, run)
 
 
-def start_run(tenant_id: str, agent_id: str, body: RunCreate) -> Run:
+def start_run(
+    tenant_id: str,
+    agent_id: str,
+    body: RunCreate,
+    *,
+    run_id: str | None = None,
+    trigger_id: str | None = None,
+    replay_of: str | None = None,
+) -> Run:
+    """Record the run, then start its execution (named after the run). A caller that must never
+    start the same thing twice (a schedule's delivery, an event) passes a `run_id` derived from it:
+    the record's conditional write then refuses the duplicate with RunExists."""
     agent = agents.get(tenant_id, agent_id)
-    run = _record(tenant_id, agent, body, body.max_steps or agent.max_steps or DEFAULT_MAX_STEPS)
+    max_steps = body.max_steps or agent.max_steps or DEFAULT_MAX_STEPS
+    run = _record(
+        tenant_id, agent, body, max_steps, run_id=run_id, trigger_id=trigger_id, replay_of=replay_of
+    )
     state = RunState(tenant_id=tenant_id, run_id=run.run_id, max_steps=run.max_steps)
     sfn = aws.client("stepfunctions")
     try:

@@ -7,10 +7,10 @@ import base64
 import json
 from typing import Any
 
-from pynamodb.exceptions import DoesNotExist, UpdateError
+from pynamodb.exceptions import DoesNotExist, PutError, UpdateError
 from pynamodb.expressions.update import Action
 
-from stepwise.errors import Malformed, NotFound, RunStateError
+from stepwise.errors import Conflict, Malformed, NotFound, RunStateError
 from stepwise.models import TERMINAL_STATUSES, Run, RunError, RunStatus, ScriptTurn, Usage, utcnow
 from stepwise.store.tables import RunItem, bind, condition_failed, tenant_key
 
@@ -37,6 +37,7 @@ def _to_model(item: RunItem) -> Run:
         ),
         tools_executed=list(item.tools_executed) if item.tools_executed is not None else None,
         replay_of=item.replay_of,
+        trigger_id=item.trigger_id or item.run_id,
         metadata=item.metadata or {},
         script=[ScriptTurn.model_validate(t) for t in item.script] if item.script else None,
         created_at=item.created_at,
@@ -44,9 +45,13 @@ def _to_model(item: RunItem) -> Run:
     )
 
 
+class RunExists(Conflict):
+    """A run with this id was recorded before: a duplicate delivery of what started it."""
+
+
 def create(tenant_id: str, run: Run) -> Run:
     bind()
-    RunItem(
+    item = RunItem(
         tenant_id,
         run.run_id,
         agent_id=run.agent_id,
@@ -59,11 +64,23 @@ def create(tenant_id: str, run: Run) -> Run:
         max_tokens_budget=run.max_tokens_budget,
         tools_executed=run.tools_executed,
         replay_of=run.replay_of,
+        trigger_id=run.trigger_id or run.run_id,
         metadata=run.metadata,
         script=[t.model_dump(exclude_none=True) for t in run.script] if run.script else None,
         created_at=run.created_at,
-    ).save(condition=RunItem.run_id.does_not_exist())
+    )
+    try:
+        item.save(condition=RunItem.run_id.does_not_exist())
+    except PutError as exc:
+        if condition_failed(exc):
+            raise RunExists(f"run {run.run_id} exists already", code="run_exists") from exc
+        raise
     return run
+
+
+def exists(tenant_id: str, run_id: str) -> bool:
+    bind()
+    return RunItem.count(tenant_id, RunItem.run_id == run_id, consistent_read=True) > 0
 
 
 def _item(tenant_id: str, run_id: str) -> RunItem:

@@ -110,6 +110,7 @@ class RunItem(Model):
     # Absent means unknown; an empty list means checked and none. Appended before each tool runs.
     tools_executed = ListAttribute(of=UnicodeAttribute, null=True)
     replay_of = UnicodeAttribute(null=True)
+    trigger_id = UnicodeAttribute(null=True)
     metadata = JSONAttribute(null=True)
     script = JSONAttribute(null=True)
     created_at = UTCDateTimeAttribute()
