@@ -23,6 +23,7 @@ class Tables(BaseModel):
     runs: str = Field(alias="RUNS_TABLE")
     run_events: str = Field(alias="RUN_EVENTS_TABLE")
     interactions: str = Field(alias="INTERACTIONS_TABLE")
+    idempotency: str = Field(alias="IDEMPOTENCY_TABLE")
 
 
 class Runtime(BaseModel):
@@ -30,10 +31,19 @@ class Runtime(BaseModel):
     default_model: str = Field(default="scripted", min_length=1, alias="STEPWISE_MODEL")
 
 
-class ApiTargets(BaseModel):
-    """What only the API function needs: where runs start and where sync calls go."""
+class Machine(BaseModel):
+    """The agent-run state machine: the API starts runs on it, a finishing run starts the next queued one."""
 
     state_machine_arn: str = Field(alias="STATE_MACHINE_ARN")
+
+    def execution_arn(self, run_id: str) -> str:
+        """Executions are named after their run."""
+        return f"{self.state_machine_arn.replace(':stateMachine:', ':execution:', 1)}:{run_id}"
+
+
+class ApiTargets(BaseModel):
+    """What only the API function needs: where sync calls go."""
+
     model_step_function: str = Field(alias="MODEL_STEP_FUNCTION")
 
 
@@ -56,6 +66,11 @@ def runtime() -> Runtime:
 
 
 @cache
+def machine() -> Machine:
+    return _load(Machine)
+
+
+@cache
 def api_targets() -> ApiTargets:
     return _load(ApiTargets)
 
@@ -65,3 +80,4 @@ def reset() -> None:
     tables.cache_clear()
     runtime.cache_clear()
     api_targets.cache_clear()
+    machine.cache_clear()

@@ -8,6 +8,7 @@ from stepwise import events
 from stepwise.errors import HookDenied, NotFound, RunStateError, step_error_code
 from stepwise.hooks.run import fire
 from stepwise.models import Agent, FailedState, RunError, RunState, StepFailure
+from stepwise.start import start_next
 from stepwise.store import agents, runs, sessions
 from stepwise.store.sessions import USER_SLOT
 
@@ -62,6 +63,7 @@ def finalize(state: RunState) -> RunState:
         output = str(decision.modified_output)
     if runs.transition(state.tenant_id, state.run_id, "succeeded", allowed_from={"running"}, output=output):
         sessions.complete_run(state.tenant_id, run.session_id, run.run_id)
+        start_next(state.tenant_id, run.session_id, run.run_id)
         events.emit(
             state.tenant_id,
             state.run_id,
@@ -106,6 +108,7 @@ def fail(state: FailedState) -> RunState:
     ):
         events.emit(state.tenant_id, state.run_id, "run_failed", {"error": error.model_dump()})
         run = runs.get(state.tenant_id, state.run_id)
+        start_next(state.tenant_id, run.session_id, run.run_id)
         try:
             agent = agents.get(state.tenant_id, run.agent_id)
         except NotFound:

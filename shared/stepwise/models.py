@@ -345,6 +345,8 @@ class Session(BaseModel):
     created_at: datetime
     # Runs whose messages make up the history the model sees, in order.
     completed_runs: list[str] = Field(default_factory=list)
+    active_run_id: str | None = None
+    queue: list[str] = Field(default_factory=list)
 
 
 # --- Step Functions payloads (small control data only: ids, counters, decisions) ------------------
@@ -425,6 +427,7 @@ class RunAccepted(BaseModel):
     run_id: str
     session_id: str
     status: RunStatus
+    replay_of: str | None = None
 
 
 class SyncRunResult(BaseModel):

@@ -1,5 +1,11 @@
 """Starting runs: the record first, then the execution, whose name is the run id so a retried start can
-never create a second execution for the same run."""
+never create a second execution for the same run.
+
+Double texting: a session has at most one active run. A run started on a busy session is queued
+behind it (`enqueue`, the default), refused (`reject`: 409 session_busy) or put first while the active
+run is cancelled (`interrupt`). The session's conditional writes decide, so two concurrent starts can
+never both become active.
+"""
 
 from __future__ import annotations
 
@@ -17,16 +23,26 @@ class StartFailed(Unavailable):
     code = "start_failed"
 
 
-def _session_for(tenant_id: str, agent_id: str, session_id: str | None) -> Session:
+def _busy(session: Session) -> Conflict:
+    return Conflict(
+        "the session has an active run; wait for it, cancel it, or start with multitask_strategy "
+        "enqueue or interrupt",
+        code="session_busy",
+        details={"active_run_id": session.active_run_id},
+    )
+
+
+def _session_for(tenant_id: str, agent_id: str, session_id: str | None, run_id: str) -> tuple[Session, bool]:
+    """The run's session, and whether the run already holds it (a new session is born held)."""
     if session_id is None:
-        return sessions.create(tenant_id, new_id("ses"), agent_id)
+        return sessions.create(tenant_id, new_id("ses"), agent_id, active_run_id=run_id), True
     session = sessions.get(tenant_id, session_id)
     if session.agent_id != agent_id:
         raise Conflict(
             f"session {session_id} belongs to another agent; start a new session for this one",
             code="session_agent_mismatch",
         )
-    return session
+    return session, False
 
 
 def _record(
@@ -38,12 +54,15 @@ def _record(
     run_id: str | None = None,
     trigger_id: str | None = None,
     replay_of: str | None = None,
-) -> Run:
+) -> tuple[Run, bool]:
     budget = getattr(body, "max_tokens_budget", None) or agent.max_tokens_budget
     if run_id is not None and runs.exists(tenant_id, run_id):
         raise runs.RunExists(f"run {run_id} exists already", code="run_exists")
-    session = _session_for(tenant_id, agent.agent_id, body.session_id)
     run_id = run_id or new_id("run")
+    strategy = getattr(body, "multitask_strategy", "enqueue")
+    session, held = _session_for(tenant_id, agent.agent_id, body.session_id, run_id)
+    if not held and strategy == "reject" and session.active_run_id:
+        raise _busy(session)  # before anything is written: a refused start leaves nothing behind
     run = Run(
         run_id=run_id,
         trigger_id=trigger_id or run_id,
@@ -59,33 +78,16 @@ def _record(
         script=body.script,
         created_at=utcnow(),
     )
-    return runs.create(tenant_id, run)
+    return runs.create(tenant_id, run), held
 
 
-def start_run(
-    tenant_id: str,
-    agent_id: str,
-    body: RunCreate,
-    *,
-    run_id: str | None = None,
-    trigger_id: str | None = None,
-    replay_of: str | None = None,
-) -> Run:
-    """Record the run, then start its execution (named after the run). A caller that must never
-    start the same thing twice (a schedule's delivery, an event) passes a `run_id` derived from it:
-    the record's conditional write then refuses the duplicate with RunExists."""
-    agent = agents.get(tenant_id, agent_id)
-    max_steps = body.max_steps or agent.max_steps or DEFAULT_MAX_STEPS
-    run = _record(
-        tenant_id, agent, body, max_steps, run_id=run_id, trigger_id=trigger_id, replay_of=replay_of
-    )
+def launch(tenant_id: str, run: Run) -> None:
+    """Start the run's execution (once: the execution is named after the run)."""
     state = RunState(tenant_id=tenant_id, run_id=run.run_id, max_steps=run.max_steps)
     sfn = aws.client("stepfunctions")
     try:
         sfn.start_execution(
-            stateMachineArn=config.api_targets().state_machine_arn,
-            name=run.run_id,
-            input=state.model_dump_json(),
+            stateMachineArn=config.machine().state_machine_arn, name=run.run_id, input=state.model_dump_json()
         )
     except sfn.exceptions.ExecutionAlreadyExists:
         pass  # this run's execution started already: the start was retried
@@ -97,14 +99,69 @@ def start_run(
             allowed_from={"queued"},
             error={"code": "start_failed", "message": "the run's execution could not be started"},
         )
+        sessions.release(tenant_id, run.session_id, run.run_id)
         raise StartFailed("the run could not be started; it is recorded as failed, try again") from exc
+
+
+def _take_turn(tenant_id: str, run: Run, strategy: str) -> bool:
+    """Hold the session for `run`, or queue it. True when it may start now."""
+    for _ in range(10):  # the active run may end between our two writes: then claim again
+        if sessions.claim(tenant_id, run.session_id, run.run_id):
+            return True
+        if strategy == "reject":
+            runs.delete(tenant_id, run.run_id)  # lost a race to another start: undo our record
+            raise _busy(sessions.get(tenant_id, run.session_id))
+        if sessions.enqueue(tenant_id, run.session_id, run.run_id, first=strategy == "interrupt"):
+            if strategy == "interrupt":
+                from stepwise.cancel import cancel_active  # cancel hands the session on through start
+
+                cancel_active(tenant_id, run.session_id, reason=f"interrupted by run {run.run_id}")
+            return False
+    raise Conflict("the session is too busy to start a run right now; try again", code="session_busy")
+
+
+def start_run(
+    tenant_id: str,
+    agent_id: str,
+    body: RunCreate,
+    *,
+    run_id: str | None = None,
+    trigger_id: str | None = None,
+    replay_of: str | None = None,
+) -> Run:
+    """Record the run, then start its execution, or queue it behind its session's active run.
+
+    A caller that must never start the same thing twice (a schedule's delivery, an event) passes a
+    `run_id` derived from it: the record's conditional write then refuses the duplicate (RunExists)."""
+    agent = agents.get(tenant_id, agent_id)
+    max_steps = body.max_steps or agent.max_steps or DEFAULT_MAX_STEPS
+    run, held = _record(
+        tenant_id, agent, body, max_steps, run_id=run_id, trigger_id=trigger_id, replay_of=replay_of
+    )
+    if held or _take_turn(tenant_id, run, body.multitask_strategy):
+        launch(tenant_id, run)
     return run
+
+
+def start_next(tenant_id: str, session_id: str, ended_run_id: str) -> str | None:
+    """A run has ended: give its session to the next queued run and start it."""
+    next_run_id = sessions.release(tenant_id, session_id, ended_run_id)
+    if next_run_id is None:
+        return None
+    next_run = runs.get(tenant_id, next_run_id)
+    if next_run.status == "queued":
+        launch(tenant_id, next_run)
+        return next_run_id
+    return start_next(tenant_id, session_id, next_run_id)  # it was cancelled while queued: skip it
 
 
 def run_sync(tenant_id: str, agent_id: str, body: SyncRunCreate) -> Run:
     """One model call without tools, answered in the response. The model step runs in its own function
     (the API never imports the model SDK), invoked synchronously."""
-    run = _record(tenant_id, agents.get(tenant_id, agent_id), body, 1)
+    run, held = _record(tenant_id, agents.get(tenant_id, agent_id), body, 1)
+    if not held and not sessions.claim(tenant_id, run.session_id, run.run_id):
+        runs.delete(tenant_id, run.run_id)
+        raise _busy(sessions.get(tenant_id, run.session_id))
     payload: dict[str, Any] = {"mode": "sync", "tenant_id": tenant_id, "run_id": run.run_id}
     response = aws.client("lambda").invoke(
         FunctionName=config.api_targets().model_step_function,

@@ -1,16 +1,18 @@
 """/v1/agents/{id}/runs, /v1/agents/{id}/run and /v1/runs."""
 
 import json
-from typing import Annotated
+from collections.abc import Callable
+from functools import cache
+from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Query
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 
-from stepwise import events, start
+from stepwise import cancel, config, events, replay, start
 from stepwise.api.context import tenant
 from stepwise.api.responses import json_response
-from stepwise.errors import BadGateway, Malformed, Unavailable
+from stepwise.errors import BadGateway, Conflict, Malformed, Unavailable, Unprocessable
 from stepwise.models import RunAccepted, RunCreate, RunList, RunStatus, RunView, SyncRunCreate, SyncRunResult
 from stepwise.store import runs
 
@@ -19,10 +21,78 @@ router = APIGatewayHttpRouter()
 STREAM_WAIT = 20.0
 
 
+IDEMPOTENCY_HOURS = 24
+
+
+@cache
+def _idempotent_start() -> Callable[..., dict[str, Any]]:
+    """start_run behind Powertools idempotency, keyed by tenant, agent and Idempotency-Key, with the
+    body as the payload to validate: the same key and body give the same run; another body is a 422."""
+    from aws_lambda_powertools.utilities.idempotency import (
+        DynamoDBPersistenceLayer,
+        IdempotencyConfig,
+        idempotent_function,
+    )
+
+    persistence = DynamoDBPersistenceLayer(table_name=config.tables().idempotency)
+    settings = IdempotencyConfig(
+        event_key_jmespath="[tenant_id, agent_id, key]",
+        payload_validation_jmespath="body",
+        expires_after_seconds=IDEMPOTENCY_HOURS * 3600,
+    )
+
+    @idempotent_function(data_keyword_argument="request", persistence_store=persistence, config=settings)
+    def start_once(request: dict[str, Any]) -> dict[str, Any]:
+        body = RunCreate.model_validate(request["body"])
+        run = start.start_run(request["tenant_id"], request["agent_id"], body)
+        return {"run_id": run.run_id, "session_id": run.session_id, "status": run.status}
+
+    return start_once
+
+
 @router.post("/v1/agents/<agent_id>/runs")
 def create_run(agent_id: str, body: RunCreate) -> Response[RunAccepted]:
-    run = start.start_run(tenant(router), agent_id, body)
-    return json_response({"run_id": run.run_id, "session_id": run.session_id, "status": run.status}, 202)
+    tenant_id = tenant(router)
+    key = router.current_event.headers.get("idempotency-key")
+    if not key:
+        run = start.start_run(tenant_id, agent_id, body)
+        return json_response({"run_id": run.run_id, "session_id": run.session_id, "status": run.status}, 202)
+    from aws_lambda_powertools.utilities.idempotency.exceptions import (
+        IdempotencyAlreadyInProgressError,
+        IdempotencyValidationError,
+    )
+
+    request = {"tenant_id": tenant_id, "agent_id": agent_id, "key": key, "body": body.model_dump(mode="json")}
+    try:
+        accepted = _idempotent_start()(request=request)
+    except IdempotencyValidationError:
+        raise Unprocessable(
+            "this Idempotency-Key was already used with a different body", code="idempotency_key_reused"
+        ) from None
+    except IdempotencyAlreadyInProgressError:
+        raise Conflict(
+            "a request with this Idempotency-Key is in progress; retry shortly", code="request_in_progress"
+        ) from None
+    return json_response(accepted, 202)
+
+
+@router.post("/v1/runs/<run_id>/cancel")
+def cancel_run(run_id: str) -> Response[RunView]:
+    return json_response(cancel.cancel(tenant(router), run_id).public())
+
+
+@router.post("/v1/runs/<run_id>/replay")
+def replay_run(run_id: str, force: Annotated[bool, Query()] = False) -> Response[RunAccepted]:
+    run = replay.replay(tenant(router), run_id, force=force)
+    return json_response(
+        {
+            "run_id": run.run_id,
+            "session_id": run.session_id,
+            "status": run.status,
+            "replay_of": run.replay_of,
+        },
+        201,
+    )
 
 
 @router.post("/v1/agents/<agent_id>/run")

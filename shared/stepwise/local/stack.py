@@ -64,6 +64,7 @@ class Resolver:
             "AWS::AccountId": ACCOUNT,
             "AWS::StackName": STACK_NAME,
             "AWS::URLSuffix": "amazonaws.com",
+            "AWS::Partition": "aws",
         }
         if name in pseudo:
             return pseudo[name]
@@ -261,9 +262,10 @@ def _bring_up(template: dict[str, Any], mock: Any) -> LocalStack:
         resolver.physical[logical] = logical
         resolver.arns[logical] = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{logical}"
     machines = {k: v for k, v in resources.items() if v["Type"] == "AWS::Serverless::StateMachine"}
-    for logical in machines:
+    for logical, res in machines.items():
+        name = resolver.resolve(res["Properties"].get("Name", logical))
         resolver.physical[logical] = resolver.arns[logical] = (
-            f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:{logical}"
+            f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:{name}"
         )
 
     # Environment: the functions share one process, so their variables must agree.
@@ -313,7 +315,10 @@ def _bring_up(template: dict[str, Any], mock: Any) -> LocalStack:
         for name, value in resolver.resolve(props.get("DefinitionSubstitutions", {})).items():
             definition = definition.replace("${" + name + "}", str(value))
         state_machine_arn = sfn.create_state_machine(
-            name=logical, definition=definition, roleArn=role, type=props.get("Type", "STANDARD")
+            name=resolver.physical[logical].rsplit(":", 1)[-1],
+            definition=definition,
+            roleArn=role,
+            type=props.get("Type", "STANDARD"),
         )["stateMachineArn"]
 
     api_keys = local_api_keys()

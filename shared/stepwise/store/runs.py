@@ -78,6 +78,12 @@ def create(tenant_id: str, run: Run) -> Run:
     return run
 
 
+def delete(tenant_id: str, run_id: str) -> None:
+    """Only for a run whose start was refused before it began (nothing else references it)."""
+    bind()
+    RunItem(tenant_id, run_id).delete(condition=RunItem.status == "queued")
+
+
 def exists(tenant_id: str, run_id: str) -> bool:
     bind()
     return RunItem.count(tenant_id, RunItem.run_id == run_id, consistent_read=True) > 0

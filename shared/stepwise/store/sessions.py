@@ -3,7 +3,7 @@ history. Messages are OpenAI chat-format dicts; their sort key orders them by ru
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from pynamodb.exceptions import DoesNotExist, UpdateError
 
@@ -29,15 +29,19 @@ def _not_found(session_id: str) -> NotFound:
     return NotFound(f"session {session_id} not found", code="session_not_found")
 
 
-def create(tenant_id: str, session_id: str, agent_id: str) -> Session:
+def create(tenant_id: str, session_id: str, agent_id: str, active_run_id: str | None = None) -> Session:
+    """A new session, already held by its first run when one is given."""
     bind()
-    session = Session(session_id=session_id, agent_id=agent_id, created_at=utcnow())
+    session = Session(
+        session_id=session_id, agent_id=agent_id, created_at=utcnow(), active_run_id=active_run_id
+    )
     SessionItem(
         tenant_key(tenant_id, session_id),
         SHELL,
         agent_id=agent_id,
         created_at=session.created_at,
         completed_runs=[],
+        active_run_id=active_run_id,
     ).save(condition=SessionItem.pk.does_not_exist())
     return session
 
@@ -53,6 +57,8 @@ def get(tenant_id: str, session_id: str) -> Session:
         agent_id=item.agent_id or "",
         created_at=item.created_at,
         completed_runs=list(item.completed_runs or []),
+        active_run_id=item.active_run_id,
+        queue=list(item.queue or []),
     )
 
 
@@ -122,6 +128,64 @@ def complete_run(tenant_id: str, session_id: str, run_id: str) -> None:
     except UpdateError as exc:
         if not condition_failed(exc):  # already recorded: a retry of the same step
             raise
+
+
+def _update(tenant_id: str, session_id: str, actions: list[Any], condition: Any) -> bool:
+    bind()
+    try:
+        SessionItem(tenant_key(tenant_id, session_id), SHELL).update(actions=actions, condition=condition)
+    except UpdateError as exc:
+        if condition_failed(exc):
+            return False
+        raise
+    return True
+
+
+def claim(tenant_id: str, session_id: str, run_id: str) -> bool:
+    """Make `run_id` the session's active run if none is: two concurrent starts cannot both win."""
+    return _update(
+        tenant_id,
+        session_id,
+        [SessionItem.active_run_id.set(run_id)],
+        SessionItem.pk.exists()
+        & (SessionItem.active_run_id.does_not_exist() | (SessionItem.active_run_id == run_id)),
+    )
+
+
+def enqueue(tenant_id: str, session_id: str, run_id: str, *, first: bool = False) -> bool:
+    """Queue `run_id` behind the active run (at the front for `first`). False when no run is active
+    any more: the caller claims instead."""
+    queue = SessionItem.queue | []
+    action = queue.prepend([run_id]) if first else queue.append([run_id])
+    return _update(tenant_id, session_id, [SessionItem.queue.set(action)], SessionItem.active_run_id.exists())
+
+
+def release(tenant_id: str, session_id: str, run_id: str) -> str | None:
+    """`run_id` has ended: hand the session to the first queued run (returned, to be started), or
+    free it. A run that was only queued is taken out of the queue."""
+    for _ in range(20):  # optimistic: retried when a concurrent enqueue changed the queue
+        session = get(tenant_id, session_id)
+        queue = session.queue
+        if session.active_run_id != run_id:
+            if run_id not in queue:
+                return None
+            remaining = [r for r in queue if r != run_id]
+            taken_out = SessionItem.queue.set(cast(Any, remaining))
+            if _update(tenant_id, session_id, [taken_out], SessionItem.queue == queue):
+                return None
+            continue
+        if queue:
+            actions = [SessionItem.active_run_id.set(queue[0]), SessionItem.queue.set(cast(Any, queue[1:]))]
+            condition = (SessionItem.active_run_id == run_id) & (SessionItem.queue == queue)
+            if _update(tenant_id, session_id, actions, condition):
+                return queue[0]
+            continue
+        condition = (SessionItem.active_run_id == run_id) & (
+            SessionItem.queue.does_not_exist() | (SessionItem.queue == [])
+        )
+        if _update(tenant_id, session_id, [SessionItem.active_run_id.remove()], condition):
+            return None
+    raise RuntimeError(f"session {session_id} kept changing; could not release run {run_id}")
 
 
 def delete(tenant_id: str, session_id: str) -> None:

@@ -63,6 +63,9 @@ class SessionItem(Model):
     agent_id = UnicodeAttribute(null=True)
     created_at = UTCDateTimeAttribute(null=True)
     completed_runs = ListAttribute(of=UnicodeAttribute, null=True)
+    # Double texting: at most one active run per session; later ones wait in `queue`, in order.
+    active_run_id = UnicodeAttribute(null=True)
+    queue = ListAttribute(of=UnicodeAttribute, null=True)
     run_id = UnicodeAttribute(null=True)
     message = JSONAttribute(null=True)
     expires_at = TTLAttribute(null=True)

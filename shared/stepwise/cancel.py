@@ -1,0 +1,42 @@
+"""Cancelling a run: stop its execution, close what it waits on, hand its session on."""
+
+from __future__ import annotations
+
+import contextlib
+
+from botocore.exceptions import ClientError
+
+from stepwise import aws, config, events
+from stepwise.errors import Conflict
+from stepwise.models import Run
+from stepwise.start import start_next
+from stepwise.store import interactions, runs, sessions
+
+ACTIVE = {"queued", "running", "waiting"}
+
+
+def cancel(tenant_id: str, run_id: str, *, reason: str = "cancelled on request") -> Run:
+    run = runs.get(tenant_id, run_id)
+    if run.done:
+        raise Conflict(f"run {run_id} already {run.status}; there is nothing to cancel", code="run_finished")
+    try:
+        aws.client("stepfunctions").stop_execution(
+            executionArn=config.machine().execution_arn(run_id), error="Cancelled", cause=reason[:256]
+        )
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") != "ExecutionDoesNotExist":
+            raise  # a queued run that never started has no execution: nothing to stop
+    error = {"code": "cancelled", "message": reason}
+    if runs.transition(tenant_id, run_id, "cancelled", allowed_from=ACTIVE, error=error):
+        for pending in interactions.for_run(tenant_id, run_id, "pending"):
+            interactions.close(tenant_id, pending.interaction_id, "closed")  # its links now answer 410
+        events.emit(tenant_id, run_id, "run_cancelled", {"reason": reason})
+        start_next(tenant_id, run.session_id, run_id)
+    return runs.get(tenant_id, run_id)
+
+
+def cancel_active(tenant_id: str, session_id: str, *, reason: str) -> None:
+    active = sessions.get(tenant_id, session_id).active_run_id
+    if active is not None:
+        with contextlib.suppress(Conflict):  # it ended on its own meanwhile: the session moved on already
+            cancel(tenant_id, active, reason=reason)
