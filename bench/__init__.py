@@ -5,5 +5,8 @@ a table and writes bench/results/latest.json (partial.json when only some ran).
 - cold_imports    import time of every handler module in a fresh interpreter, and who imports litellm
 - loop_overhead   local wall time per ReAct step with the scripted model (moto + in-process Lambdas)
 - transitions     Step Functions state transitions, history events and Lambda invocations per step/call
+- approvals       nothing runs while a run waits; decision → tool time; what an approved call adds
 - dynamodb_ops    DynamoDB requests per step/call, by function and operation
+- streaming       chunk events (DynamoDB writes) per 1,000 streamed tokens; the model step's wall time
+                  (real litellm against tests/fakes/openai_server.py)
 """

@@ -23,7 +23,7 @@ from typing import Any
 from bench.harness import Section, close_local
 
 # In this order: cold_imports before any stack exists; loop_overhead first on the stack, so its first
-# run is the cold one.
+# run is the cold one; streaming last, as it points litellm at a fake server for a while.
 BENCHMARKS = ["cold_imports", "loop_overhead", "transitions", "approvals", "dynamodb_ops", "streaming"]
 RESULTS = Path(__file__).resolve().parent / "results"
 NAME_WIDTH = 64

@@ -34,6 +34,7 @@ MODEL_FUNCTION = "ModelStepFunction"
 FAST_TOKENS = 4_000
 SLOW_TOKENS = 500
 SLOW_RATE = 50.0  # deltas (≈ tokens) a second: a brisk hosted model
+SSE_EXTRA = 3  # events the fake sends besides content deltas: role, finish_reason, usage
 PROMPT_TOKENS = 40  # reported by the fake; the figure is about completion tokens
 # Common words that cl100k encodes as one token with their leading space (checked at run time).
 VOCABULARY = (
@@ -42,15 +43,15 @@ VOCABULARY = (
     "file line word part case point fact group week month year day people company system state city "
     "before after because when while where which who this these those some many most other new old "
     "good great small large long first last next same different important public private open close"
-).split()
+)
 
 
 def _answer(tokens: int, seed: int) -> tuple[str, int]:
     """A text of `tokens` one-token words and its cl100k token count (litellm's bundled encoding)."""
     import litellm
 
-    encoding = litellm.encoding
-    words = [w for w in dict.fromkeys(VOCABULARY) if len(encoding.encode(" " + w)) == 1]
+    encoding: Any = litellm.encoding  # tiktoken.Encoding, cl100k_base
+    words = [w for w in dict.fromkeys(VOCABULARY.split()) if len(encoding.encode(" " + w)) == 1]
     rng = random.Random(seed)
     text = " ".join(rng.choice(words) for _ in range(tokens))
     return text, len(encoding.encode(text))
@@ -132,9 +133,7 @@ def _measure(
         raise RuntimeError(f"chunk events of {result.run_id} do not rebuild the answer")
     view = env.stack.invoke_api("GET", f"/v1/runs/{result.run_id}")[2]
     started = next(e["at"] for e in events if e["type"] == "step_started")
-    writes = [
-        r for r in recorder.requests[mark:] if r.function == MODEL_FUNCTION and r.operation in WRITES
-    ]
+    writes = [r for r in recorder.requests[mark:] if r.function == MODEL_FUNCTION and r.operation in WRITES]
     model_seconds = sum(s for f, s in timings[timed:] if f == MODEL_FUNCTION)
     return {
         "run_id": result.run_id,
@@ -145,9 +144,24 @@ def _measure(
         "chunk_sizes": [len(e["data"]["text"]) for e in chunks],
         "model_step_writes": len(writes),
         "model_step_ms": model_seconds * 1000,
-        "first_chunk_ms": (_when(chunks[0]["at"]) - _when(started)).total_seconds() * 1000 if chunks else None,
+        "first_chunk_ms": (_when(chunks[0]["at"]) - _when(started)).total_seconds() * 1000
+        if chunks
+        else None,
         "output_matches": view.get("output") == answer,
     }
+
+
+def _client_only(answer: str) -> float:
+    """ms for one streamed turn through complete() in this thread, text collected in a list."""
+    from stepwise.llm.client import complete
+
+    deltas: list[str] = []
+    began = time.perf_counter()
+    complete(model=MODEL, messages=[{"role": "user", "content": "hello"}], tools=None, on_text=deltas.append)
+    took = (time.perf_counter() - began) * 1000
+    if "".join(deltas) != answer:
+        raise RuntimeError("complete() did not stream the answer it was given")
+    return took
 
 
 def _per_thousand(run: dict[str, Any]) -> float:
@@ -176,6 +190,9 @@ def run() -> Section:
             fast = _measure(env, recorder, timings, agent_id, fast_text, fast_tokens)
             fake.text(fast_text, chunks=1).usage(PROMPT_TOKENS, fast_tokens)
             whole = _measure(env, recorder, timings, agent_id, fast_text, fast_tokens)
+            # The same stream through stepwise.llm.client.complete alone: no stack, no chunk writes.
+            fake.text(fast_text, chunks=fast_deltas).usage(PROMPT_TOKENS, fast_tokens)
+            client_ms = _client_only(fast_text)
             with _paced(1 / SLOW_RATE):
                 fake.text(slow_text, chunks=slow_deltas).usage(PROMPT_TOKENS, slow_tokens)
                 slow = _measure(env, recorder, timings, agent_id, slow_text, slow_tokens)
@@ -192,7 +209,9 @@ def run() -> Section:
         digits=2,
     )
     extra_chunks = fast["chunk_events"] - whole["chunk_events"]
-    per_chunk = (fast["model_step_writes"] - whole["model_step_writes"]) / extra_chunks if extra_chunks else None
+    per_chunk = (
+        (fast["model_step_writes"] - whole["model_step_writes"]) / extra_chunks if extra_chunks else None
+    )
     section.add(
         "  DynamoDB write requests per chunk event",
         per_chunk,
@@ -233,17 +252,25 @@ def run() -> Section:
         digits=0,
     )
     section.add(
+        "  the same stream through complete() alone",
+        client_ms,
+        "ms",
+        "stepwise.llm.client outside the stack: litellm + OpenAI SDK, no chunk writes",
+        digits=0,
+    )
+    section.add(
         "  model-step cost per streamed delta",
         (fast["model_step_ms"] - whole["model_step_ms"]) * 1000 / max(fast_deltas - 1, 1),
         "µs",
-        "(fast − 1 delta) / extra deltas: litellm's stream wrapper, the batcher, the fake's writes",
+        "(fast − 1 delta) / extra deltas; the fake server shares this process (and its GIL)",
         digits=0,
     )
     section.add(
         f"model step wall time, slow stream ({slow_deltas} deltas at {SLOW_RATE:.0f}/s)",
         slow["model_step_ms"],
         "ms",
-        f"the stream alone takes ≥ {slow_deltas / SLOW_RATE * 1000:,.0f} ms",
+        f"the fake sleeps {(slow_deltas + SSE_EXTRA) / SLOW_RATE * 1000:,.0f} ms pacing its "
+        f"{slow_deltas + SSE_EXTRA} SSE events",
         digits=0,
     )
     section.add(
@@ -267,5 +294,6 @@ def run() -> Section:
         "chunk_seconds": CHUNK_SECONDS,
         "slow_rate": SLOW_RATE,
         "runs": {"warmup": warm, "fast": fast, "one_delta": whole, "slow": slow},
+        "client_only_ms": client_ms,
     }
     return section

@@ -45,6 +45,16 @@ def entered_by_state(history: list[dict[str, Any]]) -> dict[str, int]:
     )
 
 
+def _per_call_states(runs: list[dict[str, Any]]) -> list[str]:
+    """The states entered once per tool call, read off a run whose call count differs from its steps
+    and from its tool-using steps (so Map and per-step states cannot be mistaken for per-call ones)."""
+    for r in runs:
+        calls = r["tool_calls"]
+        if r["status"] == "succeeded" and calls not in (r["steps"], r["steps"] - 1):
+            return [state for state, n in r["entered"].items() if n == calls]
+    return []
+
+
 def run() -> Section:
     section = Section("Step Functions state transitions, history events, Lambda invocations")
     env = local()
@@ -132,6 +142,12 @@ def run() -> Section:
     section.notes.append(
         "states entered in the canonical run: " + ", ".join(f"{k} ×{v}" for k, v in canon["entered"].items())
     )
+    per_call = _per_call_states(runs)
+    if per_call:
+        section.notes.append(
+            f"an allowed call's Map iteration enters {', '.join(per_call)} ({len(per_call)} transitions); "
+            "an approved one: bench/approvals.py"
+        )
     width = max(len(r["shape"]) for r in runs)
     for r in runs:
         inv = ", ".join(f"{k.removesuffix('Function')} {v}" for k, v in r["invocations"].items() if v)
