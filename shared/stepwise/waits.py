@@ -89,7 +89,6 @@ def handle(event: dict[str, Any]) -> dict[str, Any]:
         return {"interaction_id": wait.interaction_id, "status": "answered"}
     if interaction.status != "pending":
         return {"interaction_id": wait.interaction_id, "status": interaction.status}
-    runs.transition(wait.tenant_id, wait.run_id, "waiting", allowed_from={"running", "waiting"})
     data: dict[str, Any] = {
         "interaction_id": interaction.interaction_id,
         "tool_call_id": interaction.tool_call_id,
@@ -100,7 +99,10 @@ def handle(event: dict[str, Any]) -> dict[str, Any]:
         data["approval_url"] = url = approval_link(wait.tenant_id, interaction)
         data["expires_at"] = interaction.deadline.isoformat()
         events.emit(wait.tenant_id, wait.run_id, "approval_requested", data)
-        _tell_humans(wait.tenant_id, interaction, url)
     else:
         events.emit(wait.tenant_id, wait.run_id, "client_tool_requested", data)
+    # After the event, so a client that sees "waiting" finds what it waits for in the events.
+    runs.transition(wait.tenant_id, wait.run_id, "waiting", allowed_from={"running", "waiting"})
+    if interaction.kind == "approval":
+        _tell_humans(wait.tenant_id, interaction, data["approval_url"])
     return {"interaction_id": wait.interaction_id, "status": "pending"}
