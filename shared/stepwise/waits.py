@@ -96,7 +96,7 @@ def handle(event: dict[str, Any]) -> dict[str, Any]:
         "arguments": interaction.arguments,
     }
     if interaction.kind == "approval":
-        data["approval_url"] = url = approval_link(wait.tenant_id, interaction)
+        data["approval_url"] = approval_link(wait.tenant_id, interaction)
         data["expires_at"] = interaction.deadline.isoformat()
         events.emit(wait.tenant_id, wait.run_id, "approval_requested", data)
     else:

@@ -25,7 +25,7 @@ IDEMPOTENCY_HOURS = 24
 
 
 @cache
-def _idempotent_start() -> Callable[..., dict[str, Any]]:
+def _idempotent_start() -> tuple[Any, Callable[..., dict[str, Any]]]:
     """start_run behind Powertools idempotency, keyed by tenant, agent and Idempotency-Key, with the
     body as the payload to validate: the same key and body give the same run; another body is a 422."""
     from aws_lambda_powertools.utilities.idempotency import (
@@ -47,7 +47,7 @@ def _idempotent_start() -> Callable[..., dict[str, Any]]:
         run = start.start_run(request["tenant_id"], request["agent_id"], body)
         return {"run_id": run.run_id, "session_id": run.session_id, "status": run.status}
 
-    return start_once
+    return settings, start_once
 
 
 @router.post("/v1/agents/<agent_id>/runs")
@@ -64,7 +64,9 @@ def create_run(agent_id: str, body: RunCreate) -> Response[RunAccepted]:
 
     request = {"tenant_id": tenant_id, "agent_id": agent_id, "key": key, "body": body.model_dump(mode="json")}
     try:
-        accepted = _idempotent_start()(request=request)
+        settings, start_once = _idempotent_start()
+        settings.register_lambda_context(router.lambda_context)  # in-progress records expire with the call
+        accepted = start_once(request=request)
     except IdempotencyValidationError:
         raise Unprocessable(
             "this Idempotency-Key was already used with a different body", code="idempotency_key_reused"
