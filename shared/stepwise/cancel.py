@@ -29,7 +29,7 @@ def cancel(tenant_id: str, run_id: str, *, reason: str = "cancelled on request")
     error = {"code": "cancelled", "message": reason}
     if runs.transition(tenant_id, run_id, "cancelled", allowed_from=ACTIVE, error=error):
         for pending in interactions.for_run(tenant_id, run_id, "pending"):
-            interactions.close(tenant_id, pending.interaction_id, "closed")  # its links now answer 410
+            interactions.close(tenant_id, pending.interaction_id, "expired")  # its links now answer 410
         events.emit(tenant_id, run_id, "run_cancelled", {"reason": reason})
         start_next(tenant_id, run.session_id, run_id)
     return runs.get(tenant_id, run_id)

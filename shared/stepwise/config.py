@@ -23,12 +23,20 @@ class Tables(BaseModel):
     runs: str = Field(alias="RUNS_TABLE")
     run_events: str = Field(alias="RUN_EVENTS_TABLE")
     interactions: str = Field(alias="INTERACTIONS_TABLE")
+    effects: str = Field(alias="EFFECTS_TABLE")
+    schedules: str = Field(alias="SCHEDULES_TABLE")
     idempotency: str = Field(alias="IDEMPOTENCY_TABLE")
 
 
 class Runtime(BaseModel):
     events_ttl_days: int = Field(default=90, ge=1, alias="STEPWISE_EVENTS_TTL_DAYS")
+    # A session's messages expire like run events unless told otherwise; its shell never does.
+    messages_ttl_days: int | None = Field(default=None, ge=1, alias="STEPWISE_MESSAGES_TTL_DAYS")
     default_model: str = Field(default="scripted", min_length=1, alias="STEPWISE_MODEL")
+
+    @property
+    def message_retention_days(self) -> int:
+        return self.messages_ttl_days or self.events_ttl_days
 
 
 class Machine(BaseModel):

@@ -17,10 +17,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from stepwise import events
+from stepwise import events, ledger
 from stepwise.errors import RunStateError
 from stepwise.models import Agent, ClientTool, HttpTool, Run, ToolCallTask
-from stepwise.store import agents, interactions, runs, sessions
+from stepwise.store import agents, effects, interactions, runs, sessions
 from stepwise.store.sessions import ASSISTANT_SLOT, tool_slot
 from stepwise.tools import registry
 from stepwise.tools.base import ToolResult
@@ -49,7 +49,7 @@ def _arguments(raw: str) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-def _store(task: GateTask, run: Run, result: ToolResult) -> GateOutcome:
+def _store(task: GateTask, run: Run, result: ToolResult, flags: dict[str, Any] | None = None) -> GateOutcome:
     ref = task.tool_call
     sessions.put_message(
         task.tenant_id,
@@ -63,6 +63,7 @@ def _store(task: GateTask, run: Run, result: ToolResult) -> GateOutcome:
     payload.update(
         {"output": result.output} if result.error is None else {"error": result.error.model_dump()}
     )
+    payload.update(flags or {})
     events.emit(task.tenant_id, run.run_id, "tool_result", payload)
     return GateOutcome(tool_call_id=ref.id, status="done")
 
@@ -71,10 +72,26 @@ def _execute(
     task: GateTask, run: Run, agent: Agent, tool: HttpTool, arguments: dict[str, Any]
 ) -> GateOutcome:
     runs.record_tool_executed(task.tenant_id, run.run_id, tool.name)  # before it acts: a crash still counts
-    result = registry.execute(tool, arguments)
-    return _store(
-        task, run, registry.after_tool_use(task.tenant_id, run, agent, tool.name, arguments, result)
+    scope = ledger.CallScope(
+        tenant_id=task.tenant_id,
+        agent_id=run.agent_id,
+        run_id=run.run_id,
+        trigger_id=run.trigger_id or run.run_id,
+        step=task.step,
+        tool_call_id=task.tool_call.id,
     )
+    # Through the effects ledger: at most once per effect key, and a deduplicated call answers with the
+    # stored result. PostToolUse hooks see whatever the call answered, as this run's hooks.
+    guarded = ledger.guard(scope, tool, arguments, lambda key: _call(tool, arguments, key), store=effects)
+    result = registry.after_tool_use(task.tenant_id, run, agent, tool.name, arguments, guarded.result)
+    return _store(task, run, result, guarded.flags())
+
+
+def _call(tool: HttpTool, arguments: dict[str, Any], idempotency_key: str) -> ToolResult:
+    # registry.execute takes no Idempotency-Key yet; this is its HTTP branch with the ledger's key.
+    from stepwise.tools.http_tool import call_http_tool  # httpx loads only where tools run
+
+    return call_http_tool(tool, arguments, idempotency_key=idempotency_key)
 
 
 def _pause(

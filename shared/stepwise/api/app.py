@@ -11,7 +11,7 @@ from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from aws_lambda_powertools.event_handler.openapi.models import HTTPBearer, Server
 
-from stepwise.api import agents, approvals, hooks, interactions, runs, sessions
+from stepwise.api import agents, approvals, hooks, interactions, runs, schedules, sessions
 from stepwise.api.auth import is_public, tenant_from_event
 from stepwise.api.responses import error_response, from_error, json_response
 from stepwise.errors import ApiError, Malformed, PayloadTooLarge
@@ -43,6 +43,7 @@ def build() -> APIGatewayHttpResolver:
     app.include_router(interactions.router)
     app.include_router(hooks.router)
     app.include_router(approvals.router)
+    app.include_router(schedules.router)
 
     @app.get("/v1/health", security=[])
     def health() -> Response[dict[str, str]]:

@@ -48,6 +48,7 @@ def main() -> int:
   docs       {base}/v1/docs   (spec: {base}/v1/openapi.json; both need the key)
   demo agent {agent_id}   (tool get_weather)
   model      {os.environ.get("STEPWISE_MODEL") or "scripted"}
+  schedules  {_ticking(stack.scheduler.interval)}
 
 Try:
   curl -s -X POST {base}/v1/agents/{agent_id}/runs \\
@@ -71,6 +72,12 @@ Everything lives in memory (moto) and is gone when this stops. Ctrl-C to stop.
     tools.shutdown()
     stack.stop()
     return 0
+
+
+def _ticking(interval: float) -> str:
+    if interval <= 0:
+        return "not fired (STEPWISE_SCHEDULE_TICK_SECONDS=0)"
+    return f"due ones fire every {interval:g}s, like EventBridge Scheduler (STEPWISE_SCHEDULE_TICK_SECONDS)"
 
 
 if __name__ == "__main__":

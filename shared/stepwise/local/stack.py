@@ -16,12 +16,16 @@ import zipfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stepwise.local.cfn_yaml import load_template
 from stepwise.local.gateway import Gateway, Route
 from stepwise.local.lambdas import FunctionSpec, LocalLambdas, install_moto_seam
+
+if TYPE_CHECKING:
+    from stepwise.schedules.local import Delivery, LocalScheduler
 
 ROOT = Path(__file__).resolve().parents[3]
 TEMPLATE = ROOT / "template.yaml"
@@ -30,6 +34,10 @@ REGION = "us-east-1"
 STACK_NAME = "stepwise-local"
 DEFAULT_KEY = "sk-local-dev"
 DEFAULT_TENANT = "local"
+
+# Seconds between the local scheduler's ticks (EventBridge Scheduler fires to the minute); 0: never.
+SCHEDULE_TICK_ENV = "STEPWISE_SCHEDULE_TICK_SECONDS"
+SCHEDULE_TICK = 10.0
 
 # Environment a developer may set that wins over the template's parameter defaults.
 PARAMETER_ENV = {"DefaultModel": "STEPWISE_MODEL", "AllowHosts": "STEPWISE_ALLOW_HOSTS"}
@@ -115,11 +123,14 @@ class LocalStack:
     resolver: Resolver
     state_machine_arn: str
     api_keys: dict[str, str]
+    scheduler: LocalScheduler  # fires the schedules in moto's EventBridge Scheduler
     definition: str = ""  # the state machine's ASL, substitutions applied
     _cleanup: list[Any] = field(default_factory=list)
 
     @classmethod
-    def start(cls, template_path: Path = TEMPLATE) -> LocalStack:
+    def start(cls, template_path: Path = TEMPLATE, *, schedule_tick: float | None = None) -> LocalStack:
+        """Bring the stack up. Due schedules fire every `schedule_tick` seconds (default
+        $STEPWISE_SCHEDULE_TICK_SECONDS, else 10; 0 turns the ticker off: call `fire_due` instead)."""
         _fake_credentials()
         from moto import mock_aws
 
@@ -128,10 +139,21 @@ class LocalStack:
         )
         mock.start()
         try:
-            return _bring_up(load_template(template_path), mock)
+            stack = _bring_up(load_template(template_path), mock)
         except Exception:
             mock.stop()
             raise
+        if schedule_tick is None:
+            schedule_tick = float(os.environ.get(SCHEDULE_TICK_ENV) or SCHEDULE_TICK)
+        stack.scheduler.interval = schedule_tick
+        stack.scheduler.start()
+        stack._cleanup.append(stack.scheduler.stop)  # cleanup runs backwards: the ticker stops first
+        return stack
+
+    def fire_due(self, now: datetime | None = None) -> list[Delivery]:
+        """Deliver what EventBridge Scheduler would have delivered by `now` (default: the clock) and
+        not delivered yet, to the schedules' targets, as Scheduler does."""
+        return self.scheduler.fire_due(now)
 
     @contextmanager
     def redefined(self, change: Callable[[dict[str, Any]], dict[str, Any]]) -> Iterator[None]:
@@ -226,6 +248,7 @@ def _bring_up(template: dict[str, Any], mock: Any) -> LocalStack:
     import boto3
 
     from stepwise import aws, config
+    from stepwise.schedules.local import LocalScheduler
     from stepwise.store import keys, tables
 
     resolver = Resolver(template, _parameters(template))
@@ -251,6 +274,16 @@ def _bring_up(template: dict[str, Any], mock: Any) -> LocalStack:
             s3.create_bucket(Bucket=name)
             resolver.physical[logical] = name
             resolver.arns[logical] = f"arn:aws:s3:::{name}"
+        elif kind == "AWS::Scheduler::ScheduleGroup":
+            name = f"{STACK_NAME}-{logical}"
+            group = boto3.client("scheduler").create_schedule_group(Name=name)
+            resolver.physical[logical], resolver.arns[logical] = name, group["ScheduleGroupArn"]
+        elif kind == "AWS::IAM::Role":
+            # Only its ARN matters locally (what Scheduler is told to act as): nothing checks policies.
+            name = f"{STACK_NAME}-{logical}"
+            trust = json.dumps(resolver.resolve(props.get("AssumeRolePolicyDocument", {})))
+            created = iam.create_role(RoleName=name, AssumeRolePolicyDocument=trust)
+            resolver.physical[logical], resolver.arns[logical] = name, created["Role"]["Arn"]
 
     role = iam.create_role(
         RoleName="stepwise-local",
@@ -331,6 +364,7 @@ def _bring_up(template: dict[str, Any], mock: Any) -> LocalStack:
         resolver=resolver,
         state_machine_arn=state_machine_arn,
         api_keys=api_keys,
+        scheduler=LocalScheduler(lambdas.invoke, interval=0),
         definition=definition,
     )
     stack._cleanup.extend([mock.stop, undo_seam])

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Any
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any, get_args
 
 from pynamodb.exceptions import DoesNotExist, PutError, UpdateError
 from pynamodb.expressions.update import Action
@@ -15,6 +17,7 @@ from stepwise.models import TERMINAL_STATUSES, Run, RunError, RunStatus, ScriptT
 from stepwise.store.tables import RunItem, bind, condition_failed, tenant_key
 
 PAGE_LIMIT = 50
+ACTIVE_STATUSES = frozenset(get_args(RunStatus)) - TERMINAL_STATUSES
 
 
 def _to_model(item: RunItem) -> Run:
@@ -146,6 +149,15 @@ def list_runs(
     if start is not None and "tenant_id" in start and start["tenant_id"] != {"S": tenant_id}:
         raise Malformed("next_token is not one this API issued", code="invalid_next_token")
     return runs, _encode_token(result.last_evaluated_key)
+
+
+def active_before(cutoff: datetime) -> Iterator[tuple[str, Run]]:
+    """(tenant_id, run) for every tenant's run still queued, running or waiting that was created before
+    `cutoff`. A Scan of the whole table, for the reconciler's sweep only (stepwise.reconcile says why)."""
+    bind()
+    condition = RunItem.status.is_in(*sorted(ACTIVE_STATUSES)) & (RunItem.created_at < cutoff)
+    for item in RunItem.scan(filter_condition=condition):
+        yield item.tenant_id, _to_model(item)
 
 
 def transition(tenant_id: str, run_id: str, to: RunStatus, *, allowed_from: set[str], **fields: Any) -> bool:

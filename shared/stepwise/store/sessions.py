@@ -3,10 +3,12 @@ history. Messages are OpenAI chat-format dicts; their sort key orders them by ru
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any, cast
 
 from pynamodb.exceptions import DoesNotExist, UpdateError
 
+from stepwise import config
 from stepwise.errors import NotFound
 from stepwise.models import Session, utcnow
 from stepwise.store.tables import SessionItem, bind, condition_failed, tenant_key
@@ -65,13 +67,15 @@ def get(tenant_id: str, session_id: str) -> Session:
 def put_message(
     tenant_id: str, session_id: str, run_id: str, step: int, slot: str, message: dict[str, Any]
 ) -> None:
-    """Write one message at its fixed key: a retried step overwrites itself instead of duplicating."""
+    """Write one message at its fixed key: a retried step overwrites itself instead of duplicating.
+    Messages expire by TTL after the retention period; the session's shell is never given one."""
     bind()
     SessionItem(
         tenant_key(tenant_id, session_id),
         message_key(run_id, step, slot),
         run_id=run_id,
         message=message,
+        expires_at=utcnow() + timedelta(days=config.runtime().message_retention_days),
     ).save()
 
 

@@ -11,6 +11,7 @@ from functools import cache
 from typing import Any
 
 from pynamodb.attributes import (
+    BooleanAttribute,
     JSONAttribute,
     ListAttribute,
     NumberAttribute,
@@ -190,6 +191,47 @@ class InteractionItem(Model):
     by_run = InteractionsByRun()
 
 
+class ScheduleItem(Model):
+    """A tenant's schedule; EventBridge Scheduler holds its twin (named after schedule_id) that fires it."""
+
+    class Meta:
+        table_name = "SchedulesTable"
+
+    tenant_id = UnicodeAttribute(hash_key=True)
+    schedule_id = UnicodeAttribute(range_key=True)
+    agent_id = UnicodeAttribute()
+    expression = UnicodeAttribute()
+    timezone = UnicodeAttribute()
+    message = UnicodeAttribute()
+    enabled = BooleanAttribute()
+    created_at = UTCDateTimeAttribute()
+
+
+class EffectItem(Model):
+    """An entry of the effects ledger (stepwise.ledger): one effect key, its claim, outcome and history."""
+
+    class Meta:
+        table_name = "EffectsTable"
+
+    tenant_id = UnicodeAttribute(hash_key=True)
+    effect_key = UnicodeAttribute(range_key=True)  # "effect#<sha256>" (stable intent) or "call#<sha256>"
+    kind = UnicodeAttribute()
+    tool_name = UnicodeAttribute()
+    intent = JSONAttribute(null=True)  # what the key's digest is over
+    status = UnicodeAttribute()  # claimed | done | unknown | undone | released
+    generation = NumberAttribute()  # one more with every claim
+    run_id = UnicodeAttribute()
+    tool_call_id = UnicodeAttribute()
+    claimed_at = UTCDateTimeAttribute()
+    settled_at = UTCDateTimeAttribute(null=True)
+    result = JSONAttribute(null=True)
+    result_truncated = BooleanAttribute(null=True)
+    undone_at = UTCDateTimeAttribute(null=True)
+    undone_by = UnicodeAttribute(null=True)
+    history = JSONAttribute(null=True)  # earlier generations, newest last
+    expires_at = TTLAttribute(null=True)  # set on "call" entries only
+
+
 @cache
 def bind() -> None:
     """Point the models at the tables named in the environment (once per process)."""
@@ -202,6 +244,8 @@ def bind() -> None:
         (RunItem, names.runs),
         (RunEventItem, names.run_events),
         (InteractionItem, names.interactions),
+        (EffectItem, names.effects),
+        (ScheduleItem, names.schedules),
     ):
         meta: Any = model.Meta
         meta.table_name = name
