@@ -59,6 +59,7 @@ e2e: $(STAMP) $(CHROMIUM)
 contract: $(STAMP) $(SAM_STAMP)
 	$(VENV)/bin/cfn-lint template.yaml
 	$(SAM_VENV)/bin/sam validate --lint --template-file template.yaml --region $(AWS_DEFAULT_REGION)
+	$(SAM_VENV)/bin/python tests/contract/transformed_lint.py template.yaml
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
