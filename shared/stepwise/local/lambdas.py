@@ -145,6 +145,36 @@ def install_moto_seam(lambdas: LocalLambdas) -> Callable[[], None]:
     return undo
 
 
+def make_dynamodb_writes_atomic() -> Callable[[], None]:
+    """DynamoDB applies a conditional write atomically; moto checks the condition and writes without a
+    lock, so two threads can both pass it. Serializing moto's item writes restores the guarantee every
+    "exactly one wins" in Stepwise relies on (session claims, answers, ledger claims). Returns undo."""
+    import functools
+
+    from moto.dynamodb.models import DynamoDBBackend
+
+    lock = threading.RLock()
+    names = ("put_item", "update_item", "delete_item", "transact_write_items", "get_item", "query")
+    originals = {name: getattr(DynamoDBBackend, name) for name in names}
+
+    def locked(method: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(method)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with lock:
+                return method(*args, **kwargs)
+
+        return call
+
+    for name, method in originals.items():
+        setattr(DynamoDBBackend, name, locked(method))
+
+    def undo() -> None:
+        for name, method in originals.items():
+            setattr(DynamoDBBackend, name, method)
+
+    return undo
+
+
 def _swallow(lambdas: LocalLambdas, name: str, event: Any) -> None:
     """An async (Event) invocation: Lambda reports its failure to nobody but the logs."""
     try:

@@ -22,7 +22,12 @@ from typing import TYPE_CHECKING, Any
 
 from stepwise.local.cfn_yaml import load_template
 from stepwise.local.gateway import Gateway, Route
-from stepwise.local.lambdas import FunctionSpec, LocalLambdas, install_moto_seam
+from stepwise.local.lambdas import (
+    FunctionSpec,
+    LocalLambdas,
+    install_moto_seam,
+    make_dynamodb_writes_atomic,
+)
 
 if TYPE_CHECKING:
     from stepwise.schedules.local import Delivery, LocalScheduler
@@ -267,6 +272,15 @@ def _bring_up(template: dict[str, Any], mock: Any) -> LocalStack:
                 Name=f"{STACK_NAME}-{logical}", SecretString=secrets.token_urlsafe(48)
             )["ARN"]
             resolver.physical[logical] = resolver.arns[logical] = arn
+        elif kind == "AWS::KMS::Key":
+            # The key policy is not applied: moto checks no permissions, and the policy names the account.
+            description = str(resolver.resolve(props.get("Description", logical)))
+            meta = boto3.client("kms").create_key(Description=description)["KeyMetadata"]
+            resolver.physical[logical], resolver.arns[logical] = meta["KeyId"], meta["Arn"]
+        elif kind == "AWS::KMS::Alias":
+            alias = resolver.resolve(props)
+            boto3.client("kms").create_alias(AliasName=alias["AliasName"], TargetKeyId=alias["TargetKeyId"])
+            resolver.physical[logical] = alias["AliasName"]
         elif kind == "AWS::Serverless::HttpApi":
             resolver.physical[logical] = "local"  # the local server's URL is set once it listens
         elif kind == "AWS::S3::Bucket":
@@ -340,6 +354,7 @@ def _bring_up(template: dict[str, Any], mock: Any) -> LocalStack:
 
     lambdas = LocalLambdas(specs, lambda logical: resolver.arns[logical])
     undo_seam = install_moto_seam(lambdas)
+    undo_atomic = make_dynamodb_writes_atomic()
 
     state_machine_arn = definition = ""
     for logical, res in machines.items():
@@ -367,7 +382,7 @@ def _bring_up(template: dict[str, Any], mock: Any) -> LocalStack:
         scheduler=LocalScheduler(lambdas.invoke, interval=0),
         definition=definition,
     )
-    stack._cleanup.extend([mock.stop, undo_seam])
+    stack._cleanup.extend([mock.stop, undo_seam, undo_atomic])
     return stack
 
 
