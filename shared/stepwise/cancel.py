@@ -8,11 +8,12 @@ from botocore.exceptions import ClientError
 
 from stepwise import aws, config, events
 from stepwise.errors import Conflict
-from stepwise.models import Run
+from stepwise.models import ACTIVE_STATUSES, Run
 from stepwise.start import start_next
 from stepwise.store import interactions, runs, sessions
 
-ACTIVE = {"queued", "running", "waiting"}
+# The error our cancel gives StopExecution: the reconciler recognises its own cancels by it.
+CANCELLED_ERROR = "Cancelled"
 
 
 def cancel(tenant_id: str, run_id: str, *, reason: str = "cancelled on request") -> Run:
@@ -21,13 +22,13 @@ def cancel(tenant_id: str, run_id: str, *, reason: str = "cancelled on request")
         raise Conflict(f"run {run_id} already {run.status}; there is nothing to cancel", code="run_finished")
     try:
         aws.client("stepfunctions").stop_execution(
-            executionArn=config.machine().execution_arn(run_id), error="Cancelled", cause=reason[:256]
+            executionArn=config.machine().execution_arn(run_id), error=CANCELLED_ERROR, cause=reason[:256]
         )
     except ClientError as exc:
         if exc.response.get("Error", {}).get("Code") != "ExecutionDoesNotExist":
             raise  # a queued run that never started has no execution: nothing to stop
     error = {"code": "cancelled", "message": reason}
-    if runs.transition(tenant_id, run_id, "cancelled", allowed_from=ACTIVE, error=error):
+    if runs.transition(tenant_id, run_id, "cancelled", allowed_from=ACTIVE_STATUSES, error=error):
         for pending in interactions.for_run(tenant_id, run_id, "pending"):
             interactions.close(tenant_id, pending.interaction_id, "expired")  # its links now answer 410
         events.emit(tenant_id, run_id, "run_cancelled", {"reason": reason})

@@ -25,6 +25,7 @@ class Tables(BaseModel):
     interactions: str = Field(alias="INTERACTIONS_TABLE")
     effects: str = Field(alias="EFFECTS_TABLE")
     schedules: str = Field(alias="SCHEDULES_TABLE")
+    settings: str = Field(alias="SETTINGS_TABLE")
     idempotency: str = Field(alias="IDEMPOTENCY_TABLE")
 
 
@@ -47,6 +48,21 @@ class Machine(BaseModel):
     def execution_arn(self, run_id: str) -> str:
         """Executions are named after their run."""
         return f"{self.state_machine_arn.replace(':stateMachine:', ':execution:', 1)}:{run_id}"
+
+
+class SettingsKey(BaseModel):
+    """The KMS key that encrypts tenants' settings (the API encrypts with it, tools decrypt)."""
+
+    key_id: str = Field(min_length=1, alias="SETTINGS_KEY_ID")
+
+
+class Scheduling(BaseModel):
+    """What the API needs to create a schedule's twin in EventBridge Scheduler: where it delivers,
+    as whom, in which group."""
+
+    function_arn: str = Field(alias="SCHEDULER_FUNCTION_ARN")
+    role_arn: str = Field(alias="SCHEDULER_ROLE_ARN")
+    group: str = Field(alias="SCHEDULE_GROUP")
 
 
 class ApiTargets(BaseModel):
@@ -74,6 +90,11 @@ def runtime() -> Runtime:
 
 
 @cache
+def scheduling() -> Scheduling:
+    return _load(Scheduling)
+
+
+@cache
 def machine() -> Machine:
     return _load(Machine)
 
@@ -83,9 +104,16 @@ def api_targets() -> ApiTargets:
     return _load(ApiTargets)
 
 
+@cache
+def settings_key() -> SettingsKey:
+    return _load(SettingsKey)
+
+
 def reset() -> None:
     """Forget the cached environment (the local stack and tests set it after import)."""
     tables.cache_clear()
     runtime.cache_clear()
     api_targets.cache_clear()
     machine.cache_clear()
+    scheduling.cache_clear()
+    settings_key.cache_clear()

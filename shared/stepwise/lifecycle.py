@@ -7,12 +7,10 @@ import json
 from stepwise import events
 from stepwise.errors import HookDenied, NotFound, RunStateError, step_error_code
 from stepwise.hooks.run import fire
-from stepwise.models import Agent, FailedState, RunError, RunState, StepFailure
+from stepwise.models import ACTIVE_STATUSES, Agent, FailedState, RunError, RunState, StepFailure
 from stepwise.start import start_next
 from stepwise.store import agents, runs, sessions
 from stepwise.store.sessions import USER_SLOT
-
-ACTIVE = {"queued", "running", "waiting"}
 
 
 def prepare(state: RunState) -> RunState:
@@ -104,7 +102,7 @@ def fail(state: FailedState) -> RunState:
     """Record why the run failed (every state's Catch leads here)."""
     error = describe_failure(state.error)
     if runs.transition(
-        state.tenant_id, state.run_id, "failed", allowed_from=ACTIVE, error=error.model_dump()
+        state.tenant_id, state.run_id, "failed", allowed_from=ACTIVE_STATUSES, error=error.model_dump()
     ):
         events.emit(state.tenant_id, state.run_id, "run_failed", {"error": error.model_dump()})
         run = runs.get(state.tenant_id, state.run_id)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import re
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -18,6 +18,7 @@ TOOL_NAME = r"^[a-zA-Z0-9_-]{1,64}$"  # what every major model provider accepts 
 
 RunStatus = Literal["queued", "running", "waiting", "succeeded", "failed", "cancelled", "timed_out"]
 TERMINAL_STATUSES: frozenset[str] = frozenset({"succeeded", "failed", "cancelled", "timed_out"})
+ACTIVE_STATUSES: frozenset[str] = frozenset(get_args(RunStatus)) - TERMINAL_STATUSES
 Permission = Literal["allow", "ask", "deny", "inherit"]
 Effect = Literal["none", "idempotent", "undeclared"]
 
@@ -222,6 +223,9 @@ class Agent(AgentCreate):
     # Lifecycle hooks, kept in the agent's item so a run reads its agent and hooks in one read; managed
     # through /v1/agents/{id}/hooks and parsed by stepwise.hooks (which imports this module).
     hooks: list[dict[str, Any]] = Field(default_factory=list)
+    # MCP servers with their cached tools, likewise in the agent's item; managed through
+    # /v1/agents/{id}/mcp-servers and parsed by stepwise.mcp (which imports this module).
+    mcp_servers: list[dict[str, Any]] = Field(default_factory=list)
 
     def hook_list(self) -> list[Any]:
         from stepwise.hooks.models import Hook

@@ -7,6 +7,7 @@ from stepwise.api.context import tenant
 from stepwise.api.responses import json_response
 from stepwise.ids import new_id
 from stepwise.models import Agent, AgentCreate, AgentPatch, HttpTool
+from stepwise.schedules import service as schedules
 from stepwise.store import agents
 
 router = APIGatewayHttpRouter()
@@ -36,7 +37,11 @@ def patch_agent(agent_id: str, body: AgentPatch) -> Response[Agent]:
 
 @router.delete("/v1/agents/<agent_id>")
 def delete_agent(agent_id: str) -> Response[None]:
-    agents.delete(tenant(router), agent_id)
+    tenant_id = tenant(router)
+    agents.get(tenant_id, agent_id)
+    for schedule in schedules.list_for_agent(tenant_id, agent_id):  # nothing fires for a deleted agent
+        schedules.delete(tenant_id, agent_id, schedule.schedule_id)
+    agents.delete(tenant_id, agent_id)
     return Response(status_code=204)
 
 

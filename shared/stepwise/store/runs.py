@@ -6,18 +6,27 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterator
+from collections.abc import Set as AbstractSet
 from datetime import datetime
-from typing import Any, get_args
+from typing import Any
 
 from pynamodb.exceptions import DoesNotExist, PutError, UpdateError
 from pynamodb.expressions.update import Action
 
 from stepwise.errors import Conflict, Malformed, NotFound, RunStateError
-from stepwise.models import TERMINAL_STATUSES, Run, RunError, RunStatus, ScriptTurn, Usage, utcnow
+from stepwise.models import (
+    ACTIVE_STATUSES,
+    TERMINAL_STATUSES,
+    Run,
+    RunError,
+    RunStatus,
+    ScriptTurn,
+    Usage,
+    utcnow,
+)
 from stepwise.store.tables import RunItem, bind, condition_failed, tenant_key
 
 PAGE_LIMIT = 50
-ACTIVE_STATUSES = frozenset(get_args(RunStatus)) - TERMINAL_STATUSES
 
 
 def _to_model(item: RunItem) -> Run:
@@ -160,7 +169,9 @@ def active_before(cutoff: datetime) -> Iterator[tuple[str, Run]]:
         yield item.tenant_id, _to_model(item)
 
 
-def transition(tenant_id: str, run_id: str, to: RunStatus, *, allowed_from: set[str], **fields: Any) -> bool:
+def transition(
+    tenant_id: str, run_id: str, to: RunStatus, *, allowed_from: AbstractSet[str], **fields: Any
+) -> bool:
     """Move a run to `to` if it is in one of `allowed_from`; False when it is not (a late or repeated
     step). Extra fields are set in the same write."""
     bind()

@@ -1,0 +1,23 @@
+"""Reconciler: settles runs whose execution ended outside their steps (an EventBridge rule on the
+state machine's status changes), and sweeps for any that slipped through (a 5-minute schedule)."""
+
+from typing import Any
+
+from aws_lambda_powertools import Logger
+
+from stepwise import reconcile
+
+logger = Logger(service="stepwise")
+
+# Stop sweeping this long before the Lambda's own timeout, so the report still gets out.
+SWEEP_MARGIN_SECONDS = 10.0
+
+
+@logger.inject_lambda_context
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    trigger = reconcile.parse(event)
+    if isinstance(trigger, reconcile.ExecutionStatusChange):
+        logger.append_keys(run_id=trigger.detail.name)
+        return reconcile.on_status_change(trigger).model_dump(mode="json")
+    budget = context.get_remaining_time_in_millis() / 1000 - SWEEP_MARGIN_SECONDS
+    return reconcile.sweep(budget_seconds=max(budget, 0.0)).model_dump(mode="json")

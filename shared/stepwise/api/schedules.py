@@ -1,0 +1,30 @@
+"""/v1/agents/{id}/schedules: create, list, delete. A schedule starts its agent on EventBridge
+Scheduler's clock (see stepwise.schedules)."""
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
+
+from stepwise.api.context import tenant
+from stepwise.api.responses import json_response
+from stepwise.schedules import service
+from stepwise.schedules.models import Schedule, ScheduleCreate, ScheduleList
+
+router = APIGatewayHttpRouter()
+
+
+@router.post("/v1/agents/<agent_id>/schedules")
+def create_schedule(agent_id: str, body: ScheduleCreate) -> Response[Schedule]:
+    schedule = service.create(tenant(router), agent_id, body)
+    return json_response(schedule.model_dump(mode="json"), 201)
+
+
+@router.get("/v1/agents/<agent_id>/schedules")
+def list_schedules(agent_id: str) -> Response[ScheduleList]:
+    schedules = service.list_for_agent(tenant(router), agent_id)
+    return json_response({"schedules": [s.model_dump(mode="json") for s in schedules]})
+
+
+@router.delete("/v1/agents/<agent_id>/schedules/<schedule_id>")
+def delete_schedule(agent_id: str, schedule_id: str) -> Response[None]:
+    service.delete(tenant(router), agent_id, schedule_id)
+    return Response(status_code=204)

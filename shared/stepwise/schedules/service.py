@@ -1,0 +1,98 @@
+"""A schedule is two things kept together: our item (what to say to which agent) and its EventBridge
+Scheduler twin (when), named after the schedule id in the stack's schedule group. The item is written
+first and removed again if the twin cannot be made, so a failed create leaves nothing behind; a
+delivery whose item is gone starts nothing, so a twin that outlives its item is harmless."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from stepwise import aws, config
+from stepwise.errors import Unavailable
+from stepwise.ids import new_id
+from stepwise.models import utcnow
+from stepwise.schedules import expressions
+from stepwise.schedules.expressions import At
+from stepwise.schedules.models import Schedule, ScheduleCreate
+from stepwise.store import agents
+from stepwise.store import schedules as store
+
+log = logging.getLogger(__name__)
+
+# Scheduler substitutes this context attribute in the target's Input at each delivery.
+SCHEDULED_TIME = "<aws.scheduler.scheduled-time>"
+# Scheduler's own defaults, stated: a delivery that fails is retried for up to a day.
+RETRY_POLICY = {"MaximumEventAgeInSeconds": 86_400, "MaximumRetryAttempts": 185}
+
+
+class ScheduleUnavailable(Unavailable):
+    code = "schedule_unavailable"
+
+
+def delivery_input(tenant_id: str, schedule: Schedule) -> str:
+    """The twin's target Input: the delivery payload, its time left for Scheduler to fill in."""
+    return json.dumps(
+        {
+            "tenant_id": tenant_id,
+            "agent_id": schedule.agent_id,
+            "schedule_id": schedule.schedule_id,
+            "scheduled_time": SCHEDULED_TIME,
+        }
+    )
+
+
+def create(tenant_id: str, agent_id: str, body: ScheduleCreate) -> Schedule:
+    agents.get(tenant_id, agent_id)  # another tenant's agent is a 404 like a missing one
+    now = utcnow().replace(microsecond=0)
+    schedule = Schedule(**body.model_dump(), schedule_id=new_id("sch"), agent_id=agent_id, created_at=now)
+    store.create(tenant_id, schedule)
+    try:
+        _create_twin(tenant_id, schedule)
+    except Exception as exc:
+        store.delete(tenant_id, schedule.schedule_id)
+        raise ScheduleUnavailable("the schedule could not be created; nothing was kept, try again") from exc
+    return schedule.with_next_run(now)
+
+
+def _create_twin(tenant_id: str, schedule: Schedule) -> None:
+    where = config.scheduling()
+    args: dict[str, Any] = {
+        "Name": schedule.schedule_id,
+        "GroupName": where.group,
+        "ClientToken": schedule.schedule_id,
+        "Description": f"Stepwise: runs agent {schedule.agent_id}",
+        "ScheduleExpression": schedule.expression,
+        "ScheduleExpressionTimezone": schedule.timezone,
+        "FlexibleTimeWindow": {"Mode": "OFF"},
+        "State": "ENABLED" if schedule.enabled else "DISABLED",
+        "Target": {
+            "Arn": where.function_arn,
+            "RoleArn": where.role_arn,
+            "Input": delivery_input(tenant_id, schedule),
+            "RetryPolicy": RETRY_POLICY,
+        },
+    }
+    if not isinstance(expressions.parse(schedule.expression), At):
+        # The same start the API reports next_run from: a rate counts from it (Scheduler ignores
+        # StartDate for one-time schedules).
+        args["StartDate"] = schedule.created_at
+    aws.client("scheduler").create_schedule(**args)
+
+
+def list_for_agent(tenant_id: str, agent_id: str) -> list[Schedule]:
+    agents.get(tenant_id, agent_id)
+    now = utcnow()
+    return [s.with_next_run(now) for s in store.list_for_agent(tenant_id, agent_id)]
+
+
+def delete(tenant_id: str, agent_id: str, schedule_id: str) -> None:
+    """The twin first: if removing it fails, the item stays and deleting again finishes the job."""
+    schedule = store.get(tenant_id, agent_id, schedule_id)
+    client = aws.client("scheduler")
+    try:
+        client.delete_schedule(Name=schedule.schedule_id, GroupName=config.scheduling().group)
+    except client.exceptions.ResourceNotFoundException:
+        log.info("schedule %s had no Scheduler twin left", schedule_id)
+    store.delete(tenant_id, schedule_id)
