@@ -5,8 +5,6 @@ import time
 from typing import Any
 from urllib.parse import urlparse
 
-import pytest
-
 from stepwise.local.stack import LocalStack
 from tests.fakes.receiver import Receiver, Reply
 from tests.integration.support import OTHER_KEY, tool, wait_for_run

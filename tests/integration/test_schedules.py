@@ -395,7 +395,9 @@ def test_deleting_an_agent_deletes_its_schedules(stack: LocalStack) -> None:
 
     _, _, created = stack.invoke_api("POST", "/v1/agents", {"name": "short-lived"})
     status, _, schedule = stack.invoke_api(
-        "POST", f"/v1/agents/{created['agent_id']}/schedules", {"expression": "rate(1 hour)", "message": "tick"}
+        "POST",
+        f"/v1/agents/{created['agent_id']}/schedules",
+        {"expression": "rate(1 hour)", "message": "tick"},
     )
     assert status == 201
 

@@ -11,7 +11,17 @@ from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from aws_lambda_powertools.event_handler.openapi.models import HTTPBearer, Server
 
-from stepwise.api import agents, approvals, hooks, interactions, runs, schedules, sessions
+from stepwise.api import (
+    agents,
+    approvals,
+    hooks,
+    interactions,
+    mcp_servers,
+    runs,
+    schedules,
+    sessions,
+    settings,
+)
 from stepwise.api.auth import is_public, tenant_from_event
 from stepwise.api.responses import error_response, from_error, json_response
 from stepwise.errors import ApiError, Malformed, PayloadTooLarge
@@ -42,8 +52,10 @@ def build() -> APIGatewayHttpResolver:
     app.include_router(sessions.router)
     app.include_router(interactions.router)
     app.include_router(hooks.router)
+    app.include_router(mcp_servers.router)
     app.include_router(approvals.router)
     app.include_router(schedules.router)
+    app.include_router(settings.router)
 
     @app.get("/v1/health", security=[])
     def health() -> Response[dict[str, str]]:

@@ -11,6 +11,7 @@ from functools import cache
 from typing import Any
 
 from pynamodb.attributes import (
+    BinaryAttribute,
     BooleanAttribute,
     JSONAttribute,
     ListAttribute,
@@ -232,6 +233,22 @@ class EffectItem(Model):
     expires_at = TTLAttribute(null=True)  # set on "call" entries only
 
 
+class SettingItem(Model):
+    """A tenant's setting (a secret such as EXA_API_KEY): only its KMS ciphertext is stored, encrypted
+    under the context {tenant_id, key} so it cannot be replayed under another tenant or name."""
+
+    class Meta:
+        table_name = "SettingsTable"
+
+    tenant_id = UnicodeAttribute(hash_key=True)
+    key = UnicodeAttribute(range_key=True)
+    # KMS encrypts at most 4 KB at a time: a longer value is encrypted in parts, in order (see
+    # stepwise.settings.crypto). Each element is a plain KMS ciphertext blob.
+    ciphertext = ListAttribute(of=BinaryAttribute)
+    kms_key_id = UnicodeAttribute()  # the key ARN KMS reports, for audits and re-encryption
+    updated_at = UTCDateTimeAttribute()
+
+
 @cache
 def bind() -> None:
     """Point the models at the tables named in the environment (once per process)."""
@@ -246,6 +263,7 @@ def bind() -> None:
         (InteractionItem, names.interactions),
         (EffectItem, names.effects),
         (ScheduleItem, names.schedules),
+        (SettingItem, names.settings),
     ):
         meta: Any = model.Meta
         meta.table_name = name
