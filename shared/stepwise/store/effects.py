@@ -1,0 +1,164 @@
+"""The effects ledger in DynamoDB (the LedgerStore of stepwise.ledger): one item per effect key, moved
+between statuses by conditional writes only, so of two callers racing for a key exactly one wins."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from pynamodb.exceptions import DoesNotExist, UpdateError
+
+from stepwise import config
+from stepwise.errors import Conflict, NotFound
+from stepwise.ledger import (
+    CLAIMABLE,
+    HISTORY_LIMIT,
+    SETTLEABLE,
+    UNDOABLE,
+    Claim,
+    EffectKey,
+    Entry,
+    Settlement,
+)
+from stepwise.models import utcnow
+from stepwise.store.tables import EffectItem, bind, condition_failed
+
+_ATTEMPTS = 3  # an entry that changes under us this often is being fought over; report what it is
+
+
+def _entry(item: EffectItem) -> Entry:
+    return Entry(
+        key=item.effect_key,
+        kind=item.kind,
+        tool_name=item.tool_name,
+        status=item.status,
+        generation=int(item.generation),
+        run_id=item.run_id,
+        tool_call_id=item.tool_call_id,
+        claimed_at=item.claimed_at,
+        settled_at=item.settled_at,
+        result=item.result,
+        result_truncated=bool(item.result_truncated),
+        undone_at=item.undone_at,
+        undone_by=item.undone_by,
+        history=item.history or [],
+    )
+
+
+def get(tenant_id: str, key: str) -> Entry | None:
+    bind()
+    try:
+        return _entry(EffectItem.get(tenant_id, key, consistent_read=True))
+    except DoesNotExist:
+        return None
+
+
+def claim(tenant_id: str, key: EffectKey, tool_name: str, run_id: str, tool_call_id: str) -> Claim:
+    """Create the entry, or take an `undone` or `released` one as its next generation, in one conditional
+    write; when the key is held (claimed, done, unknown), report the entry as it is."""
+    bind()
+    for _ in range(_ATTEMPTS):
+        item = EffectItem(tenant_id, key.id)
+        actions: list[Any] = [
+            EffectItem.kind.set(key.kind),
+            EffectItem.tool_name.set(tool_name),
+            EffectItem.intent.set(key.recorded()),
+            EffectItem.status.set("claimed"),
+            EffectItem.generation.set((EffectItem.generation | 0) + 1),
+            EffectItem.run_id.set(run_id),
+            EffectItem.tool_call_id.set(tool_call_id),
+            EffectItem.claimed_at.set(utcnow()),
+            # the previous generation's outcome; its summary is in `history` if it was undone
+            EffectItem.settled_at.remove(),
+            EffectItem.result.remove(),
+            EffectItem.result_truncated.remove(),
+            EffectItem.undone_at.remove(),
+            EffectItem.undone_by.remove(),
+        ]
+        if key.kind == "call":
+            # A call entry only guards the retries of its own Gate; it goes with the run's events.
+            ttl = timedelta(days=config.runtime().events_ttl_days)
+            actions.append(EffectItem.expires_at.set(utcnow() + ttl))
+        try:
+            item.update(
+                actions=actions,
+                condition=EffectItem.effect_key.does_not_exist() | EffectItem.status.is_in(*CLAIMABLE),
+            )
+            return Claim(won=True, entry=_entry(item))
+        except UpdateError as exc:
+            if not condition_failed(exc):
+                raise
+        held = get(tenant_id, key.id)
+        if held is not None and held.status not in CLAIMABLE:
+            return Claim(won=False, entry=held)
+    raise Conflict(f"ledger entry {key.id} keeps changing; try again", code="effect_contended")
+
+
+def settle(
+    tenant_id: str,
+    key: str,
+    generation: int,
+    to: Settlement,
+    result: dict[str, Any] | None,
+    truncated: bool,
+) -> bool:
+    """Record the outcome of the claim `generation`; False when the entry is no longer that claim (a
+    human marked it undone while the call ran)."""
+    bind()
+    try:
+        EffectItem(tenant_id, key).update(
+            actions=[
+                EffectItem.status.set(to),
+                EffectItem.settled_at.set(utcnow()),
+                EffectItem.result.set(result) if result is not None else EffectItem.result.remove(),
+                EffectItem.result_truncated.set(truncated),
+            ],
+            condition=(EffectItem.status == SETTLEABLE) & (EffectItem.generation == generation),
+        )
+    except UpdateError as exc:
+        if condition_failed(exc):
+            return False
+        raise
+    return True
+
+
+def mark_undone(tenant_id: str, key: str, by: str) -> Entry:
+    """Record that the effect was reversed, keeping the generation's summary in `history`; the next claim
+    starts a new generation."""
+    bind()
+    for _ in range(_ATTEMPTS):
+        entry = get(tenant_id, key)
+        if entry is None:
+            raise NotFound(f"no ledger entry {key}", code="effect_not_found")
+        if entry.status not in UNDOABLE:
+            raise Conflict(
+                f"ledger entry {key} is {entry.status}: nothing to undo", code="effect_not_undoable"
+            )
+        now = utcnow()
+        summary = {
+            "generation": entry.generation,
+            "status": entry.status,
+            "run_id": entry.run_id,
+            "tool_call_id": entry.tool_call_id,
+            "claimed_at": entry.claimed_at.isoformat(),
+            "settled_at": entry.settled_at.isoformat() if entry.settled_at else None,
+            "undone_at": now.isoformat(),
+            "undone_by": by,
+        }
+        item = EffectItem(tenant_id, key)
+        try:
+            item.update(
+                actions=[
+                    EffectItem.status.set("undone"),
+                    EffectItem.undone_at.set(now),
+                    EffectItem.undone_by.set(by),
+                    EffectItem.history.set([*entry.history, summary][-HISTORY_LIMIT:]),
+                ],
+                condition=(EffectItem.status == entry.status) & (EffectItem.generation == entry.generation),
+            )
+        except UpdateError as exc:
+            if not condition_failed(exc):
+                raise
+            continue
+        return _entry(item)
+    raise Conflict(f"ledger entry {key} keeps changing; try again", code="effect_contended")
