@@ -19,11 +19,12 @@ from pydantic import BaseModel
 
 from stepwise import events, ledger
 from stepwise.errors import RunStateError
-from stepwise.models import Agent, ClientTool, HttpTool, Run, ToolCallTask
+from stepwise.models import Agent, BuiltinTool, ClientTool, HttpTool, Run, ToolCallTask
 from stepwise.store import agents, effects, interactions, runs, sessions
 from stepwise.store.sessions import ASSISTANT_SLOT, tool_slot
 from stepwise.tools import registry
-from stepwise.tools.base import ToolResult
+from stepwise.tools.base import TOOL_RESULT_LIMIT, ToolResult
+from stepwise.tools.builtin import ToolScope
 
 DEFAULT_APPROVAL_TIMEOUT = 300
 DEFAULT_CLIENT_TIMEOUT = 3600
@@ -49,7 +50,16 @@ def _arguments(raw: str) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-def _store(task: GateTask, run: Run, result: ToolResult, flags: dict[str, Any] | None = None) -> GateOutcome:
+EVENT_OUTPUT_LIMIT = 50_000  # characters of an output copied into a tool_result event
+
+
+def _store(
+    task: GateTask,
+    run: Run,
+    result: ToolResult,
+    flags: dict[str, Any] | None = None,
+    limit: int | None = TOOL_RESULT_LIMIT,
+) -> GateOutcome:
     ref = task.tool_call
     sessions.put_message(
         task.tenant_id,
@@ -57,19 +67,22 @@ def _store(task: GateTask, run: Run, result: ToolResult, flags: dict[str, Any] |
         run.run_id,
         task.step,
         tool_slot(ref.index),
-        {"role": "tool", "tool_call_id": ref.id, "content": result.for_model()},
+        {"role": "tool", "tool_call_id": ref.id, "content": result.for_model(limit)},
     )
     payload: dict[str, Any] = {"tool_call_id": ref.id, "tool_name": ref.name}
-    payload.update(
-        {"output": result.output} if result.error is None else {"error": result.error.model_dump()}
-    )
+    if result.error is not None:
+        payload["error"] = result.error.model_dump()
+    elif len(result.for_model(None)) > EVENT_OUTPUT_LIMIT:  # events are items too: 400 KB each
+        payload["output"] = result.for_model(EVENT_OUTPUT_LIMIT)
+    else:
+        payload["output"] = result.output
     payload.update(flags or {})
     events.emit(task.tenant_id, run.run_id, "tool_result", payload)
     return GateOutcome(tool_call_id=ref.id, status="done")
 
 
 def _execute(
-    task: GateTask, run: Run, agent: Agent, tool: HttpTool, arguments: dict[str, Any]
+    task: GateTask, run: Run, agent: Agent, tool: HttpTool | BuiltinTool, arguments: dict[str, Any]
 ) -> GateOutcome:
     runs.record_tool_executed(task.tenant_id, run.run_id, tool.name)  # before it acts: a crash still counts
     scope = ledger.CallScope(
@@ -82,16 +95,16 @@ def _execute(
     )
     # Through the effects ledger: at most once per effect key, and a deduplicated call answers with the
     # stored result. PostToolUse hooks see whatever the call answered, as this run's hooks.
-    guarded = ledger.guard(scope, tool, arguments, lambda key: _call(tool, arguments, key), store=effects)
+    tool_scope = ToolScope(
+        tenant_id=task.tenant_id, agent_id=run.agent_id, run_id=run.run_id, session_id=run.session_id
+    )
+
+    def call(key: str) -> ToolResult:
+        return registry.execute(tool, arguments, scope=tool_scope, idempotency_key=key)
+
+    guarded = ledger.guard(scope, tool, arguments, call, store=effects)
     result = registry.after_tool_use(task.tenant_id, run, agent, tool.name, arguments, guarded.result)
-    return _store(task, run, result, guarded.flags())
-
-
-def _call(tool: HttpTool, arguments: dict[str, Any], idempotency_key: str) -> ToolResult:
-    # registry.execute takes no Idempotency-Key yet; this is its HTTP branch with the ledger's key.
-    from stepwise.tools.http_tool import call_http_tool  # httpx loads only where tools run
-
-    return call_http_tool(tool, arguments, idempotency_key=idempotency_key)
+    return _store(task, run, result, guarded.flags(), registry.result_limit(tool))
 
 
 def _pause(

@@ -10,7 +10,7 @@ import re
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
 
 DEFAULT_MAX_STEPS = 25
 MAX_STEPS_LIMIT = 200
@@ -159,8 +159,58 @@ class ClientTool(ToolBase):
         return self.read_only
 
 
-# Builtin and MCP tools join this union as further members, discriminated by `type`.
-Tool = Annotated[HttpTool | ClientTool, Field(discriminator="type")]
+class BuiltinTool(ToolBase):
+    """A builtin (`{name, config?, permission?}`): its description, schema and behaviour are Stepwise's;
+    `config` is the tool's own per-agent settings, validated at creation."""
+
+    type: Literal["builtin"] = "builtin"
+    config: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _known_and_configured(self) -> BuiltinTool:
+        from stepwise.tools.builtin.catalog import load
+
+        module = load(self.name)  # an unknown name is a ValueError listing the builtins
+        self.config = module.Config.model_validate(self.config).model_dump(mode="json")
+        return self
+
+    @property
+    def read_only(self) -> bool:
+        from stepwise.tools.builtin.catalog import load
+
+        return bool(load(self.name).READ_ONLY)
+
+    @property
+    def effect(self) -> Effect:
+        from stepwise.tools.builtin.catalog import load
+
+        effect: Effect = load(self.name).EFFECT
+        return effect
+
+    @property
+    def key_fields(self) -> list[str]:
+        from stepwise.tools.builtin.catalog import load
+
+        return list(getattr(load(self.name), "KEY_FIELDS", []))
+
+    @property
+    def parallel_safe(self) -> bool:
+        return self.read_only
+
+
+def _tool_type(value: Any) -> str:
+    """A tool body without `type` is a builtin, as the contract writes it: `{name, config?}`."""
+    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+    return str(kind or "builtin")
+
+
+# MCP tools are not listed here: they are discovered from the agent's MCP servers.
+Tool = Annotated[
+    Annotated[HttpTool, Tag("http")]
+    | Annotated[ClientTool, Tag("client")]
+    | Annotated[BuiltinTool, Tag("builtin")],
+    Discriminator(_tool_type),
+]
 
 
 # --- Agents -------------------------------------------------------------------------------------
@@ -232,7 +282,7 @@ class Agent(AgentCreate):
 
         return [Hook.model_validate(h) for h in self.hooks]
 
-    def tool(self, name: str) -> HttpTool | ClientTool | None:
+    def tool(self, name: str) -> HttpTool | ClientTool | BuiltinTool | None:
         return next((t for t in self.tools if t.name == name), None)
 
 

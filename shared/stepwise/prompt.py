@@ -6,22 +6,24 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from stepwise.models import Agent
+from stepwise.models import Agent, BuiltinTool, ClientTool, HttpTool
+from stepwise.tools.builtin import catalog
+
+
+def _function(tool: HttpTool | ClientTool | BuiltinTool) -> dict[str, Any]:
+    if isinstance(tool, BuiltinTool):
+        return catalog.declaration(tool.name)
+    return {"name": tool.name, "description": tool.description, "parameters": tool.input_schema}
+
+
+def _canonical(function: dict[str, Any]) -> dict[str, Any]:
+    """Keys sorted at every level: the same tools give the same bytes on every call."""
+    return {"type": "function", "function": json.loads(json.dumps(function, sort_keys=True))}
 
 
 def tool_declarations(agent: Agent) -> list[dict[str, Any]]:
     """OpenAI-style function declarations, sorted by name so the prefix is byte-for-byte stable."""
-    return [
-        {
-            "type": "function",
-            "function": {
-                "name": tool.name,
-                "description": tool.description,
-                "parameters": json.loads(json.dumps(tool.input_schema, sort_keys=True)),
-            },
-        }
-        for tool in sorted(agent.tools, key=lambda t: t.name)
-    ]
+    return [_canonical(_function(tool)) for tool in sorted(agent.tools, key=lambda t: t.name)]
 
 
 def _answered(history: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -1,12 +1,15 @@
 """/v1/agents and their tools."""
 
+from typing import Annotated, Any
+
 from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 
 from stepwise.api.context import tenant
 from stepwise.api.responses import json_response
 from stepwise.ids import new_id
-from stepwise.models import Agent, AgentCreate, AgentPatch, HttpTool
+from stepwise.models import Agent, AgentCreate, AgentPatch, Tool
 from stepwise.schedules import service as schedules
 from stepwise.store import agents
 
@@ -46,14 +49,14 @@ def delete_agent(agent_id: str) -> Response[None]:
 
 
 @router.post("/v1/agents/<agent_id>/tools")
-def add_tool(agent_id: str, body: HttpTool) -> Response[HttpTool]:
+def add_tool(agent_id: str, body: Annotated[Tool, Body()]) -> Response[dict[str, Any]]:
     agent = agents.add_tool(tenant(router), agent_id, body)
     tool = agent.tool(body.name)
     return json_response(tool.model_dump(mode="json") if tool else None, 201)
 
 
 @router.get("/v1/agents/<agent_id>/tools")
-def list_tools(agent_id: str) -> Response[dict[str, list[HttpTool]]]:
+def list_tools(agent_id: str) -> Response[dict[str, list[dict[str, Any]]]]:
     agent = agents.get(tenant(router), agent_id)
     return json_response({"tools": [t.model_dump(mode="json") for t in agent.tools]})
 

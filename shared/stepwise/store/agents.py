@@ -7,7 +7,7 @@ from typing import Any
 from pynamodb.exceptions import DoesNotExist, PutError, UpdateError
 
 from stepwise.errors import AgentGone, Conflict, NotFound
-from stepwise.models import Agent, AgentCreate, HttpTool, utcnow
+from stepwise.models import Agent, AgentCreate, BuiltinTool, ClientTool, HttpTool, utcnow
 from stepwise.store.tables import AgentItem, bind, condition_failed
 
 LIST_LIMIT = 100
@@ -73,7 +73,7 @@ def update(tenant_id: str, agent_id: str, changes: dict[str, Any]) -> Agent:
     return agent
 
 
-def add_tool(tenant_id: str, agent_id: str, tool: HttpTool) -> Agent:
+def add_tool(tenant_id: str, agent_id: str, tool: HttpTool | ClientTool | BuiltinTool) -> Agent:
     agent = get(tenant_id, agent_id)
     if agent.tool(tool.name) is not None:
         raise Conflict(f"agent {agent_id} already has a tool named {tool.name}", code="tool_exists")

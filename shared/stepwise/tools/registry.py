@@ -7,8 +7,9 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from stepwise.hooks.run import fire
-from stepwise.models import Agent, ClientTool, HttpTool, Run
-from stepwise.tools.base import ToolResult
+from stepwise.models import Agent, BuiltinTool, ClientTool, HttpTool, Run
+from stepwise.tools.base import TOOL_RESULT_LIMIT, ToolResult
+from stepwise.tools.builtin import ToolScope, catalog
 
 Decision = Literal["allow", "ask", "deny"]
 
@@ -24,7 +25,7 @@ class Verdict(BaseModel):
     channels: list[dict[str, Any]] | None = None
 
 
-def permission_for(agent: Agent, tool: HttpTool | ClientTool) -> Decision:
+def permission_for(agent: Agent, tool: HttpTool | ClientTool | BuiltinTool) -> Decision:
     """A tool's own permission wins; `inherit` takes the agent's default."""
     if tool.permission != "inherit":
         return tool.permission
@@ -35,7 +36,11 @@ def permission_for(agent: Agent, tool: HttpTool | ClientTool) -> Decision:
 
 
 def before_tool_use(
-    tenant_id: str, run: Run, agent: Agent, tool: HttpTool | ClientTool, arguments: dict[str, Any]
+    tenant_id: str,
+    run: Run,
+    agent: Agent,
+    tool: HttpTool | ClientTool | BuiltinTool,
+    arguments: dict[str, Any],
 ) -> Verdict:
     """Permission first (a denied tool calls no hook), then PreToolUse hooks, which may block, rewrite
     the arguments or ask a human; a permission of `ask` asks too."""
@@ -76,7 +81,29 @@ def after_tool_use(
     return result
 
 
-def execute(tool: HttpTool, arguments: dict[str, Any]) -> ToolResult:
-    from stepwise.tools.http_tool import call_http_tool  # httpx loads only where tools run
+def execute(
+    tool: HttpTool | BuiltinTool, arguments: dict[str, Any], *, scope: ToolScope, idempotency_key: str
+) -> ToolResult:
+    """Run an allowed call. Scope is injected here, never taken from the model's arguments."""
+    from stepwise.tools.http_tool import call_http_tool, schema_problem  # httpx loads only where tools run
 
-    return call_http_tool(tool, arguments)
+    if isinstance(tool, HttpTool):
+        return call_http_tool(tool, arguments, idempotency_key=idempotency_key)
+    module = catalog.load(tool.name)
+    problem = schema_problem(module.INPUT_SCHEMA, arguments)
+    if problem is not None:
+        return ToolResult.failure("invalid_arguments", problem)
+    from stepwise.settings.accessor import tenant_settings
+
+    config = module.Config.model_validate(tool.config)
+    result: ToolResult = module.run(
+        arguments, scope=scope, settings=tenant_settings(scope.tenant_id), config=config
+    )
+    return result
+
+
+def result_limit(tool: HttpTool | ClientTool | BuiltinTool | None) -> int | None:
+    """How much of a result the model sees; knowledge search (and delegation) are never cut."""
+    if isinstance(tool, BuiltinTool) and not getattr(catalog.load(tool.name), "TRUNCATE", True):
+        return None
+    return TOOL_RESULT_LIMIT

@@ -1,0 +1,227 @@
+"""web_scrape: read one web page as clean markdown (and/or HTML, links) through Firecrawl.
+
+The provider contract, as Firecrawl documents its v1 scrape endpoint
+(https://docs.firecrawl.dev/api-reference/endpoint/scrape):
+
+    POST {FIRECRAWL_BASE_URL or https://api.firecrawl.dev}/v1/scrape
+    Authorization: Bearer {FIRECRAWL_API_KEY}
+    {"url", "formats": ["markdown" | "html" | "links", ...], "onlyMainContent": true, "timeout": 30000}
+
+    200 {"success": true, "data": {"markdown"?, "html"?, "links"?: [str],
+         "metadata": {"title"?, "description"?, "sourceURL"?, "statusCode"?, "error"?}}}
+    4xx/5xx {"success": false, "error": "..."}; 408 when the scrape timed out, 402 when out of credits
+
+Firecrawl fetches the page from its own network, but the URL is still checked with the SSRF guard's
+`check_url` first: literal internal addresses and names resolving to them are refused before Firecrawl is
+asked (that matters for a self-hosted Firecrawl inside a VPC, and keeps the tool's behaviour the same as
+http_request's). The check is advisory, as `check_url` says; the fetch itself is Firecrawl's.
+
+`include_images`: false (the default) replaces markdown image tags by their alt text, which saves tokens
+the model cannot use; true keeps them and adds `images`, the page's image URLs (inline data: images are
+never kept). There is no vision analysis of the images here.
+
+The result holds at most 200,000 characters of page content, shared in order by markdown, html and links;
+each cut carries a visible marker. `FIRECRAWL_BASE_URL` (environment) replaces the base URL, for tests and
+proxies; the call still goes through the SSRF guard.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict
+
+from stepwise.ssrf import AllowHosts, BlockedDestination, check_url
+from stepwise.tools.base import ToolResult
+from stepwise.tools.builtin import Settings, ToolScope
+from stepwise.tools.builtin._provider import (
+    base_url,
+    cap,
+    error_detail,
+    http_url,
+    invalid_arguments,
+    not_configured,
+    post_json,
+    setting,
+)
+
+NAME = "web_scrape"
+Format = Literal["markdown", "html", "links"]
+FORMATS: tuple[str, ...] = get_args(Format)
+DEFAULT_FORMATS: list[str] = ["markdown"]
+CONTENT_LIMIT = 200_000  # characters of page content in one result, all formats together
+MAX_IMAGES = 100
+API_KEY_SETTING = "FIRECRAWL_API_KEY"
+BASE_URL_ENV = "FIRECRAWL_BASE_URL"
+DEFAULT_BASE_URL = "https://api.firecrawl.dev"
+PROVIDER = "Firecrawl"
+SCRAPE_TIMEOUT_MS = 30_000  # Firecrawl gives up on the page after this and answers 408
+# Beyond Firecrawl's own timeout, so that its 408 (which says what happened) arrives before ours.
+TIMEOUT_SECONDS = SCRAPE_TIMEOUT_MS / 1000 + 15
+
+# ![alt](src "title"): the image syntax Firecrawl's markdown uses.
+_MARKDOWN_IMAGE = re.compile(r"!\[([^\]]*)\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+
+DESCRIPTION = (
+    "Read a web page as clean markdown (main content only), and optionally its HTML or its links. "
+    f"Content is cut at {CONTENT_LIMIT:,} characters. Set include_images to keep image references."
+)
+INPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "url": {"type": "string", "format": "uri", "description": "The page's absolute http(s) URL."},
+        "formats": {
+            "type": "array",
+            "items": {"type": "string", "enum": list(FORMATS)},
+            "minItems": 1,
+            "uniqueItems": True,
+            "default": DEFAULT_FORMATS,
+            "description": "What to return: markdown (default), html, links.",
+        },
+        "include_images": {
+            "type": "boolean",
+            "default": False,
+            "description": "Keep image references in the markdown and list the page's image URLs.",
+        },
+    },
+    "required": ["url"],
+    "additionalProperties": False,
+}
+READ_ONLY = True
+EFFECT: Literal["none"] = "none"
+KEY_FIELDS: list[str] = []
+
+
+class Config(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def run(arguments: dict[str, Any], *, scope: ToolScope, settings: Settings, config: Config) -> ToolResult:
+    return scrape(arguments, settings=settings)
+
+
+def scrape(
+    arguments: dict[str, Any],
+    *,
+    settings: Settings,
+    timeout: float = TIMEOUT_SECONDS,
+    allow_hosts: AllowHosts = None,
+) -> ToolResult:
+    """Scrape the page through Firecrawl. `allow_hosts` None reads STEPWISE_ALLOW_HOSTS; it applies to
+    both the page's URL and Firecrawl's."""
+    failure = invalid_arguments(INPUT_SCHEMA, arguments)
+    if failure is not None:
+        return failure
+    try:
+        check_url(http_url(arguments["url"]), allow_hosts)
+    except ValueError as exc:
+        return ToolResult.failure("invalid_arguments", str(exc))
+    except BlockedDestination as exc:
+        return ToolResult.failure(exc.code, exc.message)
+    api_key = setting(settings, API_KEY_SETTING)
+    if api_key is None:
+        return not_configured(NAME, API_KEY_SETTING)
+    payload = firecrawl_request(arguments)
+    answer = post_json(
+        f"{base_url(BASE_URL_ENV, DEFAULT_BASE_URL)}/v1/scrape",
+        payload,
+        provider=PROVIDER,
+        headers={"Authorization": f"Bearer {api_key}"},
+        timeout=timeout,
+        allow_hosts=allow_hosts,
+    )
+    if not answer.ok:
+        return answer
+    return scrape_result(answer.output, arguments)
+
+
+def firecrawl_request(arguments: dict[str, Any]) -> dict[str, Any]:
+    """Firecrawl's request body for schema-valid arguments."""
+    return {
+        "url": arguments["url"],
+        "formats": list(arguments.get("formats") or DEFAULT_FORMATS),
+        "onlyMainContent": True,
+        "timeout": SCRAPE_TIMEOUT_MS,
+    }
+
+
+def scrape_result(answer: Any, arguments: dict[str, Any]) -> ToolResult:
+    """The tool's output for Firecrawl's 200 answer, within CONTENT_LIMIT."""
+    if not isinstance(answer, dict) or answer.get("success") is False:
+        detail = error_detail(answer.get("error", "") if isinstance(answer, dict) else "")
+        return ToolResult.failure("provider_error", f"{PROVIDER} could not scrape the page: {detail}")
+    data = answer.get("data")
+    if not isinstance(data, dict):
+        return ToolResult.failure("provider_error", f"{PROVIDER} answered without the page's data")
+    metadata = data.get("metadata")
+    if not isinstance(metadata, dict):
+        metadata = {}
+    formats = list(arguments.get("formats") or DEFAULT_FORMATS)
+    include_images = bool(arguments.get("include_images", False))
+
+    output: dict[str, Any] = {"url": metadata.get("sourceURL") or arguments["url"]}
+    for source, target in (("title", "title"), ("description", "description"), ("statusCode", "status_code")):
+        if metadata.get(source) is not None:
+            output[target] = metadata[source]
+    budget = CONTENT_LIMIT
+    if "markdown" in formats:
+        markdown = _text(data.get("markdown"))
+        if include_images:
+            output["images"] = image_urls(markdown)
+        markdown = keep_images(markdown) if include_images else drop_images(markdown)
+        output["markdown"] = cap(markdown, budget)
+        budget -= min(len(markdown), budget)
+    if "html" in formats:
+        html = _text(data.get("html"))
+        output["html"] = cap(html, budget)
+        budget -= min(len(html), budget)
+    if "links" in formats:
+        links = data.get("links")
+        links = [_text(link) for link in links] if isinstance(links, list) else []
+        output["links"], omitted = cap_links(links, budget)
+        if omitted:
+            output["links_omitted"] = (
+                f"…[{omitted} more link(s) omitted: the {CONTENT_LIMIT:,}-character cap]"
+            )
+    return ToolResult(output=output)
+
+
+def drop_images(markdown: str) -> str:
+    """Markdown with every image tag replaced by its alt text."""
+    return _MARKDOWN_IMAGE.sub(lambda match: match.group(1), markdown)
+
+
+def keep_images(markdown: str) -> str:
+    """Markdown with inline data: images (base64, often huge) replaced by a short placeholder."""
+
+    def placeholder(match: re.Match[str]) -> str:
+        alt, src = match.group(1), match.group(2)
+        return f"![{alt}](inline image omitted)" if src.startswith("data:") else match.group(0)
+
+    return _MARKDOWN_IMAGE.sub(placeholder, markdown)
+
+
+def image_urls(markdown: str) -> list[dict[str, str]]:
+    """The markdown's images as {url, alt}, in order, without duplicates or inline data: images."""
+    seen: dict[str, str] = {}
+    for match in _MARKDOWN_IMAGE.finditer(markdown):
+        alt, src = match.group(1), match.group(2)
+        if not src.startswith("data:") and src not in seen and len(seen) < MAX_IMAGES:
+            seen[src] = alt
+    return [{"url": url, "alt": alt} for url, alt in seen.items()]
+
+
+def cap_links(links: list[str], budget: int) -> tuple[list[str], int]:
+    """The links that fit in `budget` characters, in order, and how many did not."""
+    kept: list[str] = []
+    for index, link in enumerate(links):
+        budget -= len(link)
+        if budget < 0:
+            return kept, len(links) - index
+        kept.append(link)
+    return kept, 0
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
