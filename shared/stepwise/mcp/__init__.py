@@ -1,0 +1,31 @@
+"""MCP servers: remote tools an agent uses over the Model Context Protocol (streamable HTTP only).
+
+What a run needs, none of which imports the `mcp` SDK until a call is made:
+
+- `declarations(agent)`: the model's function declarations for the cached tools of the agent's enabled
+  servers, named `mcp__{server}__{tool}`, sorted by name;
+- `find(agent, name)`: the `McpToolRef` for a name the model called, or None;
+- `call_tool(server, tool_name, arguments)`: run it (`ref.server`, `ref.tool.name`) and get a ToolResult.
+
+Registration and discovery live in stepwise.mcp.servers, the SDK client in stepwise.mcp.client.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stepwise.mcp.models import MCP_TIMEOUT, McpServer, McpTool, McpToolRef
+from stepwise.mcp.tools import declarations, find
+from stepwise.tools.base import ToolResult
+
+__all__ = ["McpServer", "McpTool", "McpToolRef", "call_tool", "declarations", "find"]
+
+
+def call_tool(
+    server: McpServer, tool_name: str, arguments: dict[str, Any], *, timeout: float = MCP_TIMEOUT
+) -> ToolResult:
+    """tools/call `tool_name` (the server's own name) on `server`; never raises for what the server does
+    (`mcp_tool_error`, `mcp_unavailable`, `blocked_destination`, `invalid_arguments`)."""
+    from stepwise.mcp.client import call_tool as call  # the SDK loads on the first MCP call
+
+    return call(server, tool_name, arguments, timeout=timeout)

@@ -1,0 +1,242 @@
+"""Talking to an MCP server with the official `mcp` SDK: discovery and tools/call over streamable HTTP.
+
+This is the only module that imports the SDK (over half a second of imports), and nothing imports it
+at module level: the API loads it on the first registration or refresh, the gate on the first MCP call.
+The SDK is async (anyio) and our Lambdas are sync, so each operation runs in its own `anyio.run`:
+connect (initialize), do one thing, disconnect, all within one deadline and through the SSRF guard.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import anyio
+import httpx2
+import mcp_types
+from aws_lambda_powertools import Logger
+from jsonschema.exceptions import SchemaError
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
+from referencing.exceptions import Unresolvable
+
+from stepwise.mcp.models import DESCRIPTION_LIMIT, MCP_TIMEOUT, McpServer, McpTool
+from stepwise.mcp.transport import guarded_async_client
+from stepwise.ssrf import AllowHosts, BlockedDestination
+from stepwise.tools.base import ToolResult
+from stepwise.tools.http_tool import USER_AGENT, schema_problem
+
+# Errors the SDK raises about the connection rather than the call.
+_TRANSPORT_CODES = frozenset({mcp_types.REQUEST_TIMEOUT, mcp_types.CONNECTION_CLOSED})
+MAX_PAGES = 20  # of a tools/list: a server that keeps handing out cursors is cut off here
+UNAVAILABLE = "mcp_unavailable"
+TOOL_ERROR = "mcp_tool_error"
+
+logger = Logger(service="stepwise")
+T = TypeVar("T")
+
+
+class McpFailure(Exception):
+    """An MCP operation failed; `code` is what a tool result shows, `message` what the model reads."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass
+class _Exchange:
+    """One operation's HTTP statuses: the SDK turns a failed one into a bare "error response"."""
+
+    server: McpServer
+    timeout: float
+    allow_hosts: AllowHosts
+    failed_statuses: list[int] = field(default_factory=list)
+
+    async def record(self, response: httpx2.Response) -> None:
+        if response.status_code >= 400:
+            self.failed_statuses.append(response.status_code)
+
+
+# --- Operations -----------------------------------------------------------------------------------
+
+
+def discover(
+    server: McpServer, *, timeout: float = MCP_TIMEOUT, allow_hosts: AllowHosts = None
+) -> list[McpTool]:
+    """The server's tools (initialize, then tools/list page by page); raises McpFailure when it cannot."""
+    exchange = _Exchange(server, timeout, allow_hosts)
+    listed = _run(exchange, _list_tools)
+    return [_tool(t) for t in listed]
+
+
+def call_tool(
+    server: McpServer,
+    tool_name: str,
+    arguments: dict[str, Any],
+    *,
+    timeout: float = MCP_TIMEOUT,
+    allow_hosts: AllowHosts = None,
+) -> ToolResult:
+    """Call `tool_name` (the server's own name for it, not the mcp__… one) with `arguments`.
+
+    Never raises for anything the server does: its `isError` results are `mcp_tool_error`, a server that
+    cannot be reached or answers late or with an HTTP error is `mcp_unavailable`, a destination the SSRF
+    guard refuses is `blocked_destination`. Content blocks come back as their text joined by newlines.
+    """
+    if not server.enabled:
+        return ToolResult.failure(UNAVAILABLE, f"MCP server {server.name} is disabled")
+    cached = next((t for t in server.tools if t.name == tool_name), None)
+    if cached is not None:
+        try:
+            problem = schema_problem(cached.input_schema, arguments)
+        except (Unresolvable, SchemaError):
+            problem = None  # the server validates what we cannot
+        if problem is not None:
+            return ToolResult.failure("invalid_arguments", problem)
+    exchange = _Exchange(server, timeout, allow_hosts)
+
+    async def call(session: ClientSession) -> mcp_types.CallToolResult:
+        try:
+            return await session.call_tool(tool_name, arguments, read_timeout_seconds=timeout)
+        except MCPError as exc:
+            if exc.code in _TRANSPORT_CODES or exchange.failed_statuses:
+                raise
+            # A JSON-RPC error answer (unknown tool, invalid params): the model can read it and adapt.
+            message = f"{tool_name}: the MCP server refused the call: {exc.message}"
+            raise McpFailure(TOOL_ERROR, message) from exc
+
+    try:
+        result = _run(exchange, call)
+    except McpFailure as exc:
+        return ToolResult.failure(exc.code, exc.message)
+    text = content_text(result)
+    if result.is_error:
+        return ToolResult.failure(TOOL_ERROR, text or f"{tool_name} reported an error")
+    return ToolResult(output=text)
+
+
+def content_text(result: mcp_types.CallToolResult) -> str:
+    """A tool result's content blocks as text: text as it is, anything else as a short placeholder."""
+    parts = [_block_text(block) for block in result.content]
+    if not parts and result.structured_content is not None:
+        return json.dumps(result.structured_content, ensure_ascii=False, sort_keys=True)
+    return "\n".join(parts)
+
+
+def _block_text(block: mcp_types.ContentBlock) -> str:
+    if isinstance(block, mcp_types.TextContent):
+        return block.text
+    if isinstance(block, mcp_types.ImageContent):
+        return f"[image: {block.mime_type}, {len(block.data) * 3 // 4} bytes]"
+    if isinstance(block, mcp_types.AudioContent):
+        return f"[audio: {block.mime_type}, {len(block.data) * 3 // 4} bytes]"
+    if isinstance(block, mcp_types.EmbeddedResource):
+        resource = block.resource
+        if isinstance(resource, mcp_types.TextResourceContents):
+            return resource.text
+        return f"[resource: {resource.uri}, {resource.mime_type or 'binary'}]"
+    return f"[resource link: {block.uri}]"
+
+
+# --- Sessions -------------------------------------------------------------------------------------
+
+
+@asynccontextmanager
+async def _session(exchange: _Exchange) -> AsyncIterator[ClientSession]:
+    server = exchange.server
+    client = guarded_async_client(
+        headers={"User-Agent": USER_AGENT, **server.headers},
+        timeout=exchange.timeout,
+        allow_hosts=exchange.allow_hosts,
+        on_response=exchange.record,
+    )
+    async with (
+        client,
+        streamable_http_client(server.url, http_client=client) as (read, write),
+        ClientSession(read, write, read_timeout_seconds=exchange.timeout) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
+async def _list_tools(session: ClientSession) -> list[mcp_types.Tool]:
+    tools: list[mcp_types.Tool] = []
+    cursor: str | None = None
+    for _ in range(MAX_PAGES):
+        params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
+        page = await session.list_tools(params=params)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    return tools
+
+
+def _run(exchange: _Exchange, operation: Callable[[ClientSession], Awaitable[T]]) -> T:
+    """Connect, run `operation`, disconnect, all within the exchange's timeout; every failure becomes
+    an McpFailure."""
+
+    async def main() -> T:
+        with anyio.fail_after(exchange.timeout):
+            async with _session(exchange) as session:
+                return await operation(session)
+
+    try:
+        return anyio.run(main)
+    except Exception as exc:
+        raise _failure(exc, exchange) from exc
+
+
+def _failure(exc: Exception, exchange: _Exchange) -> McpFailure:
+    """What went wrong, from the exceptions anyio's task groups bundled."""
+    name = exchange.server.name
+    leaves = list(_leaves(exc))
+    for leaf in leaves:
+        if isinstance(leaf, McpFailure):
+            return leaf
+        if isinstance(leaf, BlockedDestination):
+            return McpFailure(leaf.code, leaf.message)
+    if exchange.failed_statuses:
+        return McpFailure(UNAVAILABLE, f"MCP server {name} answered HTTP {exchange.failed_statuses[0]}")
+    for leaf in leaves:
+        detail = str(leaf) or type(leaf).__name__
+        if isinstance(leaf, TimeoutError | httpx2.TimeoutException) or (
+            isinstance(leaf, MCPError) and leaf.code == mcp_types.REQUEST_TIMEOUT
+        ):
+            return McpFailure(UNAVAILABLE, f"MCP server {name} did not answer within {exchange.timeout:g} s")
+        if isinstance(leaf, httpx2.HTTPError | OSError):
+            return McpFailure(UNAVAILABLE, f"could not reach MCP server {name}: {detail}")
+        if isinstance(leaf, MCPError | ValidationError | anyio.EndOfStream | anyio.ClosedResourceError):
+            return McpFailure(UNAVAILABLE, f"MCP server {name} failed: {detail}")
+    # Nothing we expect from a misbehaving server: keep the trace, but the caller still fails open.
+    logger.exception("unexpected failure talking to an MCP server", exc_info=exc)
+    first = leaves[0]
+    return McpFailure(UNAVAILABLE, f"MCP server {name} failed: {type(first).__name__}: {first}")
+
+
+def _leaves(exc: BaseException) -> Iterator[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            yield from _leaves(inner)
+    else:
+        yield exc
+
+
+def _tool(tool: mcp_types.Tool) -> McpTool:
+    annotations: dict[str, Any] = {}
+    if tool.annotations is not None:
+        # MCP's own names (readOnlyHint, destructiveHint, openWorldHint…), as MCP documents spell them.
+        annotations = tool.annotations.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return McpTool(
+        name=tool.name,
+        description=(tool.description or "")[:DESCRIPTION_LIMIT],
+        input_schema=tool.input_schema,
+        annotations=annotations,
+    )

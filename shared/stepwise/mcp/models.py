@@ -1,0 +1,206 @@
+"""MCP servers as the API takes them, as an agent's item stores them, and as a run sees their tools.
+
+A server is registered on an agent with a URL and optional headers; its tools are discovered then and
+on refresh, and cached in the server's entry of the agent item, so a run reads them with its agent and
+never opens a connection to build its tool list.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from stepwise.models import Agent, Permission, Strict, utcnow
+
+SERVER_NAME = r"^[a-z0-9_-]{1,32}$"
+MCP_TIMEOUT = 30.0  # seconds for a discovery or a tools/call, each as a whole
+STALE_AFTER = timedelta(hours=24)  # a cached tool list older than this is refreshed when asked to be
+MAX_SERVERS = 10  # per agent: the servers and their cached tools share the agent's 400 KB item
+TOOLS_CACHE_LIMIT = 32_000  # bytes of JSON of one server's cached tools
+DESCRIPTION_LIMIT = 4096  # characters of a tool description kept
+MASK = "********"
+
+STDIO_REFUSED = (
+    "stdio MCP servers are not supported: a server is reached over streamable HTTP at an http:// or "
+    "https:// URL, never started as a local process"
+)
+_STDIO_FIELDS = frozenset({"command", "args", "env", "cwd"})  # how stdio servers are configured elsewhere
+# Header names the MCP transport or HTTP itself owns: a configured value would break the session.
+RESERVED_HEADERS = frozenset(
+    {
+        "host",
+        "content-length",
+        "content-type",
+        "accept",
+        "connection",
+        "transfer-encoding",
+        "mcp-session-id",
+        "mcp-protocol-version",
+        "last-event-id",
+    }
+)
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")  # an RFC 9110 token
+_HEADER_VALUE = re.compile(r"^[\x20-\x7e\t]{0,4096}$")  # visible ASCII: no CR/LF, nothing to smuggle
+
+
+class McpServerCreate(Strict):
+    """`POST /v1/agents/{agent_id}/mcp-servers`: a remote MCP server speaking streamable HTTP."""
+
+    name: str = Field(pattern=SERVER_NAME)
+    url: str = Field(min_length=1, max_length=2048)
+    headers: dict[str, str] = Field(default_factory=dict, max_length=32)
+    enabled: bool = True
+    # Applies to every tool of the server; `inherit` lets the tools' annotations and the agent decide.
+    permission: Permission = "inherit"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_stdio(cls, data: Any) -> Any:
+        # Said plainly, rather than as "extra inputs are not permitted" for `command`.
+        if not isinstance(data, dict):
+            return data
+        if _STDIO_FIELDS & data.keys() or str(data.get("transport", "")).lower() == "stdio":
+            raise ValueError(STDIO_REFUSED)
+        return data
+
+    @field_validator("name")
+    @classmethod
+    def _name_separates(cls, value: str) -> str:
+        # Tools are exposed as mcp__{server}__{tool}: with no "__" in the server name and no "_" at its
+        # end, the first "__" after the prefix is the separator, so two servers' names cannot collide.
+        if "__" in value or value.endswith("_"):
+            raise ValueError("an MCP server name may not contain '__' or end with '_'")
+        return value
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if value.lower().startswith("stdio:"):
+            raise ValueError(STDIO_REFUSED)
+        if not re.match(r"^https?://", value, re.IGNORECASE):
+            raise ValueError("url must be an http:// or https:// URL (stdio transports are refused)")
+        return value
+
+    @field_validator("headers")
+    @classmethod
+    def _plain_headers(cls, headers: dict[str, str]) -> dict[str, str]:
+        for name, value in headers.items():
+            if not _HEADER_NAME.match(name):
+                raise ValueError(f"{name!r} is not a valid header name")
+            if name.lower() in RESERVED_HEADERS:
+                raise ValueError(f"header {name!r} is set by the MCP transport and cannot be configured")
+            if not _HEADER_VALUE.match(value):
+                raise ValueError(f"header {name!r}: the value must be printable ASCII, at most 4096 chars")
+        return headers
+
+
+class McpTool(BaseModel):
+    """A tool as its server described it at discovery; `annotations` keep MCP's names (readOnlyHint…)."""
+
+    name: str
+    description: str = ""
+    input_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
+    annotations: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def read_only(self) -> bool:
+        return self.annotations.get("readOnlyHint") is True
+
+    @property
+    def destructive(self) -> bool:
+        return self.annotations.get("destructiveHint") is True and not self.read_only
+
+    @property
+    def open_world(self) -> bool:
+        return self.annotations.get("openWorldHint") is True
+
+
+class McpServer(McpServerCreate):
+    """A server's entry in its agent's item: the registration plus the cached result of discovery."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    created_at: datetime
+    tools: list[McpTool] = Field(default_factory=list)
+    discovered_at: datetime | None = None  # the last discovery that reached the server
+    last_error: str | None = None  # why the last discovery failed (or was cut short); None when it did not
+
+    def stale(self, max_age: timedelta = STALE_AFTER, now: datetime | None = None) -> bool:
+        return self.discovered_at is None or (now or utcnow()) - self.discovered_at > max_age
+
+    def view(self) -> McpServerView:
+        from stepwise.mcp.naming import exposed_names
+
+        names = exposed_names(self.name, [t.name for t in self.tools])
+        return McpServerView(
+            **self.model_dump(exclude={"headers", "tools"}),
+            headers=dict.fromkeys(self.headers, MASK),
+            tools=[McpToolView(**t.model_dump(), exposed_name=names[t.name]) for t in self.tools],
+        )
+
+
+class McpToolView(McpTool):
+    exposed_name: str  # the function name the model calls it by
+
+
+class McpServerView(BaseModel):
+    """A server as the API shows it: header names with their values masked."""
+
+    name: str
+    url: str
+    headers: dict[str, str]
+    enabled: bool
+    permission: Permission
+    created_at: datetime
+    tools: list[McpToolView]
+    discovered_at: datetime | None
+    last_error: str | None
+
+
+class McpServerList(BaseModel):
+    mcp_servers: list[McpServerView]
+
+
+class McpToolRef(BaseModel):
+    """One MCP tool as a run sees it: what `find` returns for a name the model called.
+
+    `call_tool(ref.server, ref.tool.name, arguments)` runs it. `permission` is the tool's own, like a
+    custom tool's (`inherit` takes the agent's default): the server's setting if it has one, else `ask`
+    for a tool its server marks destructive (or `deny` when that is the agent's default).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str  # mcp__{server}__{tool}, as declared to the model
+    server: McpServer
+    tool: McpTool
+    permission: Permission
+
+    @property
+    def read_only(self) -> bool:
+        return self.tool.read_only
+
+    @property
+    def parallel_safe(self) -> bool:
+        return self.tool.read_only
+
+    @property
+    def destructive(self) -> bool:
+        return self.tool.destructive
+
+    @property
+    def open_world(self) -> bool:
+        return self.tool.open_world
+
+
+def servers_of(agent: Agent) -> list[McpServer]:
+    """The agent's MCP servers, parsed from its item."""
+    return [McpServer.model_validate(s) for s in agent.mcp_servers]
+
+
+def public_servers(agent: Agent) -> list[dict[str, Any]]:
+    """The agent's MCP servers as an API answer may show them (header values masked)."""
+    return [s.view().model_dump(mode="json") for s in servers_of(agent)]

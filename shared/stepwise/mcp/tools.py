@@ -1,0 +1,67 @@
+"""An agent's MCP tools as a run sees them: declarations for the model and lookup by name.
+
+Both read only the tool lists cached in the agent's item: building a step's tool set never opens a
+connection and never imports the `mcp` SDK. A server that is disabled, or whose discovery failed and
+so has no cached tools, contributes nothing (fail-open: the run goes on without it).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from stepwise.mcp.models import McpServer, McpTool, McpToolRef, servers_of
+from stepwise.mcp.naming import PREFIX, exposed_names
+from stepwise.models import Agent, Permission
+
+
+def _exposed(agent: Agent) -> Iterator[tuple[str, McpServer, McpTool]]:
+    for server in servers_of(agent):
+        if not server.enabled:
+            continue
+        names = exposed_names(server.name, [t.name for t in server.tools])
+        seen: set[str] = set()
+        for tool in server.tools:
+            if tool.name not in seen:
+                seen.add(tool.name)
+                yield names[tool.name], server, tool
+
+
+def declarations(agent: Agent) -> list[dict[str, Any]]:
+    """OpenAI-style function declarations of every enabled server's cached tools, sorted by name, with
+    keys sorted inside each schema: the same cached tools always give the same bytes."""
+    out = [
+        {
+            "type": "function",
+            "function": {
+                "name": name,
+                "description": tool.description or f"{tool.name} (from MCP server {server.name})",
+                "parameters": json.loads(json.dumps(tool.input_schema, sort_keys=True)),
+            },
+        }
+        for name, server, tool in _exposed(agent)
+    ]
+    return sorted(out, key=lambda d: d["function"]["name"])
+
+
+def find(agent: Agent, name: str) -> McpToolRef | None:
+    """The MCP tool the model calls `name` (mcp__{server}__{tool}), or None when no enabled server of
+    the agent has it cached."""
+    if not name.startswith(PREFIX):
+        return None
+    for exposed, server, tool in _exposed(agent):
+        if exposed == name:
+            return McpToolRef(
+                name=exposed, server=server, tool=tool, permission=_permission(agent, server, tool)
+            )
+    return None
+
+
+def _permission(agent: Agent, server: McpServer, tool: McpTool) -> Permission:
+    if server.permission != "inherit":
+        return server.permission
+    if tool.destructive:
+        # A destructive tool asks a human first, unless the agent denies by default anyway.
+        return "deny" if agent.permissions.default == "deny" else "ask"
+    return "inherit"
