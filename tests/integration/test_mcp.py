@@ -289,3 +289,22 @@ def test_another_tenants_agent_is_404_on_every_route(
 
     assert fake.requests == before  # nothing was discovered on the other tenant's behalf
     assert [s.name for s in store.list_servers(DEFAULT_TENANT, agent_id)] == ["fake"]
+
+
+def test_agent_views_never_show_mcp_header_values(stack: LocalStack) -> None:
+    from stepwise.store import agents as agent_store
+
+    _, _, created = stack.invoke_api("POST", "/v1/agents", {"name": "masked"})
+    agent_store.update(
+        "local",
+        created["agent_id"],
+        {
+            "mcp_servers": [
+                {"name": "srv", "url": "https://mcp.example/mcp", "headers": {"X-Api-Key": "hunter2"}}
+            ]
+        },
+    )
+
+    for path in (f"/v1/agents/{created['agent_id']}", "/v1/agents"):
+        _, _, body = stack.invoke_api("GET", path)
+        assert "hunter2" not in json.dumps(body)

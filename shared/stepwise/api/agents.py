@@ -9,6 +9,7 @@ from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from stepwise.api.context import tenant
 from stepwise.api.responses import json_response
 from stepwise.ids import new_id
+from stepwise.mcp.models import public_servers
 from stepwise.models import Agent, AgentCreate, AgentPatch, Tool
 from stepwise.schedules import service as schedules
 from stepwise.store import agents
@@ -16,26 +17,31 @@ from stepwise.store import agents
 router = APIGatewayHttpRouter()
 
 
+def view(agent: Agent) -> dict[str, Any]:
+    """An agent as the API shows it: MCP server headers (credentials) masked."""
+    return {**agent.model_dump(mode="json"), "mcp_servers": public_servers(agent)}
+
+
 @router.post("/v1/agents")
 def create_agent(body: AgentCreate) -> Response[Agent]:
     agent = agents.create(tenant(router), new_id("agt"), body)
-    return json_response(agent.model_dump(mode="json"), 201)
+    return json_response(view(agent), 201)
 
 
 @router.get("/v1/agents")
 def list_agents() -> Response[dict[str, list[Agent]]]:
-    return json_response({"agents": [a.model_dump(mode="json") for a in agents.list_all(tenant(router))]})
+    return json_response({"agents": [view(a) for a in agents.list_all(tenant(router))]})
 
 
 @router.get("/v1/agents/<agent_id>")
 def get_agent(agent_id: str) -> Response[Agent]:
-    return json_response(agents.get(tenant(router), agent_id).model_dump(mode="json"))
+    return json_response(view(agents.get(tenant(router), agent_id)))
 
 
 @router.patch("/v1/agents/<agent_id>")
 def patch_agent(agent_id: str, body: AgentPatch) -> Response[Agent]:
     changes = body.model_dump(exclude_unset=True)
-    return json_response(agents.update(tenant(router), agent_id, changes).model_dump(mode="json"))
+    return json_response(view(agents.update(tenant(router), agent_id, changes)))
 
 
 @router.delete("/v1/agents/<agent_id>")
