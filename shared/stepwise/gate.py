@@ -19,6 +19,7 @@ from pydantic import BaseModel
 
 from stepwise import events, ledger
 from stepwise.errors import RunStateError
+from stepwise.mcp.models import McpToolRef
 from stepwise.models import Agent, BuiltinTool, ClientTool, HttpTool, Run, ToolCallTask
 from stepwise.store import agents, effects, interactions, runs, sessions
 from stepwise.store.sessions import ASSISTANT_SLOT, tool_slot
@@ -82,7 +83,11 @@ def _store(
 
 
 def _execute(
-    task: GateTask, run: Run, agent: Agent, tool: HttpTool | BuiltinTool, arguments: dict[str, Any]
+    task: GateTask,
+    run: Run,
+    agent: Agent,
+    tool: HttpTool | BuiltinTool | McpToolRef,
+    arguments: dict[str, Any],
 ) -> GateOutcome:
     runs.record_tool_executed(task.tenant_id, run.run_id, tool.name)  # before it acts: a crash still counts
     scope = ledger.CallScope(
@@ -161,7 +166,7 @@ def gate(task: GateTask) -> GateOutcome:
         },
     )
     agent = agents.get_for_run(tenant_id, run.agent_id)
-    tool = agent.tool(ref.name)
+    tool = registry.resolve(agent, ref.name)
     if tool is None:
         return _store(
             task, run, ToolResult.failure("unknown_tool", f"this agent has no tool named {ref.name!r}")
@@ -201,9 +206,9 @@ def resume(task: GateTask) -> GateOutcome:
         reason = answer.get("reason") or "no reason given"
         return _store(task, run, ToolResult.failure("denied", f"a human denied this call: {reason}"))
     agent = agents.get_for_run(tenant_id, run.agent_id)
-    tool = agent.tool(interaction.tool_name)
+    tool = registry.resolve(agent, interaction.tool_name)
     bound = interactions.digest(tenant_id, interaction.tool_name, interaction.arguments)
-    if not isinstance(tool, HttpTool) or bound != interaction.digest:
+    if tool is None or isinstance(tool, ClientTool) or bound != interaction.digest:
         # the approval is bound to tool, arguments and tenant: anything else is not what was approved
         return _store(
             task, run, ToolResult.failure("approval_mismatch", "the approved call no longer matches")

@@ -23,7 +23,10 @@ def _canonical(function: dict[str, Any]) -> dict[str, Any]:
 
 def tool_declarations(agent: Agent) -> list[dict[str, Any]]:
     """OpenAI-style function declarations, sorted by name so the prefix is byte-for-byte stable."""
-    return [_canonical(_function(tool)) for tool in sorted(agent.tools, key=lambda t: t.name)]
+    from stepwise import mcp  # the cached MCP tools of the agent's enabled servers (never a connection)
+
+    own = [_canonical(_function(tool)) for tool in agent.tools]
+    return sorted([*own, *mcp.declarations(agent)], key=lambda d: str(d["function"]["name"]))
 
 
 def _answered(history: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -18,6 +18,7 @@ from stepwise.prompt import build_messages, tool_declarations
 from stepwise.store import agents, runs, sessions
 from stepwise.store.sessions import ASSISTANT_SLOT
 from stepwise.streaming import ChunkBatcher
+from stepwise.tools import registry
 
 PARALLEL_TOOL_CALLS = 10
 
@@ -170,7 +171,7 @@ def model_step(state: RunState) -> RunState:
         return state.model_copy(update={"step": step, "action": "final", "tool_calls": []})
     refs = []
     for index, call in enumerate(turn.tool_calls):
-        tool = agent.tool(call.name)
+        tool = registry.resolve(agent, call.name)
         refs.append(
             ToolCallRef(
                 id=call.id, name=call.name, index=index, parallel_safe=bool(tool and tool.parallel_safe)

@@ -20,4 +20,7 @@ def _no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         original(self, address)  # type: ignore[arg-type]
 
     monkeypatch.setattr(socket.socket, "connect", guarded)
+    # The integration stack (when it ran first in this session) exempts loopback from the SSRF guard;
+    # unit tests see the default: nothing exempt.
+    monkeypatch.delenv("STEPWISE_ALLOW_HOSTS", raising=False)
     yield

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -194,6 +194,15 @@ class McpToolRef(BaseModel):
     @property
     def open_world(self) -> bool:
         return self.tool.open_world
+
+    @property
+    def effect(self) -> Literal["none", "undeclared"]:
+        """MCP offers no idempotency key: a read-only tool is pure, anything else is unsafe."""
+        return "none" if self.tool.read_only else "undeclared"
+
+    @property
+    def key_fields(self) -> list[str]:
+        return []
 
 
 def servers_of(agent: Agent) -> list[McpServer]:

@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from stepwise.hooks.run import fire
+from stepwise.mcp.models import McpToolRef
 from stepwise.models import Agent, BuiltinTool, ClientTool, HttpTool, Run
 from stepwise.tools.base import TOOL_RESULT_LIMIT, ToolResult
 from stepwise.tools.builtin import ToolScope, catalog
@@ -25,7 +26,14 @@ class Verdict(BaseModel):
     channels: list[dict[str, Any]] | None = None
 
 
-def permission_for(agent: Agent, tool: HttpTool | ClientTool | BuiltinTool) -> Decision:
+def resolve(agent: Agent, name: str) -> HttpTool | ClientTool | BuiltinTool | McpToolRef | None:
+    """The tool a name refers to: one of the agent's own, or one of its MCP servers' tools."""
+    from stepwise import mcp
+
+    return agent.tool(name) or mcp.find(agent, name)
+
+
+def permission_for(agent: Agent, tool: HttpTool | ClientTool | BuiltinTool | McpToolRef) -> Decision:
     """A tool's own permission wins; `inherit` takes the agent's default."""
     if tool.permission != "inherit":
         return tool.permission
@@ -39,7 +47,7 @@ def before_tool_use(
     tenant_id: str,
     run: Run,
     agent: Agent,
-    tool: HttpTool | ClientTool | BuiltinTool,
+    tool: HttpTool | ClientTool | BuiltinTool | McpToolRef,
     arguments: dict[str, Any],
 ) -> Verdict:
     """Permission first (a denied tool calls no hook), then PreToolUse hooks, which may block, rewrite
@@ -82,13 +90,21 @@ def after_tool_use(
 
 
 def execute(
-    tool: HttpTool | BuiltinTool, arguments: dict[str, Any], *, scope: ToolScope, idempotency_key: str
+    tool: HttpTool | BuiltinTool | McpToolRef,
+    arguments: dict[str, Any],
+    *,
+    scope: ToolScope,
+    idempotency_key: str,
 ) -> ToolResult:
     """Run an allowed call. Scope is injected here, never taken from the model's arguments."""
     from stepwise.tools.http_tool import call_http_tool, schema_problem  # httpx loads only where tools run
 
     if isinstance(tool, HttpTool):
         return call_http_tool(tool, arguments, idempotency_key=idempotency_key)
+    if isinstance(tool, McpToolRef):
+        from stepwise import mcp
+
+        return mcp.call_tool(tool.server, tool.tool.name, arguments)
     module = catalog.load(tool.name)
     problem = schema_problem(module.INPUT_SCHEMA, arguments)
     if problem is not None:
@@ -102,7 +118,7 @@ def execute(
     return result
 
 
-def result_limit(tool: HttpTool | ClientTool | BuiltinTool | None) -> int | None:
+def result_limit(tool: HttpTool | ClientTool | BuiltinTool | McpToolRef | None) -> int | None:
     """How much of a result the model sees; knowledge search (and delegation) are never cut."""
     if isinstance(tool, BuiltinTool) and not getattr(catalog.load(tool.name), "TRUNCATE", True):
         return None

@@ -1,0 +1,314 @@
+"""Checking the model's SQL before anything runs it (database_query, database_write): pure, no database.
+
+sqlglot parses the statement in the database's dialect. A statement passes when it is exactly one
+statement of the kind the tool runs, nests no other statement (no data-modifying CTE, no SELECT ... INTO),
+calls no function that reads files or runs SQL given as text, and every table it touches is on the tool's
+allowlist. What runs afterwards is sqlglot's rendering of the checked tree, never the model's text: a
+comment, a string or a statement boundary that sqlglot and the database would read differently cannot
+smuggle anything past the check.
+
+Tables are compared by normalized name, as the database resolves them: identifiers fold the way the
+dialect folds them (PostgreSQL lowercases unquoted ones and keeps quoted ones; SQLite ignores ASCII case
+either way), and an unqualified name gets the schema it resolves to (`main` in SQLite; `public` in
+PostgreSQL, except `pg_*` names, which PostgreSQL finds in `pg_catalog` first). So `"orders"`, `ORDERS`
+and `public.orders` are the same table, and `"public.orders"` (one quoted identifier) is not.
+A name that refers to a CTE in scope is not a table; a DML target always is.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect, NormalizationStrategy
+from sqlglot.errors import ParseError, SqlglotError
+
+from stepwise.tools.builtin._db_config import TableAccess
+
+QUERY_LIMIT = 20_000  # characters of SQL the model may send
+
+# Statements, and parts of statements, that neither tool runs anywhere in its tree.
+_NESTED_STATEMENTS: tuple[type[exp.Expr], ...] = (
+    exp.DML,  # INSERT, UPDATE, DELETE, MERGE, COPY
+    exp.DDL,
+    exp.Drop,
+    exp.Alter,
+    exp.TruncateTable,
+    exp.Command,  # whatever sqlglot could not parse into a known statement
+    exp.Pragma,
+    exp.Attach,
+    exp.Detach,
+    exp.Set,
+    exp.Transaction,
+    exp.Commit,
+    exp.Rollback,
+    exp.Grant,
+    exp.Revoke,
+    exp.Analyze,
+    exp.Use,
+    exp.Describe,
+)
+
+# Functions that read files, run SQL given as text (past the table allowlist), change settings or sleep.
+# A denylist is defence in depth: in PostgreSQL the real boundary is the grants of DATABASE_URL's role.
+_DENIED_FUNCTIONS = re.compile(
+    r"(?:query|cursor|table|schema|database)_to_xml\w*|dblink\w*|lo_\w+|ts_stat|set_config"
+    r"|current_setting|pg_(?:read|ls|stat_file|file|sleep|terminate|cancel|reload|rotate|switch|promote"
+    r"|advisory|notify|logical|replication|create|drop|backup|start|stop|import|export)\w*"
+    r"|load_extension|readfile|writefile|edit|fts3_tokenizer"
+)
+
+
+class Refused(Exception):
+    """The statement may not run: `code` and `message` are what the model reads."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Flavor:
+    """What the checks need to know about one kind of database."""
+
+    backend: str  # SQLAlchemy's backend name
+    dialect: str  # sqlglot's dialect name
+    default_schema: str  # where an unqualified table lives
+
+    def schema_of_unqualified(self, name: str) -> str:
+        if self.backend == "postgresql" and name.startswith("pg_"):
+            return "pg_catalog"  # searched before the search_path, so it wins for every pg_* name
+        return self.default_schema
+
+    def is_system(self, schema: str, name: str) -> bool:
+        """Catalog tables: allowed only by name in allowed_tables, never through allowed_schemas."""
+        if self.backend == "sqlite":
+            return name.startswith("sqlite_")
+        return schema in ("pg_catalog", "information_schema") or schema.startswith("pg_")
+
+
+FLAVORS: dict[str, Flavor] = {
+    "sqlite": Flavor(backend="sqlite", dialect="sqlite", default_schema="main"),
+    "postgresql": Flavor(backend="postgresql", dialect="postgres", default_schema="public"),
+}
+
+
+def name_parts(entry: str, dialect: str | None = None) -> list[exp.Identifier]:
+    """The identifiers of a configured name ("orders", "public.orders"); [] when it is not one."""
+    try:
+        table = sqlglot.parse_one(entry, into=exp.Table, read=dialect)
+    except SqlglotError:
+        return []
+    parts = [table.args.get(key) for key in ("catalog", "db", "this")]
+    if not all(part is None or isinstance(part, exp.Identifier) for part in parts):
+        return []
+    return [part for part in parts if isinstance(part, exp.Identifier)]
+
+
+class Allowlist:
+    """A TableAccess resolved for one database flavor."""
+
+    def __init__(self, access: TableAccess, flavor: Flavor) -> None:
+        self.flavor = flavor
+        self._fold = folder(flavor.dialect)
+        self._tables: set[tuple[str, str]] = set()
+        for entry in access.allowed_tables:
+            parts = [self._fold(part) for part in name_parts(entry, flavor.dialect)]
+            if len(parts) == 1:
+                self._tables.add((flavor.schema_of_unqualified(parts[0]), parts[0]))
+            elif len(parts) == 2:
+                self._tables.add((parts[0], parts[1]))
+            else:
+                raise Refused("not_configured", f"allowed_tables: {entry!r} is not a table name")
+        self._schemas = {
+            self._fold(part) for entry in access.allowed_schemas for part in name_parts(entry, flavor.dialect)
+        }
+        self.listing = ", ".join(access.allowed_tables + [f"{s}.*" for s in access.allowed_schemas])
+
+    def check(self, table: exp.Table) -> None:
+        shown = exp.table_name(table, dialect=self.flavor.dialect)
+        if table.args.get("catalog") is not None:
+            raise self._refuse(f"{shown}: database-qualified names are not allowed")
+        name = self._fold(table.this)
+        db = table.args.get("db")
+        schema = self._fold(db) if isinstance(db, exp.Identifier) else self.flavor.schema_of_unqualified(name)
+        if (schema, name) in self._tables:
+            return
+        if schema in self._schemas and not self.flavor.is_system(schema, name):
+            return
+        raise self._refuse(f"table {shown} is not allowed")
+
+    def _refuse(self, message: str) -> Refused:
+        allowed = f"allowed: {self.listing}" if self.listing else "this tool allows no tables"
+        return Refused("table_not_allowed", f"{message} ({allowed})")
+
+
+def folder(dialect: str) -> Callable[[exp.Identifier], str]:
+    """How `dialect` compares identifiers. Only ASCII letters fold, as in SQLite and PostgreSQL (Python's
+    str.lower would also fold, say, the Kelvin sign into a 'k' that the database keeps apart)."""
+    strategy = Dialect.get_or_raise(dialect).normalization_strategy
+
+    def fold(identifier: exp.Identifier) -> str:
+        text: str = identifier.this
+        if strategy in (
+            NormalizationStrategy.CASE_INSENSITIVE,
+            NormalizationStrategy.CASE_INSENSITIVE_UPPERCASE,
+        ):
+            return text.translate(_ASCII_LOWER)
+        if identifier.quoted or strategy is NormalizationStrategy.CASE_SENSITIVE:
+            return text
+        if strategy is NormalizationStrategy.UPPERCASE:
+            return text.translate(_ASCII_UPPER)
+        return text.translate(_ASCII_LOWER)
+
+    return fold
+
+
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+_ASCII_UPPER = str.maketrans("abcdefghijklmnopqrstuvwxyz", "ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+# --- The two checks ---------------------------------------------------------------------------------
+
+
+def check_query(sql: str, allowlist: Allowlist) -> str:
+    """The SQL to run for a database_query: one SELECT (or set operation of SELECTs) that writes nothing."""
+    statement = _one_statement(sql, allowlist.flavor)
+    if not isinstance(statement, exp.Query):
+        raise Refused("statement_not_allowed", f"only SELECT is allowed here, not {_kind(statement)}")
+    for node in statement.walk():
+        if isinstance(node, exp.Into):
+            raise Refused("statement_not_allowed", "SELECT ... INTO creates a table: not allowed here")
+        if isinstance(node, exp.Lock):
+            raise Refused("statement_not_allowed", "locking clauses (FOR UPDATE, FOR SHARE) are not allowed")
+    return _checked(statement, allowlist)
+
+
+def check_write(sql: str, allowlist: Allowlist) -> str:
+    """The SQL to run for a database_write: one INSERT, UPDATE or DELETE; UPDATE and DELETE with a WHERE
+    that reads a column (so `WHERE 1 = 1` does not count)."""
+    statement = _one_statement(sql, allowlist.flavor)
+    if not isinstance(statement, exp.Insert | exp.Update | exp.Delete):
+        raise Refused(
+            "statement_not_allowed", f"only INSERT, UPDATE or DELETE is allowed here, not {_kind(statement)}"
+        )
+    if isinstance(statement, exp.Update | exp.Delete):
+        where = statement.args.get("where")
+        if where is None or where.find(exp.Column) is None:
+            verb = "UPDATE" if isinstance(statement, exp.Update) else "DELETE"
+            raise Refused(
+                "where_required",
+                f"{verb} needs a WHERE clause on the rows' columns (no mass {verb.lower()}s)",
+            )
+    return _checked(statement, allowlist)
+
+
+def _one_statement(sql: str, flavor: Flavor) -> exp.Expr:
+    if len(sql) > QUERY_LIMIT:
+        raise Refused("invalid_query", f"the statement is longer than {QUERY_LIMIT} characters")
+    statements = _parse(sql, flavor)
+    if not statements:
+        raise Refused("invalid_query", "no SQL statement given")
+    if len(statements) > 1:
+        raise Refused("invalid_query", "exactly one statement is allowed (found several separated by ';')")
+    return statements[0]
+
+
+def _parse(sql: str, flavor: Flavor) -> list[exp.Expr]:
+    try:
+        parsed = sqlglot.parse(sql, read=flavor.dialect)
+    except ParseError as exc:
+        first = exc.errors[0] if exc.errors else {}
+        where = f" (line {first['line']}, column {first['col']})" if "line" in first else ""
+        raise Refused("invalid_query", f"{first.get('description') or 'not valid SQL'}{where}") from None
+    except SqlglotError as exc:
+        raise Refused("invalid_query", f"not valid SQL: {str(exc).splitlines()[0]}") from None
+    except RecursionError:
+        raise Refused("invalid_query", "the statement is nested too deeply") from None
+    # An empty statement (`;;`, or a comment after the last `;`) is no statement.
+    return [s for s in parsed if s is not None and not isinstance(s, exp.Semicolon)]
+
+
+def _checked(statement: exp.Expr, allowlist: Allowlist) -> str:
+    for node in statement.walk():
+        if node is not statement and isinstance(node, _NESTED_STATEMENTS):
+            raise Refused("statement_not_allowed", f"a nested {_kind(node)} is not allowed")
+        if isinstance(node, exp.Anonymous) and _DENIED_FUNCTIONS.fullmatch(node.name.translate(_ASCII_LOWER)):
+            raise Refused("function_not_allowed", f"the function {node.name} is not allowed")
+    for table in tables_touched(statement, folder(allowlist.flavor.dialect)):
+        allowlist.check(table)
+    try:
+        return statement.sql(dialect=allowlist.flavor.dialect, comments=False)
+    except SqlglotError as exc:
+        raise Refused("invalid_query", f"cannot run this statement: {str(exc).splitlines()[0]}") from None
+
+
+def _kind(node: exp.Expr) -> str:
+    if isinstance(node, exp.Command):
+        return str(node.this).upper()
+    return node.key.upper()
+
+
+# --- Tables -------------------------------------------------------------------------------------------
+
+
+def tables_touched(statement: exp.Expr, fold: Callable[[exp.Identifier], str]) -> Iterator[exp.Table]:
+    """Every real table `statement` reads or writes: in joins, subqueries and CTE bodies, but not a name
+    that refers to a CTE in scope. A table function in FROM (`pragma_table_info(...)`,
+    `generate_series(...)`) is refused: what it reads is not a table name to check."""
+    targets = {id(target) for target in _dml_targets(statement)}
+    for table in statement.find_all(exp.Table):
+        if id(table) in targets:
+            yield table
+            continue
+        if not isinstance(table.this, exp.Identifier):
+            shown = table.this.sql() if isinstance(table.this, exp.Expr) else str(table.this)
+            raise Refused("table_not_allowed", f"table functions are not allowed: {shown}")
+        if not _refers_to_cte(table, fold):
+            yield table
+
+
+def _dml_targets(statement: exp.Expr) -> list[exp.Table]:
+    """The tables a DML statement writes: never a CTE, even when one has the same name."""
+    if not isinstance(statement, exp.Insert | exp.Update | exp.Delete):
+        return []
+    target = statement.this
+    if isinstance(target, exp.Schema):  # INSERT INTO t (a, b)
+        target = target.this
+    extra = statement.args.get("tables") or []  # DELETE t1, t2 FROM ... (MySQL)
+    return [t for t in [target, *extra] if isinstance(t, exp.Table)]
+
+
+def _refers_to_cte(table: exp.Table, fold: Callable[[exp.Identifier], str]) -> bool:
+    """Whether an unqualified name resolves to a CTE. Walking out from the table, a WITH's CTEs are in
+    scope of its statement's body; inside a CTE's own definition only the CTEs before it are (and itself,
+    when the WITH is RECURSIVE). Anything else is a table: a mistake here errs toward checking more."""
+    if table.args.get("db") is not None or table.args.get("catalog") is not None:
+        return False
+    name = fold(table.this)
+    child: exp.Expr = table
+    node = table.parent
+    while node is not None:
+        if isinstance(node, exp.With):
+            position = next((i for i, cte in enumerate(node.expressions) if cte is child), None)
+            if position is None:
+                visible: list[exp.Expr] = []
+            else:
+                visible = node.expressions[: position + (1 if node.args.get("recursive") else 0)]
+        else:
+            with_ = node.args.get("with_")
+            visible = with_.expressions if isinstance(with_, exp.With) and with_ is not child else []
+        if any(_cte_name(cte, fold) == name for cte in visible):
+            return True
+        child, node = node, node.parent
+    return False
+
+
+def _cte_name(cte: exp.Expr, fold: Callable[[exp.Identifier], str]) -> str | None:
+    alias = cte.args.get("alias")
+    identifier = alias.this if isinstance(alias, exp.TableAlias) else None
+    return fold(identifier) if isinstance(identifier, exp.Identifier) else None

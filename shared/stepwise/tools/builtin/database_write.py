@@ -1,0 +1,37 @@
+"""database_write: one INSERT, UPDATE or DELETE against the tenant's database (DATABASE_URL), allowlisted
+tables only; UPDATE and DELETE need a WHERE. How the statement is checked: `_sql`; how it runs: `_database`.
+
+Its effect is `undeclared`: the ledger runs each call at most once, and nothing in the model's SQL is a
+stable target to deduplicate on across runs."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from stepwise.tools.base import ToolResult
+from stepwise.tools.builtin import Settings, ToolScope
+from stepwise.tools.builtin._db_config import QUERY_SCHEMA, TableAccess
+
+NAME = "database_write"
+DESCRIPTION = (
+    "Run one SQL INSERT, UPDATE or DELETE against the project database (SQLite or PostgreSQL syntax, as "
+    "the database is) and get {rows_affected} (plus the rows of a RETURNING clause). Only the tables this "
+    "agent was granted may be touched, including in subqueries. UPDATE and DELETE need a WHERE clause on "
+    "the rows' columns. One statement per call, committed when it succeeds."
+)
+INPUT_SCHEMA: dict[str, Any] = QUERY_SCHEMA
+READ_ONLY = False
+EFFECT: Literal["undeclared"] = "undeclared"
+KEY_FIELDS: list[str] = []
+
+
+class Config(TableAccess):
+    """The tables (`allowed_tables`, e.g. "orders" or "public.orders") and whole schemas
+    (`allowed_schemas`) the agent may write, and read from in the same statement."""
+
+
+def run(arguments: dict[str, Any], *, scope: ToolScope, settings: Settings, config: Config) -> ToolResult:
+    from stepwise.tools.builtin._database import execute  # SQLAlchemy and sqlglot load with the first call
+    from stepwise.tools.builtin._sql import check_write
+
+    return execute(arguments, tool=NAME, settings=settings, access=config, check=check_write, read_only=False)

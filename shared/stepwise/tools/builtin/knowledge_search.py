@@ -1,0 +1,182 @@
+"""knowledge_search: semantic search over the Amazon Bedrock knowledge bases linked to the agent.
+
+Each selected knowledge base is asked with Bedrock Agent Runtime's `Retrieve`:
+
+    retrieve(knowledgeBaseId=id, retrievalQuery={"text": query},
+             retrievalConfiguration={"vectorSearchConfiguration": {"numberOfResults": top_k}})
+    → {"retrievalResults": [{"content": {"text"}, "location": {"type", "s3Location": {"uri"}, ...},
+                             "score", "metadata"}]}
+
+The results of all of them are merged, sorted by score (best first) and cut to `top_k`, each
+`{knowledge_base, text, score, source}` where `source` is the chunk's location (an S3 URI, a web URL...).
+When some knowledge bases fail and others answer, the answer carries `errors` beside the results; when
+all fail, the call fails with `knowledge_base_error` (`rate_limited` when Bedrock throttles).
+
+Knowledge-base excerpts are what the model needs whole, so the result is exempt from the 50,000-character
+cut (`TRUNCATE = False`). The client comes from `client_factory` (by default a cached boto3
+`bedrock-agent-runtime` client in the configured region, else the function's), so tests pass a fake.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import cache
+from typing import Any, Literal, Protocol
+
+import boto3
+from botocore.exceptions import BotoCoreError, ClientError
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from stepwise.tools.base import ToolResult
+from stepwise.tools.builtin import Settings, ToolScope
+from stepwise.tools.builtin._provider import invalid_arguments
+
+NAME = "knowledge_search"
+DEFAULT_TOP_K = 5
+MAX_TOP_K = 20
+DESCRIPTION = (
+    "Search the knowledge bases linked to this agent with a natural-language query and get the most "
+    "relevant passages, best first, as {results: [{knowledge_base, text, score, source}]}. With several "
+    "knowledge bases, `knowledge_base_names` limits the search to some of them."
+)
+INPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "query": {"type": "string", "minLength": 1, "maxLength": 10_000, "description": "What to look for."},
+        "knowledge_base_names": {
+            "type": "array",
+            "items": {"type": "string", "minLength": 1},
+            "minItems": 1,
+            "description": "Only these knowledge bases (default: all linked ones).",
+        },
+        "top_k": {"type": "integer", "minimum": 1, "maximum": MAX_TOP_K, "default": DEFAULT_TOP_K},
+    },
+    "required": ["query"],
+    "additionalProperties": False,
+}
+READ_ONLY = True
+EFFECT: Literal["none"] = "none"
+KEY_FIELDS: list[str] = []
+TRUNCATE = False
+
+
+class KnowledgeBase(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=100)
+    id: str = Field(pattern=r"^[0-9a-zA-Z]{10}$", description="the Bedrock knowledge base id")
+    description: str = ""
+
+
+class Config(BaseModel):
+    """The knowledge bases the agent may search, by the names the model uses, and their AWS region
+    (default: the function's own)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    knowledge_bases: list[KnowledgeBase] = Field(min_length=1)
+    region: str | None = Field(default=None, pattern=r"^[a-z]{2}(-[a-z]+)+-\d$")
+
+    @field_validator("knowledge_bases")
+    @classmethod
+    def _unique_names(cls, bases: list[KnowledgeBase]) -> list[KnowledgeBase]:
+        names = [base.name for base in bases]
+        if len(set(names)) != len(names):
+            raise ValueError("knowledge base names must be unique")
+        return bases
+
+
+class RetrieveClient(Protocol):
+    """The one call of bedrock-agent-runtime this tool makes."""
+
+    def retrieve(self, **kwargs: Any) -> dict[str, Any]: ...
+
+
+ClientFactory = Callable[[str | None], RetrieveClient]
+
+
+@cache
+def bedrock_client(region: str | None) -> RetrieveClient:
+    """A bedrock-agent-runtime client for `region` (None: the default region), built once per region."""
+    client: RetrieveClient = boto3.client("bedrock-agent-runtime", region_name=region)
+    return client
+
+
+def run(
+    arguments: dict[str, Any],
+    *,
+    scope: ToolScope,
+    settings: Settings,
+    config: Config,
+    client_factory: ClientFactory = bedrock_client,
+) -> ToolResult:
+    failure = invalid_arguments(INPUT_SCHEMA, arguments)
+    if failure is not None:
+        return failure
+    by_name = {base.name: base for base in config.knowledge_bases}
+    selected = list(dict.fromkeys(arguments.get("knowledge_base_names") or by_name))
+    unknown = [name for name in selected if name not in by_name]
+    if unknown:
+        return ToolResult.failure(
+            "unknown_knowledge_base",
+            f"no knowledge base named {', '.join(unknown)} (known: {', '.join(by_name)})",
+        )
+    top_k: int = arguments.get("top_k", DEFAULT_TOP_K)
+    client = client_factory(config.region)
+
+    results: list[tuple[float, int, int, dict[str, Any]]] = []  # sort key, then the result
+    errors: list[dict[str, str]] = []
+    throttled = False
+    for order, name in enumerate(selected):
+        try:
+            answer = client.retrieve(
+                knowledgeBaseId=by_name[name].id,
+                retrievalQuery={"text": arguments["query"]},
+                retrievalConfiguration={"vectorSearchConfiguration": {"numberOfResults": top_k}},
+            )
+        except ClientError as exc:
+            error = exc.response.get("Error", {})
+            throttled = throttled or error.get("Code") == "ThrottlingException"
+            errors.append({"knowledge_base": name, "message": f"{error.get('Code')}: {error.get('Message')}"})
+            continue
+        except BotoCoreError as exc:
+            errors.append(
+                {"knowledge_base": name, "message": f"Bedrock is unreachable: {type(exc).__name__}"}
+            )
+            continue
+        for rank, item in enumerate(answer.get("retrievalResults", [])):
+            result = _result(name, item)
+            results.append((-(result["score"] or 0.0), order, rank, result))
+
+    if len(errors) == len(selected):
+        summary = "; ".join(f"{e['knowledge_base']}: {e['message']}" for e in errors)
+        return ToolResult.failure("rate_limited" if throttled else "knowledge_base_error", summary)
+    results.sort(key=lambda entry: entry[:3])
+    output: dict[str, Any] = {"results": [entry[3] for entry in results[:top_k]]}
+    if errors:
+        output["errors"] = errors
+    return ToolResult(output=output)
+
+
+def _result(knowledge_base: str, item: dict[str, Any]) -> dict[str, Any]:
+    content = item.get("content") or {}
+    score = item.get("score")
+    return {
+        "knowledge_base": knowledge_base,
+        "text": content.get("text") or "",
+        "score": float(score) if isinstance(score, int | float) else None,
+        "source": _source(item),
+    }
+
+
+def _source(item: dict[str, Any]) -> str | None:
+    """The location's URI or URL, whatever the data source type (S3, web, Confluence, SharePoint, ...)."""
+    location = item.get("location") or {}
+    for value in location.values():
+        if isinstance(value, dict):
+            for field in ("uri", "url"):
+                if isinstance(value.get(field), str):
+                    return str(value[field])
+    metadata = item.get("metadata") or {}
+    uri = metadata.get("x-amz-bedrock-kb-source-uri")
+    return uri if isinstance(uri, str) else None
