@@ -135,7 +135,7 @@ def _bounded(connection: Connection, flavor: Flavor, *, read_only: bool) -> Iter
     if flavor.backend != "sqlite":
         if read_only:
             connection.exec_driver_sql("SET TRANSACTION READ ONLY")  # first statement of the transaction
-        connection.exec_driver_sql(f"SET LOCAL statement_timeout = {STATEMENT_TIMEOUT_SECONDS * 1000}")
+        connection.exec_driver_sql(f"SET LOCAL statement_timeout = {int(STATEMENT_TIMEOUT_SECONDS * 1000)}")
         try:
             yield
         finally:
@@ -146,15 +146,15 @@ def _bounded(connection: Connection, flavor: Flavor, *, read_only: bool) -> Iter
     raw = cast(sqlite3.Connection, connection.connection.dbapi_connection)
     deadline = time.monotonic() + STATEMENT_TIMEOUT_SECONDS
     raw.set_progress_handler(lambda: int(time.monotonic() > deadline), _SQLITE_PROGRESS_STEPS)
-    if read_only:
-        connection.exec_driver_sql("PRAGMA query_only = ON")
     try:
+        if read_only:
+            connection.exec_driver_sql("PRAGMA query_only = ON")
         yield
     finally:
         raw.set_progress_handler(None, 0)
         if read_only:
-            connection.rollback()
             try:
+                connection.rollback()
                 connection.exec_driver_sql("PRAGMA query_only = OFF")  # the pool hands it to writes too
             except SQLAlchemyError:
                 connection.invalidate()  # never back into the pool still read-only

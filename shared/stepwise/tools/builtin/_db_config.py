@@ -11,9 +11,18 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+QUERY_LIMIT = 20_000  # characters of SQL the model may send
+
 QUERY_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "properties": {"query": {"type": "string", "minLength": 1, "description": "One SQL statement."}},
+    "properties": {
+        "query": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": QUERY_LIMIT,
+            "description": "One SQL statement.",
+        }
+    },
     "required": ["query"],
     "additionalProperties": False,
 }

@@ -26,9 +26,7 @@ from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect, NormalizationStrategy
 from sqlglot.errors import ParseError, SqlglotError
 
-from stepwise.tools.builtin._db_config import TableAccess
-
-QUERY_LIMIT = 20_000  # characters of SQL the model may send
+from stepwise.tools.builtin._db_config import QUERY_LIMIT, TableAccess
 
 # Statements, and parts of statements, that neither tool runs anywhere in its tree.
 _NESTED_STATEMENTS: tuple[type[exp.Expr], ...] = (

@@ -1,0 +1,390 @@
+"""The data builtins against real backends: database_query and database_write on a SQLite file, and
+storage_read and storage_write on S3 (moto), including one tenant trying to reach another's files."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from stepwise.tools.base import TOOL_RESULT_LIMIT, ToolResult
+from stepwise.tools.builtin import (
+    StaticSettings,
+    ToolScope,
+    _database,
+    _sql,
+    _storage,
+    database_query,
+    database_write,
+    storage_read,
+    storage_write,
+)
+
+PNG = (
+    b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f\x15\xc4\x89"
+)
+
+
+def error_of(result: ToolResult) -> tuple[str, str]:
+    assert result.error is not None, f"expected an error, got {result.output!r}"
+    return result.error.code, result.error.message
+
+
+def scope(tenant: str) -> ToolScope:
+    return ToolScope(tenant_id=tenant, agent_id="a1", run_id="r1", session_id="s1")
+
+
+# --- SQLite ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def database(tmp_path: Path) -> Iterator[Path]:
+    path = tmp_path / "shop.db"
+    with sqlite3.connect(path) as connection:
+        connection.executescript(
+            """
+            CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
+            CREATE TABLE orders (id INTEGER PRIMARY KEY, customer_id INTEGER, total REAL, placed TEXT);
+            CREATE TABLE secret (id INTEGER PRIMARY KEY, value TEXT);
+            INSERT INTO customers VALUES (1, 'Ada'), (2, 'Grace');
+            INSERT INTO orders VALUES
+                (1, 1, 12.5, '2024-03-01'), (2, 2, 40, '2024-05-17'), (3, 1, 7.25, '2025-01-09');
+            INSERT INTO secret VALUES (1, 'the launch codes');
+            """
+        )
+    yield path
+    _database.engine_for.cache_clear()  # drop the pooled connections to this file
+
+
+def settings_for(path: Path) -> StaticSettings:
+    return StaticSettings({"DATABASE_URL": f"sqlite:///{path}"})
+
+
+def query(path: Path, sql: str, tables: tuple[str, ...] = ("orders", "customers")) -> ToolResult:
+    config = database_query.Config(allowed_tables=list(tables))
+    return database_query.run({"query": sql}, scope=scope("t1"), settings=settings_for(path), config=config)
+
+
+def write(path: Path, sql: str, tables: tuple[str, ...] = ("orders",)) -> ToolResult:
+    config = database_write.Config(allowed_tables=list(tables))
+    return database_write.run({"query": sql}, scope=scope("t1"), settings=settings_for(path), config=config)
+
+
+def rows_of(path: Path, sql: str) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(path) as connection:
+        return connection.execute(sql).fetchall()
+
+
+def test_a_query_answers_columns_and_rows(database: Path) -> None:
+    result = query(
+        database,
+        "SELECT c.name, count(*) AS orders, sum(o.total) AS spent FROM orders o "
+        "JOIN customers c ON c.id = o.customer_id GROUP BY c.name ORDER BY c.name",
+    )
+
+    assert result.output == {
+        "columns": ["name", "orders", "spent"],
+        "rows": [["Ada", 2, 19.75], ["Grace", 1, 40.0]],
+        "row_count": 2,
+        "truncated": False,
+    }
+
+
+def test_sqlite_functions_survive_the_rendering_of_the_checked_statement(database: Path) -> None:
+    result = query(
+        database,
+        "SELECT strftime('%Y', placed) AS year, IFNULL(NULL, 'none') AS fallback, 'a:b' || '%s' AS text "
+        "FROM orders WHERE placed LIKE '2024%' ORDER BY placed DESC LIMIT 1",
+    )
+
+    assert result.output["rows"] == [["2024", "none", "a:b%s"]]
+
+
+def test_a_query_cannot_read_a_table_off_the_allowlist(database: Path) -> None:
+    code, message = error_of(
+        query(database, "SELECT o.id, s.value FROM orders o JOIN secret s ON s.id = o.id")
+    )
+
+    assert code == "table_not_allowed"
+    assert "secret" in message
+
+
+def test_the_read_transaction_is_read_only_even_for_a_statement_the_checks_would_have_refused(
+    database: Path,
+) -> None:
+    def unchecked(sql: str, allowlist: _sql.Allowlist) -> str:
+        return sql  # as if the parser had missed something
+
+    result = _database.execute(
+        {"query": "DELETE FROM orders"},
+        tool="database_query",
+        settings=settings_for(database),
+        access=database_query.Config(allowed_tables=["orders"]),
+        check=unchecked,
+        read_only=True,
+    )
+
+    code, message = error_of(result)
+    assert code == "database_error"
+    assert "readonly database" in message
+    assert rows_of(database, "SELECT count(*) FROM orders") == [(3,)]
+    # the pooled connection is writable again for database_write
+    assert write(database, "DELETE FROM orders WHERE id = 3").output == {"rows_affected": 1}
+
+
+def test_a_large_result_is_cut_to_whole_rows_under_the_tool_result_limit(database: Path) -> None:
+    with sqlite3.connect(database) as connection:
+        connection.executemany(
+            "INSERT INTO orders (customer_id, total, placed) VALUES (?, ?, ?)",
+            [(1, n, "x" * 200) for n in range(2_000)],
+        )
+
+    result = query(database, "SELECT * FROM orders")
+
+    assert result.output["truncated"] is True
+    assert 100 < result.output["row_count"] == len(result.output["rows"]) < 2_003
+    text = result.for_model()
+    assert len(text) <= TOOL_RESULT_LIMIT
+    assert json.loads(text) == result.output  # whole JSON, no marker: nothing downstream had to cut it
+
+
+def test_a_runaway_query_is_stopped(database: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_database, "STATEMENT_TIMEOUT_SECONDS", 0.2)
+
+    result = query(
+        database, "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n) SELECT max(x) FROM n"
+    )
+
+    assert error_of(result) == (
+        "database_error",
+        "OperationalError: the statement ran longer than 0.2 seconds and was stopped",
+    )
+
+
+def test_a_database_error_is_short_and_readable(database: Path) -> None:
+    code, message = error_of(query(database, "SELECT nope FROM orders"))
+
+    assert (code, message) == ("database_error", "OperationalError: no such column: nope")
+
+
+def test_an_unreachable_database_is_a_database_error_without_the_url(tmp_path: Path) -> None:
+    missing = tmp_path / "no" / "such" / "dir" / "shop.db"
+
+    code, message = error_of(query(missing, "SELECT * FROM orders"))
+
+    assert code == "database_error"
+    assert message.startswith("could not connect to the database")
+    assert str(missing) not in message
+
+
+def test_a_write_commits_and_counts_the_rows_it_changed(database: Path) -> None:
+    inserted = write(database, "INSERT INTO orders (customer_id, total, placed) VALUES (2, 99, '2025-02-02')")
+    updated = write(database, "UPDATE orders SET total = total * 2 WHERE customer_id = 1")
+    deleted = write(database, "DELETE FROM orders WHERE total > 1000")
+
+    assert inserted.output == {"rows_affected": 1}
+    assert updated.output == {"rows_affected": 2}
+    assert deleted.output == {"rows_affected": 0}
+    assert rows_of(database, "SELECT id, total FROM orders ORDER BY id") == [
+        (1, 25.0),
+        (2, 40.0),
+        (3, 14.5),
+        (4, 99.0),
+    ]
+
+
+def test_a_write_with_returning_answers_its_rows(database: Path) -> None:
+    result = write(database, "UPDATE orders SET total = 0 WHERE id IN (1, 2) RETURNING id, total")
+
+    assert result.output == {
+        "columns": ["id", "total"],
+        "rows": [[1, 0.0], [2, 0.0]],
+        "row_count": 2,
+        "rows_affected": 2,
+        "truncated": False,
+    }
+
+
+def test_a_refused_write_changes_nothing(database: Path) -> None:
+    everything = write(database, "DELETE FROM orders")
+    elsewhere = write(database, "DELETE FROM secret WHERE id = 1")
+    smuggled = write(database, "INSERT INTO orders (total) VALUES (1); DROP TABLE secret")
+
+    assert error_of(everything)[0] == "where_required"
+    assert error_of(elsewhere)[0] == "table_not_allowed"
+    assert error_of(smuggled)[0] == "invalid_query"
+    assert rows_of(database, "SELECT count(*) FROM orders") == [(3,)]
+    assert rows_of(database, "SELECT count(*) FROM secret") == [(1,)]
+
+
+def test_a_failed_write_rolls_back(database: Path) -> None:
+    with sqlite3.connect(database) as connection:
+        connection.execute("CREATE UNIQUE INDEX one_per_day ON orders (placed)")
+
+    result = write(database, "UPDATE orders SET placed = '2024-03-01' WHERE id >= 1")
+
+    code, message = error_of(result)
+    assert code == "database_error"
+    assert "UNIQUE constraint failed" in message
+    assert rows_of(database, "SELECT placed FROM orders ORDER BY id") == [
+        ("2024-03-01",),
+        ("2024-05-17",),
+        ("2025-01-09",),
+    ]
+
+
+# --- S3 -------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def bucket(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    name = f"stepwise-files-{uuid.uuid4().hex[:12]}"  # moto's state may be shared with the local stack
+    with mock_aws():
+        _storage.reset()
+        boto3.client("s3").create_bucket(Bucket=name)
+        monkeypatch.setenv("STORAGE_BUCKET", name)
+        yield name
+        _storage.reset()
+
+
+def put(bucket: str, key: str, body: bytes, content_type: str | None = None) -> None:
+    extra = {"ContentType": content_type} if content_type else {}
+    boto3.client("s3").put_object(Bucket=bucket, Key=key, Body=body, **extra)
+
+
+def read(tenant: str, **arguments: Any) -> ToolResult:
+    return storage_read.run(
+        arguments, scope=scope(tenant), settings=StaticSettings(), config=storage_read.Config()
+    )
+
+
+def save(tenant: str, path: str, content: str) -> ToolResult:
+    return storage_write.run(
+        {"path": path, "content": content},
+        scope=scope(tenant),
+        settings=StaticSettings(),
+        config=storage_write.Config(),
+    )
+
+
+def test_a_written_file_is_listed_and_downloaded_under_the_tenants_prefix(bucket: str) -> None:
+    saved = save("acme", "./reports//q1.csv", "region,total\nnorth,12\n")
+    listed = read("acme", operation="list")
+    downloaded = read("acme", operation="download", path="reports/q1.csv")
+
+    assert saved.output == {"path": "reports/q1.csv", "size": 22}
+    stored = boto3.client("s3").head_object(Bucket=bucket, Key="tenants/acme/reports/q1.csv")
+    assert stored["ContentType"] == "text/csv; charset=utf-8"
+    assert [(item["path"], item["size"]) for item in listed.output["items"]] == [("reports/q1.csv", 22)]
+    assert listed.output["items"][0]["last_modified"].endswith("+00:00")
+    assert listed.output["next_offset"] is None
+    assert downloaded.output == "region,total\nnorth,12\n"
+
+
+def test_a_listing_pages_with_limit_and_offset_within_a_folder_and_prefix(bucket: str) -> None:
+    for name in ("a1", "a2", "a3", "b1"):
+        save("acme", f"logs/{name}.txt", name)
+    save("acme", "other/a9.txt", "elsewhere")
+
+    pages = [
+        read("acme", operation="list", path="logs", prefix="a", limit=2, offset=o).output for o in (0, 2)
+    ]
+
+    assert [[i["path"] for i in page["items"]] for page in pages] == [
+        ["logs/a1.txt", "logs/a2.txt"],
+        ["logs/a3.txt"],
+    ]
+    assert [page["next_offset"] for page in pages] == [2, None]
+
+
+def test_a_tenant_cannot_list_or_read_another_tenants_files(bucket: str) -> None:
+    put(bucket, "tenants/beta/private/plan.txt", b"beta's plan")
+    put(bucket, "tenants/alphabet/notes.txt", b"a tenant whose id starts like alpha's")
+    put(bucket, "shared.txt", b"outside every tenant")
+    save("alpha", "mine.txt", "alpha's own")
+
+    listing = read("alpha", operation="list")
+    assert [item["path"] for item in listing.output["items"]] == ["mine.txt"]
+    for crafted in (
+        "../beta/",
+        "../beta/private/plan.txt",
+        "/tenants/beta/",
+        "..\\beta\\",
+        "..",
+        "../alphabet/",
+    ):
+        assert error_of(read("alpha", operation="list", prefix=crafted))[0] == "invalid_path", crafted
+        assert error_of(read("alpha", operation="list", path=crafted))[0] == "invalid_path", crafted
+        assert error_of(read("alpha", operation="download", path=crafted))[0] == "invalid_path", crafted
+    # what would be a traversal on a file system is just a name inside alpha's prefix here
+    assert read("alpha", operation="list", prefix="%2e%2e/beta").output["items"] == []
+    assert (
+        error_of(read("alpha", operation="download", path="%2e%2e/beta/private/plan.txt"))[0] == "not_found"
+    )
+    assert error_of(read("alpha", operation="download", path="../../shared.txt"))[0] == "invalid_path"
+    assert error_of(save("alpha", "../beta/private/plan.txt", "overwritten"))[0] == "invalid_path"
+    body = boto3.client("s3").get_object(Bucket=bucket, Key="tenants/beta/private/plan.txt")["Body"].read()
+    assert body == b"beta's plan"
+
+
+def test_a_binary_file_is_answered_with_a_presigned_url_valid_for_15_minutes(bucket: str) -> None:
+    put(bucket, "tenants/acme/images/logo.png", PNG, "image/png")
+
+    result = read("acme", operation="download", path="images/logo.png")
+
+    assert {k: v for k, v in result.output.items() if k != "url"} == {
+        "path": "images/logo.png",
+        "size": len(PNG),
+        "content_type": "image/png",
+    }
+    url = urlsplit(result.output["url"])
+    assert bucket in url.netloc + url.path and url.path.endswith("/tenants/acme/images/logo.png")
+    params = parse_qs(url.query)
+    assert params["X-Amz-Expires"] == ["900"]
+    assert params["X-Amz-Algorithm"] == ["AWS4-HMAC-SHA256"] and params["X-Amz-Signature"]
+
+
+def test_bytes_that_are_not_utf8_get_a_url_even_without_a_content_type(bucket: str) -> None:
+    put(bucket, "tenants/acme/blob", PNG)
+    put(bucket, "tenants/acme/latin1.txt", "café".encode("latin-1"), "text/plain")
+    put(bucket, "tenants/acme/readme", "plain UTF-8 — ok".encode())
+
+    assert "url" in read("acme", operation="download", path="blob").output
+    assert "url" in read("acme", operation="download", path="latin1.txt").output
+    assert read("acme", operation="download", path="readme").output == "plain UTF-8 — ok"
+
+
+def test_a_long_text_file_is_cut_with_a_marker_under_the_tool_result_limit(bucket: str) -> None:
+    save("acme", "ascii.txt", "a" * 60_000)
+    save("acme", "wide.txt", "€" * 100_000)  # 300,000 bytes: only the start is read
+
+    for path, size in (("ascii.txt", 60_000), ("wide.txt", 300_000)):
+        text = read("acme", operation="download", path=path).output
+        assert len(text) == TOOL_RESULT_LIMIT
+        assert text.endswith(f"characters of a {size:,}-byte file]")
+        assert ToolResult(output=text).for_model() == text  # not cut again downstream
+
+
+def test_an_empty_file_is_empty_text(bucket: str) -> None:
+    save("acme", "empty.txt", "")
+
+    assert read("acme", operation="download", path="empty.txt").output == ""
+
+
+def test_a_missing_file_or_bucket_is_a_readable_error(bucket: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert error_of(read("acme", operation="download", path="nope.txt")) == (
+        "not_found",
+        "no file at 'nope.txt'",
+    )
+
+    monkeypatch.setenv("STORAGE_BUCKET", f"{bucket}-gone")
+    assert error_of(read("acme", operation="list"))[0] == "not_configured"
+    assert error_of(save("acme", "a.txt", "x"))[0] == "not_configured"

@@ -1,0 +1,811 @@
+"""The data builtins (database_query, database_write, storage_read, storage_write, knowledge_search)
+without a database, S3 or Bedrock: their shape and schemas, the SQL checks, path normalization, and
+knowledge_search against an in-memory fake of Bedrock's Retrieve."""
+
+from __future__ import annotations
+
+import inspect
+import subprocess
+import sys
+from types import ModuleType
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError, EndpointConnectionError
+from jsonschema import Draft202012Validator
+from pydantic import BaseModel, ValidationError
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError
+
+from stepwise.llm.fake_args import example_arguments
+from stepwise.tools.base import ToolResult
+from stepwise.tools.builtin import (
+    StaticSettings,
+    ToolScope,
+    _database,
+    _provider,
+    _sql,
+    _storage,
+    database_query,
+    database_write,
+    knowledge_search,
+    storage_read,
+    storage_write,
+)
+
+SCOPE = ToolScope("t1", "a1", "r1", "s1")
+TOOLS = [database_query, database_write, storage_read, storage_write, knowledge_search]
+SQLITE = _sql.FLAVORS["sqlite"]
+POSTGRES = _sql.FLAVORS["postgresql"]
+
+
+def error_of(result: ToolResult) -> tuple[str, str]:
+    assert result.error is not None, f"expected an error, got {result.output!r}"
+    return result.error.code, result.error.message
+
+
+def allow(flavor: _sql.Flavor, tables: list[str], schemas: list[str] | None = None) -> _sql.Allowlist:
+    return _sql.Allowlist(database_query.Config(allowed_tables=tables, allowed_schemas=schemas or []), flavor)
+
+
+# --- The module shape ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("tool", TOOLS, ids=lambda m: m.NAME)
+def test_every_tool_exports_the_builtin_shape(tool: ModuleType) -> None:
+    assert tool.__name__.rsplit(".", 1)[1] == tool.NAME
+    assert isinstance(tool.DESCRIPTION, str) and tool.DESCRIPTION
+    assert isinstance(tool.READ_ONLY, bool)
+    assert tool.EFFECT in ("none", "idempotent", "undeclared")
+    assert tool.KEY_FIELDS == []
+    assert issubclass(tool.Config, BaseModel)
+    params = inspect.signature(tool.run).parameters
+    assert list(params)[:4] == ["arguments", "scope", "settings", "config"]
+    assert all(
+        params[name].kind is inspect.Parameter.KEYWORD_ONLY for name in ("scope", "settings", "config")
+    )
+
+
+@pytest.mark.parametrize("tool", TOOLS, ids=lambda m: m.NAME)
+def test_input_schemas_are_valid_json_schema_and_the_scripted_model_can_satisfy_them(
+    tool: ModuleType,
+) -> None:
+    Draft202012Validator.check_schema(tool.INPUT_SCHEMA)
+    assert tool.INPUT_SCHEMA["type"] == "object"
+    assert tool.INPUT_SCHEMA["additionalProperties"] is False
+
+    assert _provider.invalid_arguments(tool.INPUT_SCHEMA, example_arguments(tool.INPUT_SCHEMA)) is None
+
+
+def test_listing_the_tools_loads_neither_sqlglot_nor_sqlalchemy() -> None:
+    probe = (
+        "import sys\n"
+        "from stepwise.tools.builtin import database_query, database_write, storage_read, storage_write\n"
+        "from stepwise.tools.builtin import knowledge_search\n"
+        "database_query.Config()\n"
+        "print(sorted(m for m in ('sqlglot', 'sqlalchemy') if m in sys.modules))\n"
+    )
+
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+
+    assert out.stdout.strip() == "[]"
+
+
+def test_reads_are_parallel_safe_and_pure_writes_are_not() -> None:
+    assert (database_query.READ_ONLY, database_query.EFFECT) == (True, "none")
+    assert (database_write.READ_ONLY, database_write.EFFECT) == (False, "undeclared")
+    assert (storage_read.READ_ONLY, storage_read.EFFECT) == (True, "none")
+    assert (storage_write.READ_ONLY, storage_write.EFFECT) == (False, "undeclared")
+    assert (knowledge_search.READ_ONLY, knowledge_search.EFFECT) == (True, "none")
+
+
+def test_only_knowledge_search_is_exempt_from_the_result_cut() -> None:
+    assert knowledge_search.TRUNCATE is False
+    assert all(getattr(tool, "TRUNCATE", True) for tool in TOOLS if tool is not knowledge_search)
+
+
+# --- SQL: what database_query runs ----------------------------------------------------------------
+
+QUERY_REFUSED = [
+    # several statements, however they are hidden
+    (SQLITE, "SELECT 1; SELECT 2", "invalid_query"),
+    (SQLITE, "SELECT * FROM orders; DROP TABLE orders", "invalid_query"),
+    (SQLITE, "SELECT * FROM orders /* harmless */ ; DELETE FROM orders WHERE id = 1", "invalid_query"),
+    (SQLITE, "SELECT 1 /* /* */ ; DROP TABLE orders */", "invalid_query"),  # SQLite comments do not nest
+    (POSTGRES, "SELECT E'\\''; DROP TABLE orders; --'", "invalid_query"),
+    (SQLITE, "", "invalid_query"),
+    (SQLITE, " ; ; ", "invalid_query"),
+    (SQLITE, "-- only a comment", "invalid_query"),
+    (SQLITE, "SELEC * FROM orders", "invalid_query"),
+    (SQLITE, "SELECT " + "(" * 3000 + "1" + ")" * 3000, "invalid_query"),
+    # anything but a SELECT
+    (SQLITE, "DROP TABLE orders", "statement_not_allowed"),
+    (SQLITE, "CREATE TABLE copy AS SELECT * FROM orders", "statement_not_allowed"),
+    (SQLITE, "ALTER TABLE orders ADD COLUMN x INT", "statement_not_allowed"),
+    (SQLITE, "PRAGMA query_only = OFF", "statement_not_allowed"),
+    (SQLITE, "PRAGMA table_info(orders)", "statement_not_allowed"),
+    (SQLITE, "ATTACH DATABASE '/tmp/other.db' AS other", "statement_not_allowed"),
+    (SQLITE, "DETACH other", "statement_not_allowed"),
+    (SQLITE, "VACUUM", "statement_not_allowed"),
+    (SQLITE, "INSERT INTO orders VALUES (1)", "statement_not_allowed"),
+    (SQLITE, "UPDATE orders SET total = 0 WHERE id = 1", "statement_not_allowed"),
+    (SQLITE, "DELETE FROM orders WHERE id = 1", "statement_not_allowed"),
+    (SQLITE, "BEGIN", "statement_not_allowed"),
+    (SQLITE, "VALUES (1)", "statement_not_allowed"),
+    (POSTGRES, "SET TRANSACTION READ WRITE", "statement_not_allowed"),
+    (POSTGRES, "COPY orders TO '/tmp/orders.csv'", "statement_not_allowed"),
+    (POSTGRES, "SELECT * INTO stolen FROM orders", "statement_not_allowed"),
+    (POSTGRES, "SELECT * FROM orders FOR UPDATE", "statement_not_allowed"),
+    (POSTGRES, "WITH gone AS (DELETE FROM orders RETURNING *) SELECT * FROM gone", "statement_not_allowed"),
+    # tables off the allowlist, wherever they appear
+    (SQLITE, "SELECT * FROM secret", "table_not_allowed"),
+    (SQLITE, "SELECT * FROM orders o JOIN secret s ON s.id = o.id", "table_not_allowed"),
+    (SQLITE, "SELECT * FROM orders o LEFT JOIN (SELECT * FROM secret) s ON 1 = 1", "table_not_allowed"),
+    (SQLITE, "SELECT * FROM orders WHERE id IN (SELECT id FROM secret)", "table_not_allowed"),
+    (SQLITE, "SELECT (SELECT max(x) FROM secret) FROM orders", "table_not_allowed"),
+    (SQLITE, "SELECT id FROM orders UNION SELECT id FROM secret", "table_not_allowed"),
+    (SQLITE, "WITH x AS (SELECT * FROM secret) SELECT * FROM x", "table_not_allowed"),
+    # a CTE's name only covers its own scope...
+    (
+        SQLITE,
+        "SELECT * FROM secret WHERE id IN (WITH secret AS (SELECT 1) SELECT * FROM secret)",
+        "table_not_allowed",
+    ),
+    # ...and a later CTE's name does not cover an earlier one's body...
+    (SQLITE, "WITH a AS (SELECT * FROM secret), secret AS (SELECT 1) SELECT * FROM a", "table_not_allowed"),
+    # ...nor, without RECURSIVE, its own
+    (SQLITE, "WITH secret AS (SELECT * FROM secret) SELECT * FROM secret", "table_not_allowed"),
+    (SQLITE, "SELECT * FROM other.orders", "table_not_allowed"),
+    (SQLITE, "SELECT * FROM temp.orders", "table_not_allowed"),
+    (SQLITE, "SELECT * FROM sqlite_master", "table_not_allowed"),
+    (SQLITE, "SELECT * FROM pragma_table_info('secret')", "table_not_allowed"),
+    (SQLITE, "SELECT * FROM json_each('[1]')", "table_not_allowed"),
+    # quoting tricks: the database would read these as other tables
+    (SQLITE, 'SELECT * FROM "main.orders"', "table_not_allowed"),
+    (SQLITE, 'SELECT * FROM "orders "', "table_not_allowed"),
+    (SQLITE, 'SELECT * FROM "\u212aeys"', "table_not_allowed"),  # Kelvin sign, not a K
+    (POSTGRES, 'SELECT * FROM "Orders"', "table_not_allowed"),
+    (POSTGRES, 'SELECT * FROM "public.orders"', "table_not_allowed"),
+    (POSTGRES, "SELECT * FROM shop.public.orders", "table_not_allowed"),
+    (POSTGRES, "SELECT * FROM pg_user", "table_not_allowed"),
+    (POSTGRES, "SELECT * FROM information_schema.tables", "table_not_allowed"),
+    (POSTGRES, "SELECT * FROM generate_series(1, 3)", "table_not_allowed"),
+    # functions that would read past the allowlist
+    (POSTGRES, "SELECT query_to_xml('SELECT * FROM secret', true, true, '')", "function_not_allowed"),
+    (POSTGRES, "SELECT pg_read_file('/etc/passwd')", "function_not_allowed"),
+    (POSTGRES, "SELECT * FROM orders WHERE id = (SELECT count(*) FROM dblink('x', 'y') AS t(n int))", None),
+    (POSTGRES, "SELECT set_config('search_path', 'private', false)", "function_not_allowed"),
+    (POSTGRES, "SELECT pg_sleep(100)", "function_not_allowed"),
+    (SQLITE, "SELECT load_extension('/tmp/evil.so')", "function_not_allowed"),
+]
+
+
+@pytest.mark.parametrize(
+    ("flavor", "sql", "code"), QUERY_REFUSED, ids=lambda v: v if isinstance(v, str) else None
+)
+def test_database_query_refuses(flavor: _sql.Flavor, sql: str, code: str | None) -> None:
+    with pytest.raises(_sql.Refused) as refused:
+        _sql.check_query(sql, allow(flavor, ["orders", "keys", "customers"]))
+
+    if code is not None:
+        assert refused.value.code == code, refused.value.message
+    else:
+        assert refused.value.code in ("table_not_allowed", "function_not_allowed")
+
+
+QUERY_ALLOWED = [
+    (SQLITE, "SELECT * FROM orders"),
+    (SQLITE, "SELECT * FROM orders;"),
+    (SQLITE, "select * from ORDERS"),
+    (SQLITE, 'SELECT * FROM "Orders"'),  # SQLite ignores case, quoted or not
+    (SQLITE, "SELECT * FROM [orders]"),
+    (SQLITE, "SELECT * FROM main.orders"),
+    (SQLITE, "SELECT 1"),
+    (SQLITE, "SELECT o.id, c.name FROM orders o JOIN customers c ON c.id = o.customer_id"),
+    (SQLITE, "SELECT * FROM orders WHERE customer_id IN (SELECT id FROM customers WHERE vip)"),
+    (SQLITE, "WITH recent AS (SELECT * FROM orders) SELECT * FROM recent"),
+    (SQLITE, "WITH a AS (SELECT * FROM orders), b AS (SELECT * FROM a) SELECT * FROM b"),
+    (SQLITE, "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < 5) SELECT x FROM n"),
+    (SQLITE, "WITH orders AS (SELECT * FROM orders WHERE total > 10) SELECT * FROM orders"),
+    (SQLITE, "SELECT id FROM orders UNION ALL SELECT id FROM customers"),
+    (SQLITE, "(SELECT 1)"),
+    (POSTGRES, "SELECT * FROM orders"),
+    (POSTGRES, "SELECT * FROM ORDERS"),
+    (POSTGRES, "SELECT * FROM public.orders"),
+    (POSTGRES, 'SELECT * FROM "public"."orders"'),
+    (POSTGRES, "SELECT * FROM PUBLIC.Orders"),
+]
+
+
+@pytest.mark.parametrize(("flavor", "sql"), QUERY_ALLOWED, ids=lambda v: v if isinstance(v, str) else None)
+def test_database_query_allows(flavor: _sql.Flavor, sql: str) -> None:
+    assert _sql.check_query(sql, allow(flavor, ["orders", "customers"]))
+
+
+def test_what_runs_is_the_checked_tree_without_comments() -> None:
+    sql = _sql.check_query("SELECT id FROM orders -- */ ; DROP TABLE orders", allow(SQLITE, ["orders"]))
+
+    assert sql == "SELECT id FROM orders"
+
+
+def test_allowed_schemas_grant_their_tables_but_never_the_catalog() -> None:
+    sqlite = allow(SQLITE, [], ["main"])
+    postgres = allow(POSTGRES, [], ["public", "analytics"])
+
+    assert _sql.check_query("SELECT * FROM anything", sqlite)
+    assert _sql.check_query("SELECT * FROM analytics.events JOIN visits ON true", postgres)
+    for access, sql in [
+        (sqlite, "SELECT * FROM sqlite_master"),
+        (sqlite, "SELECT * FROM main.sqlite_schema"),
+        (postgres, "SELECT * FROM pg_stat_activity"),  # pg_catalog comes first on the path
+        (postgres, "SELECT * FROM private.salaries"),
+    ]:
+        with pytest.raises(_sql.Refused, match="not allowed"):
+            _sql.check_query(sql, access)
+    # named explicitly, a catalog table is the tenant's choice
+    assert _sql.check_query("SELECT * FROM sqlite_master", allow(SQLITE, ["sqlite_master"]))
+
+
+def test_a_refusal_names_the_table_and_what_is_allowed() -> None:
+    with pytest.raises(_sql.Refused) as refused:
+        _sql.check_query(
+            "SELECT * FROM orders JOIN payroll ON true", allow(POSTGRES, ["orders"], ["reports"])
+        )
+
+    assert refused.value.code == "table_not_allowed"
+    assert refused.value.message == "table payroll is not allowed (allowed: orders, reports.*)"
+
+
+# --- SQL: what database_write runs ----------------------------------------------------------------
+
+WRITE_REFUSED = [
+    (SQLITE, "UPDATE orders SET total = 0", "where_required"),
+    (SQLITE, "DELETE FROM orders", "where_required"),
+    (SQLITE, "DELETE FROM orders WHERE 1 = 1", "where_required"),
+    (SQLITE, "UPDATE orders SET total = 0 WHERE TRUE", "where_required"),
+    (SQLITE, "SELECT * FROM orders", "statement_not_allowed"),
+    (SQLITE, "DROP TABLE orders", "statement_not_allowed"),
+    (SQLITE, "CREATE TABLE x (a INT)", "statement_not_allowed"),
+    (SQLITE, "PRAGMA foreign_keys = OFF", "statement_not_allowed"),
+    (SQLITE, "ATTACH DATABASE '/tmp/x.db' AS x", "statement_not_allowed"),
+    (SQLITE, "REPLACE INTO orders VALUES (1, 2)", "statement_not_allowed"),  # sqlglot: an unparsed Command
+    (POSTGRES, "TRUNCATE orders", "statement_not_allowed"),
+    (POSTGRES, "MERGE INTO orders USING customers c ON c.id = orders.id WHEN MATCHED THEN DELETE", None),
+    (POSTGRES, "WITH d AS (DELETE FROM orders RETURNING id) INSERT INTO orders SELECT * FROM d", None),
+    (SQLITE, "INSERT INTO orders VALUES (1); DELETE FROM orders WHERE id = 1", "invalid_query"),
+    (SQLITE, "INSERT INTO secret VALUES (1)", "table_not_allowed"),
+    (SQLITE, "INSERT INTO orders SELECT * FROM secret", "table_not_allowed"),
+    (SQLITE, "UPDATE orders SET total = (SELECT max(x) FROM secret) WHERE id = 1", "table_not_allowed"),
+    (SQLITE, "DELETE FROM orders WHERE id IN (SELECT id FROM secret)", "table_not_allowed"),
+    (SQLITE, "UPDATE orders SET total = 1 FROM secret WHERE orders.id = secret.id", "table_not_allowed"),
+    # a CTE never shadows the table a statement writes
+    (SQLITE, "WITH secret AS (SELECT 1) INSERT INTO secret VALUES (1)", "table_not_allowed"),
+    (SQLITE, "WITH secret AS (SELECT 1) DELETE FROM secret WHERE id = 1", "table_not_allowed"),
+    (POSTGRES, 'UPDATE "Orders" SET total = 0 WHERE id = 1', "table_not_allowed"),
+]
+
+
+@pytest.mark.parametrize(
+    ("flavor", "sql", "code"), WRITE_REFUSED, ids=lambda v: v if isinstance(v, str) else None
+)
+def test_database_write_refuses(flavor: _sql.Flavor, sql: str, code: str | None) -> None:
+    with pytest.raises(_sql.Refused) as refused:
+        _sql.check_write(sql, allow(flavor, ["orders", "customers"]))
+
+    assert refused.value.code == (code or "statement_not_allowed"), refused.value.message
+
+
+@pytest.mark.parametrize(
+    ("flavor", "sql"),
+    [
+        (SQLITE, "INSERT INTO orders (total, note) VALUES (5, 'x')"),
+        (SQLITE, "INSERT OR REPLACE INTO orders VALUES (1, 2, 'y')"),
+        (SQLITE, "INSERT INTO orders SELECT id, 0, name FROM customers"),
+        (SQLITE, "UPDATE orders SET total = total + 1 WHERE id = 1 RETURNING id, total"),
+        (SQLITE, "DELETE FROM orders WHERE id IN (SELECT id FROM customers WHERE closed)"),
+        (
+            SQLITE,
+            "WITH old AS (SELECT id FROM customers) DELETE FROM orders WHERE id IN (SELECT id FROM old)",
+        ),
+        (
+            POSTGRES,
+            "INSERT INTO public.orders (id) VALUES (1) ON CONFLICT (id) DO UPDATE SET id = excluded.id",
+        ),
+        (POSTGRES, "UPDATE orders SET total = 0 FROM customers c WHERE c.id = orders.customer_id"),
+    ],
+)
+def test_database_write_allows(flavor: _sql.Flavor, sql: str) -> None:
+    assert _sql.check_write(sql, allow(flavor, ["orders", "customers"]))
+
+
+@pytest.mark.parametrize(
+    "access",
+    [
+        {"allowed_tables": ["a.b.c"]},
+        {"allowed_tables": ["orders; DROP TABLE x"]},
+        {"allowed_tables": [""]},
+        {"allowed_tables": ["x.*"]},
+        {"allowed_schemas": ["public.orders"]},
+        {"allowed_tables": ["orders"], "tables": ["typo"]},
+    ],
+)
+def test_database_config_refuses_what_is_not_a_table_name(access: dict[str, Any]) -> None:
+    with pytest.raises(ValidationError):
+        database_query.Config.model_validate(access)
+
+
+def test_database_config_defaults_to_nothing_allowed() -> None:
+    with pytest.raises(_sql.Refused, match="this tool allows no tables"):
+        _sql.check_query("SELECT * FROM orders", _sql.Allowlist(database_query.Config(), SQLITE))
+
+
+# --- database tools before any connection -------------------------------------------------------
+
+
+def query(sql: str, url: str | None, tables: list[str] | None = None) -> ToolResult:
+    settings = StaticSettings({"DATABASE_URL": url} if url is not None else {})
+    config = database_query.Config(allowed_tables=tables or ["orders"])
+    return database_query.run({"query": sql}, scope=SCOPE, settings=settings, config=config)
+
+
+def test_without_a_database_url_the_tools_say_how_to_configure_one() -> None:
+    code, message = error_of(query("SELECT 1", None))
+
+    assert code == "not_configured"
+    assert "PUT /v1/settings/DATABASE_URL" in message
+
+
+@pytest.mark.parametrize(
+    ("url", "fragment"),
+    [
+        ("not a url", "not a valid SQLAlchemy URL"),
+        ("mysql://app:hunter22@db.internal.example/shop", "mysql is not supported"),
+        (
+            "postgresql+nosuchdriver://app:hunter22@db.internal.example/shop",
+            "not installed: postgresql+nosuchdriver",
+        ),
+    ],
+)
+def test_a_database_url_that_cannot_work_is_not_configured_and_never_echoed(url: str, fragment: str) -> None:
+    code, message = error_of(query("SELECT * FROM orders", url))
+
+    assert code == "not_configured"
+    assert fragment in message
+    assert "hunter22" not in message and "db.internal.example" not in message
+
+
+def test_an_aurora_data_api_url_is_postgresql_and_needs_only_its_dialect_installed() -> None:
+    url = "postgresql+auroradataapi://:@/shop?aurora_cluster_arn=arn:aws:rds:x&secret_arn=arn:aws:secretsmanager:y"
+
+    assert _database.flavor_of(make_url(url)) is POSTGRES
+    # the checks run first, in PostgreSQL's dialect...
+    assert error_of(query('SELECT * FROM "Orders"', url))[0] == "table_not_allowed"
+    # ...and only then is the (here missing) dialect needed
+    code, message = error_of(query("SELECT * FROM orders", url))
+    assert (code, message) == (
+        "not_configured",
+        "DATABASE_URL names a database driver that is not installed: postgresql+auroradataapi",
+    )
+
+
+def test_a_database_error_quotes_the_driver_without_the_url_or_credentials() -> None:
+    url = make_url("postgresql://appuser:hunter22@db.internal.example:5432/shop")
+    driver_error = Exception(
+        'connection to server at "db.internal.example" failed: password authentication failed for user '
+        '"appuser" (password hunter22)\nDETAIL: more lines the model does not need'
+    )
+
+    message = _database._describe(OperationalError("SELECT 1", {}, driver_error), url)
+
+    assert message.startswith("Exception: connection to server at")
+    assert "hunter22" not in message and "appuser" not in message and "db.internal.example" not in message
+    assert "DETAIL" not in message
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (None, None),
+        (True, True),
+        (12, 12),
+        (1.5, 1.5),
+        (float("nan"), "nan"),
+        (__import__("decimal").Decimal("12.30"), "12.30"),
+        (__import__("datetime").date(2024, 1, 2), "2024-01-02"),
+        (__import__("datetime").datetime(2024, 1, 2, 3, 4, 5), "2024-01-02T03:04:05"),
+        (b"\x89PNG", {"base64": "iVBORw=="}),
+        ({"a": [1, __import__("decimal").Decimal("2")]}, {"a": [1, "2"]}),
+    ],
+)
+def test_column_values_become_plain_json(value: Any, expected: Any) -> None:
+    assert _database._cell(value) == expected
+
+
+def test_a_huge_text_value_is_cut_with_a_marker() -> None:
+    cell = _database._cell("x" * (_database.CELL_LIMIT + 5))
+
+    assert cell == "x" * _database.CELL_LIMIT + "…[truncated: 5 more characters]"
+
+
+# --- Storage paths --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("path", "normalized"),
+    [
+        ("notes.txt", "notes.txt"),
+        ("reports/2024/q1.csv", "reports/2024/q1.csv"),
+        ("./notes.txt", "notes.txt"),
+        ("reports//q1.csv", "reports/q1.csv"),
+        ("reports/./q1.csv", "reports/q1.csv"),
+        ("..notes", "..notes"),  # a name that starts with dots, not a step up
+        ("a..b/c...d", "a..b/c...d"),
+        ("données/été.txt", "données/été.txt"),
+        ("%2e%2e/x", "%2e%2e/x"),  # S3 keys are literal: this stays inside the prefix
+    ],
+)
+def test_a_file_path_is_normalized(path: str, normalized: str) -> None:
+    assert _storage.normalize(path) == normalized
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "",
+        ".",
+        "/",
+        "/etc/passwd",
+        "/tenants/other/x",
+        "..",
+        "../x",
+        "a/../../x",
+        "a/..",
+        "a/../b",
+        "a\\b",
+        "..\\..\\x",
+        "a\x00.txt",
+        "a\nb",
+        "reports/",
+        "reports/./",
+    ],
+)
+def test_an_unsafe_or_empty_file_path_is_refused(path: str) -> None:
+    with pytest.raises(_storage.InvalidPath):
+        _storage.normalize(path)
+
+
+@pytest.mark.parametrize(
+    ("prefix", "normalized"),
+    [
+        ("", ""),
+        ("reports/", "reports/"),
+        ("reports", "reports"),
+        ("./", ""),
+        ("a//b/", "a/b/"),
+        (".env", ".env"),
+    ],
+)
+def test_a_listing_prefix_is_normalized(prefix: str, normalized: str) -> None:
+    assert _storage.normalize(prefix, prefix=True) == normalized
+
+
+@pytest.mark.parametrize("prefix", ["../", "..", "../other/", "/", "/tenants", "a\\", "x\x00"])
+def test_an_unsafe_listing_prefix_is_refused(prefix: str) -> None:
+    with pytest.raises(_storage.InvalidPath):
+        _storage.normalize(prefix, prefix=True)
+
+
+def test_keys_live_under_the_tenant_prefix_and_within_s3s_key_length() -> None:
+    root = _storage.tenant_root("acme")
+
+    assert _storage.key_for(root, "a/b.txt") == "tenants/acme/a/b.txt"
+    with pytest.raises(_storage.InvalidPath, match="too long"):
+        _storage.key_for(root, "é" * 510)
+
+
+@pytest.mark.parametrize("tenant", ["", "a/b", "..", ".", "a b", "x" * 200])
+def test_a_tenant_id_that_could_reshape_the_prefix_is_a_bug_upstream(tenant: str) -> None:
+    with pytest.raises(ValueError):
+        _storage.tenant_root(tenant)
+
+
+@pytest.mark.parametrize(
+    ("content_type", "kind"),
+    [
+        ("text/csv", "text"),
+        ("application/json; charset=utf-8", "text"),
+        ("application/vnd.api+json", "text"),
+        ("image/svg+xml", "text"),
+        ("", "unknown"),
+        ("binary/octet-stream", "unknown"),
+        ("application/octet-stream", "unknown"),
+        ("image/png", "binary"),
+        ("application/pdf", "binary"),
+        ("application/zip", "binary"),
+    ],
+)
+def test_content_types_sort_into_text_binary_and_unknown(content_type: str, kind: str) -> None:
+    assert _storage.content_kind(content_type) == kind
+
+
+@pytest.mark.parametrize(
+    ("path", "content_type"),
+    [
+        ("data.json", "application/json; charset=utf-8"),
+        ("table.csv", "text/csv; charset=utf-8"),
+        ("notes", "text/plain; charset=utf-8"),
+        ("picture.png", "text/plain; charset=utf-8"),  # the content is text whatever the name says
+    ],
+)
+def test_written_files_get_a_text_content_type(path: str, content_type: str) -> None:
+    assert _storage.text_content_type(path) == content_type
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [
+        (storage_read, {"operation": "list"}),
+        (storage_write, {"path": "a.txt", "content": "x"}),
+    ],
+)
+def test_without_a_bucket_the_storage_tools_are_not_configured(
+    tool: ModuleType, arguments: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("STORAGE_BUCKET", raising=False)
+
+    code, message = error_of(
+        tool.run(arguments, scope=SCOPE, settings=StaticSettings(), config=tool.Config())
+    )
+
+    assert code == "not_configured"
+    assert "STORAGE_BUCKET" in message
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "code"),
+    [
+        (storage_read, {"operation": "download"}, "invalid_arguments"),
+        (storage_read, {"operation": "download", "path": "../other/x"}, "invalid_path"),
+        (storage_read, {"operation": "list", "prefix": "../"}, "invalid_path"),
+        (storage_read, {"operation": "list", "limit": 1001}, "invalid_arguments"),
+        (storage_read, {"operation": "list", "limit": 0}, "invalid_arguments"),
+        (storage_read, {"operation": "list", "offset": -1}, "invalid_arguments"),
+        (storage_read, {"operation": "delete", "path": "a"}, "invalid_arguments"),
+        (storage_write, {"path": "/abs.txt", "content": "x"}, "invalid_path"),
+        (storage_write, {"path": "a.txt", "content": "\ud800"}, "invalid_arguments"),
+        (storage_write, {"path": "a.txt"}, "invalid_arguments"),
+    ],
+)
+def test_storage_arguments_are_refused_before_s3_is_asked(
+    tool: ModuleType, arguments: dict[str, Any], code: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STORAGE_BUCKET", "unused")
+    monkeypatch.setattr(_storage, "s3_client", _no_s3)
+
+    assert (
+        error_of(tool.run(arguments, scope=SCOPE, settings=StaticSettings(), config=tool.Config()))[0] == code
+    )
+
+
+def _no_s3() -> Any:
+    raise AssertionError("S3 was asked")
+
+
+def test_storage_write_refuses_content_past_its_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STORAGE_BUCKET", "unused")
+    monkeypatch.setattr(_storage, "s3_client", _no_s3)
+    arguments = {"path": "big.txt", "content": "é" * (storage_write.CONTENT_LIMIT // 2 + 1)}
+
+    result = storage_write.run(
+        arguments, scope=SCOPE, settings=StaticSettings(), config=storage_write.Config()
+    )
+
+    assert error_of(result)[0] == "content_too_large"
+
+
+# --- knowledge_search -----------------------------------------------------------------------------
+
+
+class FakeBedrock:
+    """Bedrock Agent Runtime's Retrieve, in memory: each knowledge base id has its ranked chunks."""
+
+    def __init__(self, chunks: dict[str, list[dict[str, Any]]], failures: dict[str, Exception] | None = None):
+        self.chunks = chunks
+        self.failures = failures or {}
+        self.calls: list[dict[str, Any]] = []
+
+    def retrieve(self, **kwargs: Any) -> dict[str, Any]:
+        self.calls.append(kwargs)
+        base = kwargs["knowledgeBaseId"]
+        if base in self.failures:
+            raise self.failures[base]
+        wanted = kwargs["retrievalConfiguration"]["vectorSearchConfiguration"]["numberOfResults"]
+        return {"retrievalResults": self.chunks[base][:wanted]}
+
+
+def chunk(text: str, score: float, uri: str) -> dict[str, Any]:
+    return {
+        "content": {"type": "TEXT", "text": text},
+        "location": {"type": "S3", "s3Location": {"uri": uri}},
+        "score": score,
+        "metadata": {},
+    }
+
+
+HANDBOOK = "HANDBOOK01"
+POLICIES = "POLICIES02"
+KB_CONFIG = knowledge_search.Config.model_validate(
+    {
+        "knowledge_bases": [
+            {"name": "handbook", "id": HANDBOOK, "description": "the employee handbook"},
+            {"name": "policies", "id": POLICIES},
+        ]
+    }
+)
+CHUNKS = {
+    HANDBOOK: [
+        chunk("Vacation is 25 days.", 0.91, "s3://kb/handbook.pdf"),
+        chunk("Ask HR.", 0.42, "s3://kb/hr.md"),
+    ],
+    POLICIES: [
+        chunk("Travel needs approval.", 0.77, "s3://kb/travel.pdf"),
+        {
+            "content": {"text": "Expenses within 30 days."},
+            "location": {"type": "WEB", "webLocation": {"url": "https://intranet.example/expenses"}},
+            "score": 0.55,
+        },
+    ],
+}
+
+
+def search(
+    arguments: dict[str, Any], fake: FakeBedrock, config: knowledge_search.Config = KB_CONFIG
+) -> ToolResult:
+    return knowledge_search.run(
+        arguments, scope=SCOPE, settings=StaticSettings(), config=config, client_factory=lambda region: fake
+    )
+
+
+def test_knowledge_search_merges_every_linked_base_by_score() -> None:
+    fake = FakeBedrock(CHUNKS)
+
+    result = search({"query": "how much vacation", "top_k": 3}, fake)
+
+    assert result.output == {
+        "results": [
+            {
+                "knowledge_base": "handbook",
+                "text": "Vacation is 25 days.",
+                "score": 0.91,
+                "source": "s3://kb/handbook.pdf",
+            },
+            {
+                "knowledge_base": "policies",
+                "text": "Travel needs approval.",
+                "score": 0.77,
+                "source": "s3://kb/travel.pdf",
+            },
+            {
+                "knowledge_base": "policies",
+                "text": "Expenses within 30 days.",
+                "score": 0.55,
+                "source": "https://intranet.example/expenses",
+            },
+        ]
+    }
+    assert fake.calls == [
+        {
+            "knowledgeBaseId": base,
+            "retrievalQuery": {"text": "how much vacation"},
+            "retrievalConfiguration": {"vectorSearchConfiguration": {"numberOfResults": 3}},
+        }
+        for base in (HANDBOOK, POLICIES)
+    ]
+
+
+def test_knowledge_search_asks_only_the_named_bases_with_the_default_top_k() -> None:
+    fake = FakeBedrock(CHUNKS)
+
+    result = search({"query": "travel", "knowledge_base_names": ["policies"]}, fake)
+
+    assert [r["knowledge_base"] for r in result.output["results"]] == ["policies", "policies"]
+    assert [call["knowledgeBaseId"] for call in fake.calls] == [POLICIES]
+    assert fake.calls[0]["retrievalConfiguration"]["vectorSearchConfiguration"]["numberOfResults"] == 5
+
+
+def test_an_unknown_knowledge_base_name_lists_the_valid_ones() -> None:
+    fake = FakeBedrock(CHUNKS)
+
+    result = search({"query": "x", "knowledge_base_names": ["handbook", "wiki"]}, fake)
+
+    assert error_of(result) == (
+        "unknown_knowledge_base",
+        "no knowledge base named wiki (known: handbook, policies)",
+    )
+    assert fake.calls == []
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"query": ""},
+        {"query": "x", "top_k": 0},
+        {"query": "x", "top_k": 21},
+        {"query": "x", "knowledge_base_names": []},
+    ],
+)
+def test_knowledge_search_arguments_are_checked_before_bedrock_is_asked(arguments: dict[str, Any]) -> None:
+    fake = FakeBedrock(CHUNKS)
+
+    assert error_of(search(arguments, fake))[0] == "invalid_arguments"
+    assert fake.calls == []
+
+
+def throttled() -> ClientError:
+    return ClientError({"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"}}, "Retrieve")
+
+
+def test_one_failing_base_leaves_the_others_results_and_says_which_failed() -> None:
+    fake = FakeBedrock(CHUNKS, failures={HANDBOOK: throttled()})
+
+    result = search({"query": "x"}, fake)
+
+    assert [r["text"] for r in result.output["results"]] == [
+        "Travel needs approval.",
+        "Expenses within 30 days.",
+    ]
+    assert result.output["errors"] == [
+        {"knowledge_base": "handbook", "message": "ThrottlingException: Rate exceeded"}
+    ]
+
+
+def test_when_every_base_fails_the_call_fails() -> None:
+    unreachable = EndpointConnectionError(
+        endpoint_url="https://bedrock-agent-runtime.us-east-1.amazonaws.com"
+    )
+
+    throttled_everywhere = search(
+        {"query": "x"}, FakeBedrock(CHUNKS, {HANDBOOK: throttled(), POLICIES: throttled()})
+    )
+    down = search({"query": "x"}, FakeBedrock(CHUNKS, {HANDBOOK: unreachable, POLICIES: throttled()}))
+
+    assert error_of(throttled_everywhere)[0] == "rate_limited"
+    code, message = error_of(down)
+    assert code == "rate_limited"
+    assert "handbook: Bedrock is unreachable: EndpointConnectionError" in message
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"knowledge_bases": []},
+        {"knowledge_bases": [{"name": "a", "id": "short"}]},
+        {"knowledge_bases": [{"name": "a", "id": HANDBOOK}, {"name": "a", "id": POLICIES}]},
+        {"knowledge_bases": [{"name": "a", "id": HANDBOOK}], "region": "mars"},
+    ],
+)
+def test_knowledge_search_needs_at_least_one_well_formed_base(config: dict[str, Any]) -> None:
+    with pytest.raises(ValidationError):
+        knowledge_search.Config.model_validate(config)
+
+
+def test_the_real_client_is_bedrock_agent_runtime_in_the_configured_region(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    # Fake credentials: building a client resolves them, and without any botocore would ask the
+    # instance metadata endpoint (a socket, which unit tests may not open).
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    knowledge_search.bedrock_client.cache_clear()
+
+    configured = knowledge_search.bedrock_client("eu-west-1")
+    default = knowledge_search.bedrock_client(None)
+
+    assert configured.meta.service_model.service_name == "bedrock-agent-runtime"  # type: ignore[attr-defined]
+    assert configured.meta.region_name == "eu-west-1"  # type: ignore[attr-defined]
+    assert default.meta.region_name == "us-east-1"  # type: ignore[attr-defined]
+    assert knowledge_search.bedrock_client("eu-west-1") is configured  # built once per region
+    knowledge_search.bedrock_client.cache_clear()
