@@ -41,6 +41,12 @@ LAYERS: dict[str, list[tuple[str, tuple[str, ...]]]] = {
         ("httpx", ()),
         ("jsonschema", ()),
         ("pyyaml", ()),
+        # Builtin tools (database_*) and MCP servers; imported only where those tools run.
+        ("sqlalchemy", ()),
+        ("sqlglot", ()),
+        ("mcp", ()),
+        # zoneinfo's database: schedules in IANA time zones must not depend on the runtime's files.
+        ("tzdata", ()),
     ],
     "model": [("litellm", ())],
 }
