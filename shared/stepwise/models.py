@@ -22,23 +22,6 @@ ACTIVE_STATUSES: frozenset[str] = frozenset(get_args(RunStatus)) - TERMINAL_STAT
 Permission = Literal["allow", "ask", "deny", "inherit"]
 Effect = Literal["none", "idempotent", "undeclared"]
 
-EVENT_TYPES = (
-    "run_started",
-    "step_started",
-    "chunk",
-    "tool_call",
-    "tool_result",
-    "approval_requested",
-    "approval_decided",
-    "client_tool_requested",
-    "client_tool_answered",
-    "hook_blocked",
-    "compaction",
-    "step_completed",
-    "run_completed",
-    "run_failed",
-    "run_cancelled",
-)
 EventType = Literal[
     "run_started",
     "step_started",
