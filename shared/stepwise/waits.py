@@ -38,6 +38,11 @@ def approval_link(tenant_id: str, interaction: Interaction) -> str:
     return links.approval_url(public_url(), token)
 
 
+def _console_only() -> bool:
+    """The local stack prints what it would send (it has no SES and no route to Slack)."""
+    return os.environ.get("STEPWISE_CHANNELS") == "console"
+
+
 def _tell_humans(tenant_id: str, interaction: Interaction, url: str) -> None:
     """Email and Slack, per the approval hook's channels. A channel that fails is logged, not fatal:
     the approval still waits and can be answered through the API or the link."""
@@ -59,7 +64,7 @@ def _tell_humans(tenant_id: str, interaction: Interaction, url: str) -> None:
                 )
                 recipients = list(channel.get("to") or [])
                 sender = os.environ.get("APPROVAL_SENDER", "")
-                if sender:
+                if sender and not _console_only():
                     email.send_email(sender, recipients, mail)
                 else:  # the local stack, or no SES identity configured: show what would be sent
                     email.print_email(recipients, mail)
@@ -73,9 +78,9 @@ def _tell_humans(tenant_id: str, interaction: Interaction, url: str) -> None:
                     link_url=url,
                     expires_at=interaction.deadline,
                 )
-                if channel.get("webhook_url"):
+                if channel.get("webhook_url") and not _console_only():
                     slack.post_webhook(str(channel["webhook_url"]), message)
-                else:
+                else:  # the local stack: show what would be posted, with its buttons' link
                     slack.print_message(message)
         except Exception:  # one broken channel must not strand the approval
             logger.exception("approval channel failed", extra={"channel": channel.get("type")})

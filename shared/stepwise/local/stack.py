@@ -346,6 +346,7 @@ def _bring_up(template: dict[str, Any], mock: Any) -> LocalStack:
             Timeout=int(props.get("Timeout", globals_fn.get("Timeout", 30))),
         )
     os.environ.update(env)
+    os.environ["STEPWISE_CHANNELS"] = "console"  # approval mail and Slack messages are printed
     # Approval links point at the local server; `make run` sets the port it actually bound.
     os.environ["STEPWISE_PUBLIC_URL"] = f"http://127.0.0.1:{os.environ.get('PORT', '3000')}"
     config.reset()
