@@ -163,3 +163,21 @@ def test_agent_and_tool_validation() -> None:
         HttpTool.model_validate(http_tool("t", key_fields=["to"]))
     with pytest.raises(ValidationError, match="exactly one"):
         ScriptTurn.model_validate({})
+
+
+def test_after_three_failed_compactions_the_model_step_stops_compacting() -> None:
+    from stepwise.models import Run
+    from stepwise.step import MAX_COMPACTION_FAILURES, _fit
+
+    run = Run(
+        run_id="run_1",
+        agent_id="agt_1",
+        session_id="ses_1",
+        status="running",
+        input="q",
+        created_at=utcnow(),
+        compaction_failures=MAX_COMPACTION_FAILURES,
+    )
+    huge = [{"role": "user", "content": "x " * 200_000}]
+
+    assert _fit("t1", run, "scripted", huge, []) is huge  # sent as is: no events, no store calls
