@@ -1,0 +1,125 @@
+"""`stepwise agents create|list|get|delete`."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from stepwise.cli.client import seg
+from stepwise.cli.context import Context, UsageError, read_json
+from stepwise.cli.render import block, clip, table, when
+
+
+def register(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    agents = commands.add_parser("agents", help="create, list, show and delete agents")
+    actions = agents.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+    create = actions.add_parser("create", parents=[common], help="create an agent")
+    create.add_argument("--name", required=True)
+    create.add_argument("--model", help="a litellm model name (default: the stack's STEPWISE_MODEL)")
+    create.add_argument("--system-prompt")
+    create.add_argument(
+        "--tool-file",
+        metavar="FILE",
+        help='a JSON file with the agent\'s tools: a list, or {"tools": [...]}, or one tool',
+    )
+    create.add_argument("--max-steps", type=int, metavar="N")
+    create.set_defaults(handler=create_agent)
+
+    actions.add_parser("list", parents=[common], help="list agents").set_defaults(handler=list_agents)
+
+    get = actions.add_parser("get", parents=[common], help="show an agent")
+    get.add_argument("agent_id")
+    get.set_defaults(handler=get_agent)
+
+    delete = actions.add_parser("delete", parents=[common], help="delete an agent and its schedules")
+    delete.add_argument("agent_id")
+    delete.set_defaults(handler=delete_agent)
+
+
+def tools_from_file(path: str) -> list[Any]:
+    loaded = read_json(path, "tool file")
+    if isinstance(loaded, dict) and isinstance(loaded.get("tools"), list):
+        return list(loaded["tools"])
+    if isinstance(loaded, dict):
+        return [loaded]
+    if isinstance(loaded, list):
+        return loaded
+    raise UsageError(f'tool file {path} must hold a list of tools, {{"tools": [...]}}, or one tool')
+
+
+def create_body(args: argparse.Namespace) -> dict[str, Any]:
+    body: dict[str, Any] = {"name": args.name}
+    optional = {"model": args.model, "system_prompt": args.system_prompt, "max_steps": args.max_steps}
+    body.update({k: v for k, v in optional.items() if v is not None})
+    if args.tool_file:
+        body["tools"] = tools_from_file(args.tool_file)
+    return body
+
+
+def create_agent(ctx: Context) -> int:
+    agent = ctx.api.post("/v1/agents", create_body(ctx.args))
+    tools = ", ".join(t.get("name", "?") for t in agent.get("tools", [])) or "none"
+    ctx.show(
+        agent,
+        [
+            f"created agent {agent['agent_id']} ({agent['name']}), tools: {tools}",
+            f'run it: {ctx.cli} run {agent["agent_id"]} "Hello"',
+        ],
+    )
+    return 0
+
+
+def list_agents(ctx: Context) -> int:
+    listed = ctx.api.get("/v1/agents")
+    agents = listed.get("agents", [])
+    rows = [
+        [
+            a["agent_id"],
+            a.get("name"),
+            a.get("model") or "(default)",
+            len(a.get("tools", [])),
+            when(a.get("created_at")),
+        ]
+        for a in agents
+    ]
+    ctx.show(listed, table(["AGENT", "NAME", "MODEL", "TOOLS", "CREATED"], rows) if agents else ["no agents"])
+    return 0
+
+
+def agent_lines(agent: dict[str, Any]) -> list[str]:
+    tools = [
+        f"{t.get('name')} ({t.get('type', 'builtin')}, permission {t.get('permission', 'inherit')})"
+        for t in agent.get("tools", [])
+    ]
+    prompt = agent.get("system_prompt")
+    return block(
+        [
+            ("agent", agent.get("agent_id")),
+            ("name", agent.get("name")),
+            ("model", agent.get("model") or "(the stack's default)"),
+            ("system prompt", clip(prompt, 200) if prompt else None),
+            ("max steps", agent.get("max_steps")),
+            ("permissions", (agent.get("permissions") or {}).get("default")),
+            ("tools", "; ".join(tools) or "none"),
+            ("mcp servers", ", ".join(s.get("name", "?") for s in agent.get("mcp_servers", [])) or None),
+            ("hooks", len(agent.get("hooks", [])) or None),
+            ("scripted", f"{len(agent['script'])} turns" if agent.get("script") else None),
+            ("created", when(agent.get("created_at"))),
+            ("updated", when(agent.get("updated_at"))),
+        ]
+    )
+
+
+def get_agent(ctx: Context) -> int:
+    agent = ctx.api.get(f"/v1/agents/{seg(ctx.args.agent_id)}")
+    ctx.show(agent, agent_lines(agent))
+    return 0
+
+
+def delete_agent(ctx: Context) -> int:
+    ctx.api.delete(f"/v1/agents/{seg(ctx.args.agent_id)}")
+    ctx.show({"agent_id": ctx.args.agent_id, "deleted": True}, [f"deleted agent {ctx.args.agent_id}"])
+    return 0

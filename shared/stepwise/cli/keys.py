@@ -1,0 +1,44 @@
+"""`stepwise keys create --tenant T --table NAME`: issue an API key for a deployed stack. It writes to
+the ApiKeysTable directly with the environment's AWS credentials (no API call), stores only the key's
+hash and prints the key once."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+from stepwise.cli.context import Context
+
+
+def register(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    keys = commands.add_parser("keys", help="API keys (with AWS credentials, not through the API)")
+    actions = keys.add_subparsers(dest="action", required=True, metavar="ACTION")
+    create = actions.add_parser("create", help="issue a new API key for a tenant")
+    create.add_argument("--tenant", default=None, help="tenant id (default: a new one)")
+    create.add_argument("--table", required=True, help="the stack's ApiKeysTable name (a stack output)")
+    create.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON")
+    create.set_defaults(handler=create_key)
+
+
+def create_key(ctx: Context) -> int:
+    from stepwise import config
+    from stepwise.ids import new_id
+    from stepwise.store import keys, tables
+
+    tenant = ctx.args.tenant or new_id("ten")
+    os.environ.setdefault("API_KEYS_TABLE", ctx.args.table)
+    for field in config.Tables.model_fields.values():  # the other tables: not touched by this command
+        os.environ.setdefault(str(field.alias), "unused-by-this-command")
+    config.reset()
+    tables.rebind()
+    key = keys.generate_key()
+    keys.store_key(key, tenant)
+    if ctx.json:
+        ctx.write(json.dumps({"tenant_id": tenant, "key": key}) + "\n")
+    else:
+        ctx.write(key + "\n")
+    ctx.note(f"tenant {tenant}: keep this key now, it is stored only as a hash")
+    return 0

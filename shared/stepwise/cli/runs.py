@@ -1,0 +1,158 @@
+"""`stepwise run` and `stepwise runs list|get|follow|cancel|replay`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from stepwise.cli.client import ApiFailure, seg
+from stepwise.cli.context import Context, UsageError, read_json
+from stepwise.cli.follow import follow
+from stepwise.cli.render import run_block, runs_table
+
+
+def register(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    run = commands.add_parser(
+        "run", parents=[common], help="start a run and follow its events live (exit 0 when it succeeds)"
+    )
+    run.add_argument("agent_id")
+    run.add_argument("message")
+    run.add_argument("--session", help="continue this session (default: a new one)")
+    run.add_argument(
+        "--script", metavar="FILE", help='turns for the scripted model: a JSON list, or {"script": [...]}'
+    )
+    run.add_argument("--max-steps", type=int, metavar="N")
+    run.add_argument(
+        "--follow",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="follow the run until it ends (default); --no-follow prints its id and returns",
+    )
+    run.set_defaults(handler=start_run)
+
+    runs = commands.add_parser("runs", help="list, show, follow, cancel and replay runs")
+    actions = runs.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+    listing = actions.add_parser("list", parents=[common], help="runs, newest first")
+    listing.add_argument("--agent", help="only this agent's runs")
+    listing.add_argument("--session", help="only this session's runs")
+    listing.add_argument("--status", help="only runs in this status, e.g. waiting or failed")
+    listing.add_argument("--limit", type=int, help="at most this many (the API's page size by default)")
+    listing.add_argument("--next-token", help="the page after the one that printed this token")
+    listing.set_defaults(handler=list_runs)
+
+    get = actions.add_parser("get", parents=[common], help="show a run")
+    get.add_argument("run_id")
+    get.set_defaults(handler=get_run)
+
+    again = actions.add_parser("follow", parents=[common], help="follow a run's events until it ends")
+    again.add_argument("run_id")
+    again.add_argument("--after", type=int, default=0, metavar="N", help="start after event N (default 0)")
+    again.set_defaults(handler=follow_run)
+
+    cancel = actions.add_parser("cancel", parents=[common], help="cancel an active run")
+    cancel.add_argument("run_id")
+    cancel.set_defaults(handler=cancel_run)
+
+    replay = actions.add_parser("replay", parents=[common], help="start a new run with a run's input")
+    replay.add_argument("run_id")
+    replay.add_argument("--force", action="store_true", help="replay even when it could repeat a side effect")
+    replay.set_defaults(handler=replay_run)
+
+
+def script_from_file(path: str) -> list[Any]:
+    loaded = read_json(path, "script")
+    if isinstance(loaded, dict) and isinstance(loaded.get("script"), list):
+        return list(loaded["script"])
+    if isinstance(loaded, list):
+        return loaded
+    raise UsageError(f'script {path} must hold a list of turns or {{"script": [...]}}')
+
+
+def run_body(args: argparse.Namespace) -> dict[str, Any]:
+    body: dict[str, Any] = {"message": args.message}
+    optional = {"session_id": args.session, "max_steps": args.max_steps}
+    body.update({k: v for k, v in optional.items() if v is not None})
+    if args.script:
+        body["script"] = script_from_file(args.script)
+    return body
+
+
+def start_run(ctx: Context) -> int:
+    accepted = ctx.api.post(f"/v1/agents/{seg(ctx.args.agent_id)}/runs", run_body(ctx.args))
+    run_id = accepted["run_id"]
+    if ctx.args.follow:
+        if ctx.json:
+            ctx.lines([json.dumps(accepted, ensure_ascii=False)])  # then one line per event
+        return follow(ctx, run_id)
+    ctx.show(
+        accepted,
+        [
+            f"run {run_id} {accepted.get('status')} (session {accepted.get('session_id')})",
+            f"follow it: {ctx.cli} runs follow {run_id}",
+        ],
+    )
+    return 0
+
+
+def list_runs(ctx: Context) -> int:
+    args = ctx.args
+    listed = ctx.api.get(
+        "/v1/runs",
+        agent_id=args.agent,
+        session_id=args.session,
+        status=args.status,
+        limit=args.limit,
+        next_token=args.next_token,
+    )
+    runs = listed.get("runs", [])
+    lines = runs_table(runs) if runs else ["no runs"]
+    if listed.get("next_token"):
+        filters = [
+            ("--agent", args.agent),
+            ("--session", args.session),
+            ("--status", args.status),
+            ("--limit", args.limit),
+        ]
+        again = "".join(f" {flag} {value}" for flag, value in filters if value)
+        lines.append(f"more: {ctx.cli} runs list{again} --next-token {listed['next_token']}")
+    ctx.show(listed, lines)
+    return 0
+
+
+def get_run(ctx: Context) -> int:
+    run = ctx.api.get(f"/v1/runs/{seg(ctx.args.run_id)}")
+    ctx.show(run, run_block(run))
+    return 0
+
+
+def follow_run(ctx: Context) -> int:
+    return follow(ctx, ctx.args.run_id, after=ctx.args.after)
+
+
+def cancel_run(ctx: Context) -> int:
+    run = ctx.api.post(f"/v1/runs/{seg(ctx.args.run_id)}/cancel")
+    ctx.show(run, [f"run {run.get('run_id')} is {run.get('status')}"])
+    return 0
+
+
+def replay_run(ctx: Context) -> int:
+    params = {"force": "true"} if ctx.args.force else None
+    try:
+        accepted = ctx.api.post(f"/v1/runs/{seg(ctx.args.run_id)}/replay", params=params)
+    except ApiFailure as exc:
+        if exc.status == 409 and not ctx.args.force:
+            exc.hint = f"to replay anyway: {ctx.cli} runs replay {ctx.args.run_id} --force"
+        raise
+    run_id = accepted["run_id"]
+    ctx.show(
+        accepted,
+        [
+            f"run {run_id} {accepted.get('status')}: a replay of {accepted.get('replay_of')}",
+            f"follow it: {ctx.cli} runs follow {run_id}",
+        ],
+    )
+    return 0
