@@ -23,8 +23,17 @@ from typing import Any
 from bench.harness import Section, close_local
 
 # In this order: cold_imports before any stack exists; loop_overhead first on the stack, so its first
-# run is the cold one; streaming last, as it points litellm at a fake server for a while.
-BENCHMARKS = ["cold_imports", "loop_overhead", "transitions", "approvals", "dynamodb_ops", "streaming"]
+# run is the cold one; streaming last, as it points litellm at a fake server for a while; package_sizes
+# reads (or builds) the Lambda zips in dist/ and touches no stack.
+BENCHMARKS = [
+    "cold_imports",
+    "loop_overhead",
+    "transitions",
+    "approvals",
+    "dynamodb_ops",
+    "streaming",
+    "package_sizes",
+]
 RESULTS = Path(__file__).resolve().parent / "results"
 NAME_WIDTH = 64
 

@@ -12,6 +12,12 @@ The closure is walked from the installed distributions' metadata (run with the p
 
     .venv/bin/python layers/pin.py          # rewrite the files
     .venv/bin/python layers/pin.py --check  # exit 1 if they are stale
+    .venv/bin/python layers/pin.py --hashed DIR  # DIR/<layer>.txt: the same pins with the lock's hashes
+
+The committed files carry no hashes (one `name==version` per line, which `sam build` and the contract
+tests read). `make package` installs from the `--hashed` variant, so every wheel it cross-installs for
+Lambda is checked against main.lock: uv records the hash of every file of a pinned release, the
+aarch64/cp312 wheels included, not only the files this machine installed.
 """
 
 from __future__ import annotations
@@ -80,6 +86,21 @@ def lock_versions(lock: Path = LOCK) -> dict[str, str]:
     return pins
 
 
+def lock_hashes(lock: Path = LOCK) -> dict[str, list[str]]:
+    """Canonical package name -> the `sha256:...` hashes the lock lists for its pinned release."""
+    hashes: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in lock.read_text().splitlines():
+        match = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?==", line)
+        if match:
+            current = hashes.setdefault(canonicalize_name(match.group(1)), [])
+        elif not line.startswith(" "):
+            current = None
+        if current is not None:
+            current.extend(re.findall(r"--hash=(sha256:[0-9a-f]{64})", line))
+    return hashes
+
+
 def _applies(req: Requirement, extras: tuple[str, ...]) -> bool:
     if req.marker is None:
         return True
@@ -109,7 +130,9 @@ def closure(roots: list[tuple[str, tuple[str, ...]]]) -> set[str]:
     return names
 
 
-def render(layer: str, pins: dict[str, str]) -> str:
+def render(layer: str, pins: dict[str, str], hashes: dict[str, list[str]] | None = None) -> str:
+    """The layer's requirements file; with `hashes`, each pin carries the lock's hashes (pip's
+    hash-checking mode, for `make package`)."""
     roots = LAYERS[layer]
     extras: dict[str, tuple[str, ...]] = {canonicalize_name(n): e for n, e in roots}
     lines = []
@@ -117,15 +140,32 @@ def render(layer: str, pins: dict[str, str]) -> str:
         if name not in pins:
             sys.exit(f"{name} (needed by the {layer} layer) is not pinned in {LOCK.name}")
         suffix = f"[{','.join(extras[name])}]" if extras.get(name) else ""
-        lines.append(f"{name}{suffix}=={pins[name]}\n")
+        line = f"{name}{suffix}=={pins[name]}"
+        if hashes is not None:
+            if not hashes.get(name):
+                sys.exit(f"{name} has no hashes in {LOCK.name}; run `make lock`")
+            line += "".join(f" \\\n    --hash={h}" for h in hashes[name])
+        lines.append(line + "\n")
     return HEADER.format(layer=layer) + "".join(lines)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="only report stale files")
+    parser.add_argument(
+        "--hashed",
+        type=Path,
+        metavar="DIR",
+        help="write DIR/<layer>.txt with hashes instead (for make package)",
+    )
     args = parser.parse_args()
     pins = lock_versions()
+    if args.hashed:
+        args.hashed.mkdir(parents=True, exist_ok=True)
+        hashes = lock_hashes()
+        for layer in LAYERS:
+            (args.hashed / f"{layer}.txt").write_text(render(layer, pins, hashes))
+        return 0
     stale = []
     for layer in LAYERS:
         path = Path(__file__).resolve().parent / layer / "requirements.txt"

@@ -142,6 +142,18 @@ def test_layer_pins_match_the_lock(layer: str) -> None:
     assert ("litellm" in pins) == (layer == "model"), "litellm belongs to the model layer only"
 
 
+def test_snapstart_functions_are_invoked_through_their_alias() -> None:
+    """SnapStart applies to published versions only: an unqualified reference would run $LATEST, cold."""
+    for function, resource in functions().items():
+        if "SnapStart" not in resource["Properties"]:
+            continue
+        assert resource["Properties"].get("AutoPublishAlias"), function
+        assert {"Fn::GetAtt": [function, "Arn"]} not in _state_machine()["DefinitionSubstitutions"].values()
+        for other, props in functions().items():
+            variables = props["Properties"].get("Environment", {}).get("Variables", {})
+            assert {"Ref": function} not in variables.values(), f"{other} names {function} unqualified"
+
+
 # --- Tables -------------------------------------------------------------------------------------
 
 
@@ -218,6 +230,14 @@ def test_every_table_name_reaches_the_functions() -> None:
 # --- State machine ------------------------------------------------------------------------------
 
 
+def _target(value: dict[str, Any]) -> str | None:
+    """The function a substitution names: `!GetAtt F.Arn`, or `!Ref F.Alias` (its AutoPublishAlias)."""
+    if "Fn::GetAtt" in value:
+        return str(value["Fn::GetAtt"][0])
+    ref = value.get("Ref", "")
+    return ref.removesuffix(".Alias") if isinstance(ref, str) and ref.endswith(".Alias") else None
+
+
 def _state_machine() -> dict[str, Any]:
     props: dict[str, Any] = template()["Resources"]["AgentRunStateMachine"]["Properties"]
     return props
@@ -231,9 +251,7 @@ def test_substitutions_match_the_asl() -> None:
 
 
 def test_the_state_machine_may_invoke_every_substituted_function() -> None:
-    targets = {
-        v["Fn::GetAtt"][0] for v in _state_machine()["DefinitionSubstitutions"].values() if "Fn::GetAtt" in v
-    }
+    targets = {t for v in _state_machine()["DefinitionSubstitutions"].values() if (t := _target(v))}
     invocable = {
         policy["LambdaInvokePolicy"]["FunctionName"]["Ref"]
         for policy in _state_machine()["Policies"]
@@ -247,9 +265,9 @@ def test_the_state_machine_may_invoke_every_substituted_function() -> None:
 def test_task_timeouts_cover_function_timeouts() -> None:
     """A Task that times out first abandons a Lambda that is still running (and may still write)."""
     by_placeholder = {
-        f"${{{name}}}": value["Fn::GetAtt"][0]
+        f"${{{name}}}": target
         for name, value in _state_machine()["DefinitionSubstitutions"].items()
-        if "Fn::GetAtt" in value
+        if (target := _target(value))
     }
     for state, task in asl_tasks(json.loads(ASL.read_text())["States"]):
         function = by_placeholder.get(task.get("Parameters", {}).get("FunctionName", task["Resource"]))

@@ -83,6 +83,12 @@ class Resolver:
             return pseudo[name]
         if name in self.physical:
             return self.physical[name]
+        logical, dot, attribute = name.partition(".")
+        if dot and attribute == "Alias" and logical in self.arns:
+            # SAM's `!Ref Function.Alias` (AutoPublishAlias) is the alias ARN. Locally there are no
+            # versions: the qualifier rides along and LocalLambdas invokes the function itself.
+            alias = self.resources[logical]["Properties"]["AutoPublishAlias"]
+            return f"{self.arns[logical]}:{alias}"
         raise KeyError(f"Ref to {name} which the local stack has not created")
 
     def resolve(self, value: Any) -> Any:

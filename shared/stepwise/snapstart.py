@@ -1,0 +1,81 @@
+"""Lambda SnapStart for the model step: warm litellm into the snapshot, rebuild clients after a restore.
+
+With SnapStart (python3.12+, published versions only) Lambda runs the function's init once, when a
+version is published, snapshots the memory, and starts new execution environments from the snapshot.
+So whatever init leaves in memory is shared by every environment restored from it, for as long as
+that version lives:
+
+- litellm's import (seconds) is worth doing at init only under SnapStart (or provisioned concurrency),
+  where it happens before any request; on an on-demand cold start it costs the same in init as in
+  the first call, so there it stays lazy, as everywhere else (DESIGN.md principle 7).
+- Nothing at init may open a connection: a socket in the snapshot is dead after a restore, and the
+  snapshot is taken without a request to serve. Importing litellm opens none as long as
+  LITELLM_LOCAL_MODEL_COST_MAP is set (template.yaml sets it for every function; the model client
+  sets it too); `make package VERIFY=1` checks the import with every socket refused.
+- After each restore, every cached client is dropped so the next use builds a new one, with fresh
+  connections and the restored environment's credentials, and `random` is reseeded so two
+  environments restored from one snapshot do not draw the same numbers.
+
+`prepare()` is called from the model step's handler module at import. The runtime's
+`snapshot_restore_py` exists only on Lambda; elsewhere (tests, the local stack) it does nothing.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import random
+import sys
+from typing import Any
+
+from stepwise import aws
+
+# Set by Lambda during init: "on-demand", "provisioned-concurrency" or "snap-start".
+INIT_TYPE = "AWS_LAMBDA_INITIALIZATION_TYPE"
+# Inits that run ahead of any request, so time spent in them is never a caller's latency.
+AHEAD_OF_REQUESTS = frozenset({"snap-start", "provisioned-concurrency"})
+# litellm's lazily built clients, by the attribute name its module caches them under.
+LITELLM_CLIENT_CACHE = "in_memory_llm_clients_cache"
+LITELLM_MODULE_CLIENTS = ("module_level_client", "module_level_aclient")
+
+
+@functools.cache  # once per process, however many modules call it
+def prepare() -> bool:
+    """Register `after_restore` with the Lambda runtime and, when init runs ahead of requests, import
+    litellm now. Returns whether the runtime's hooks were available (only on Lambda)."""
+    try:
+        from snapshot_restore_py import register_after_restore
+    except ImportError:
+        return False
+    register_after_restore(after_restore)
+    if os.environ.get(INIT_TYPE) in AHEAD_OF_REQUESTS:
+        from stepwise.llm import client
+
+        client.warm()
+    return True
+
+
+def after_restore() -> None:
+    """Forget everything built from the snapshot's environment; each is rebuilt on first use."""
+    random.seed()  # from os.urandom: each restored environment gets its own sequence
+    aws.reset()
+    _reset_pynamodb()
+    _reset_litellm()
+
+
+def _reset_pynamodb() -> None:
+    tables = sys.modules.get("stepwise.store.tables")
+    if tables is not None:
+        tables.rebind()  # drops each model's cached connection (and its botocore session)
+
+
+def _reset_litellm() -> None:
+    litellm: Any = sys.modules.get("litellm")
+    if litellm is None:
+        return
+    cached = vars(litellm)
+    clients = cached.get(LITELLM_CLIENT_CACHE)
+    if clients is not None:
+        clients.flush_cache()  # the OpenAI/Anthropic SDK clients litellm keeps per provider and key
+    for name in LITELLM_MODULE_CLIENTS:
+        cached.pop(name, None)  # litellm's module __getattr__ builds a new one on next access

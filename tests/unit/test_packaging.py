@@ -1,0 +1,212 @@
+"""The Lambda packaging rules (packaging/): what the trim list may remove, and the platform checks.
+
+Pure and fast: the rules are matched against the file lists of the distributions installed in this
+venv (the same releases the layers ship), nothing is built or downloaded. `make package` runs the
+dynamic counterpart (packaging/verify.py: every litellm module imported with and without the trim).
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import re
+import sys
+from functools import cache
+from importlib import metadata
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from packaging.utils import canonicalize_name
+
+ROOT = Path(__file__).resolve().parents[2]
+LAYERS = ("core", "model")
+
+
+def _load(name: str, path: Path) -> ModuleType:
+    # packaging/ holds scripts, not a package: as a package it would shadow the `packaging` library.
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+trim = _load("stepwise_packaging_trim", ROOT / "packaging" / "trim.py")
+checks = _load("stepwise_packaging_checks", ROOT / "packaging" / "checks.py")
+pin = _load("stepwise_layer_pins", ROOT / "layers" / "pin.py")
+
+
+@cache
+def layer_dists(layer: str) -> list[str]:
+    text = (ROOT / "layers" / layer / "requirements.txt").read_text()
+    return [canonicalize_name(n) for n in re.findall(r"^([A-Za-z0-9][^=\[\s]*)", text, re.M)]
+
+
+@cache
+def imported_modules() -> set[str]:
+    """Every absolute module name stepwise and the handlers import (and `from x import y`'s x.y)."""
+    names: set[str] = set()
+    sources = [*(ROOT / "shared" / "stepwise").rglob("*.py"), *(ROOT / "functions").glob("*/app.py")]
+    for source in sources:
+        for node in ast.walk(ast.parse(source.read_text())):
+            if isinstance(node, ast.Import):
+                names.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names.add(node.module)
+                names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def module_paths(module: str) -> list[str]:
+    path = module.replace(".", "/")
+    return [f"{path}.py", f"{path}/__init__.py"]
+
+
+# --- the rules ----------------------------------------------------------------------------------
+
+
+def test_a_directory_rule_removes_everything_under_it_in_its_layer_only() -> None:
+    page = "litellm/proxy/_experimental/out/_next/static/chunks/app.js"
+
+    assert trim.removed_by(page, "model").pattern == "litellm/proxy/_experimental/out/"
+    assert trim.removed_by(page, "core") is None
+    assert trim.removed_by("litellm/proxy/_experimental/post_call_rules.py", "model") is None
+
+
+def test_a_file_pattern_matches_at_any_depth() -> None:
+    assert trim.removed_by("litellm/rust_bridge/_native.pyi", "model").pattern == "*.pyi"
+    assert trim.removed_by("litellm/rust_bridge/_native.abi3.so", "model") is None
+
+
+def test_trim_removes_only_what_a_rule_names(tmp_path: Path) -> None:
+    # Given a layer tree with proxy UI assets, a stub, a console script and code
+    files = {
+        "litellm/proxy/_experimental/out/index.html": b"<html>" * 100,
+        "litellm/proxy/_types.py": b"x = 1\n",
+        "litellm/rust_bridge/_native.pyi": b"def f() -> int: ...\n",
+        "bin/litellm": b"#!/usr/bin/python3\n",
+        "litellm/litellm_core_utils/tokenizers/anthropic_tokenizer.json": b"{}",
+    }
+    for name, data in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes(data)
+
+    # When the model layer's rules are applied
+    done = trim.trim(tmp_path, "model")
+
+    # Then exactly the asset, the stub and the script are gone, and their bytes are accounted for
+    left = {p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()}
+    assert left == {
+        "litellm/proxy/_types.py",
+        "litellm/litellm_core_utils/tokenizers/anthropic_tokenizer.json",
+    }
+    assert done.removed_files == 3
+    assert done.removed_bytes == 600 + len(files["litellm/rust_bridge/_native.pyi"]) + len(
+        files["bin/litellm"]
+    )
+    assert done.by_rule["litellm/proxy/_experimental/out/"] == 600
+
+
+def test_every_rule_says_why_and_names_known_layers() -> None:
+    for rule in trim.RULES:
+        assert rule.why.strip(), rule.pattern
+        assert set(rule.layers) <= {"core", "model", "stepwise"}, rule.pattern
+    for dist, why in trim.SKIP_DISTS.items():
+        assert why.strip(), dist
+
+
+# --- what the rules must never remove --------------------------------------------------------------
+
+
+def test_no_rule_removes_a_module_stepwise_imports() -> None:
+    removed = {
+        module: rule.pattern
+        for module in imported_modules()
+        for layer in LAYERS
+        for path in module_paths(module)
+        if (rule := trim.removed_by(path, layer))
+    }
+
+    assert removed == {}
+
+
+@pytest.mark.parametrize("layer", LAYERS)
+def test_no_rule_removes_code_of_a_layer_distribution(layer: str) -> None:
+    """The rules remove data, stubs and scripts only, so no import can notice them: checked against
+    every file of every distribution the layer ships, as installed here (the same releases)."""
+    removed = []
+    for name in layer_dists(layer):
+        for file in metadata.distribution(name).files or []:
+            path = file.as_posix()
+            if path.startswith("..") or not (path.endswith(".py") or ".so" in file.name):
+                continue
+            if trim.removed_by(path, layer):
+                removed.append(path)
+
+    assert removed == []
+
+
+def test_no_rule_removes_litellms_offline_data() -> None:
+    """The cost map (LITELLM_LOCAL_MODEL_COST_MAP) and the tokenizer files litellm counts tokens with."""
+    kept_dirs = [k for k in trim.KEEP if k.endswith("/")]
+    litellm_files = [f.as_posix() for f in metadata.distribution("litellm").files or []]
+    under_keep = [f for f in litellm_files if any(f.startswith(d) for d in kept_dirs)]
+
+    assert any(f.endswith("anthropic_tokenizer.json") for f in under_keep), "KEEP no longer matches litellm"
+    assert [f for f in under_keep if trim.removed_by(f, "model")] == []
+    for path in trim.KEEP:
+        assert trim.removed_by(path, "model", is_dir=path.endswith("/")) is None, path
+
+
+def test_skipped_distributions_are_pinned_and_never_imported_by_stepwise() -> None:
+    for dist in trim.SKIP_DISTS:
+        assert any(dist in layer_dists(layer) for layer in LAYERS), f"{dist} is in no layer: stale entry"
+        tops = {f.parts[0] for f in metadata.distribution(dist).files or [] if f.parts[0] != ".."}
+        packages = {t for t in tops if not t.endswith(".dist-info")}
+        assert not {m for m in imported_modules() if m.split(".")[0] in packages}, dist
+
+
+# --- hashes and platform checks ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("layer", LAYERS)
+def test_every_layer_pin_has_hashes_in_the_lock(layer: str) -> None:
+    hashes = pin.lock_hashes()
+
+    assert [name for name in layer_dists(layer) if not hashes.get(name)] == []
+
+
+def _elf(tmp_path: Path, machine: int) -> Path:
+    path = tmp_path / f"ext-{machine}.so"
+    path.write_bytes(b"\x7fELF" + bytes([2, 1, 1]) + bytes(11) + machine.to_bytes(2, "little") + bytes(44))
+    return path
+
+
+def test_an_aarch64_extension_passes_and_an_x86_64_one_does_not(tmp_path: Path) -> None:
+    assert checks.elf_problem(_elf(tmp_path, 183)) is None
+    assert "not AArch64" in checks.elf_problem(_elf(tmp_path, 62))
+    assert checks.elf_problem(Path(__file__)) is None  # not ELF at all
+
+
+def test_platform_problems_name_foreign_extensions_bytecode_and_wheel_tags(tmp_path: Path) -> None:
+    # Given a layer tree with one file of each kind that cannot run on python3.12 arm64
+    (tmp_path / "good.cpython-312-aarch64-linux-gnu.so").write_bytes(_elf(tmp_path, 183).read_bytes())
+    (tmp_path / "bad.cpython-311-x86_64-linux-gnu.so").write_bytes(_elf(tmp_path, 62).read_bytes())
+    (tmp_path / "pkg" / "__pycache__").mkdir(parents=True)
+    (tmp_path / "pkg" / "__pycache__" / "m.cpython-311.pyc").write_bytes(b"")
+    for dist, tag in (("ok-1.0", "cp312-cp312-manylinux_2_17_aarch64.manylinux2014_aarch64"),
+                      ("pure-1.0", "py2-none-any\nTag: py3-none-any"),
+                      ("x86-1.0", "cp311-cp311-manylinux_2_17_x86_64")):  # fmt: skip
+        (tmp_path / f"{dist}.dist-info").mkdir()
+        (tmp_path / f"{dist}.dist-info" / "WHEEL").write_text(f"Wheel-Version: 1.0\nTag: {tag}\n")
+    for scratch in tmp_path.glob("ext-*.so"):
+        scratch.unlink()
+
+    # When the tree is checked
+    problems = checks.platform_problems(tmp_path)
+
+    # Then the x86_64 extension (twice: header and name), the bytecode and the x86 wheel are named
+    assert len(problems) == 4, problems
+    assert all(any(k in p for k in ("bad.cpython", "__pycache__", "x86-1.0")) for p in problems)

@@ -1,0 +1,123 @@
+"""SnapStart hooks: registered only where Lambda's runtime offers them, litellm warmed only when init
+runs ahead of requests, and every cached client forgotten after a restore."""
+
+from __future__ import annotations
+
+import sys
+import types
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from stepwise import aws, snapstart
+from stepwise.llm import client
+
+
+@pytest.fixture(autouse=True)
+def _fresh_prepare() -> Iterator[None]:
+    snapstart.prepare.cache_clear()
+    yield
+    snapstart.prepare.cache_clear()
+
+
+@pytest.fixture
+def runtime(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Lambda's `snapshot_restore_py`, recording the after-restore hooks registered with it."""
+    hooks: list[Any] = []
+    module = types.ModuleType("snapshot_restore_py")
+    module.register_after_restore = lambda func, *args, **kwargs: hooks.append(func)  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "snapshot_restore_py", module)
+    return hooks
+
+
+@pytest.fixture
+def rebinds(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """The store's tables module, recording rebinds (the real one needs every table in the environment)."""
+    calls: list[bool] = []
+    tables = types.ModuleType("stepwise.store.tables")
+    tables.rebind = lambda: calls.append(True)  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "stepwise.store.tables", tables)
+    return calls
+
+
+@pytest.fixture
+def warmed(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    calls: list[bool] = []
+    monkeypatch.setattr(client, "warm", lambda: calls.append(True))
+    return calls
+
+
+def test_without_the_lambda_runtime_nothing_is_registered_or_warmed(
+    monkeypatch: pytest.MonkeyPatch, warmed: list[bool]
+) -> None:
+    monkeypatch.setitem(sys.modules, "snapshot_restore_py", None)  # makes the import fail, as off Lambda
+    monkeypatch.setenv(snapstart.INIT_TYPE, "snap-start")
+
+    assert snapstart.prepare() is False
+    assert warmed == []
+
+
+def test_under_snapstart_the_hook_is_registered_once_and_litellm_is_warmed(
+    monkeypatch: pytest.MonkeyPatch, runtime: list[Any], warmed: list[bool]
+) -> None:
+    monkeypatch.setenv(snapstart.INIT_TYPE, "snap-start")
+
+    assert snapstart.prepare() is True
+    assert snapstart.prepare() is True  # a second caller changes nothing
+
+    assert runtime == [snapstart.after_restore]
+    assert warmed == [True]
+
+
+def test_an_on_demand_init_leaves_litellm_to_the_first_model_call(
+    monkeypatch: pytest.MonkeyPatch, runtime: list[Any], warmed: list[bool]
+) -> None:
+    monkeypatch.setenv(snapstart.INIT_TYPE, "on-demand")
+
+    assert snapstart.prepare() is True
+
+    assert runtime == [snapstart.after_restore]
+    assert warmed == []
+
+
+class FakeClientCache:
+    def __init__(self) -> None:
+        self.flushed = False
+
+    def flush_cache(self) -> None:
+        self.flushed = True
+
+
+def test_after_restore_forgets_every_cached_client(
+    monkeypatch: pytest.MonkeyPatch, rebinds: list[bool]
+) -> None:
+    # Given boto3 and litellm clients built before the snapshot
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")  # else boto3 asks the instance metadata service
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    aws.client("sts")
+    cache = FakeClientCache()
+    litellm = types.ModuleType("litellm")
+    litellm.in_memory_llm_clients_cache = cache  # type: ignore[attr-defined]
+    litellm.module_level_client = object()  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "litellm", litellm)
+
+    # When the runtime restores the snapshot
+    snapstart.after_restore()
+
+    # Then each is rebuilt on its next use
+    assert aws.client.cache_info().currsize == 0
+    assert cache.flushed
+    assert not hasattr(litellm, "module_level_client")
+    assert rebinds == [True]
+
+
+def test_after_restore_reseeds_random(rebinds: list[bool]) -> None:
+    import random
+
+    random.seed(7)
+    snapshot = random.getstate()
+
+    snapstart.after_restore()
+
+    assert random.getstate() != snapshot
