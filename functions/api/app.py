@@ -2,14 +2,35 @@
 
 from typing import Any
 
-from aws_lambda_powertools import Logger
 from aws_lambda_powertools.logging import correlation_paths
 
+from stepwise import observability
 from stepwise.api.app import handle
+from stepwise.api.auth import tenant_from_event
+from stepwise.errors import Unauthorized
+from stepwise.observability import logger
 
-logger = Logger(service="stepwise")
+tracer = observability.tracer()
+metrics = observability.metrics()
 
 
-@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
+def _tenant(event: dict[str, Any]) -> str | None:
+    try:
+        return tenant_from_event(event)
+    except Unauthorized:
+        return None  # a public route, or a key the authorizer rejected
+
+
+# log_event=False whatever POWERTOOLS_LOGGER_LOG_EVENT says: events carry API keys, setting values and
+# approval tokens. Responses stay out of traces for the same reason.
+@logger.inject_lambda_context(
+    correlation_id_path=correlation_paths.API_GATEWAY_HTTP, log_event=False, clear_state=True
+)
+@metrics.log_metrics
+@tracer.capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    return handle(event, context)
+    observability.bind_request(event, _tenant(event))
+    response = handle(event, context)
+    # The route's template (`GET /v1/approvals/{token}`), never the raw path: a token is a credential.
+    logger.info("request", extra={"route": event.get("routeKey"), "status": response.get("statusCode")})
+    return response

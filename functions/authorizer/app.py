@@ -2,14 +2,23 @@
 
 from typing import Any
 
-from aws_lambda_powertools import Logger
+from aws_lambda_powertools.logging import correlation_paths
 
+from stepwise import observability
 from stepwise.api.auth import authorize
+from stepwise.observability import logger
 
-logger = Logger(service="stepwise")
+tracer = observability.tracer()
+metrics = observability.metrics()
 
 
-@logger.inject_lambda_context
+# The event carries the API key: never logged (log_event=False whatever the environment says), and
+# neither is the decision's context traced.
+@logger.inject_lambda_context(
+    correlation_id_path=correlation_paths.API_GATEWAY_HTTP, log_event=False, clear_state=True
+)
+@metrics.log_metrics
+@tracer.capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     headers = event.get("headers") or {}
     return authorize(headers.get("authorization"))

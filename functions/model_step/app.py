@@ -2,17 +2,22 @@
 
 from typing import Any
 
-from aws_lambda_powertools import Logger
-
-from stepwise import step
+from stepwise import observability, snapstart, step
 from stepwise.models import RunState
+from stepwise.observability import logger
 
-logger = Logger(service="stepwise")
+tracer = observability.tracer()
+metrics = observability.metrics()
+snapstart.prepare()  # under SnapStart: litellm warm in the snapshot, clients rebuilt after restore
 
 
-@logger.inject_lambda_context
+@logger.inject_lambda_context(clear_state=True)
+@metrics.log_metrics
+@tracer.capture_lambda_handler
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    logger.append_keys(tenant_id=event.get("tenant_id"), run_id=event.get("run_id"), step=event.get("step"))
+    # The step this call takes is the next one: stepwise.step binds it (and the session) once the run
+    # is loaded.
+    observability.bind(tenant_id=event.get("tenant_id"), run_id=event.get("run_id"), step=event.get("step"))
     if event.get("mode") == "sync":  # POST /v1/agents/{id}/run, invoked by the API function
         run = step.sync_answer(event["tenant_id"], event["run_id"])
         return {"run_id": run.run_id, "status": run.status}

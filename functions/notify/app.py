@@ -2,14 +2,17 @@
 
 from typing import Any
 
-from aws_lambda_powertools import Logger
+from stepwise import observability, waits
+from stepwise.observability import logger
 
-from stepwise import waits
+tracer = observability.tracer()
+metrics = observability.metrics()
 
-logger = Logger(service="stepwise")
 
-
-@logger.inject_lambda_context
+# The event carries the wait's task token: never logged, and the response is not traced either.
+@logger.inject_lambda_context(log_event=False, clear_state=True)
+@metrics.log_metrics
+@tracer.capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    logger.append_keys(tenant_id=event.get("tenant_id"), run_id=event.get("run_id"))
+    observability.bind(tenant_id=event.get("tenant_id"), run_id=event.get("run_id"), step=event.get("step"))
     return waits.handle(event)

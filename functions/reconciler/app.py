@@ -3,21 +3,23 @@ state machine's status changes), and sweeps for any that slipped through (a 5-mi
 
 from typing import Any
 
-from aws_lambda_powertools import Logger
+from stepwise import observability, reconcile
+from stepwise.observability import logger
 
-from stepwise import reconcile
-
-logger = Logger(service="stepwise")
+tracer = observability.tracer()
+metrics = observability.metrics()
 
 # Stop sweeping this long before the Lambda's own timeout, so the report still gets out.
 SWEEP_MARGIN_SECONDS = 10.0
 
 
-@logger.inject_lambda_context
+@logger.inject_lambda_context(clear_state=True)
+@metrics.log_metrics
+@tracer.capture_lambda_handler
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     trigger = reconcile.parse(event)
     if isinstance(trigger, reconcile.ExecutionStatusChange):
-        logger.append_keys(run_id=trigger.detail.name)
+        observability.bind(run_id=trigger.detail.name)
         return reconcile.on_status_change(trigger).model_dump(mode="json")
     budget = context.get_remaining_time_in_millis() / 1000 - SWEEP_MARGIN_SECONDS
     return reconcile.sweep(budget_seconds=max(budget, 0.0)).model_dump(mode="json")

@@ -2,31 +2,38 @@
 
 from typing import Any
 
-from aws_lambda_powertools import Logger
-
-from stepwise import lifecycle
+from stepwise import lifecycle, observability
 from stepwise.models import FailedState, RunState
+from stepwise.observability import logger
 
-logger = Logger(service="stepwise")
+tracer = observability.tracer()
+metrics = observability.metrics()
 
 
 def _scope(event: dict[str, Any]) -> None:
-    logger.append_keys(tenant_id=event.get("tenant_id"), run_id=event.get("run_id"), step=event.get("step"))
+    # The session is added where the run is loaded (stepwise.lifecycle → observability.bind_run).
+    observability.bind(tenant_id=event.get("tenant_id"), run_id=event.get("run_id"), step=event.get("step"))
 
 
-@logger.inject_lambda_context
+@logger.inject_lambda_context(clear_state=True)
+@metrics.log_metrics
+@tracer.capture_lambda_handler
 def prepare(event: dict[str, Any], context: Any) -> dict[str, Any]:
     _scope(event)
     return lifecycle.prepare(RunState.model_validate(event)).model_dump()
 
 
-@logger.inject_lambda_context
+@logger.inject_lambda_context(clear_state=True)
+@metrics.log_metrics
+@tracer.capture_lambda_handler
 def finalize(event: dict[str, Any], context: Any) -> dict[str, Any]:
     _scope(event)
     return lifecycle.finalize(RunState.model_validate(event)).model_dump()
 
 
-@logger.inject_lambda_context
+@logger.inject_lambda_context(clear_state=True)
+@metrics.log_metrics
+@tracer.capture_lambda_handler
 def failed(event: dict[str, Any], context: Any) -> dict[str, Any]:
     _scope(event)
     return lifecycle.fail(FailedState.model_validate(event)).model_dump()

@@ -5,16 +5,19 @@ stepwise.schedules for the target configuration of each)."""
 
 from typing import Any
 
-from aws_lambda_powertools import Logger
-
+from stepwise import observability
+from stepwise.observability import logger
 from stepwise.schedules.triggers import deliver
 
-logger = Logger(service="stepwise")
+tracer = observability.tracer()
+metrics = observability.metrics()
 
 
-@logger.inject_lambda_context
+@logger.inject_lambda_context(clear_state=True)
+@metrics.log_metrics
+@tracer.capture_lambda_handler
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    logger.append_keys(
+    observability.bind(
         tenant_id=event.get("tenant_id"),
         agent_id=event.get("agent_id"),
         trigger=event.get("schedule_id") or event.get("id"),

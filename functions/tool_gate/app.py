@@ -2,17 +2,19 @@
 
 from typing import Any
 
-from aws_lambda_powertools import Logger
+from stepwise import gate, observability
+from stepwise.observability import logger
 
-from stepwise import gate
+tracer = observability.tracer()
+metrics = observability.metrics()
 
-logger = Logger(service="stepwise")
 
-
-@logger.inject_lambda_context
+@logger.inject_lambda_context(clear_state=True)
+@metrics.log_metrics
+@tracer.capture_lambda_handler
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     task = gate.GateTask.model_validate(event)
-    logger.append_keys(
+    observability.bind(
         tenant_id=task.tenant_id, run_id=task.run_id, step=task.step, tool_call_id=task.tool_call.id
     )
     return gate.gate(task).model_dump()

@@ -10,7 +10,7 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from botocore.exceptions import ClientError
 
-from stepwise import aws, events
+from stepwise import aws, events, observability
 from stepwise.errors import Conflict, Gone, Unavailable, Unprocessable
 from stepwise.store import interactions
 from stepwise.store.interactions import Interaction
@@ -70,7 +70,9 @@ def respond(
     if interactions.answer(tenant_id, interaction_id, answer, key=key, by=by):
         _decided_event(tenant_id, interaction, answer, by)
         deliver(tenant_id, interaction_id)
-        return interactions.get(tenant_id, interaction_id)
+        answered = interactions.get(tenant_id, interaction_id)
+        observability.answered(answered)
+        return answered
     current = interactions.get(tenant_id, interaction_id)
     if current.status != "answered":
         raise Gone(

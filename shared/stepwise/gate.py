@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from stepwise import events, ledger
+from stepwise import events, ledger, observability
 from stepwise.errors import RunStateError
 from stepwise.mcp.models import McpToolRef
 from stepwise.models import Agent, BuiltinTool, ClientTool, HttpTool, Run, ToolCallTask
@@ -90,6 +90,7 @@ def _execute(
     arguments: dict[str, Any],
 ) -> GateOutcome:
     runs.record_tool_executed(task.tenant_id, run.run_id, tool.name)  # before it acts: a crash still counts
+    observability.tool_called(tool.name)
     scope = ledger.CallScope(
         tenant_id=task.tenant_id,
         agent_id=run.agent_id,
@@ -148,6 +149,7 @@ def gate(task: GateTask) -> GateOutcome:
         return expire(task)
     tenant_id, ref = task.tenant_id, task.tool_call
     run = runs.get(tenant_id, task.run_id)
+    observability.bind_run(run)
     if sessions.get_message(tenant_id, run.session_id, run.run_id, task.step, tool_slot(ref.index)):
         return GateOutcome(tool_call_id=ref.id, status="done")  # a retry after the result was stored
 
@@ -192,6 +194,7 @@ def resume(task: GateTask) -> GateOutcome:
     """The answer arrived: act on exactly what was answered."""
     tenant_id, ref = task.tenant_id, task.tool_call
     run = runs.get(tenant_id, task.run_id)
+    observability.bind_run(run)
     if sessions.get_message(tenant_id, run.session_id, run.run_id, task.step, tool_slot(ref.index)):
         return GateOutcome(tool_call_id=ref.id, status="done")
     if task.interaction_id is None:
@@ -220,6 +223,7 @@ def expire(task: GateTask) -> GateOutcome:
     """The deadline passed before anyone answered."""
     tenant_id, ref = task.tenant_id, task.tool_call
     run = runs.get(tenant_id, task.run_id)
+    observability.bind_run(run)
     if sessions.get_message(tenant_id, run.session_id, run.run_id, task.step, tool_slot(ref.index)):
         return GateOutcome(tool_call_id=ref.id, status="done")
     waited = "an answer"

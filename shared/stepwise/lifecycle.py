@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from stepwise import events
+from stepwise import events, observability
 from stepwise.errors import HookDenied, NotFound, RunStateError, step_error_code
 from stepwise.hooks.run import fire
 from stepwise.models import ACTIVE_STATUSES, Agent, FailedState, RunError, RunState, StepFailure
@@ -16,6 +16,7 @@ from stepwise.store.sessions import USER_SLOT
 def prepare(state: RunState) -> RunState:
     """Mark the run running and put its user message into the session."""
     run = runs.get(state.tenant_id, state.run_id)
+    observability.bind_run(run)
     agent = agents.get_for_run(state.tenant_id, run.agent_id)  # a deleted agent fails the run here
     if run.status == "queued":
         decision = fire(state.tenant_id, run.run_id, agent, "OnRunStart", arguments={"message": run.input})
@@ -52,6 +53,7 @@ BLOCKED_ANSWER = "The answer was withheld by a policy hook: {message}"
 def finalize(state: RunState) -> RunState:
     """PreResponse hooks, then persist the answer, mark the run succeeded and add it to the session."""
     run = runs.get(state.tenant_id, state.run_id)
+    observability.bind_run(run)
     agent = agents.get_for_run(state.tenant_id, run.agent_id)
     output = last_answer(state.tenant_id, run.session_id, run.run_id) or ""
     decision = fire(state.tenant_id, run.run_id, agent, "PreResponse", output=output)
@@ -60,6 +62,7 @@ def finalize(state: RunState) -> RunState:
     elif decision.modified_output is not None:
         output = str(decision.modified_output)
     if runs.transition(state.tenant_id, state.run_id, "succeeded", allowed_from={"running"}, output=output):
+        observability.run_succeeded()
         sessions.complete_run(state.tenant_id, run.session_id, run.run_id)
         start_next(state.tenant_id, run.session_id, run.run_id)
         events.emit(
@@ -106,6 +109,8 @@ def fail(state: FailedState) -> RunState:
     ):
         events.emit(state.tenant_id, state.run_id, "run_failed", {"error": error.model_dump()})
         run = runs.get(state.tenant_id, state.run_id)
+        observability.bind_run(run)
+        observability.run_failed(error.code)
         start_next(state.tenant_id, run.session_id, run.run_id)
         try:
             agent = agents.get(state.tenant_id, run.agent_id)

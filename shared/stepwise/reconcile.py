@@ -36,7 +36,7 @@ from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from botocore.exceptions import ClientError
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from stepwise import aws, config, events
+from stepwise import aws, config, events, observability
 from stepwise.cancel import CANCELLED_ERROR
 from stepwise.errors import NotFound
 from stepwise.hooks.run import fire
@@ -185,6 +185,8 @@ def settle(tenant_id: str, run_id: str, end: Ending) -> Outcome:
     if end.event == "run_cancelled":
         data["reason"] = end.error.message
     events.emit(tenant_id, run_id, end.event, data)
+    if end.event == "run_failed":
+        observability.run_failed(end.error.code)
     for pending in interactions.for_run(tenant_id, run_id, "pending"):
         interactions.close(tenant_id, pending.interaction_id, "expired")  # its links now answer 410
     _hand_on(tenant_id, run)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from stepwise import aws, config
+from stepwise import aws, config, observability
 from stepwise.errors import Conflict, Unavailable
 from stepwise.ids import new_id
 from stepwise.models import DEFAULT_MAX_STEPS, Agent, Run, RunCreate, RunState, Session, SyncRunCreate, utcnow
@@ -92,6 +92,7 @@ def launch(tenant_id: str, run: Run) -> None:
     except sfn.exceptions.ExecutionAlreadyExists:
         pass  # this run's execution started already: the start was retried
     except Exception as exc:
+        observability.run_failed("start_failed")
         runs.transition(
             tenant_id,
             run.run_id,
@@ -101,6 +102,8 @@ def launch(tenant_id: str, run: Run) -> None:
         )
         sessions.release(tenant_id, run.session_id, run.run_id)
         raise StartFailed("the run could not be started; it is recorded as failed, try again") from exc
+    else:
+        observability.run_started(run)
 
 
 def _take_turn(tenant_id: str, run: Run, strategy: str) -> bool:
@@ -163,6 +166,7 @@ def run_sync(tenant_id: str, agent_id: str, body: SyncRunCreate) -> Run:
         runs.delete(tenant_id, run.run_id)
         raise _busy(sessions.get(tenant_id, run.session_id))
     payload: dict[str, Any] = {"mode": "sync", "tenant_id": tenant_id, "run_id": run.run_id}
+    observability.run_started(run)
     response = aws.client("lambda").invoke(
         FunctionName=config.api_targets().model_step_function,
         Payload=json.dumps(payload).encode(),

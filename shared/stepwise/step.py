@@ -10,7 +10,7 @@ import os
 from dataclasses import asdict
 from typing import Any
 
-from stepwise import events, lifecycle
+from stepwise import events, lifecycle, observability
 from stepwise.errors import BudgetExceeded, ContextTooLong, DoomLoop, RunStateError
 from stepwise.llm.client import ModelTurn, complete, resolve_model
 from stepwise.models import Agent, FailedState, Run, RunState, StepFailure, ToolCallRef
@@ -141,6 +141,7 @@ def _take_step(tenant_id: str, run: Run, agent: Agent, step: int, *, tools_allow
         tenant_id, run.session_id, run.run_id, step, ASSISTANT_SLOT, turn.assistant_message()
     )
     runs.record_step(tenant_id, run.run_id, step, turn.usage)  # spent, whatever happens next
+    observability.step_taken(turn.usage)
     if tools_allowed:
         _check_doom_loop(current, turn)
     events.emit(
@@ -163,6 +164,7 @@ def model_step(state: RunState) -> RunState:
     # The step's waits are over (every approval and client tool was answered or expired).
     runs.transition(state.tenant_id, state.run_id, "running", allowed_from={"waiting"})
     run = runs.get(state.tenant_id, state.run_id)
+    observability.bind_run(run, step=state.step + 1)
     agent = agents.get_for_run(state.tenant_id, run.agent_id)
     step = state.step + 1
     tools_allowed = step < state.max_steps
@@ -188,6 +190,7 @@ def sync_answer(tenant_id: str, run_id: str) -> Run:
     state = lifecycle.prepare(RunState(tenant_id=tenant_id, run_id=run_id, max_steps=1))
     try:
         run = runs.get(tenant_id, run_id)
+        observability.bind_run(run, step=1)
         _take_step(tenant_id, run, agents.get_for_run(tenant_id, run.agent_id), 1, tools_allowed=False)
     except Exception as exc:
         cause = json.dumps({"errorType": type(exc).__name__, "errorMessage": str(exc)})

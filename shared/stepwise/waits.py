@@ -10,7 +10,7 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from pydantic import BaseModel
 
-from stepwise import answers, events
+from stepwise import answers, events, observability
 from stepwise.models import ToolCallRef
 from stepwise.store import agents, interactions, runs
 from stepwise.store.interactions import Interaction
@@ -89,11 +89,9 @@ def _tell_humans(tenant_id: str, interaction: Interaction, url: str) -> None:
 def handle(event: dict[str, Any]) -> dict[str, Any]:
     wait = WaitEvent.model_validate(event)
     interaction = interactions.attach_token(wait.tenant_id, wait.interaction_id, wait.task_token)
-    if interaction.status == "answered":
-        answers.deliver(wait.tenant_id, wait.interaction_id)  # the answer arrived before the token
-        return {"interaction_id": wait.interaction_id, "status": "answered"}
-    if interaction.status != "pending":
-        return {"interaction_id": wait.interaction_id, "status": interaction.status}
+    observability.bind(run_id=wait.run_id, session_id=interaction.session_id, step=wait.step)
+    if interaction.status not in ("pending", "answered"):
+        return {"interaction_id": wait.interaction_id, "status": interaction.status}  # closed meanwhile
     data: dict[str, Any] = {
         "interaction_id": interaction.interaction_id,
         "tool_call_id": interaction.tool_call_id,
@@ -106,6 +104,9 @@ def handle(event: dict[str, Any]) -> dict[str, Any]:
         events.emit(wait.tenant_id, wait.run_id, "approval_requested", data)
     else:
         events.emit(wait.tenant_id, wait.run_id, "client_tool_requested", data)
+    if interaction.status == "answered":  # the answer beat the token (the app read the interaction list)
+        answers.deliver(wait.tenant_id, wait.interaction_id)
+        return {"interaction_id": wait.interaction_id, "status": "answered"}
     # After the event, so a client that sees "waiting" finds what it waits for in the events.
     runs.transition(wait.tenant_id, wait.run_id, "waiting", allowed_from={"running", "waiting"})
     if interaction.kind == "approval":

@@ -30,7 +30,10 @@ def waiting_on_client(stack: LocalStack, calls: int = 1, **tool_fields: Any) -> 
         _, _, listed = stack.invoke_api(
             "GET", f"/v1/sessions/{accepted['session_id']}/interactions?status=pending"
         )
-        if len(listed["interactions"]) == calls:
+        _, _, page = stack.invoke_api("GET", f"/v1/runs/{accepted['run_id']}/events")
+        requested = [e for e in page["events"] if e["type"] == "client_tool_requested"]
+        # The request event is written once the wait holds its token: answer after it, like an app.
+        if len(listed["interactions"]) == calls and len(requested) == calls:
             return {**accepted, "interactions": listed["interactions"]}
         assert time.monotonic() < deadline, listed
         time.sleep(0.05)
