@@ -235,6 +235,10 @@ def test_runs_are_listed_newest_first_with_pagination(stack: LocalStack) -> None
     assert stack.invoke_api("GET", "/v1/runs?status=nonsense")[0] == 422
     status, _, body = stack.invoke_api("GET", "/v1/runs?next_token=garbage")
     assert status == 400 and error_code(body) == "invalid_next_token"
+    # a page token is bound to its tenant and listing: replayed elsewhere it is refused, not followed
+    borrowed = f"/v1/runs?agent_id={agent_id}&limit=2&next_token={first['next_token']}"
+    assert stack.invoke_api("GET", borrowed, key=OTHER_KEY)[0] == 400
+    assert stack.invoke_api("GET", f"/v1/runs?limit=2&next_token={first['next_token']}")[0] == 400
 
 
 def test_a_session_is_deleted_with_its_messages(stack: LocalStack, agent: dict[str, Any]) -> None:

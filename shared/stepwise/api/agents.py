@@ -5,9 +5,11 @@ from typing import Annotated, Any
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
+from pydantic import BaseModel
 
 from stepwise.api.context import tenant
-from stepwise.api.responses import json_response
+from stepwise.api.responses import json_response, model_content, responses
+from stepwise.errors import Unprocessable
 from stepwise.ids import new_id
 from stepwise.mcp.models import public_servers
 from stepwise.models import Agent, AgentCreate, AgentPatch, Tool
@@ -15,6 +17,16 @@ from stepwise.schedules import service as schedules
 from stepwise.store import agents
 
 router = APIGatewayHttpRouter()
+AGENTS = ["agents"]
+TOOLS = ["tools"]
+
+
+class AgentList(BaseModel):
+    agents: list[Agent]
+
+
+class ToolList(BaseModel):
+    tools: list[Tool]
 
 
 def view(agent: Agent) -> dict[str, Any]:
@@ -22,29 +34,55 @@ def view(agent: Agent) -> dict[str, Any]:
     return {**agent.model_dump(mode="json"), "mcp_servers": public_servers(agent)}
 
 
-@router.post("/v1/agents")
+@router.post(
+    "/v1/agents",
+    summary="Create an agent",
+    description="An agent is a model, a system prompt, tools and permissions; runs start from it.",
+    responses=responses(201, "The agent, with its `agent_id`", 400, 413),
+    tags=AGENTS,
+)
 def create_agent(body: AgentCreate) -> Response[Agent]:
     agent = agents.create(tenant(router), new_id("agt"), body)
     return json_response(view(agent), 201)
 
 
-@router.get("/v1/agents")
-def list_agents() -> Response[dict[str, list[Agent]]]:
+@router.get("/v1/agents", summary="List agents", responses=responses(200, "The tenant's agents"), tags=AGENTS)
+def list_agents() -> Response[AgentList]:
     return json_response({"agents": [view(a) for a in agents.list_all(tenant(router))]})
 
 
-@router.get("/v1/agents/<agent_id>")
+@router.get(
+    "/v1/agents/<agent_id>", summary="Get an agent", responses=responses(200, "The agent", 404), tags=AGENTS
+)
 def get_agent(agent_id: str) -> Response[Agent]:
     return json_response(view(agents.get(tenant(router), agent_id)))
 
 
-@router.patch("/v1/agents/<agent_id>")
+@router.patch(
+    "/v1/agents/<agent_id>",
+    summary="Change an agent",
+    description="Only the fields sent change; `null` clears an optional field.",
+    responses=responses(200, "The changed agent", 400, 404, 409, 413),
+    tags=AGENTS,
+)
 def patch_agent(agent_id: str, body: AgentPatch) -> Response[Agent]:
     changes = body.model_dump(exclude_unset=True)
+    if "permissions" in changes and changes["permissions"] is None:
+        # Clearing would silently fall back to the most permissive default; make the caller say so.
+        raise Unprocessable(
+            'permissions cannot be cleared; send {"default": ...} instead',
+            details=[{"loc": ["body", "permissions"], "msg": "cannot be null", "type": "value_error"}],
+        )
     return json_response(view(agents.update(tenant(router), agent_id, changes)))
 
 
-@router.delete("/v1/agents/<agent_id>")
+@router.delete(
+    "/v1/agents/<agent_id>",
+    summary="Delete an agent",
+    description="Its schedules are deleted with it, so nothing fires for a deleted agent.",
+    responses=responses(204, "Deleted", 404, content={}),
+    tags=AGENTS,
+)
 def delete_agent(agent_id: str) -> Response[None]:
     tenant_id = tenant(router)
     agents.get(tenant_id, agent_id)
@@ -54,20 +92,37 @@ def delete_agent(agent_id: str) -> Response[None]:
     return Response(status_code=204)
 
 
-@router.post("/v1/agents/<agent_id>/tools")
+@router.post(
+    "/v1/agents/<agent_id>/tools",
+    summary="Add a tool to an agent",
+    description="A builtin `{name, config?, permission?}`, a custom HTTP tool (`type: http`) or a client "
+    "tool (`type: client`) that the calling app runs itself.",
+    responses=responses(201, "The tool as stored", 400, 404, 409, 413, content=model_content(Tool)),
+    tags=TOOLS,
+)
 def add_tool(agent_id: str, body: Annotated[Tool, Body()]) -> Response[dict[str, Any]]:
     agent = agents.add_tool(tenant(router), agent_id, body)
     tool = agent.tool(body.name)
     return json_response(tool.model_dump(mode="json") if tool else None, 201)
 
 
-@router.get("/v1/agents/<agent_id>/tools")
+@router.get(
+    "/v1/agents/<agent_id>/tools",
+    summary="List an agent's tools",
+    responses=responses(200, "The agent's tools", 404, content=model_content(ToolList)),
+    tags=TOOLS,
+)
 def list_tools(agent_id: str) -> Response[dict[str, list[dict[str, Any]]]]:
     agent = agents.get(tenant(router), agent_id)
     return json_response({"tools": [t.model_dump(mode="json") for t in agent.tools]})
 
 
-@router.delete("/v1/agents/<agent_id>/tools/<name>")
+@router.delete(
+    "/v1/agents/<agent_id>/tools/<name>",
+    summary="Remove a tool from an agent",
+    responses=responses(204, "Removed", 404, 409, content={}),
+    tags=TOOLS,
+)
 def delete_tool(agent_id: str, name: str) -> Response[None]:
     agents.remove_tool(tenant(router), agent_id, name)
     return Response(status_code=204)

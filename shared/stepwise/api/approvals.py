@@ -6,16 +6,85 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.openapi.types import (
+    OpenAPIResponse,
+    OpenAPIResponseContentModel,
+    OpenAPIResponseContentSchema,
+)
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
+from pydantic import BaseModel
 
 from stepwise import answers
+from stepwise.api.auth import PUBLIC
+from stepwise.api.responses import HTML, json_response, responses
 from stepwise.approvals import links, pages
+from stepwise.config import ConfigError
 from stepwise.errors import Conflict, Gone, NotFound
 from stepwise.models import utcnow
 from stepwise.store import agents, interactions
 
 router = APIGatewayHttpRouter()
 logger = Logger(service="stepwise")
+APPROVALS = ["approvals"]
+
+_PAGE: dict[str, OpenAPIResponseContentSchema | OpenAPIResponseContentModel] = {
+    HTML: {"schema": {"type": "string"}}
+}
+
+
+def _pages(success: str, *outcomes: pages.ResultStatus) -> dict[int, OpenAPIResponse]:
+    """An HTML route's responses: every answer is a page for the human who followed the link."""
+    documented = responses(
+        200,
+        success,
+        404,
+        public=True,
+        content=_PAGE,
+        described={404: "No such route: the token has characters no link of ours has"},
+    )
+    by_status: dict[int, list[str]] = {}
+    for outcome in outcomes:
+        by_status.setdefault(pages.RESULT_HTTP_STATUS[outcome], []).append(outcome.replace("_", " "))
+    for status, names in sorted(by_status.items()):
+        documented[status] = {"description": f"A page: {' or '.join(names)}", "content": _PAGE}
+    return documented
+
+
+_DECISION_FORM: dict[str, Any] = {
+    "required": True,
+    "content": {
+        "application/x-www-form-urlencoded": {
+            "schema": {
+                "type": "object",
+                "properties": {
+                    "decision": {"type": "string", "enum": ["approve", "deny"]},
+                    "reason": {"type": "string", "maxLength": pages.MAX_REASON_CHARS},
+                },
+                "required": ["decision"],
+            }
+        }
+    },
+}
+_SLACK_FORM: dict[str, Any] = {
+    "required": True,
+    "content": {
+        "application/x-www-form-urlencoded": {
+            "schema": {
+                "type": "object",
+                "properties": {"payload": {"type": "string", "description": "Slack's block_actions JSON"}},
+                "required": ["payload"],
+            }
+        }
+    },
+}
+_SLACK_HEADERS = [
+    {"name": name, "in": "header", "required": True, "schema": {"type": "string"}}
+    for name in ("X-Slack-Request-Timestamp", "X-Slack-Signature")
+]
+
+
+class SlackReply(BaseModel):
+    text: str
 
 
 def _page(status: pages.ResultStatus, detail: str | None = None, **kwargs: Any) -> Response[str]:
@@ -47,7 +116,15 @@ def _earlier(interaction: interactions.Interaction) -> Response[str] | None:
     return None
 
 
-@router.get("/v1/approvals/<token>")
+@router.get(
+    "/v1/approvals/<token>",
+    summary="Approval page",
+    description="Public: the signed token in the link is the credential. Shows the agent, the tool, its "
+    "arguments and Approve / Deny buttons; a GET never decides.",
+    responses=_pages("The approval page", "already_decided", "expired", "closed", "forged"),
+    tags=APPROVALS,
+    openapi_extensions=PUBLIC,
+)
 def approval_page(token: str) -> Response[str]:
     """Shows the request and the buttons. A GET never decides: mail scanners prefetch links."""
     claims = _claims(token)
@@ -76,7 +153,15 @@ def approval_page(token: str) -> Response[str]:
     )
 
 
-@router.post("/v1/approvals/<token>")
+@router.post(
+    "/v1/approvals/<token>",
+    summary="Decide an approval",
+    description="Public: the form of the approval page. Signed, expiring and single use: a second "
+    "decision shows 'already decided' (409), an expired or closed request 410, a forged link 403.",
+    responses=_pages("Approved or denied", "error", "already_decided", "expired", "closed", "forged"),
+    tags=APPROVALS,
+    openapi_extensions={**PUBLIC, "requestBody": _DECISION_FORM},
+)
 def decide(token: str) -> Response[str]:
     claims = _claims(token)
     if isinstance(claims, Response):
@@ -98,15 +183,40 @@ def decide(token: str) -> Response[str]:
     return _page("approved" if approved else "denied")
 
 
-@router.post("/v1/integrations/slack/interactions")
-def slack_interaction() -> Response[dict[str, Any]]:
+@router.post(
+    "/v1/integrations/slack/interactions",
+    summary="Slack button clicks",
+    description="Public: Slack's request signature is the credential (401 when wrong or older than 5 "
+    "minutes). 404 when this deployment has no Slack signing secret.",
+    responses=responses(
+        200,
+        "The decision was recorded, or why not",
+        400,
+        401,
+        403,
+        404,
+        410,
+        public=True,
+        described={401: "Slack's signature is missing, wrong or older than 5 minutes"},
+    ),
+    tags=APPROVALS,
+    openapi_extensions={**PUBLIC, "requestBody": _SLACK_FORM, "parameters": _SLACK_HEADERS},
+)
+def slack_interaction() -> Response[SlackReply]:
     """A click on an Approve or Deny button. Slack's signature is checked on the raw body first."""
     from stepwise.channels import slack
 
     event = router.current_event
+    try:
+        secret = slack.signing_secret()
+    except ConfigError:
+        # An empty SlackSigningSecret disables Slack buttons: anyone can post here, so that is the
+        # caller's 404, not a 500 (and an error alarm) per anonymous request.
+        logger.warning("a Slack interaction arrived but SLACK_SIGNING_SECRET is not set")
+        raise NotFound("Slack interactions are not enabled here", code="slack_not_configured") from None
     raw = event.decoded_body or ""
     slack.verify_signature(
-        slack.signing_secret(),
+        secret,
         event.headers.get("x-slack-request-timestamp", ""),
         raw.encode(),
         event.headers.get("x-slack-signature", ""),
@@ -138,4 +248,4 @@ def slack_interaction() -> Response[dict[str, Any]]:
                 slack.post_webhook(action.response_url, update)
             except slack.ChannelError:
                 logger.warning("could not update the Slack message")
-    return Response(status_code=200, content_type="application/json", body={"text": text})
+    return json_response({"text": text})

@@ -9,6 +9,9 @@ from stepwise.errors import Unauthorized
 # Routes that API Gateway serves without the authorizer (template.yaml: `Auth: Authorizer: NONE`).
 PUBLIC_PATHS = frozenset({"/v1/health"})
 PUBLIC_PREFIXES = ("/v1/approvals/", "/v1/integrations/")
+# OpenAPI extras for the routes is_public() serves: they override the spec's global bearer requirement.
+# (Powertools drops a route's `security=[]` as unset, so the empty list goes in as an extension.)
+PUBLIC: dict[str, Any] = {"security": []}
 
 
 def is_public(path: str) -> bool:

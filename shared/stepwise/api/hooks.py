@@ -7,20 +7,27 @@ from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from pydantic import BaseModel
 
 from stepwise.api.context import tenant
-from stepwise.api.responses import json_response
+from stepwise.api.responses import json_response, responses
 from stepwise.hooks.models import Hook, HookCreate
 from stepwise.ids import new_id
 from stepwise.models import utcnow
 from stepwise.store import agents
 
 router = APIGatewayHttpRouter()
+HOOKS = ["hooks"]
 
 
 class HookList(BaseModel):
     hooks: list[Hook]
 
 
-@router.post("/v1/agents/<agent_id>/hooks")
+@router.post(
+    "/v1/agents/<agent_id>/hooks",
+    summary="Add a hook to an agent",
+    description="`http`, `rule` or `approval` hooks on lifecycle events; immutable once created.",
+    responses=responses(201, "The hook, with its `hook_id`", 400, 404, 409, 413),
+    tags=HOOKS,
+)
 def create_hook(agent_id: str, body: HookCreate) -> Response[Hook]:
     hook = Hook(**body.model_dump(), hook_id=new_id("hook"), created_at=utcnow())
     stored: dict[str, Any] = hook.model_dump(mode="json")
@@ -28,13 +35,23 @@ def create_hook(agent_id: str, body: HookCreate) -> Response[Hook]:
     return json_response(stored, 201)
 
 
-@router.get("/v1/agents/<agent_id>/hooks")
+@router.get(
+    "/v1/agents/<agent_id>/hooks",
+    summary="List an agent's hooks",
+    responses=responses(200, "The hooks", 404),
+    tags=HOOKS,
+)
 def list_hooks(agent_id: str) -> Response[HookList]:
     agent = agents.get(tenant(router), agent_id)
     return json_response({"hooks": agent.hooks})
 
 
-@router.delete("/v1/agents/<agent_id>/hooks/<hook_id>")
+@router.delete(
+    "/v1/agents/<agent_id>/hooks/<hook_id>",
+    summary="Delete a hook",
+    responses=responses(204, "Deleted", 404, 409, content={}),
+    tags=HOOKS,
+)
 def delete_hook(agent_id: str, hook_id: str) -> Response[None]:
     agents.remove_hook(tenant(router), agent_id, hook_id)
     return Response(status_code=204)

@@ -3,18 +3,19 @@
 from typing import Annotated, Any, Literal
 
 from aws_lambda_powertools.event_handler import Response
-from aws_lambda_powertools.event_handler.openapi.params import Query
+from aws_lambda_powertools.event_handler.openapi.params import Header, Query
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from pydantic import BaseModel, Field
 
 from stepwise import answers
 from stepwise.api.context import tenant
-from stepwise.api.responses import json_response
+from stepwise.api.responses import json_response, responses
 from stepwise.errors import Conflict, Unprocessable
 from stepwise.models import Strict
 from stepwise.store import interactions, runs, sessions
 
 router = APIGatewayHttpRouter()
+INTERACTIONS = ["interactions"]
 
 
 class ApproveBody(Strict):
@@ -53,7 +54,13 @@ class InteractionList(BaseModel):
     interactions: list[InteractionView]
 
 
-@router.get("/v1/sessions/<session_id>/interactions")
+@router.get(
+    "/v1/sessions/<session_id>/interactions",
+    summary="List a session's interactions",
+    description="The approvals and client tools its runs asked for, optionally with one status.",
+    responses=responses(200, "The interactions", 404),
+    tags=INTERACTIONS,
+)
 def list_interactions(
     session_id: str, status: Annotated[Literal["pending", "answered", "expired"] | None, Query()] = None
 ) -> Response[InteractionList]:
@@ -63,10 +70,26 @@ def list_interactions(
     return json_response({"interactions": [i.public() for i in found]})
 
 
-@router.post("/v1/sessions/interactions/<interaction_id>/respond")
-def respond(interaction_id: str, body: RespondBody) -> Response[InteractionView]:
+@router.post(
+    "/v1/sessions/interactions/<interaction_id>/respond",
+    summary="Answer an interaction",
+    description="`{answer: {approved, reason?}}` for an approval, `{answer: {tool_call_id, outcome, "
+    "output}}` for a client tool. The `Idempotency-Key` header is required (422 without): the same key "
+    "and answer again change nothing, the same key with another answer is a 422, and an interaction "
+    "already answered under another key is a 409.",
+    responses=responses(202, "The answered interaction", 400, 404, 409, 410, 413, 503),
+    tags=INTERACTIONS,
+)
+def respond(
+    interaction_id: str,
+    body: RespondBody,
+    # Required, but checked here so that its absence is the contract's 422 with its own code.
+    key: Annotated[
+        str | None,
+        Header(alias="idempotency-key", description="Required: the same key and answer again change nothing"),
+    ] = None,
+) -> Response[InteractionView]:
     tenant_id = tenant(router)
-    key = router.current_event.headers.get("idempotency-key")
     if not key:
         raise Unprocessable("the Idempotency-Key header is required", code="idempotency_key_required")
     interaction = interactions.get(tenant_id, interaction_id)
@@ -84,7 +107,13 @@ def respond(interaction_id: str, body: RespondBody) -> Response[InteractionView]
     return json_response(updated.public(), 202)
 
 
-@router.post("/v1/runs/<run_id>/approve")
+@router.post(
+    "/v1/runs/<run_id>/approve",
+    summary="Decide a run's pending approval",
+    description="Without `tool_call_id`, the run's only pending approval (409 when it has none or several).",
+    responses=responses(200, "The answered approval", 400, 404, 409, 410, 413, 503),
+    tags=INTERACTIONS,
+)
 def approve(run_id: str, body: ApproveBody) -> Response[InteractionView]:
     tenant_id = tenant(router)
     runs.get(tenant_id, run_id)

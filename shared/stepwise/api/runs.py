@@ -3,25 +3,53 @@
 import json
 from collections.abc import Callable
 from functools import cache
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
 
 from aws_lambda_powertools.event_handler import Response
-from aws_lambda_powertools.event_handler.openapi.params import Query
+from aws_lambda_powertools.event_handler.openapi.params import Header, Query
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 
 from stepwise import cancel, config, events, replay, start
 from stepwise.api.context import tenant
-from stepwise.api.responses import json_response
-from stepwise.errors import BadGateway, Conflict, Malformed, Unavailable, Unprocessable
-from stepwise.models import RunAccepted, RunCreate, RunList, RunStatus, RunView, SyncRunCreate, SyncRunResult
+from stepwise.api.responses import json_response, responses
+from stepwise.errors import ApiError, BadGateway, Conflict, Malformed, Unavailable, Unprocessable
+from stepwise.models import (
+    EventType,
+    RunAccepted,
+    RunCreate,
+    RunList,
+    RunStatus,
+    RunView,
+    SyncRunCreate,
+    SyncRunResult,
+)
 from stepwise.store import runs
 
 router = APIGatewayHttpRouter()
+RUNS = ["runs"]
 
 STREAM_WAIT = 20.0
+# One Server-Sent Event of the stream, as an SSE parser reads it (OpenAPI 3.1 has no itemSchema yet).
+SSE_EVENT: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "string", "pattern": "^[0-9]+$", "description": "The event's seq"},
+        "event": {"type": "string", "enum": list(get_args(EventType))},
+        "data": {"type": "string", "description": "The event as JSON: `{seq, type, data, at}`"},
+        "retry": {"type": "integer"},
+    },
+    "required": ["id", "event", "data"],
+}
 
 
 IDEMPOTENCY_HOURS = 24
+# How a synchronous run's error answers; any other is the model's failure (502). A budget refusal is
+# decided before any model call: the input does not fit the agent's max_tokens_budget.
+SYNC_FAILURES: dict[str, type[ApiError]] = {
+    "rate_limited": Unavailable,
+    "provider_unavailable": Unavailable,
+    "budget_exceeded": Unprocessable,
+}
 
 
 @cache
@@ -50,10 +78,24 @@ def _idempotent_start() -> tuple[Any, Callable[..., dict[str, Any]]]:
     return settings, start_once
 
 
-@router.post("/v1/agents/<agent_id>/runs")
-def create_run(agent_id: str, body: RunCreate) -> Response[RunAccepted]:
+@router.post(
+    "/v1/agents/<agent_id>/runs",
+    summary="Start a run",
+    description="Starts the agent on `message`, in a new session or in `session_id`'s. With an "
+    "`Idempotency-Key` header, the same key and body give the same run for 24 hours (another body: 422). "
+    "A session with an active run applies `multitask_strategy` (`reject`: 409 `session_busy`).",
+    responses=responses(202, "Accepted: the run is queued", 400, 404, 409, 413, 503),
+    tags=RUNS,
+)
+def create_run(
+    agent_id: str,
+    body: RunCreate,
+    key: Annotated[
+        str | None,
+        Header(alias="idempotency-key", description="The same key and body give the same run for 24 hours"),
+    ] = None,
+) -> Response[RunAccepted]:
     tenant_id = tenant(router)
-    key = router.current_event.headers.get("idempotency-key")
     if not key:
         run = start.start_run(tenant_id, agent_id, body)
         return json_response({"run_id": run.run_id, "session_id": run.session_id, "status": run.status}, 202)
@@ -78,12 +120,24 @@ def create_run(agent_id: str, body: RunCreate) -> Response[RunAccepted]:
     return json_response(accepted, 202)
 
 
-@router.post("/v1/runs/<run_id>/cancel")
+@router.post(
+    "/v1/runs/<run_id>/cancel",
+    summary="Cancel a run",
+    responses=responses(200, "The cancelled run", 404, 409),
+    tags=RUNS,
+)
 def cancel_run(run_id: str) -> Response[RunView]:
     return json_response(cancel.cancel(tenant(router), run_id).public())
 
 
-@router.post("/v1/runs/<run_id>/replay")
+@router.post(
+    "/v1/runs/<run_id>/replay",
+    summary="Replay a run",
+    description="A new run on the same input, citing `replay_of`. 409 with the reason when replaying "
+    "could repeat side effects (`force=true` overrides); 410 when the input is no longer stored.",
+    responses=responses(201, "The new run", 404, 409, 410, 503),
+    tags=RUNS,
+)
 def replay_run(run_id: str, force: Annotated[bool, Query()] = False) -> Response[RunAccepted]:
     run = replay.replay(tenant(router), run_id, force=force)
     return json_response(
@@ -97,17 +151,31 @@ def replay_run(run_id: str, force: Annotated[bool, Query()] = False) -> Response
     )
 
 
-@router.post("/v1/agents/<agent_id>/run")
+@router.post(
+    "/v1/agents/<agent_id>/run",
+    summary="Run synchronously",
+    description="One model call without tools; answers with the output. 422 `budget_exceeded` when the "
+    "input does not fit the agent's token budget, 502 when the model fails, 503 when it is rate limited "
+    "or unavailable.",
+    responses=responses(200, "The run's output", 400, 404, 409, 413, 502, 503),
+    tags=RUNS,
+)
 def run_sync(agent_id: str, body: SyncRunCreate) -> Response[SyncRunResult]:
     run = start.run_sync(tenant(router), agent_id, body)
     if run.error is not None:
-        busy = run.error.code in {"rate_limited", "provider_unavailable"}
-        failure = Unavailable if busy else BadGateway
+        failure = SYNC_FAILURES.get(run.error.code, BadGateway)
         raise failure(run.error.message, code=run.error.code, details={"run_id": run.run_id})
     return json_response({"run_id": run.run_id, "session_id": run.session_id, "output": run.output})
 
 
-@router.get("/v1/runs")
+@router.get(
+    "/v1/runs",
+    summary="List runs",
+    description="Newest first, optionally of one agent or session and with one status; pass `next_token` "
+    "from a page to get the next one.",
+    responses=responses(200, "A page of runs", 400),
+    tags=RUNS,
+)
 def list_runs(
     agent_id: Annotated[str | None, Query(max_length=64)] = None,
     session_id: Annotated[str | None, Query(max_length=64)] = None,
@@ -126,12 +194,19 @@ def list_runs(
     return json_response({"runs": [r.public() for r in page], "next_token": token})
 
 
-@router.get("/v1/runs/<run_id>")
+@router.get("/v1/runs/<run_id>", summary="Get a run", responses=responses(200, "The run", 404), tags=RUNS)
 def get_run(run_id: str) -> Response[RunView]:
     return json_response(runs.get(tenant(router), run_id).public())
 
 
-@router.get("/v1/runs/<run_id>/events")
+@router.get(
+    "/v1/runs/<run_id>/events",
+    summary="Read a run's events",
+    description="The events after seq `after`; waits up to `wait` seconds for some to arrive. `next` is "
+    "the `after` of the next call; `done` is true once the run has finished and nothing is left.",
+    responses=responses(200, "A page of events", 404),
+    tags=RUNS,
+)
 def run_events(
     run_id: str,
     after: Annotated[int, Query(ge=0)] = 0,
@@ -150,18 +225,31 @@ def _last_event_id(value: str | None) -> int:
         raise Malformed("Last-Event-ID must be an event seq", code="invalid_last_event_id") from None
 
 
-@router.get("/v1/runs/<run_id>/stream")
+@router.get(
+    "/v1/runs/<run_id>/stream",
+    summary="Stream a run's events (Server-Sent Events)",
+    description="The events of `GET /v1/runs/{run_id}/events` as SSE: `id:` is the seq, `event:` the type "
+    "and `data:` the event. Each response carries what arrived within `wait` seconds and ends; "
+    "reconnect with `Last-Event-ID` to resume. 204 once the run has finished and nothing is left.",
+    responses={
+        **responses(200, "Events", 400, 404, content={"text/event-stream": {"schema": SSE_EVENT}}),
+        **responses(204, "The run has finished and every event was sent", content={}),
+    },
+    tags=RUNS,
+)
 def stream(
     run_id: str,
     after: Annotated[int | None, Query(ge=0)] = None,
     wait: Annotated[float, Query(ge=0, le=events.MAX_WAIT)] = STREAM_WAIT,
+    last_event_id: Annotated[
+        str | None,
+        Header(alias="last-event-id", description="Resume after this seq (when `after` is absent)"),
+    ] = None,
 ) -> Response[str | None]:
     """Server-Sent Events. API Gateway buffers responses, so each response carries the events that
     arrived within `wait` and ends; EventSource reconnects with Last-Event-ID and resumes exactly
     there. A finished run with nothing left answers 204, which tells EventSource to stop."""
-    start_after = (
-        after if after is not None else _last_event_id(router.current_event.headers.get("last-event-id"))
-    )
+    start_after = after if after is not None else _last_event_id(last_event_id)
     page = events.read(tenant(router), run_id, start_after, wait)
     if page.done and not page.events:
         return Response(status_code=204)

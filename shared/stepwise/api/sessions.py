@@ -4,15 +4,22 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 
 from stepwise.api.context import tenant
-from stepwise.api.responses import json_response
+from stepwise.api.responses import json_response, responses
 from stepwise.errors import Conflict
 from stepwise.models import SessionView
 from stepwise.store import runs, sessions
 
 router = APIGatewayHttpRouter()
+SESSIONS = ["sessions"]
 
 
-@router.get("/v1/sessions/<session_id>")
+@router.get(
+    "/v1/sessions/<session_id>",
+    summary="Get a session",
+    description="The session with its runs (oldest first) and its messages.",
+    responses=responses(200, "The session", 404),
+    tags=SESSIONS,
+)
 def get_session(session_id: str) -> Response[SessionView]:
     tenant_id = tenant(router)
     session = sessions.get(tenant_id, session_id)
@@ -26,7 +33,13 @@ def get_session(session_id: str) -> Response[SessionView]:
     )
 
 
-@router.delete("/v1/sessions/<session_id>")
+@router.delete(
+    "/v1/sessions/<session_id>",
+    summary="Delete a session",
+    description="409 `session_busy` while one of its runs is active.",
+    responses=responses(204, "Deleted", 404, 409, content={}),
+    tags=SESSIONS,
+)
 def delete_session(session_id: str) -> Response[None]:
     tenant_id = tenant(router)
     sessions.get(tenant_id, session_id)

@@ -8,30 +8,56 @@ from aws_lambda_powertools.event_handler.openapi.params import Path
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 
 from stepwise.api.context import tenant
-from stepwise.api.responses import json_response
+from stepwise.api.responses import json_response, responses
 from stepwise.settings import service
 from stepwise.settings.models import KEY_PATTERN, SettingInfo, SettingList, SettingPut
 
 router = APIGatewayHttpRouter()
+SETTINGS = ["settings"]
 
 SettingKey = Annotated[
     str, Path(pattern=KEY_PATTERN, description="Upper case, digits and _, e.g. EXA_API_KEY")
 ]
 
 
-@router.put("/v1/settings/<key>")
+@router.put(
+    "/v1/settings/<key>",
+    summary="Set a setting",
+    description="A per-tenant secret that builtin tools read, e.g. `EXA_API_KEY`. Write-only: no response "
+    "carries a value.",
+    responses=responses(
+        200,
+        "The setting, without its value",
+        400,
+        404,
+        413,
+        described={404: "No such route: the key has characters no key has"},
+    ),
+    tags=SETTINGS,
+)
 def put_setting(key: SettingKey, body: SettingPut) -> Response[SettingInfo]:
     info = service.put(tenant(router), key, body.value)
     return json_response(info.model_dump(mode="json"))
 
 
-@router.get("/v1/settings")
+@router.get(
+    "/v1/settings",
+    summary="List settings",
+    description="Their names and when they changed, never their values.",
+    responses=responses(200, "The settings"),
+    tags=SETTINGS,
+)
 def list_settings() -> Response[SettingList]:
     settings = service.list_all(tenant(router))
     return json_response({"settings": [s.model_dump(mode="json") for s in settings]})
 
 
-@router.delete("/v1/settings/<key>")
+@router.delete(
+    "/v1/settings/<key>",
+    summary="Delete a setting",
+    responses=responses(204, "Deleted", 404, content={}),
+    tags=SETTINGS,
+)
 def delete_setting(key: SettingKey) -> Response[None]:
     service.delete(tenant(router), key)
     return Response(status_code=204)

@@ -117,15 +117,21 @@ def _encode_token(key: dict[str, Any] | None) -> str | None:
     return base64.urlsafe_b64encode(json.dumps(key).encode()).decode() if key else None
 
 
-def _decode_token(token: str | None) -> dict[str, Any] | None:
+def _decode_token(token: str | None, expected: dict[str, str]) -> dict[str, Any] | None:
+    """The start key a token carries, only if it is exactly the key this listing issues: the same
+    attributes, with this tenant's values. Anything else is refused before DynamoDB sees it."""
     if not token:
         return None
+    forged = Malformed("next_token is not one this API issued", code="invalid_next_token")
     try:
         key = json.loads(base64.urlsafe_b64decode(token.encode()))
-    except ValueError as exc:
-        raise Malformed("next_token is not one this API issued", code="invalid_next_token") from exc
-    if not isinstance(key, dict):
-        raise Malformed("next_token is not one this API issued", code="invalid_next_token")
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise forged from exc
+    if not isinstance(key, dict) or set(key) != {*expected, "run_id"}:
+        raise forged
+    values = {name: value.get("S") if isinstance(value, dict) else None for name, value in key.items()}
+    if not isinstance(values["run_id"], str) or any(values[n] != v for n, v in expected.items()):
+        raise forged
     return key
 
 
@@ -140,7 +146,12 @@ def list_runs(
 ) -> tuple[list[Run], str | None]:
     """Newest first. The token is DynamoDB's LastEvaluatedKey; a status filter may give short pages."""
     bind()
-    start = _decode_token(next_token)
+    expected = {"tenant_id": tenant_id}  # a page of an index also carries the index's key
+    if session_id:
+        expected["session_key"] = tenant_key(tenant_id, session_id)
+    elif agent_id:
+        expected["agent_key"] = tenant_key(tenant_id, agent_id)
+    start = _decode_token(next_token, expected)
     condition = RunItem.status == status if status else None
     query_args: dict[str, Any] = {
         "scan_index_forward": False,
@@ -155,8 +166,6 @@ def list_runs(
     else:
         result = RunItem.query(tenant_id, **query_args)
     runs = [_to_model(item) for item in result]
-    if start is not None and "tenant_id" in start and start["tenant_id"] != {"S": tenant_id}:
-        raise Malformed("next_token is not one this API issued", code="invalid_next_token")
     return runs, _encode_token(result.last_evaluated_key)
 
 
