@@ -28,7 +28,8 @@ def local_stack() -> Iterator[tuple[str, str]]:
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",
         "PYTHONUNBUFFERED": "1",
     }
-    for name in ("STEPWISE_LOCAL_API_KEY", "STEPWISE_MODEL"):
+    # The tests know the stack's configuration: nothing a developer's shell sets may change it.
+    for name in ("STEPWISE_LOCAL_API_KEY", "STEPWISE_MODEL", "SLACK_SIGNING_SECRET"):
         env.pop(name, None)
     proc = subprocess.Popen(
         [sys.executable, "-m", "stepwise.local"],
