@@ -159,7 +159,7 @@ def test_a_small_window_compacts_old_tool_results_before_the_call(
         body = {"message": f"question {turn}", **({"session_id": session_id} if session_id else {})}
         _, _, accepted = stack.invoke_api("POST", f"/v1/agents/{created['agent_id']}/runs", body)
         run = wait_for_run(stack, accepted["run_id"])
-        assert run["status"] == "succeeded", run
+        assert run["status"] == "succeeded", (run["error"], all_events(stack, run["run_id"])[-3:])
         session_id = run["session_id"]
 
     compactions = [e["data"] for e in all_events(stack, run["run_id"]) if e["type"] == "compaction"]
