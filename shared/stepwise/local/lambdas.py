@@ -90,6 +90,13 @@ class LocalLambdas:
         handler: Handler = getattr(module, attr)
         return handler
 
+    def preload(self) -> None:
+        """Import every handler now. In Lambda one process serves one request at a time; here many
+        threads share one process, and two of them importing the same module at once can see it half
+        initialised. Loading up front takes that race away."""
+        for spec in self._specs.values():
+            self._handler(spec)
+
     def invoke(self, name_or_arn: str, event: Any) -> Any:
         """Call a function like Lambda does: JSON in, JSON out; an exception becomes FunctionError."""
         logical = self.logical_id(name_or_arn)

@@ -7,6 +7,7 @@ the two columns of DESIGN.md cannot drift apart. Step Functions executions run o
 
 from __future__ import annotations
 
+import importlib
 import io
 import json
 import os
@@ -360,6 +361,10 @@ def _bring_up(template: dict[str, Any], mock: Any) -> LocalStack:
     tables.rebind()
 
     lambdas = LocalLambdas(specs, lambda logical: resolver.arns[logical])
+    lambdas.preload()
+    # Modules the steps import on first use (same reason as preload): loaded once, before any thread.
+    for module in ("stepwise.context", "stepwise.mcp", "stepwise.hooks.run", "stepwise.tools.http_tool"):
+        importlib.import_module(module)
     undo_seam = install_moto_seam(lambdas)
     undo_atomic = make_dynamodb_writes_atomic()
 
