@@ -17,10 +17,10 @@ import re
 from functools import cache
 from typing import Any
 
-import boto3
 from botocore.config import Config as BotoConfig
 from botocore.exceptions import BotoCoreError, ClientError
 
+from stepwise import aws
 from stepwise.tools.base import ToolResult
 
 BUCKET_ENV = "STORAGE_BUCKET"
@@ -38,7 +38,7 @@ class InvalidPath(ValueError):
 def s3_client() -> Any:
     """Built on first use and kept for the warm Lambda. SigV4, which presigned URLs for objects encrypted
     with KMS require."""
-    return boto3.client("s3", config=BotoConfig(signature_version="s3v4"))
+    return aws.client("s3", config=BotoConfig(signature_version="s3v4"))
 
 
 def reset() -> None:

@@ -23,10 +23,10 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any, Literal, Protocol
 
-import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from stepwise import aws
 from stepwise.tools.base import ToolResult
 from stepwise.tools.builtin import Settings, ToolScope
 from stepwise.tools.builtin._provider import invalid_arguments
@@ -98,7 +98,7 @@ ClientFactory = Callable[[str | None], RetrieveClient]
 @cache
 def bedrock_client(region: str | None) -> RetrieveClient:
     """A bedrock-agent-runtime client for `region` (None: the default region), built once per region."""
-    client: RetrieveClient = boto3.client("bedrock-agent-runtime", region_name=region)
+    client: RetrieveClient = aws.client("bedrock-agent-runtime", region_name=region)
     return client
 
 
