@@ -21,6 +21,10 @@ def test_moto_still_calls_the_method_we_replace() -> None:
     assert "self.backend.invoke(" in source and call in source
     assert "invoke" in LambdaSimpleBackend.__dict__
     assert "lambda_client.invoke(**parameters)" in inspect.getsource(lambda_eval_utils)
+    # make_stop_execution_safe waits for the worker's `env`, set by its thread after start
+    from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
+
+    assert "self.env.set_stop(" in inspect.getsource(ExecutionWorker)
 
 
 def test_a_state_machine_task_reaches_our_handler_and_our_errors_keep_their_names(stack: LocalStack) -> None:

@@ -182,6 +182,31 @@ def make_dynamodb_writes_atomic() -> Callable[[], None]:
     return undo
 
 
+def make_stop_execution_safe() -> Callable[[], None]:
+    """moto's StopExecution reads the execution's environment, which its worker thread sets a moment
+    after the execution starts; a stop in that moment raised AttributeError (a 500 for our cancel).
+    Wait for the environment instead, as Step Functions has no such window. Returns undo."""
+    import time
+
+    from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
+
+    original = ExecutionWorker.stop
+
+    def stop(self: Any, stop_date: Any, error: str | None, cause: str | None) -> None:
+        deadline = time.monotonic() + 5
+        while getattr(self, "env", None) is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if getattr(self, "env", None) is not None:
+            original(self, stop_date, error, cause)
+
+    ExecutionWorker.stop = stop  # type: ignore[method-assign]
+
+    def undo() -> None:
+        ExecutionWorker.stop = original  # type: ignore[method-assign]
+
+    return undo
+
+
 def _swallow(lambdas: LocalLambdas, name: str, event: Any) -> None:
     """An async (Event) invocation: Lambda reports its failure to nobody but the logs."""
     try:

@@ -28,6 +28,7 @@ from stepwise.local.lambdas import (
     LocalLambdas,
     install_moto_seam,
     make_dynamodb_writes_atomic,
+    make_stop_execution_safe,
 )
 
 if TYPE_CHECKING:
@@ -367,6 +368,7 @@ def _bring_up(template: dict[str, Any], mock: Any) -> LocalStack:
         importlib.import_module(module)
     undo_seam = install_moto_seam(lambdas)
     undo_atomic = make_dynamodb_writes_atomic()
+    undo_stop = make_stop_execution_safe()
 
     state_machine_arn = definition = ""
     for logical, res in machines.items():
@@ -394,7 +396,7 @@ def _bring_up(template: dict[str, Any], mock: Any) -> LocalStack:
         scheduler=LocalScheduler(lambdas.invoke, interval=0),
         definition=definition,
     )
-    stack._cleanup.extend([mock.stop, undo_seam, undo_atomic])
+    stack._cleanup.extend([mock.stop, undo_seam, undo_atomic, undo_stop])
     return stack
 
 
