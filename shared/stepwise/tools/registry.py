@@ -97,7 +97,7 @@ def execute(
     idempotency_key: str,
 ) -> ToolResult:
     """Run an allowed call. Scope is injected here, never taken from the model's arguments."""
-    from stepwise.tools.http_tool import call_http_tool, schema_problem  # httpx loads only where tools run
+    from stepwise.tools.http_tool import call_http_tool  # httpx loads only where tools run
 
     if isinstance(tool, HttpTool):
         return call_http_tool(tool, arguments, idempotency_key=idempotency_key)
@@ -105,10 +105,7 @@ def execute(
         from stepwise import mcp
 
         return mcp.call_tool(tool.server, tool.tool.name, arguments)
-    module = catalog.load(tool.name)
-    problem = schema_problem(module.INPUT_SCHEMA, arguments)
-    if problem is not None:
-        return ToolResult.failure("invalid_arguments", problem)
+    module = catalog.load(tool.name)  # each builtin checks its arguments against its own schema first
     from stepwise.settings.accessor import tenant_settings
 
     config = module.Config.model_validate(tool.config)
