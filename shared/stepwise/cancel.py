@@ -6,11 +6,11 @@ import contextlib
 
 from botocore.exceptions import ClientError
 
-from stepwise import aws, config, events
+from stepwise import aws, config
 from stepwise.errors import Conflict
-from stepwise.models import ACTIVE_STATUSES, Run
-from stepwise.start import start_next
-from stepwise.store import interactions, runs, sessions
+from stepwise.models import Run, RunError
+from stepwise.runs.ending import end_run
+from stepwise.store import runs, sessions
 
 # The error our cancel gives StopExecution: the reconciler recognises its own cancels by it.
 CANCELLED_ERROR = "Cancelled"
@@ -27,12 +27,7 @@ def cancel(tenant_id: str, run_id: str, *, reason: str = "cancelled on request")
     except ClientError as exc:
         if exc.response.get("Error", {}).get("Code") != "ExecutionDoesNotExist":
             raise  # a queued run that never started has no execution: nothing to stop
-    error = {"code": "cancelled", "message": reason}
-    if runs.transition(tenant_id, run_id, "cancelled", allowed_from=ACTIVE_STATUSES, error=error):
-        for pending in interactions.for_run(tenant_id, run_id, "pending"):
-            interactions.close(tenant_id, pending.interaction_id, "expired")  # its links now answer 410
-        events.emit(tenant_id, run_id, "run_cancelled", {"reason": reason})
-        start_next(tenant_id, run.session_id, run_id)
+    end_run(tenant_id, run_id, "cancelled", error=RunError(code="cancelled", message=reason))
     return runs.get(tenant_id, run_id)
 
 

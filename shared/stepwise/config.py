@@ -68,7 +68,7 @@ class Scheduling(BaseModel):
 class ApiTargets(BaseModel):
     """What only the API function needs: where sync calls go."""
 
-    model_step_function: str = Field(alias="MODEL_STEP_FUNCTION")
+    step_function: str = Field(alias="STEP_FUNCTION")
 
 
 def _load(model: type[T]) -> T:

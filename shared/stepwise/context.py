@@ -121,6 +121,7 @@ def fit(
     threshold: float = THRESHOLD,
     summarize: Callable[[list[Message]], str] | None = None,
     force: bool = False,
+    tokens: int | None = None,
 ) -> tuple[list[Message], Compaction | None]:
     """The messages to send `model`, compacted when they take more than `threshold` of its window.
 
@@ -129,10 +130,11 @@ def fit(
     `summarize` gets the older messages (placeholders already in) and returns their summary; what it raises
     propagates. `force` (after a provider rejected the conversation as too long) compacts whatever the
     estimate says, down to half the window, or half the estimate when the estimate was under the window:
-    the provider just showed that the estimate is short.
+    the provider just showed that the estimate is short. `tokens`, when the caller knows it (the
+    provider's last prompt size plus what was added since), spares counting the whole history.
     """
     window = window or context_window(model)
-    before = count_tokens(model, messages, tools)
+    before = tokens if tokens is not None else count_tokens(model, messages, tools)
     if not force and before <= threshold * window:
         return messages, None
     target = FORCED_THRESHOLD * min(window, before) if force else threshold * window

@@ -389,35 +389,30 @@ class Session(BaseModel):
 # --- Step Functions payloads (small control data only: ids, counters, decisions) ------------------
 
 
-class ToolCallRef(BaseModel):
-    """A tool call as the state machine sees it; its arguments stay in DynamoDB."""
+class Wait(BaseModel):
+    """One pause of a run (an approval, a client tool) as the state machine carries it: the Await
+    state's task token goes onto the interaction; TimeoutSecondsPath reads `timeout_seconds`."""
 
-    id: str
-    name: str
-    index: int
-    parallel_safe: bool = False
+    interaction_id: str
+    tool_call_id: str
+    kind: Literal["approval", "client_tool"]
+    timeout_seconds: int
+
+
+StepAction = Literal["start", "continue", "wait", "waits", "done"]
 
 
 class RunState(BaseModel):
-    """The state that flows between the states of agent_run.asl.json."""
+    """The state that flows between the states of agent_run.asl.json: Step returns it and Route
+    chooses on `action` (`wait`: one pause → Await; `waits`: several of one parallel batch → AwaitAll)."""
 
     tenant_id: str
     run_id: str
     step: int = 0
     max_steps: int = DEFAULT_MAX_STEPS
-    action: Literal["start", "tools", "final"] = "start"
-    tool_calls: list[ToolCallRef] = Field(default_factory=list)
-    # Map's MaxConcurrencyPath: parallel-safe calls run together; any other call makes the step serial.
-    concurrency: int = 1
-
-
-class ToolCallTask(BaseModel):
-    """One Map iteration of ToolCalls: which call of which step to gate and execute."""
-
-    tenant_id: str
-    run_id: str
-    step: int
-    tool_call: ToolCallRef
+    action: StepAction = "start"
+    wait: Wait | None = None
+    waits: list[Wait] = Field(default_factory=list)
 
 
 class StepFailure(BaseModel):

@@ -36,14 +36,14 @@ from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from botocore.exceptions import ClientError
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from stepwise import aws, config, events, observability
+from stepwise import aws, config
 from stepwise.cancel import CANCELLED_ERROR
 from stepwise.errors import NotFound
-from stepwise.hooks.run import fire
-from stepwise.lifecycle import describe_failure
-from stepwise.models import ACTIVE_STATUSES, EventType, Run, RunError, RunStatus, StepFailure, utcnow
+from stepwise.loop.failed import describe_failure
+from stepwise.models import EventType, Run, RunError, RunStatus, StepFailure, utcnow
+from stepwise.runs.ending import end_run
 from stepwise.start import start_next
-from stepwise.store import agents, interactions, runs, sessions
+from stepwise.store import runs, sessions
 
 logger = Logger(service="stepwise")
 
@@ -175,22 +175,11 @@ def settle(tenant_id: str, run_id: str, end: Ending) -> Outcome:
         run = runs.get(tenant_id, run_id)
     except NotFound:
         return Outcome(run_id=run_id, tenant_id=tenant_id, action="ignored", reason="no such run")
-    if run.done or not runs.transition(
-        tenant_id, run_id, end.status, allowed_from=ACTIVE_STATUSES, error=end.error.model_dump()
-    ):
-        _hand_on(tenant_id, run)
+    if run.done or not end_run(tenant_id, run_id, end.status, error=end.error):
+        if run.done:
+            _hand_on(tenant_id, run)
         final = runs.get(tenant_id, run_id).status
         return Outcome(run_id=run_id, tenant_id=tenant_id, action="already_final", status=final)
-    data: dict[str, Any] = {"error": end.error.model_dump()}
-    if end.event == "run_cancelled":
-        data["reason"] = end.error.message
-    events.emit(tenant_id, run_id, end.event, data)
-    if end.event == "run_failed":
-        observability.run_failed(end.error.code)
-    for pending in interactions.for_run(tenant_id, run_id, "pending"):
-        interactions.close(tenant_id, pending.interaction_id, "expired")  # its links now answer 410
-    _hand_on(tenant_id, run)
-    _on_run_complete(tenant_id, run, end.status)
     return Outcome(
         run_id=run_id, tenant_id=tenant_id, action="reconciled", status=end.status, error=end.error
     )
@@ -201,16 +190,6 @@ def _hand_on(tenant_id: str, run: Run) -> None:
     already; it matters when that step died between marking the run and handing the session on."""
     with contextlib.suppress(NotFound):  # the session was deleted: nobody waits on it
         start_next(tenant_id, run.session_id, run.run_id)
-
-
-def _on_run_complete(tenant_id: str, run: Run, status: str) -> None:
-    """OnRunComplete hooks, as the Failed state fires them: the run is final whatever they say."""
-    try:
-        agent = agents.get(tenant_id, run.agent_id)
-    except NotFound:
-        return
-    if agent.hooks:
-        fire(tenant_id, run.run_id, agent, "OnRunComplete", arguments={"status": status})
 
 
 # --- The event path ------------------------------------------------------------------------------

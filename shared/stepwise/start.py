@@ -168,7 +168,7 @@ def run_sync(tenant_id: str, agent_id: str, body: SyncRunCreate) -> Run:
     payload: dict[str, Any] = {"mode": "sync", "tenant_id": tenant_id, "run_id": run.run_id}
     observability.run_started(run)
     response = aws.client("lambda").invoke(
-        FunctionName=config.api_targets().model_step_function,
+        FunctionName=config.api_targets().step_function,
         Payload=json.dumps(payload).encode(),
     )
     response["Payload"].read()  # the run record is the answer; a FunctionError shows on it as `error`

@@ -26,7 +26,8 @@ from pynamodb.models import Model
 from stepwise import config
 from stepwise.api.auth import is_public
 from stepwise.local.cfn_yaml import load_template
-from stepwise.models import RunState, ToolCallTask
+from stepwise.loop.await_ import WaitEvent
+from stepwise.models import FailedState, RunState
 from stepwise.store import tables
 
 pytestmark = pytest.mark.contract
@@ -112,7 +113,7 @@ def test_every_handler_exists(function: str) -> None:
 def test_only_the_model_step_ships_litellm() -> None:
     with_model_deps = {f for f in functions() if "ModelDepsLayer" in layers(f)}
 
-    assert with_model_deps == {"ModelStepFunction"}
+    assert with_model_deps == {"StepFunction"}
     assert "ModelDepsLayer" not in layers("ApiFunction")
 
 
@@ -341,7 +342,7 @@ def test_sample_http_events_name_declared_routes(name: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("name", "model"), [("prepare", RunState), ("model_step", RunState), ("tool_gate", ToolCallTask)]
+    ("name", "model"), [("step", RunState), ("await", WaitEvent), ("failed", FailedState)]
 )
-def test_sample_step_events_are_valid_payloads(name: str, model: type[RunState | ToolCallTask]) -> None:
+def test_sample_step_events_are_valid_payloads(name: str, model: type[RunState | WaitEvent]) -> None:
     model.model_validate_json((ROOT / "events" / f"{name}.json").read_text())

@@ -34,12 +34,13 @@ SCHEMA = {
 
 
 class GateCrashed(Exception):
-    """The Gate dies mid-call; its name is the errorType Step Functions sees."""
+    """The Step dies mid-call (in the ledger or the store, not in the tool); its name is the
+    errorType Step Functions sees."""
 
 
 def retry_gate_crashes(definition: dict[str, Any]) -> dict[str, Any]:
-    gate = definition["States"]["ToolCalls"]["ItemProcessor"]["States"]["Gate"]
-    gate["Retry"] = [{"ErrorEquals": ["GateCrashed"], "IntervalSeconds": 1, "MaxAttempts": 2}, *gate["Retry"]]
+    step = definition["States"]["Step"]
+    step["Retry"] = [{"ErrorEquals": ["GateCrashed"], "IntervalSeconds": 1, "MaxAttempts": 2}, *step["Retry"]]
     return definition
 
 

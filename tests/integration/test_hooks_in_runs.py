@@ -140,7 +140,7 @@ def test_pre_response_deny_replaces_the_answer_and_modify_rewrites_it(
     blocked = run(stack, denying)
     rewritten = run(stack, rewriting)
 
-    assert blocked["status"] == "succeeded" and "withheld" in blocked["output"]
+    assert blocked["status"] == "succeeded" and "withheld" in blocked["output"], blocked
     assert events_of(stack, blocked["run_id"], "hook_blocked")[0]["event"] == "PreResponse"
     assert rewritten["output"] == "rewritten answer"
 

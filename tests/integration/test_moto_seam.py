@@ -29,14 +29,14 @@ def test_moto_still_calls_the_method_we_replace() -> None:
 
 def test_a_state_machine_task_reaches_our_handler_and_our_errors_keep_their_names(stack: LocalStack) -> None:
     sfn = boto3.client("stepfunctions")
-    before = stack.lambdas.invocations["PrepareFunction"]
+    before = stack.lambdas.invocations["StepFunction"]
     definition = {
         "StartAt": "Call",
         "States": {
             "Call": {
                 "Type": "Task",
                 "Resource": "arn:aws:states:::lambda:invoke",
-                "Parameters": {"FunctionName": stack.resolver.arns["PrepareFunction"], "Payload.$": "$"},
+                "Parameters": {"FunctionName": stack.resolver.arns["StepFunction"], "Payload.$": "$"},
                 "OutputPath": "$.Payload",
                 "Catch": [{"ErrorEquals": ["RunStateError"], "ResultPath": "$.caught", "Next": "Caught"}],
                 "End": True,
@@ -56,6 +56,6 @@ def test_a_state_machine_task_reaches_our_handler_and_our_errors_keep_their_name
         assert time.monotonic() < deadline
         time.sleep(0.05)
 
-    assert stack.lambdas.invocations["PrepareFunction"] == before + 1  # served in process
+    assert stack.lambdas.invocations["StepFunction"] == before + 1  # served in process
     assert described["status"] == "FAILED"
     assert described["error"] == "NotFound"  # the handler's exception class, as Lambda names it

@@ -110,25 +110,30 @@ def start(stack: LocalStack, agent_id: str, **body: Any) -> dict[str, Any]:
     return dict(accepted)
 
 
-# --- Redefinitions: after the real Prepare, the execution ends outside our handlers --------------
+# --- Redefinitions: after the real first Step, the execution ends outside our handlers -----------
+
+# A first step that calls a tool (whose address the SSRF guard refuses: an error result, no request),
+# so the run is still running when the redefinition takes over.
+GO_ON = [{"tool_calls": [{"name": "nothing", "arguments": {"q": "x"}}]}, {"text": "done"}]
+NOTHING = tool("nothing", "http://169.254.169.254/nothing")  # refused before any socket opens
 
 
 def broken(definition: dict[str, Any]) -> dict[str, Any]:
     """Fails past every Catch: a path that is not in the state's input is a States.Runtime error."""
     states = {
         **definition["States"],
-        "Broken": {"Type": "Pass", "Parameters": {"status.$": "$.gate.status"}, "Next": "Finalize"},
+        "Broken": {"Type": "Pass", "Parameters": {"status.$": "$.no.such.path"}, "Next": "Done"},
     }
-    states["Prepare"] = {**states["Prepare"], "Next": "Broken"}
+    states["Step"] = {**states["Step"], "Next": "Broken"}
     return {**definition, "States": states}
 
 
 def idle(timeout: int | None = None) -> Callable[[dict[str, Any]], dict[str, Any]]:
-    """Waits a minute after Prepare: long enough to be stopped, or to time out after `timeout` s."""
+    """Waits a minute after the first Step: long enough to be stopped, or to time out after `timeout` s."""
 
     def change(definition: dict[str, Any]) -> dict[str, Any]:
         states = {**definition["States"], "Idle": {"Type": "Wait", "Seconds": 60, "End": True}}
-        states["Prepare"] = {**states["Prepare"], "Next": "Idle"}
+        states["Step"] = {**states["Step"], "Next": "Idle"}
         changed = {**definition, "States": states}
         if timeout is not None:
             changed["TimeoutSeconds"] = timeout
@@ -137,11 +142,25 @@ def idle(timeout: int | None = None) -> Callable[[dict[str, Any]], dict[str, Any
     return change
 
 
+def past_the_first_step(run_id: str, timeout: float = 30) -> None:
+    """The first Step has returned: the run is running inside it already, so its status alone does
+    not say that the execution moved on to the redefinition."""
+    deadline = time.monotonic() + timeout
+    while True:
+        history = sfn().get_execution_history(executionArn=execution_arn(run_id), maxResults=1000)["events"]
+        entered = [e["stateEnteredEventDetails"]["name"] for e in history if "stateEnteredEventDetails" in e]
+        if any(name != "Step" for name in entered):
+            return
+        assert time.monotonic() < deadline, entered
+        time.sleep(0.05)
+
+
 def running_run(stack: LocalStack, change: Callable[[dict[str, Any]], dict[str, Any]]) -> str:
-    agent_id = agent(stack)
+    agent_id = agent(stack, tools=[NOTHING])
     with stack.redefined(change):  # an execution keeps the definition it started with
-        run_id = start(stack, agent_id)["run_id"]
+        run_id = start(stack, agent_id, script=GO_ON)["run_id"]
         wait_status(stack, run_id, "running")
+        past_the_first_step(run_id)
     return str(run_id)
 
 

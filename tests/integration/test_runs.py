@@ -181,16 +181,16 @@ def test_a_model_that_cannot_be_called_fails_the_run_with_a_code(stack: LocalSta
 def test_a_session_carries_history_between_runs(
     stack: LocalStack, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from stepwise import step
+    from stepwise.loop import model_call
 
     seen: list[list[dict[str, Any]]] = []
-    real_complete = step.complete
+    real_complete = model_call.complete
 
     def recording(**kwargs: Any) -> Any:
         seen.append(kwargs["messages"])
         return real_complete(**kwargs)
 
-    monkeypatch.setattr(step, "complete", recording)
+    monkeypatch.setattr(model_call, "complete", recording)
     agent_id = create_agent(
         stack, system_prompt="Be brief.", tools=[tool("lookup", f"{receiver.url}/lookup")]
     )

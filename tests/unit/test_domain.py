@@ -11,7 +11,7 @@ from stepwise.api.auth import is_public, tenant_from_event
 from stepwise.errors import Unauthorized
 from stepwise.events import HOLE_GRACE, _contiguous
 from stepwise.ids import new_id, ulid
-from stepwise.lifecycle import describe_failure
+from stepwise.loop.failed import describe_failure
 from stepwise.models import Agent, AgentCreate, HttpTool, RunEvent, ScriptTurn, StepFailure, utcnow
 from stepwise.prompt import build_messages, tool_declarations
 from stepwise.tools.registry import permission_for
@@ -166,18 +166,13 @@ def test_agent_and_tool_validation() -> None:
 
 
 def test_after_three_failed_compactions_the_model_step_stops_compacting() -> None:
-    from stepwise.models import Run
-    from stepwise.step import MAX_COMPACTION_FAILURES, _fit
+    from stepwise.loop.model_call import MAX_COMPACTION_FAILURES, _fit
+    from stepwise.store.run_context import RunContext
 
-    run = Run(
-        run_id="run_1",
-        agent_id="agt_1",
-        session_id="ses_1",
-        status="running",
-        input="q",
-        created_at=utcnow(),
-        compaction_failures=MAX_COMPACTION_FAILURES,
-    )
+    context = RunContext(compaction_failures=MAX_COMPACTION_FAILURES)
     huge = [{"role": "user", "content": "x " * 200_000}]
 
-    assert _fit("t1", run, "scripted", huge, []) is huge  # sent as is: no events, no store calls
+    fitted, after = _fit("t1", "run_1", context, "scripted", huge, [], tokens=None)
+
+    assert fitted is huge  # sent as is: no events, no store calls
+    assert after is context

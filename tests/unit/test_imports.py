@@ -8,10 +8,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-# The model step imports litellm lazily, on its first model call; every other function never does.
-FUNCTIONS = sorted(
-    p.parent.name for p in (ROOT / "functions").glob("*/app.py") if p.parent.name != "model_step"
-)
+# The Step function imports litellm lazily, on its first model call; every other function never does.
+FUNCTIONS = sorted(p.parent.name for p in (ROOT / "functions").glob("*/app.py") if p.parent.name != "step")
 
 PROBE = """
 import json, sys

@@ -337,7 +337,7 @@ def test_the_authorizer_never_logs_the_key_even_when_told_to_log_events(
 
 @pytest.mark.parametrize(
     ("function", "name"),
-    [("api", "handler"), ("authorizer", "handler"), ("notify", "handler")],
+    [("api", "handler"), ("authorizer", "handler"), ("await", "handler")],
 )
 def test_functions_whose_events_carry_credentials_pin_log_event_off(function: str, name: str) -> None:
     """API keys (authorizer, API), setting values and approval tokens (API), task tokens (Notify)."""

@@ -45,7 +45,11 @@ def after(tenant_id: str, run_id: str, seq: int, limit: int) -> list[RunEvent]:
 def last(tenant_id: str, run_id: str) -> RunEvent | None:
     bind()
     for i in RunEventItem.query(
-        tenant_key(tenant_id, run_id), scan_index_forward=False, limit=1, consistent_read=True
+        tenant_key(tenant_id, run_id),
+        RunEventItem.seq > 0,  # seq 0 is the run's context (stepwise.store.run_context)
+        scan_index_forward=False,
+        limit=1,
+        consistent_read=True,
     ):
         return RunEvent(seq=int(i.seq), type=i.type, data=i.data, at=i.at)
     return None

@@ -13,7 +13,7 @@ from typing import Any
 from pynamodb.exceptions import DoesNotExist, PutError, UpdateError
 from pynamodb.expressions.update import Action
 
-from stepwise.errors import Conflict, Malformed, NotFound, RunStateError
+from stepwise.errors import Conflict, Malformed, NotFound
 from stepwise.models import (
     ACTIVE_STATUSES,
     TERMINAL_STATUSES,
@@ -24,7 +24,8 @@ from stepwise.models import (
     Usage,
     utcnow,
 )
-from stepwise.store.tables import RunItem, bind, condition_failed, tenant_key
+from stepwise.store import run_context
+from stepwise.store.tables import RunContextItem, RunItem, bind, condition_failed, tenant_key
 
 PAGE_LIMIT = 50
 
@@ -109,8 +110,36 @@ def _item(tenant_id: str, run_id: str) -> RunItem:
         raise NotFound(f"run {run_id} not found", code="run_not_found") from None
 
 
+def _with_context(run: Run, context: run_context.RunContext | None) -> Run:
+    """An active run's counters live in its context (written every step); the run item gets them
+    when the run ends."""
+    if run.done or context is None:
+        return run
+    return run.model_copy(
+        update={
+            "steps": context.steps,
+            "usage": context.usage,
+            "tools_executed": list(context.tools_executed),
+            "compaction_failures": context.compaction_failures,
+        }
+    )
+
+
 def get(tenant_id: str, run_id: str) -> Run:
-    return _to_model(_item(tenant_id, run_id))
+    run = _to_model(_item(tenant_id, run_id))
+    return run if run.done else _with_context(run, run_context.peek(tenant_id, run_id))
+
+
+def _with_contexts(tenant_id: str, found: list[Run]) -> list[Run]:
+    active = [r.run_id for r in found if not r.done]
+    if not active:
+        return found
+    keys = [(tenant_key(tenant_id, run_id), run_context.CONTEXT_SEQ) for run_id in active]
+    contexts = {
+        item.run_key.split("#", 1)[1]: run_context.RunContext.model_validate(item.context or {})
+        for item in RunContextItem.batch_get(keys)
+    }
+    return [_with_context(r, contexts.get(r.run_id)) for r in found]
 
 
 def _encode_token(key: dict[str, Any] | None) -> str | None:
@@ -165,7 +194,7 @@ def list_runs(
         result = RunItem.by_agent.query(tenant_key(tenant_id, agent_id), **query_args)
     else:
         result = RunItem.query(tenant_id, **query_args)
-    runs = [_to_model(item) for item in result]
+    runs = _with_contexts(tenant_id, [_to_model(item) for item in result])
     return runs, _encode_token(result.last_evaluated_key)
 
 
@@ -198,46 +227,6 @@ def transition(
             return False
         raise
     return True
-
-
-def record_step(tenant_id: str, run_id: str, step: int, usage: Usage) -> None:
-    """Count a model step and its tokens, once: a retried step finds its number already recorded."""
-    bind()
-    try:
-        RunItem(tenant_id, run_id).update(
-            actions=[
-                RunItem.steps.set(step),
-                RunItem.input_tokens.add(usage.input_tokens),
-                RunItem.output_tokens.add(usage.output_tokens),
-                RunItem.cached_tokens.add(usage.cached_tokens),
-            ],
-            condition=RunItem.run_id.exists() & (RunItem.steps < step),
-        )
-    except UpdateError as exc:
-        if not condition_failed(exc):
-            raise
-
-
-def record_compaction_failure(tenant_id: str, run_id: str) -> None:
-    bind()
-    RunItem(tenant_id, run_id).update(actions=[RunItem.compaction_failures.add(1)])
-
-
-def record_tool_executed(tenant_id: str, run_id: str, tool_name: str) -> None:
-    """Append a tool to tools_executed before it runs, so a crash after acting still counts it."""
-    bind()
-    try:
-        RunItem(tenant_id, run_id).update(
-            actions=[
-                # if_not_exists: an unknown (absent) list becomes a known one
-                RunItem.tools_executed.set((RunItem.tools_executed | []).append([tool_name]))
-            ],
-            condition=RunItem.run_id.exists() & RunItem.status.is_in("running", "waiting"),
-        )
-    except UpdateError as exc:
-        if condition_failed(exc):
-            raise RunStateError(f"run {run_id} is not running; tool {tool_name} not executed") from exc
-        raise
 
 
 def reserve_seqs(tenant_id: str, run_id: str, count: int) -> int:

@@ -138,6 +138,22 @@ class RunEventItem(Model):
     expires_at = TTLAttribute(null=True)
 
 
+class RunContextItem(Model):
+    """The run's small working record, read and written by every Step: it lives beside the run's
+    events (seq 0, before the first event) so one GetItem brings it and its writes are never
+    multiplied by an index. `version` orders the Step's writes; `ended` is set by the run's ending."""
+
+    class Meta:
+        table_name = "RunEventsTable"
+
+    run_key = UnicodeAttribute(hash_key=True)
+    seq = NumberAttribute(range_key=True)
+    version = NumberAttribute(default=0)
+    ended = BooleanAttribute(null=True)
+    context = JSONAttribute(null=True)
+    expires_at = TTLAttribute(null=True)
+
+
 class InteractionsBySession(GlobalSecondaryIndex["InteractionItem"]):
     class Meta:
         index_name = "by_session"
@@ -260,6 +276,7 @@ def bind() -> None:
         (SessionItem, names.sessions),
         (RunItem, names.runs),
         (RunEventItem, names.run_events),
+        (RunContextItem, names.run_events),
         (InteractionItem, names.interactions),
         (EffectItem, names.effects),
         (ScheduleItem, names.schedules),

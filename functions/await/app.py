@@ -1,8 +1,10 @@
-"""Notify: the first act of every wait. Stores the task token, then tells humans or the app."""
+"""Await: the first act of every wait. Stores the task token, then tells humans or the app
+(see stepwise.loop.await_)."""
 
 from typing import Any
 
-from stepwise import observability, waits
+from stepwise import observability
+from stepwise.loop import await_
 from stepwise.observability import logger
 
 tracer = observability.tracer()
@@ -15,4 +17,4 @@ metrics = observability.metrics()
 @tracer.capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     observability.bind(tenant_id=event.get("tenant_id"), run_id=event.get("run_id"), step=event.get("step"))
-    return waits.handle(event)
+    return await_.handle(event)

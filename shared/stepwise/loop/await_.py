@@ -1,6 +1,6 @@
-"""The first act of every wait (AwaitApproval, AwaitClient): store the task token on the interaction,
-mark the run waiting, and tell whoever must answer. Returns at once: while the run waits on its
-token, no Lambda runs."""
+"""Await (and each branch of AwaitAll): the first act of every wait. Store the task token on the
+interaction, mark the run waiting, and tell whoever must answer. Returns at once: while the run
+waits on its token, no Lambda runs; the answer (or the state's timeout) resumes the run at Step."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from aws_lambda_powertools import Logger
 from pydantic import BaseModel
 
 from stepwise import answers, events, observability
-from stepwise.models import ToolCallRef
+from stepwise.models import Wait
 from stepwise.store import agents, interactions, runs
 from stepwise.store.interactions import Interaction
 
@@ -21,9 +21,8 @@ logger = Logger(service="stepwise")
 class WaitEvent(BaseModel):
     tenant_id: str
     run_id: str
-    step: int
-    tool_call: ToolCallRef
-    interaction_id: str
+    step: int = 0
+    wait: Wait
     task_token: str
 
 
@@ -88,10 +87,11 @@ def _tell_humans(tenant_id: str, interaction: Interaction, url: str) -> None:
 
 def handle(event: dict[str, Any]) -> dict[str, Any]:
     wait = WaitEvent.model_validate(event)
-    interaction = interactions.attach_token(wait.tenant_id, wait.interaction_id, wait.task_token)
+    interaction_id = wait.wait.interaction_id
+    interaction = interactions.attach_token(wait.tenant_id, interaction_id, wait.task_token)
     observability.bind(run_id=wait.run_id, session_id=interaction.session_id, step=wait.step)
     if interaction.status not in ("pending", "answered"):
-        return {"interaction_id": wait.interaction_id, "status": interaction.status}  # closed meanwhile
+        return {"interaction_id": interaction_id, "status": interaction.status}  # closed meanwhile
     data: dict[str, Any] = {
         "interaction_id": interaction.interaction_id,
         "tool_call_id": interaction.tool_call_id,
@@ -105,10 +105,10 @@ def handle(event: dict[str, Any]) -> dict[str, Any]:
     else:
         events.emit(wait.tenant_id, wait.run_id, "client_tool_requested", data)
     if interaction.status == "answered":  # the answer beat the token (the app read the interaction list)
-        answers.deliver(wait.tenant_id, wait.interaction_id)
-        return {"interaction_id": wait.interaction_id, "status": "answered"}
+        answers.deliver(wait.tenant_id, interaction_id)
+        return {"interaction_id": interaction_id, "status": "answered"}
     # After the event, so a client that sees "waiting" finds what it waits for in the events.
     runs.transition(wait.tenant_id, wait.run_id, "waiting", allowed_from={"running", "waiting"})
     if interaction.kind == "approval":
         _tell_humans(wait.tenant_id, interaction, data["approval_url"])
-    return {"interaction_id": wait.interaction_id, "status": "pending"}
+    return {"interaction_id": interaction_id, "status": "pending"}

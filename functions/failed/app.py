@@ -1,0 +1,19 @@
+"""Failed: every state's Catch leads here; the run ends failed (see stepwise.loop.failed)."""
+
+from typing import Any
+
+from stepwise import observability
+from stepwise.loop import failed
+from stepwise.models import FailedState
+from stepwise.observability import logger
+
+tracer = observability.tracer()
+metrics = observability.metrics()
+
+
+@logger.inject_lambda_context(clear_state=True)
+@metrics.log_metrics
+@tracer.capture_lambda_handler
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    observability.bind(tenant_id=event.get("tenant_id"), run_id=event.get("run_id"), step=event.get("step"))
+    return failed.fail(FailedState.model_validate(event)).model_dump()

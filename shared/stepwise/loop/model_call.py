@@ -1,0 +1,203 @@
+"""One call of the model: the conversation fitted to its window, the budget checked before the call,
+the answer streamed as chunk events, stored, and counted.
+
+Only this module (through stepwise.llm) touches litellm; it runs in the Step function alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict
+from typing import Any
+
+from stepwise import events, observability
+from stepwise.errors import BudgetExceeded, ContextTooLong, DoomLoop
+from stepwise.llm.client import ModelTurn, complete, resolve_model
+from stepwise.loop.working import Working
+from stepwise.models import Agent
+from stepwise.prompt import build_messages, tool_declarations
+from stepwise.store import sessions
+from stepwise.store.run_context import RunContext
+from stepwise.store.sessions import ASSISTANT_SLOT
+from stepwise.streaming import ChunkBatcher
+
+DOOM_LOOP_REPEATS = 3
+SUMMARY_MODEL_ENV = "STEPWISE_SUMMARY_MODEL"
+MAX_COMPACTION_FAILURES = 3
+# Past this share of the window the incremental estimate gives way to a full count (compaction starts
+# at 75%).
+RECOUNT_NEAR = 0.5
+
+
+def _signature(name: str, raw_arguments: Any) -> str:
+    try:
+        arguments = json.dumps(json.loads(raw_arguments or "{}"), sort_keys=True)
+    except (TypeError, ValueError):
+        arguments = str(raw_arguments)
+    return hashlib.sha256(f"{name}\0{arguments}".encode()).hexdigest()[:16] + f":{name}:{arguments[:200]}"
+
+
+def check_doom_loop(context: RunContext, turn: ModelTurn) -> RunContext:
+    """The same tool with identical arguments three times in a row ends the run: a model in that loop
+    rarely gets out, and every lap costs tokens and side effects."""
+    signatures = [
+        _signature(call["function"]["name"], call["function"].get("arguments"))
+        for call in turn.assistant_message().get("tool_calls") or []
+    ]
+    recent = [*context.recent_calls, *signatures][-DOOM_LOOP_REPEATS:]
+    if turn.tool_calls and len(recent) == DOOM_LOOP_REPEATS and len(set(recent)) == 1:
+        _, name, arguments = recent[0].split(":", 2)
+        raise DoomLoop(
+            f"the model called {name} with the same arguments {DOOM_LOOP_REPEATS} times in a row "
+            f"({arguments}); stopped to avoid a loop"
+        )
+    return context.model_copy(update={"recent_calls": recent})
+
+
+def _summarizer(model: str) -> Any:
+    """The light model that summarizes old conversation: STEPWISE_SUMMARY_MODEL, else the run's model
+    (the scripted model locally)."""
+    from stepwise.context import summary_prompt
+
+    light = os.environ.get(SUMMARY_MODEL_ENV) or model
+
+    def summarize(old: list[dict[str, Any]]) -> str:
+        return complete(model=light, messages=summary_prompt(old), tools=None).text or ""
+
+    return summarize
+
+
+def _estimate(
+    model: str, context: RunContext, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+) -> int:
+    """The next call's input tokens: the provider's count of the last prompt plus the messages added
+    since, counted alone. The whole conversation is counted only without a usable last count, or
+    near the window, where compaction decides on our own tokenizer's count as it always has (a
+    provider's count and ours can differ by a few percent)."""
+    from stepwise.context import context_window, count_tokens
+
+    added = len(messages) - context.counted_messages
+    if context.prompt_tokens and 0 <= added <= len(messages):
+        estimate = context.prompt_tokens + (count_tokens(model, messages[-added:]) if added else 0)
+        if estimate < RECOUNT_NEAR * context_window(model):
+            return estimate
+    return count_tokens(model, messages, tools or None)
+
+
+def _fit(
+    tenant_id: str,
+    run_id: str,
+    context: RunContext,
+    model: str,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]],
+    *,
+    tokens: int | None,
+    force: bool = False,
+) -> tuple[list[dict[str, Any]], RunContext]:
+    """Compaction before the call, on a copy: the stored session keeps everything."""
+    from stepwise.context import fit
+
+    if context.compaction_failures >= MAX_COMPACTION_FAILURES and not force:
+        return messages, context  # it did not help three times: send as is and let the provider decide
+    fitted, report = fit(
+        messages,
+        model=model,
+        tools=tools or None,
+        summarize=_summarizer(model),
+        force=force,
+        tokens=None if force else tokens,
+    )
+    if report is not None:
+        events.emit(tenant_id, run_id, "compaction", {**asdict(report), "forced": force})
+        if report.over_window:
+            context = context.model_copy(update={"compaction_failures": context.compaction_failures + 1})
+    return fitted, context
+
+
+def call_model(
+    tenant_id: str,
+    working: Working,
+    context: RunContext,
+    agent: Agent,
+    step: int,
+    *,
+    tools_allowed: bool,
+) -> tuple[ModelTurn, RunContext]:
+    """Call the model once with the run's conversation and store what it said."""
+    run = working.run
+    events.emit(tenant_id, run.run_id, "step_started", {"step": step})
+    declarations = tool_declarations(agent) if tools_allowed else []
+    model = resolve_model(agent.model)
+    messages = build_messages(agent, working.history)
+    tokens = _estimate(model, context, messages, declarations)
+    prompt, context = _fit(tenant_id, run.run_id, context, model, messages, declarations, tokens=tokens)
+    if run.max_tokens_budget is not None and prompt is not messages:
+        from stepwise.context import count_tokens
+
+        tokens = count_tokens(model, prompt, declarations or None)
+    _check_budget(run.max_tokens_budget, context, tokens)
+    chunks = ChunkBatcher(tenant_id, run.run_id, step)
+
+    def call(sent: list[dict[str, Any]]) -> ModelTurn:
+        return complete(
+            model=model,
+            messages=sent,
+            tools=declarations or None,
+            temperature=agent.temperature,
+            script=run.script or agent.script,
+            on_text=chunks,
+        )
+
+    try:
+        turn = call(prompt)
+    except ContextTooLong:
+        # Our estimate was low: compact harder and try once more; a second refusal fails the run.
+        chunks.flush()
+        prompt, context = _fit(
+            tenant_id, run.run_id, context, model, prompt, declarations, tokens=None, force=True
+        )
+        turn = call(prompt)
+    chunks.flush()
+    assistant = turn.assistant_message()
+    sessions.put_message(tenant_id, run.session_id, run.run_id, step, ASSISTANT_SLOT, assistant)
+    working.current.append(assistant)
+    # The provider's prompt count is the base of the next estimate, unless compaction or continuation
+    # made it describe something other than the whole conversation.
+    exact = prompt is messages and not turn.continuations
+    context = context.model_copy(
+        update={
+            "steps": step,
+            "usage": context.usage + turn.usage,
+            "prompt_tokens": turn.usage.input_tokens if exact else 0,
+            "counted_messages": len(messages) if exact else 0,
+        }
+    )
+    observability.step_taken(turn.usage)
+    events.emit(
+        tenant_id,
+        run.run_id,
+        "step_completed",
+        {
+            "step": step,
+            "action": "tools" if turn.tool_calls else "final",
+            "finish_reason": turn.finish_reason,
+            "continuations": turn.continuations,
+            "usage": turn.usage.model_dump(),
+        },
+    )
+    return turn, context
+
+
+def _check_budget(budget: int | None, context: RunContext, tokens: int) -> None:
+    """Stop before a call that would spend past the budget, not after: the input is known up front."""
+    if budget is None:
+        return
+    needed = context.usage.total + tokens
+    if needed > budget:
+        raise BudgetExceeded(
+            f"the next model call needs about {needed} tokens in total, over the budget of "
+            f"{budget} ({context.usage.total} spent so far)"
+        )

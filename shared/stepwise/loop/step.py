@@ -1,0 +1,220 @@
+"""Step: one Lambda invocation per model step, and Route's decision.
+
+In order: prepare the run (its first step only), finish the previous step's waited calls in the
+model's order, run the calls that were still to come after them, call the model, then gate every
+call it asked for and execute those that need no human (consecutive parallel-safe calls together).
+It stops at the first call a human or the app must answer and returns the wait; on a final answer
+the run ends here. Everything it must remember between invocations is in the run's context (one
+item, one read); the conversation itself is cached in the function (stepwise.loop.working).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools import Logger
+
+from stepwise import events, observability
+from stepwise.errors import DoomLoop, HookDenied, RunStateError
+from stepwise.hooks.run import fire
+from stepwise.loop import calls, done, failed, working
+from stepwise.loop.calls import StepScope
+from stepwise.loop.model_call import call_model, check_doom_loop
+from stepwise.loop.working import Working
+from stepwise.models import Agent, Run, RunState, Wait
+from stepwise.store import agents, run_context, runs, sessions
+from stepwise.store.run_context import CallRef, RunContext
+from stepwise.store.sessions import USER_SLOT
+from stepwise.tools import registry
+
+logger = Logger(service="stepwise")
+
+
+def _prepare(tenant_id: str, work: Working, agent: Agent, context: RunContext) -> RunContext:
+    """The run's first step: OnRunStart hooks (a deny fails the run), running, the user's message."""
+    run = work.run
+    if run.status == "queued":
+        decision = fire(tenant_id, run.run_id, agent, "OnRunStart", arguments={"message": run.input})
+        if decision.action == "deny":
+            raise HookDenied(decision.message or "an OnRunStart hook refused this run")
+    started = runs.transition(tenant_id, run.run_id, "running", allowed_from={"queued"})
+    if not started and runs.get(tenant_id, run.run_id).status != "running":  # running: a retry
+        raise RunStateError(f"run {run.run_id} is {run.status}; it cannot start")
+    user = {"role": "user", "content": run.input}
+    sessions.put_message(tenant_id, run.session_id, run.run_id, 0, USER_SLOT, user)
+    work.current = [user]
+    work.run = run.model_copy(update={"status": "running"})
+    if started:
+        data = {"agent_id": run.agent_id, "session_id": run.session_id, "max_steps": run.max_steps}
+        events.emit(tenant_id, run.run_id, "run_started", data)
+    return context.model_copy(update={"prepared": True})
+
+
+def _scope(tenant_id: str, work: Working, agent: Agent, context: RunContext) -> StepScope:
+    assistant: dict[str, Any] = next((m for m in reversed(work.current) if m.get("role") == "assistant"), {})
+    return StepScope(tenant_id=tenant_id, run=work.run, agent=agent, step=context.steps, assistant=assistant)
+
+
+def _answered_ids(work: Working) -> set[str]:
+    """The calls of the current step whose result is stored (the conversation after its request)."""
+    tail: list[str] = []
+    for message in reversed(work.current):
+        if message.get("role") != "tool":
+            break
+        tail.append(str(message.get("tool_call_id")))
+    return set(tail)
+
+
+def _add_results(work: Working, context: RunContext, results: list[dict[str, Any]]) -> None:
+    """Results join the conversation in the model's order, as a rebuild from the store would read
+    them (they are stored by call index), so a cache hit and a miss send the same bytes."""
+    order = {ref.id: ref.index for ref in context.calls}
+    tail = len(work.current)
+    while tail > 0 and work.current[tail - 1].get("role") == "tool":
+        tail -= 1
+    results_tail = [*work.current[tail:], *results]
+    work.current[tail:] = sorted(results_tail, key=lambda m: order.get(str(m.get("tool_call_id")), 1 << 30))
+
+
+def _executing(context: RunContext, ready: list[calls.Ready]) -> RunContext:
+    """Recorded before the calls act, so a crash after acting still counts them."""
+    return context.model_copy(
+        update={
+            "tools_executed": [*context.tools_executed, *(r.tool.name for r in ready)],
+            "inflight": [r.ref.index for r in ready],
+        }
+    )
+
+
+def _finish_waits(tenant_id: str, work: Working, agent: Agent, context: RunContext) -> RunContext:
+    """Apply each answer (an approved call runs with exactly the approved arguments) or expire the
+    wait, in the model's order."""
+    if runs.transition(tenant_id, work.run.run_id, "running", allowed_from={"waiting"}):
+        work.run = work.run.model_copy(update={"status": "running"})
+    scope = _scope(tenant_id, work, agent, context)
+    by_id = {ref.id: ref for ref in context.calls}
+    waits = sorted(context.waits, key=lambda w: by_id[w.tool_call_id].index)
+    done_ids = _answered_ids(work)
+    settled = [calls.settle(scope, by_id[w.tool_call_id], w) for w in waits if w.tool_call_id not in done_ids]
+    ready = [s.ready for s in settled if s.ready is not None]
+    if ready:
+        context = run_context.save(tenant_id, work.run.run_id, _executing(context, ready))
+    results = []
+    for s in settled:  # one at a time, in the model's order
+        if s.ready is not None:
+            results.append(calls.execute(scope, s.ready))
+        elif s.result is not None:
+            results.append(calls.store_result(scope, s.ref, s.result))
+    _add_results(work, context, results)
+    return context.model_copy(update={"waits": [], "inflight": []})
+
+
+def _batches(pending: list[CallRef]) -> list[list[CallRef]]:
+    """Consecutive parallel-safe calls form one batch; any other call is a batch of its own."""
+    out: list[list[CallRef]] = []
+    for ref in pending:
+        if ref.parallel_safe and out and out[-1][-1].parallel_safe:
+            out[-1].append(ref)
+        else:
+            out.append([ref])
+    return out
+
+
+def _run_calls(
+    tenant_id: str, work: Working, agent: Agent, context: RunContext
+) -> tuple[RunContext, list[Wait]]:
+    """Gate and execute the step's calls still to come, until one must wait."""
+    scope = _scope(tenant_id, work, agent, context)
+    done_ids = _answered_ids(work)
+    for batch in _batches([r for r in context.pending_calls if r.id not in done_ids]):
+        gated = [calls.gate(scope, ref) for ref in batch]
+        results = [g.message for g in gated if g.message is not None]
+        ready = [g.ready for g in gated if g.ready is not None]
+        if ready:
+            context = run_context.save(tenant_id, work.run.run_id, _executing(context, ready))
+            results += calls.execute_all(scope, ready, concurrently=len(ready) > 1)
+        _add_results(work, context, results)
+        context = context.model_copy(update={"next_call": batch[-1].index + 1, "inflight": []})
+        waits = [g.wait for g in gated if g.wait is not None]
+        if waits:
+            return context.model_copy(update={"waits": waits}), waits
+    return context.model_copy(update={"next_call": len(context.calls)}), []
+
+
+def _save(tenant_id: str, work: Working, context: RunContext) -> RunContext:
+    context = run_context.save(tenant_id, work.run.run_id, context)
+    working.keep(tenant_id, work, context.version)
+    return context
+
+
+def _wait(state: RunState, context: RunContext, waits: list[Wait]) -> RunState:
+    if len(waits) == 1:
+        return RunState(
+            tenant_id=state.tenant_id, run_id=state.run_id, step=context.steps, action="wait", wait=waits[0]
+        )
+    return RunState(
+        tenant_id=state.tenant_id, run_id=state.run_id, step=context.steps, action="waits", waits=waits
+    )
+
+
+def _call_refs(agent: Agent, names: list[tuple[str, str]]) -> list[CallRef]:
+    refs = []
+    for index, (call_id, name) in enumerate(names):
+        tool = registry.resolve(agent, name)
+        refs.append(
+            CallRef(id=call_id, name=name, index=index, parallel_safe=bool(tool and tool.parallel_safe))
+        )
+    return refs
+
+
+def step(state: RunState) -> RunState:
+    """One ReAct step. On the last allowed step tools are withheld, so the model must answer."""
+    tenant_id = state.tenant_id
+    context = run_context.load(tenant_id, state.run_id)
+    if context.ended:
+        raise RunStateError(f"run {state.run_id} has ended; no step")
+    work = working.load(tenant_id, state.run_id, context.version)
+    observability.bind_run(work.run, step=context.steps + 1)
+    agent = agents.get_for_run(tenant_id, work.run.agent_id)  # a deleted agent fails the run here
+    if not context.prepared:
+        context = _prepare(tenant_id, work, agent, context)
+    elif work.run.status not in ("running", "waiting"):
+        raise RunStateError(f"run {state.run_id} is {work.run.status}; no model step")
+    if context.waits or context.pending_calls:
+        if context.waits:
+            context = _finish_waits(tenant_id, work, agent, context)
+        context, waits = _run_calls(tenant_id, work, agent, context)
+        context = _save(tenant_id, work, context)  # before the model: a retried Step never redoes them
+        if waits:
+            return _wait(state, context, waits)
+
+    number = context.steps + 1
+    tools_allowed = number < work.run.max_steps
+    turn, context = call_model(tenant_id, work, context, agent, number, tools_allowed=tools_allowed)
+    if not turn.tool_calls or not tools_allowed:
+        context = _save(tenant_id, work, context.model_copy(update={"calls": [], "next_call": 0}))
+        done.finish(tenant_id, work, agent, context)
+        working.forget(tenant_id, state.run_id)
+        return RunState(tenant_id=tenant_id, run_id=state.run_id, step=number, action="done")
+    try:
+        context = check_doom_loop(context, turn)
+    except DoomLoop:
+        _save(tenant_id, work, context)  # the call was spent: its usage counts whatever happens next
+        raise
+    refs = _call_refs(agent, [(c.id, c.name) for c in turn.tool_calls])
+    context = context.model_copy(update={"calls": refs, "next_call": 0, "inflight": [], "waits": []})
+    context, waits = _run_calls(tenant_id, work, agent, context)
+    context = _save(tenant_id, work, context)
+    if waits:
+        return _wait(state, context, waits)
+    return RunState(tenant_id=tenant_id, run_id=state.run_id, step=number, action="continue")
+
+
+def sync_answer(tenant_id: str, run_id: str) -> Run:
+    """`POST /v1/agents/{id}/run`: one step without tools, the run recorded and ended like any other."""
+    try:
+        step(RunState(tenant_id=tenant_id, run_id=run_id, max_steps=1))
+    except Exception as exc:
+        failed.fail_with(tenant_id, run_id, exc)
+        raise
+    return runs.get(tenant_id, run_id)

@@ -1,0 +1,63 @@
+"""The working conversation of a run, cached in the function between its steps.
+
+Step Functions invokes one run's steps one after another, and a warm function usually serves the
+next one: keeping the conversation here spares reading the session's history on every step. The cache
+is keyed by run and context version; any other version (another function wrote a step, or this one
+was recycled) rebuilds it from the session, whose earlier runs fold in once per rebuild.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from stepwise.models import Run
+from stepwise.store import runs, sessions
+
+CACHED_RUNS = 32  # a function serves one step at a time; a few runs cover the local stack's threads
+
+
+@dataclass
+class Working:
+    run: Run
+    version: int
+    earlier: list[dict[str, Any]] = field(default_factory=list)  # the session's completed runs
+    current: list[dict[str, Any]] = field(default_factory=list)  # this run's messages so far
+
+    @property
+    def history(self) -> list[dict[str, Any]]:
+        return [*self.earlier, *self.current]
+
+
+_cache: OrderedDict[tuple[str, str], Working] = OrderedDict()
+_lock = threading.Lock()
+
+
+def load(tenant_id: str, run_id: str, version: int) -> Working:
+    """The run and its conversation as of context `version`: from the cache, else from DynamoDB."""
+    key = (tenant_id, run_id)
+    with _lock:
+        cached = _cache.get(key)
+        if cached is not None and cached.version == version:
+            _cache.move_to_end(key)
+            return cached
+    run = runs.get(tenant_id, run_id)
+    earlier, current = sessions.history(tenant_id, run.session_id, run_id)
+    return Working(run=run, version=version, earlier=earlier, current=current)
+
+
+def keep(tenant_id: str, working: Working, version: int) -> None:
+    """Remember `working` as of the context version just written."""
+    working.version = version
+    with _lock:
+        _cache[(tenant_id, working.run.run_id)] = working
+        _cache.move_to_end((tenant_id, working.run.run_id))
+        while len(_cache) > CACHED_RUNS:
+            _cache.popitem(last=False)
+
+
+def forget(tenant_id: str, run_id: str) -> None:
+    with _lock:
+        _cache.pop((tenant_id, run_id), None)

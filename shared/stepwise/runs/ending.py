@@ -1,0 +1,96 @@
+"""The one way a run ends, whoever ends it: the Step that gets the final answer, the Failed state,
+a cancel, or the reconciler. The terminal transition decides (a conditional write: exactly one ending
+wins); the winner closes what the run waits on, writes the terminal event, hands the session on and
+fires OnRunComplete. A loser only makes sure the session was handed on (the winner may have died
+before it did)."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from aws_lambda_powertools import Logger
+
+from stepwise import events, observability
+from stepwise.errors import NotFound
+from stepwise.hooks.run import fire
+from stepwise.models import ACTIVE_STATUSES, EventType, RunError, RunStatus
+from stepwise.start import start_next
+from stepwise.store import agents, interactions, run_context, runs, sessions
+
+logger = Logger(service="stepwise")
+
+
+def _terminal_event(status: RunStatus) -> EventType:
+    if status == "succeeded":
+        return "run_completed"
+    return "run_cancelled" if status == "cancelled" else "run_failed"
+
+
+def end_run(
+    tenant_id: str,
+    run_id: str,
+    status: RunStatus,
+    *,
+    output: str | None = None,
+    error: RunError | None = None,
+    context: run_context.RunContext | None = None,
+) -> bool:
+    """Give the run its terminal `status`, once. True when this call ended it. `context`: the run's
+    context as the caller just wrote it (else it is read)."""
+    context = context or run_context.load(tenant_id, run_id)
+    fields: dict[str, Any] = {}
+    if context.prepared:  # the counters leave the context for the run item
+        fields.update(
+            steps=context.steps,
+            input_tokens=context.usage.input_tokens,
+            output_tokens=context.usage.output_tokens,
+            cached_tokens=context.usage.cached_tokens,
+            tools_executed=list(context.tools_executed),
+            compaction_failures=context.compaction_failures,
+        )
+    if output is not None:
+        fields["output"] = output
+    if error is not None:
+        fields["error"] = error.model_dump()
+    run = runs.get(tenant_id, run_id)
+    if not runs.transition(tenant_id, run_id, status, allowed_from=ACTIVE_STATUSES, **fields):
+        _hand_on(tenant_id, run.session_id, run_id)
+        return False
+    run_context.mark_ended(tenant_id, run_id)
+    for pending in interactions.for_run(tenant_id, run_id, "pending"):
+        interactions.close(tenant_id, pending.interaction_id, "expired")  # its links now answer 410
+    if status == "succeeded":
+        observability.run_succeeded()
+        with contextlib.suppress(NotFound):
+            sessions.complete_run(tenant_id, run.session_id, run_id)
+    elif error is not None and status != "cancelled":
+        observability.run_failed(error.code)
+    final = runs.get(tenant_id, run_id)
+    data: dict[str, Any]
+    if status == "succeeded":
+        data = {"output": output, "steps": final.steps, "usage": final.usage.model_dump()}
+    else:
+        data = {"error": error.model_dump() if error else None}
+        if status == "cancelled":
+            data["reason"] = error.message if error else None
+    events.emit(tenant_id, run_id, _terminal_event(status), data)
+    _hand_on(tenant_id, run.session_id, run_id)
+    _on_run_complete(tenant_id, run.agent_id, run_id, status, output)
+    return True
+
+
+def _hand_on(tenant_id: str, session_id: str, run_id: str) -> None:
+    """Give the run's session to its next queued run (a no-op when that happened already)."""
+    with contextlib.suppress(NotFound):  # the session was deleted: nobody waits on it
+        start_next(tenant_id, session_id, run_id)
+
+
+def _on_run_complete(tenant_id: str, agent_id: str, run_id: str, status: str, output: str | None) -> None:
+    """Fire and forget: the run is final, so nothing a hook says or does can change it."""
+    try:
+        agent = agents.get(tenant_id, agent_id)
+    except NotFound:
+        return
+    if agent.hooks:
+        fire(tenant_id, run_id, agent, "OnRunComplete", arguments={"status": status}, output=output)

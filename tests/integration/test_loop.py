@@ -1,0 +1,248 @@
+"""The fused loop on the real ASL: the states a run passes through, waits of one parallel batch
+together, one ending for every way a run ends, large results kept whole."""
+
+import time
+from typing import Any
+
+import boto3
+import pytest
+
+from stepwise.local.stack import LocalStack
+from stepwise.store import interactions as interaction_store
+from tests.fakes.receiver import Receiver, Reply
+from tests.integration.support import tool, wait_for_run
+
+
+def agent_with(stack: LocalStack, **body: Any) -> str:
+    status, _, agent = stack.invoke_api("POST", "/v1/agents", {"name": "loop", **body})
+    assert status == 201, agent
+    return str(agent["agent_id"])
+
+
+def start(stack: LocalStack, agent_id: str, script: list[dict[str, Any]]) -> dict[str, Any]:
+    status, _, accepted = stack.invoke_api(
+        "POST", f"/v1/agents/{agent_id}/runs", {"message": "go", "script": script}
+    )
+    assert status == 202, accepted
+    return dict(accepted)
+
+
+def events(stack: LocalStack, run_id: str) -> list[dict[str, Any]]:
+    _, _, page = stack.invoke_api("GET", f"/v1/runs/{run_id}/events?after=0")
+    return list(page["events"])
+
+
+def wait_for_events(stack: LocalStack, run_id: str, etype: str, count: int) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + 30
+    while True:
+        found = [e["data"] for e in events(stack, run_id) if e["type"] == etype]
+        if len(found) >= count:
+            return found
+        assert time.monotonic() < deadline, events(stack, run_id)
+        time.sleep(0.05)
+
+
+def states_entered(stack: LocalStack, run_id: str) -> list[str]:
+    """The states the run's execution entered, once it has ended (the run ends inside its last Step,
+    a moment before the execution reaches Done)."""
+    sfn = boto3.client("stepfunctions")
+    arn = stack.state_machine_arn.replace(":stateMachine:", ":execution:") + f":{run_id}"
+    deadline = time.monotonic() + 30
+    while sfn.describe_execution(executionArn=arn)["status"] == "RUNNING":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    history = sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"]
+    return [e["stateEnteredEventDetails"]["name"] for e in history if "stateEnteredEventDetails" in e]
+
+
+def call(name: str, **arguments: Any) -> dict[str, Any]:
+    return {"tool_calls": [{"name": name, "arguments": arguments}]}
+
+
+def test_a_canonical_run_enters_two_states_per_model_step_and_one_per_wait(
+    stack: LocalStack, receiver: Receiver
+) -> None:
+    agent_id = agent_with(
+        stack,
+        tools=[
+            tool("lookup", f"{receiver.url}/lookup"),
+            tool("send", f"{receiver.url}/send", permission="ask"),
+        ],
+    )
+    script = [call("lookup", q="a"), call("lookup", q="b"), call("send", q="c"), call("lookup", q="d")]
+    accepted = start(stack, agent_id, [*script, {"text": "done"}])
+    (approval,) = wait_for_events(stack, accepted["run_id"], "approval_requested", 1)
+
+    status, _, _ = stack.invoke_api("POST", f"/v1/runs/{accepted['run_id']}/approve", {"approved": True})
+    run = wait_for_run(stack, accepted["run_id"])
+
+    assert status == 200 and run["status"] == "succeeded" and run["steps"] == 5
+    assert run["tools_executed"] == ["lookup", "lookup", "send", "lookup"]
+    # 5 model steps, 4 tool calls, 1 approval: no state per call that needs no human.
+    entered = states_entered(stack, accepted["run_id"])
+    assert entered == [
+        *["Step", "Route"] * 3,
+        "Await",
+        *["Step", "Route"] * 2,
+        "Done",
+    ], entered
+    assert approval["tool_name"] == "send"
+
+
+def test_approvals_of_one_parallel_batch_are_asked_together(stack: LocalStack, receiver: Receiver) -> None:
+    agent_id = agent_with(
+        stack, tools=[tool("read", f"{receiver.url}/read", read_only=True, permission="ask")]
+    )
+    both = {
+        "tool_calls": [{"name": "read", "arguments": {"q": "1"}}, {"name": "read", "arguments": {"q": "2"}}]
+    }
+    accepted = start(stack, agent_id, [both, {"text": "done"}])
+
+    requested = wait_for_events(stack, accepted["run_id"], "approval_requested", 2)
+    assert receiver.to("/read") == []  # neither runs before its approval
+    for approval in requested:
+        body = {"approved": True, "tool_call_id": approval["tool_call_id"]}
+        status, _, answered = stack.invoke_api("POST", f"/v1/runs/{accepted['run_id']}/approve", body)
+        assert status == 200, answered
+    run = wait_for_run(stack, accepted["run_id"])
+
+    assert run["status"] == "succeeded" and len(receiver.to("/read")) == 2
+    assert "AwaitAll" in states_entered(stack, accepted["run_id"])
+
+
+def test_a_mixed_batch_overlaps_its_reads_and_keeps_the_write_in_order(
+    stack: LocalStack, receiver: Receiver
+) -> None:
+    receiver.replies["/read"] = Reply(body={"ok": True}, delay=0.5)
+    receiver.replies["/write"] = Reply(body={"ok": True})
+    agent_id = agent_with(
+        stack,
+        tools=[tool("read", f"{receiver.url}/read", read_only=True), tool("write", f"{receiver.url}/write")],
+    )
+    names = ["read", "read", "write", "read", "read"]
+    calls = [{"name": n, "arguments": {"q": str(i)}} for i, n in enumerate(names)]
+
+    run = wait_for_run(stack, start(stack, agent_id, [{"tool_calls": calls}, {"text": "done"}])["run_id"])
+
+    assert run["status"] == "succeeded"
+    reads = receiver.to("/read")
+    (write,) = receiver.to("/write")
+    first, second = reads[:2], reads[2:]
+    assert [r.json()["q"] for r in reads] in (
+        ["0", "1", "3", "4"],
+        ["1", "0", "3", "4"],
+        ["0", "1", "4", "3"],
+    )
+    assert abs(first[0].at - first[1].at) < 0.5 and abs(second[0].at - second[1].at) < 0.5, (
+        "reads did not overlap"
+    )
+    assert max(r.at for r in first) + 0.45 <= write.at <= min(r.at for r in second), (
+        "the write was not between"
+    )
+
+
+def test_a_tool_that_crashes_gets_its_own_error_and_its_siblings_run(
+    stack: LocalStack, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from stepwise.tools import registry
+
+    real = registry.execute
+
+    def crashing(tool: Any, arguments: dict[str, Any], **kwargs: Any) -> Any:
+        if arguments.get("q") == "boom":
+            raise ZeroDivisionError("inside the tool")
+        return real(tool, arguments, **kwargs)
+
+    monkeypatch.setattr(registry, "execute", crashing)
+    agent_id = agent_with(stack, tools=[tool("read", f"{receiver.url}/read", read_only=True)])
+    calls = [{"name": "read", "arguments": {"q": q}} for q in ("boom", "fine")]
+
+    run = wait_for_run(stack, start(stack, agent_id, [{"tool_calls": calls}, {"text": "done"}])["run_id"])
+
+    assert run["status"] == "succeeded"
+    results = [e["data"] for e in events(stack, run["run_id"]) if e["type"] == "tool_result"]
+    assert sorted(("error" in r, r.get("error", {}).get("code")) for r in results) == [
+        (False, None),
+        (True, "tool_crashed"),
+    ]
+    assert len(receiver.to("/read")) == 1
+
+
+def test_cancel_ends_the_run_once_with_on_run_complete(stack: LocalStack, receiver: Receiver) -> None:
+    agent_id = agent_with(stack, tools=[tool("send", f"{receiver.url}/send", permission="ask")])
+    hook = {"event": "OnRunComplete", "type": "http", "config": {"url": f"{receiver.url}/complete"}}
+    status, _, _ = stack.invoke_api("POST", f"/v1/agents/{agent_id}/hooks", hook)
+    assert status == 201
+    accepted = start(stack, agent_id, [call("send", q="x"), {"text": "never"}])
+    (approval,) = wait_for_events(stack, accepted["run_id"], "approval_requested", 1)
+
+    status, _, cancelled = stack.invoke_api("POST", f"/v1/runs/{accepted['run_id']}/cancel")
+
+    assert status == 200 and cancelled["status"] == "cancelled"
+    interaction = interaction_store.get("local", approval["interaction_id"])
+    assert interaction.status == "expired"  # its links now answer 410
+    (completed,) = receiver.to("/complete")
+    assert completed.json()["event"] == "OnRunComplete"
+    assert completed.json()["data"] == {"status": "cancelled"}
+    assert [e["type"] for e in events(stack, accepted["run_id"])].count("run_cancelled") == 1
+
+
+def test_a_run_that_fails_while_waiting_closes_its_pending_approvals(
+    stack: LocalStack, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from stepwise.loop import await_
+
+    real = await_.interactions.attach_token
+
+    def attach(tenant_id: str, interaction_id: str, token: str) -> Any:
+        if interaction_id.endswith("_1"):  # the batch's second wait cannot store its token
+            raise RuntimeError("the interactions table is unavailable")
+        return real(tenant_id, interaction_id, token)
+
+    monkeypatch.setattr(await_.interactions, "attach_token", attach)
+    agent_id = agent_with(
+        stack, tools=[tool("read", f"{receiver.url}/read", read_only=True, permission="ask")]
+    )
+    both = {
+        "tool_calls": [{"name": "read", "arguments": {"q": "1"}}, {"name": "read", "arguments": {"q": "2"}}]
+    }
+
+    run = wait_for_run(stack, start(stack, agent_id, [both, {"text": "done"}])["run_id"])
+    wait_for_events(stack, run["run_id"], "run_failed", 1)  # the ending's last act but its hooks
+
+    assert run["status"] == "failed"
+    pending = interaction_store.for_run("local", run["run_id"], "pending")
+    assert pending == [] and len(interaction_store.for_run("local", run["run_id"])) == 2
+    assert events(stack, run["run_id"])[-1]["type"] == "run_failed"
+
+
+def test_a_result_too_large_for_an_item_is_kept_whole_in_storage(stack: LocalStack) -> None:
+    from stepwise.store import sessions
+    from stepwise.tools import results
+
+    client = {
+        "type": "client",
+        "name": "export",
+        "description": "export everything",
+        "input_schema": {"type": "object", "properties": {}},
+    }
+    agent_id = agent_with(stack, tools=[client])
+    accepted = start(stack, agent_id, [call("export"), {"text": "done"}])
+    (requested,) = wait_for_events(stack, accepted["run_id"], "client_tool_requested", 1)
+    whole = "0123456789" * 12_000  # 120,000 characters
+    answer = {"answer": {"tool_call_id": requested["tool_call_id"], "outcome": "completed", "output": whole}}
+
+    status, _, _ = stack.invoke_api(
+        "POST",
+        f"/v1/sessions/interactions/{requested['interaction_id']}/respond",
+        answer,
+        headers={"Idempotency-Key": "k1"},
+    )
+    run = wait_for_run(stack, accepted["run_id"])
+
+    assert status == 202 and run["status"] == "succeeded"
+    (result,) = [e["data"] for e in events(stack, run["run_id"]) if e["type"] == "tool_result"]
+    assert result["output_ref"]["chars"] == 120_000 and len(result["output"]) < 50_200
+    assert results.read("local", run["run_id"], requested["tool_call_id"]) == whole
+    (message,) = [m for m in sessions.messages("local", run["session_id"]) if m["role"] == "tool"]
+    assert message["content"].startswith(whole[:50_000]) and "truncated" in message["content"]
