@@ -332,6 +332,21 @@ class Local:
                 raise TimeoutError(f"run {run_id} still {view.get('status')} after {RUN_DEADLINE}s")
             time.sleep(POLL_INTERVAL)
 
+    def wait_status(self, run_id: str, wanted: str) -> dict[str, Any]:
+        """Poll GET /v1/runs/{id} until the run's status is `wanted` (an error if it ends first)."""
+        deadline = time.monotonic() + RUN_DEADLINE
+        while True:
+            status, _, view = self.stack.invoke_api("GET", f"/v1/runs/{run_id}")
+            if status == 200 and view["status"] == wanted:
+                return dict(view)
+            if status == 200 and view["finished_at"] is not None:
+                raise RuntimeError(
+                    f"run {run_id} ended {view['status']} before it was {wanted}: {view['error']}"
+                )
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"run {run_id} not {wanted} after {RUN_DEADLINE}s ({view.get('status')})")
+            time.sleep(POLL_INTERVAL)
+
     def execution_arn(self, run_id: str) -> str:
         # The execution is named after the run (start.py), so its ARN follows from the machine's.
         return self.stack.state_machine_arn.replace(":stateMachine:", ":execution:") + f":{run_id}"
