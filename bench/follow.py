@@ -115,8 +115,9 @@ def run() -> Section:
             digits=3,
         )
     section.notes.append(
-        f"long poll: the CLI waits {WAIT} s per request, {EVENTS} events each end one early; the API function is "
-        f"held the whole {FOLLOW_SECONDS:.0f} s and its polling reads DynamoDB at the measured rate"
+        f"long poll: the CLI waits {WAIT} s per request, {EVENTS} events each end one early; "
+        f"the API function is held the whole {FOLLOW_SECONDS:.0f} s, its polling reading DynamoDB "
+        "at the measured rate"
     )
     section.notes.append(
         f"push: 1 POST for the URL ({api_seconds * 1000:.0f} ms of {push.url_function}, as a GET of the run "
