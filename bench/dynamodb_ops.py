@@ -14,6 +14,7 @@ before it, the same in every window).
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from datetime import datetime
 from typing import Any
@@ -117,7 +118,17 @@ def _growth(env: Local, recorder: Recorder) -> dict[str, Any]:
     for k in range(len(marks)):
         inside = [r for r in during if edges[k] <= r.began < edges[k + 1]]
         steps.append({"step": k + 1, **totals(inside)})
-    return {"run_id": run_id, "steps": steps, "status": events[-1]["type"] if events else None}
+    largest: dict[str, int] = {}
+    for r in during:
+        for t in r.tables[:1]:
+            largest[t] = max(largest.get(t, 0), r.write_bytes // max(r.items_written, 1))
+    return {
+        "run_id": run_id,
+        "steps": steps,
+        "status": events[-1]["type"] if events else None,
+        "largest_item_written": largest,
+        "script_bytes": len(json.dumps(script)),
+    }
 
 
 def _at(steps: list[dict[str, Any]], step: int, key: str) -> float | None:
@@ -197,6 +208,14 @@ def run() -> Section:
             unit,
             f"median of steps ±{GROWTH_WINDOW}" + ("" if not a or b is None else f"; ×{b / a:.2f}"),
         )
+    biggest = sorted(growth["largest_item_written"].items(), key=lambda kv: -kv[1])[:3]
+    section.notes.append(
+        "growth run, largest item written per table: "
+        + ", ".join(f"{t} {n:,} B" for t, n in biggest)
+        + f"; the run carries its scripted model's {GROWTH_STEPS + 1}-turn script "
+        f"({growth['script_bytes']:,} B of JSON), which a real run does not, and every write of an item "
+        "holding it pays for it (once per index too)"
+    )
     if any(r.function == OUTSIDE for r in recorder.requests):
         section.notes.append(f"some requests ran outside any function ({OUTSIDE}): counted, charged to it")
     width = max(len(r["shape"]) for r in runs)

@@ -53,6 +53,7 @@ class Request:
     items_read: int = 0  # items examined (what reads are billed on)
     items_returned: int = 0
     items_written: int = 0
+    write_bytes: int = 0  # Σ over the items written of the larger of their sizes before and after
     rru: float = 0.0
     wru_table: float = 0.0
     wru_index: float = 0.0
@@ -279,10 +280,11 @@ class Recorder:
         if not ok and not conditional:
             return blank  # rejected before it touched anything (validation, throttling): not billed
         transactional = blank.operation == "TransactWriteItems"
-        table_wru, index_wru = 0.0, dict[str, float]()
+        table_wru, index_wru, size = 0.0, dict[str, float](), 0
         for table_name, key, old in before:
             table = self.tables.get(table_name) or Table(table_name, tuple(key))
             new = self._item(client, table_name, key) if ok else old
+            size += max(item_size(old), item_size(new))
             cost = write_cost(table, old, new, succeeded=ok, transactional=transactional)
             table_wru += cost.table
             for index, units in cost.indexes.items():
@@ -290,6 +292,7 @@ class Recorder:
         return _with(
             blank,
             items_written=len(before) if ok else 0,
+            write_bytes=size,
             wru_table=table_wru,
             wru_index=float(sum(index_wru.values())),
             index_wru=index_wru,
