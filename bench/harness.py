@@ -470,7 +470,8 @@ def _machine_functions(stack: Any) -> list[str]:
         if res["Type"] != "AWS::Serverless::StateMachine":
             continue
         for value in (res["Properties"].get("DefinitionSubstitutions") or {}).values():
-            target = value.get("Fn::GetAtt") if isinstance(value, dict) else None
+            # !GetAtt Fn.Arn, or !Ref Fn.Alias (an AutoPublishAlias): either names the function.
+            target = (value.get("Fn::GetAtt") or value.get("Ref")) if isinstance(value, dict) else None
             if target:
                 names.append(str(target[0] if isinstance(target, list) else target.split(".")[0]))
     return [n for n in dict.fromkeys(names) if n in stack.lambdas.invocations]

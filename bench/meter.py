@@ -145,6 +145,7 @@ class Recorder:
 
         lambdas, gateway = self.env.stack.lambdas, self.env.stack.gateway
         original_call = BaseClient._make_api_call
+        previous = lambdas.__dict__.get("invoke")  # another wrapper's, when nested inside one
         original_invoke: Callable[[str, Any], Any] = lambdas.invoke
         gateway_invoke = gateway._invoke
         model = {name: getattr(ScriptedLLM, name) for name in ("completion", "streaming")}
@@ -188,7 +189,10 @@ class Recorder:
             yield
         finally:
             BaseClient._make_api_call = original_call
-            del lambdas.invoke
+            if previous is None:
+                del lambdas.invoke
+            else:
+                lambdas.invoke = previous
             gateway._invoke = gateway_invoke
             for name, method in model.items():
                 setattr(ScriptedLLM, name, method)
