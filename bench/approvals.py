@@ -192,8 +192,8 @@ def run() -> Section:
         (one["reads"] + one["writes"]) - (allowed["reads"] + allowed["writes"]),
         "requests",
         f"+{one['reads'] - allowed['reads']} reads, +{one['writes'] - allowed['writes']} writes "
-        f"(+{one['failed'] - allowed['failed']} failed); +{one['rru'] - allowed['rru']:.1f} RRU, "
-        f"+{one['wru'] - allowed['wru']:.0f} WRU; the approve POST included, our polling not",
+        f"({one['failed'] - allowed['failed']:+d} failed); {one['rru'] - allowed['rru']:+.1f} RRU, "
+        f"{one['wru'] - allowed['wru']:+.0f} WRU; the approve POST included, our polling not",
     )
     section.add(
         "  Step Functions cost of 1,000 approvals (extra transitions)",

@@ -69,6 +69,7 @@ def _one(env: Local, recorder: Recorder, agent_id: str) -> dict[str, Any]:
     env.wait_execution(run_id)
     with recorder.charging(POLLING):
         view = env.wait_run(run_id)
+        events = len(env.events(run_id))
     history = env.history(run_id)
     requests = recorder.since(marks[0], exclude=(POLLING,))
     invocations = recorder.invocations_since(marks[1], exclude=(POLLING,))
@@ -88,6 +89,7 @@ def _one(env: Local, recorder: Recorder, agent_id: str) -> dict[str, Any]:
         "usage": usage,
         "transitions": usage.transitions,
         "history_events": len(history),
+        "run_events": events,
         "lambda_tasks": lambda_tasks(history),
         "invocations": dict(Counter(i.function for i in invocations)),
         "model_calls": sum(i.model_calls for i in invocations),
@@ -143,6 +145,9 @@ def run() -> Section:
 
     section.add("state transitions", one["transitions"], "transitions", f"goal ≤ {GOALS['transitions']}")
     section.add("history events", one["history_events"], "events")
+    section.add(
+        "run events", one["run_events"], "events", "what a client following it receives (bench/follow.py)"
+    )
     invocations = sum(one["invocations"].values())
     section.add(
         "Lambda invocations",

@@ -19,7 +19,8 @@ from collections import Counter
 from datetime import datetime
 from typing import Any
 
-from bench.harness import CANONICAL, RUN_SHAPES, Local, Section, add_fit, local, median, script_for
+from bench.fitting import add_fit
+from bench.harness import CANONICAL, RUN_SHAPES, Local, Section, local, median, script_for
 from bench.meter import OUTSIDE, READS, WRITES, Recorder, Request
 
 __all__ = ["READS", "START", "WRITES", "Recorder", "Request", "run", "totals"]

@@ -29,7 +29,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from bench.harness import CANONICAL, RUN_SHAPES, RunResult, Section, add_fit, local, script_for
+from bench.fitting import add_fit
+from bench.harness import CANONICAL, RUN_SHAPES, RunResult, Section, local, script_for
 from bench.pricing import SFN_TRANSITION
 
 HISTORY_CAP = 25_000  # events one Standard execution may hold (Step Functions quota)
