@@ -25,7 +25,9 @@ from bench.pricing import LongPoll, WebSocketPush, follow_usage, functions_from_
 
 FOLLOW_SECONDS = 300.0
 MEASURE_WAIT = 3.0  # seconds of one measured long poll (the rates are per second of it)
-EVENTS = 40  # events a followed run emits (the canonical run's order of magnitude; see bench/canonical.py)
+EVENTS = (
+    25  # events a followed run emits: the canonical run's 23 (bench/canonical.py, "run events"), rounded up
+)
 GOAL = 0.05  # USD per 1,000 runs followed for 5 minutes (issue 10)
 FOLLOW = "bench follow (measured)"
 POLLING = "bench polling (not counted)"

@@ -9,6 +9,7 @@ Finalize) and a 5-step run whose calls name a tool the agent lacks (Gate answers
 
 from __future__ import annotations
 
+import os
 from datetime import datetime
 from itertools import pairwise
 from typing import Any
@@ -43,6 +44,7 @@ def _step_durations(events: list[dict[str, Any]]) -> list[float]:
 
 def run() -> Section:
     section = Section("Loop overhead (local, scripted model)")
+    load_before = os.getloadavg()[0]
     env = local()
     section.add("local stack start (template.yaml → moto)", env.start_seconds, "s", digits=2)
 
@@ -132,7 +134,13 @@ def run() -> Section:
         f"expected {len(long_calls) * len(long)}",
     )
 
+    section.notes.append(
+        f"1-minute load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after, "
+        f"on {os.cpu_count()} CPUs: these are wall times of one shared process, "
+        "and move with whatever else the machine runs"
+    )
     section.details = {
+        "load_average": [load_before, os.getloadavg()[0]],
         "parameters": {
             "long_runs": LONG_RUNS,
             "long_steps": LONG_STEPS + 1,
