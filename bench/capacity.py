@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import base64
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -32,6 +33,7 @@ from typing import Any
 
 Item = Mapping[str, Any]  # DynamoDB JSON: {"name": {"S": "..."}, ...}
 
+NARROWING = ("FilterExpression", "ProjectionExpression", "AttributesToGet", "QueryFilter", "ScanFilter")
 READ_UNIT_BYTES = 4096
 WRITE_UNIT_BYTES = 1024
 
@@ -203,3 +205,22 @@ def write_cost(
         return WriteCost(write_units(item_size(before), transactional=transactional), {})
     size = max(item_size(before), item_size(after))
     return WriteCost(write_units(size, transactional=transactional), index_writes(table, before, after))
+
+
+# --- What a read examined ----------------------------------------------------------------------
+
+
+def examining(params: dict[str, Any]) -> dict[str, Any]:
+    """A Query/Scan that examines what `params` examines but returns all of it: no filter, no
+    projection, no COUNT, and only the expression names and values its remaining expressions use
+    (DynamoDB rejects unused ones)."""
+    kept = {k: v for k, v in params.items() if k not in (*NARROWING, "Select")}
+    used = set(
+        re.findall(r"[#:][A-Za-z0-9_]+", " ".join(str(kept.get(k, "")) for k in ("KeyConditionExpression",)))
+    )
+    for field_name in ("ExpressionAttributeNames", "ExpressionAttributeValues"):
+        if field_name in kept:
+            kept[field_name] = {k: v for k, v in kept[field_name].items() if k in used}
+            if not kept[field_name]:
+                del kept[field_name]
+    return kept

@@ -32,12 +32,19 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.capacity import Table, item_size, read_units, tables_from_template, write_cost
+from bench.capacity import (
+    NARROWING,
+    Table,
+    examining,
+    item_size,
+    read_units,
+    tables_from_template,
+    write_cost,
+)
 
 READS = frozenset({"GetItem", "Query", "Scan", "BatchGetItem", "TransactGetItems"})
 WRITES = frozenset({"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"})
 OUTSIDE = "no function"  # a request on a thread running no function: a Step Functions integration, or us
-NARROWING = ("FilterExpression", "ProjectionExpression", "AttributesToGet", "QueryFilter", "ScanFilter")
 
 
 @dataclass(frozen=True)
@@ -206,7 +213,7 @@ class Recorder:
         where = (self.label(), self._invocation(), self.root())
         guard = self._write_lock if operation in WRITES else nullcontext()
         with guard:
-            before = self._images(client, operation, params) if operation in WRITES else []
+            before = self._before(client, operation, params) if operation in WRITES else []
             outcome, response = "ok", None
             try:
                 response = call(client, operation, params)
@@ -254,7 +261,10 @@ class Recorder:
             examined = response.get("Items") or []
             narrowed = any(k in params for k in NARROWING) or params.get("Select") == "COUNT"
             if narrowed:
-                examined = call(client, operation, examining(params)).get("Items") or []
+                try:
+                    examined = call(client, operation, examining(params)).get("Items") or []
+                except Exception:  # noqa: BLE001 - fall back to what it returned, and say so
+                    self.errors.append(f"{operation} re-run unfiltered: {traceback.format_exc(limit=2)}")
             size = sum(item_size(i) for i in examined)
             units = read_units(size, consistent=bool(params.get("ConsistentRead")))
             returned = int(response.get("Count", len(response.get("Items") or [])))
@@ -302,6 +312,15 @@ class Recorder:
             index_wru=index_wru,
         )
 
+    def _before(
+        self, client: Any, operation: str, params: dict[str, Any]
+    ) -> list[tuple[str, dict[str, Any], dict[str, Any] | None]]:
+        try:
+            return self._images(client, operation, params)
+        except Exception:  # noqa: BLE001 - unmetered rather than a request the stack never made
+            self.errors.append(f"{operation} images: {traceback.format_exc(limit=2)}")
+            return []
+
     def _images(
         self, client: Any, operation: str, params: dict[str, Any]
     ) -> list[tuple[str, dict[str, Any], dict[str, Any] | None]]:
@@ -343,24 +362,6 @@ class Recorder:
 
     def invocations_since(self, mark: int, *, exclude: tuple[str, ...] = ()) -> list[Invocation]:
         return [i for i in self.invocations[mark:] if i.root not in exclude]
-
-
-def examining(params: dict[str, Any]) -> dict[str, Any]:
-    """A Query/Scan that examines what `params` examines but returns all of it: no filter, no
-    projection, no COUNT, and only the expression names and values its remaining expressions use
-    (DynamoDB rejects unused ones)."""
-    import re
-
-    kept = {k: v for k, v in params.items() if k not in (*NARROWING, "Select")}
-    used = set(
-        re.findall(r"[#:][A-Za-z0-9_]+", " ".join(str(kept.get(k, "")) for k in ("KeyConditionExpression",)))
-    )
-    for field_name in ("ExpressionAttributeNames", "ExpressionAttributeValues"):
-        if field_name in kept:
-            kept[field_name] = {k: v for k, v in kept[field_name].items() if k in used}
-            if not kept[field_name]:
-                del kept[field_name]
-    return kept
 
 
 def _tables(operation: str, params: dict[str, Any]) -> tuple[str, ...]:

@@ -5,6 +5,7 @@ from pathlib import Path
 from bench.capacity import (
     Index,
     Table,
+    examining,
     index_writes,
     item_size,
     number_size,
@@ -14,7 +15,6 @@ from bench.capacity import (
     write_cost,
     write_units,
 )
-from bench.meter import examining
 from stepwise.local.cfn_yaml import load_template
 
 ROOT = Path(__file__).resolve().parents[2]
