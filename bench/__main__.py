@@ -31,6 +31,8 @@ BENCHMARKS = [
     "transitions",
     "approvals",
     "dynamodb_ops",
+    "canonical",
+    "follow",
     "streaming",
     "package_sizes",
 ]

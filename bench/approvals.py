@@ -11,7 +11,8 @@ AwaitApproval task, and the Resume task's Lambda up to its HTTP request.
 
 Costs compare the approved run with a run of the same script on the bench agent, whose tool is
 allowed: state transitions by transitions.py's counting rule, history events, Lambda invocations and
-DynamoDB requests (dynamodb_ops.Recorder; the approval's share includes the approve POST, not our polls).
+DynamoDB requests and units (bench/meter.py: every request, failed ones included; the approval's share
+includes the approve POST, not our polls).
 """
 
 from __future__ import annotations
@@ -22,8 +23,6 @@ from typing import Any
 
 from bench.dynamodb_ops import READS, START, WRITES, Recorder
 from bench.harness import (
-    POLL_INTERVAL,
-    RUN_DEADLINE,
     TOOL_NAME,
     Local,
     Section,
@@ -31,6 +30,7 @@ from bench.harness import (
     lookup_tool,
     median,
 )
+from bench.pricing import SFN_TRANSITION
 from bench.transitions import entered_by_state, transitions
 
 APPROVAL_RUNS = 3  # median reported
@@ -43,24 +43,11 @@ POLLING = "bench polling (not counted)"
 APPROVE = "API (POST …/approve)"
 
 
-def _wait_status(env: Local, run_id: str, wanted: str) -> dict[str, Any]:
-    deadline = time.monotonic() + RUN_DEADLINE
-    while True:
-        status, _, view = env.stack.invoke_api("GET", f"/v1/runs/{run_id}")
-        if status == 200 and view["status"] == wanted:
-            return dict(view)
-        if status == 200 and view["finished_at"] is not None:
-            raise RuntimeError(f"run {run_id} ended {view['status']} before it was {wanted}: {view['error']}")
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"run {run_id} not {wanted} after {RUN_DEADLINE}s ({view.get('status')})")
-        time.sleep(POLL_INTERVAL)
-
-
 def _costs(
     env: Local, recorder: Recorder, run_id: str, mark: int, invocations: dict[str, int]
 ) -> dict[str, Any]:
     history = env.history(run_id)
-    counted = [r for r in recorder.requests[mark:] if r.function != POLLING]
+    counted = recorder.since(mark, exclude=(POLLING,))
     ops = Counter(r.operation for r in counted)
     return {
         "run_id": run_id,
@@ -70,6 +57,9 @@ def _costs(
         "invocations": {k: v for k, v in invocations.items() if v},
         "reads": sum(n for op, n in ops.items() if op in READS),
         "writes": sum(n for op, n in ops.items() if op in WRITES),
+        "failed": sum(1 for r in counted if r.failed),
+        "rru": sum(r.rru for r in counted),
+        "wru": sum(r.wru for r in counted),
         "requests_by_function": dict(Counter(r.function for r in counted)),
         "entered": entered_by_state(history),
     }
@@ -81,7 +71,7 @@ def _approved_run(env: Local, recorder: Recorder, agent_id: str) -> dict[str, An
     with recorder.charging(START):
         run_id = env.start(SCRIPT, len(SCRIPT), agent_id=agent_id)
     with recorder.charging(POLLING):
-        _wait_status(env, run_id, "waiting")
+        env.wait_status(run_id, "waiting")
     quiet_from, tool_from = dict(lambdas.invocations), env.tool.requests
     time.sleep(QUIET_SECONDS)  # no request of ours: anything counted now ran on its own
     quiet = {f: n - quiet_from.get(f, 0) for f, n in lambdas.invocations.items() if n != quiet_from.get(f, 0)}
@@ -173,7 +163,7 @@ def run() -> Section:
     same = all(
         r[k] == approved[0][k]
         for r in approved
-        for k in ("transitions", "history_events", "lambda_invocations", "reads", "writes")
+        for k in ("transitions", "history_events", "lambda_invocations", "reads", "writes", "failed")
     )
     one = approved[0]
     extra_states = Counter(one["entered"]) - Counter(allowed["entered"])
@@ -201,12 +191,13 @@ def run() -> Section:
         "extra DynamoDB requests per approved call",
         (one["reads"] + one["writes"]) - (allowed["reads"] + allowed["writes"]),
         "requests",
-        f"+{one['reads'] - allowed['reads']} reads, +{one['writes'] - allowed['writes']} writes; "
-        "the approve POST included, our polling not",
+        f"+{one['reads'] - allowed['reads']} reads, +{one['writes'] - allowed['writes']} writes "
+        f"({one['failed'] - allowed['failed']:+d} failed); {one['rru'] - allowed['rru']:+.1f} RRU, "
+        f"{one['wru'] - allowed['wru']:+.0f} WRU; the approve POST included, our polling not",
     )
     section.add(
         "  Step Functions cost of 1,000 approvals (extra transitions)",
-        (one["transitions"] - allowed["transitions"]) * 0.025,
+        (one["transitions"] - allowed["transitions"]) * SFN_TRANSITION * 1000,
         "USD",
         "$0.025 per 1,000 transitions",
         digits=3,

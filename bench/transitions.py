@@ -14,9 +14,14 @@ So transitions = the number of `*StateEntered` events + Task retries, where a re
 `TaskScheduled` for one state entry (retries = TaskScheduled − TaskStateEntered). Scripted runs have none,
 but the rule counts them if a Lambda is ever retried here.
 
+Lambda invocations are counted twice, and both are shown: the Lambda tasks the history scheduled
+(`TaskScheduled` with resourceType "lambda", retries included) and the local Lambda log's invocations of
+the functions the state machine names (which also sees a function's own async invocations).
+
 Per-step and per-call costs come from a least-squares fit, y = fixed + a·steps + b·tool_calls, over runs
-of different shapes (harness.RUN_SHAPES); "fixed" is the run's own overhead (Prepare, Finalize, and the
-last step, which never reaches the Map). The fit is exact when every residual is 0.
+of different shapes (harness.RUN_SHAPES); "fixed" is the run's own overhead (whatever the states: the
+first and last steps may do more). The fit is exact when every residual is 0. Nothing here names a
+state, so the counts follow the ASL whatever its shape.
 """
 
 from __future__ import annotations
@@ -24,12 +29,13 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from bench.harness import CANONICAL, RUN_SHAPES, RunResult, Section, add_fit, local, script_for
+from bench.fitting import add_fit
+from bench.harness import CANONICAL, RUN_SHAPES, RunResult, Section, local, script_for
+from bench.pricing import SFN_TRANSITION
 
 HISTORY_CAP = 25_000  # events one Standard execution may hold (Step Functions quota)
-PRICE_PER_TRANSITION = 0.000025  # USD, Standard workflows, us-east-1 list price ($0.025 per 1,000)
-# DESIGN.md, "Cost shape to keep": (per model step, per tool call).
-DESIGN_TARGETS = {"transitions": ("DESIGN.md: about 3", "DESIGN.md: about 2")}
+# Issue 10's goals: (per model step, per tool call that needs no human).
+DESIGN_TARGETS = {"transitions": ("goal ≤ 3", "goal 0")}
 
 
 def transitions(history: list[dict[str, Any]]) -> int:
@@ -37,6 +43,16 @@ def transitions(history: list[dict[str, Any]]) -> int:
     entered = sum(n for t, n in types.items() if t.endswith("StateEntered"))
     retries = max(types["TaskScheduled"] - types["TaskStateEntered"], 0)
     return entered + retries
+
+
+def lambda_tasks(history: list[dict[str, Any]]) -> int:
+    """Lambda invocations the execution made: its Lambda tasks scheduled, retries included."""
+    return sum(
+        1
+        for e in history
+        if e["type"] == "TaskScheduled"
+        and (e.get("taskScheduledEventDetails") or {}).get("resourceType") == "lambda"
+    )
 
 
 def entered_by_state(history: list[dict[str, Any]]) -> dict[str, int]:
@@ -88,6 +104,7 @@ def run() -> Section:
                 "transitions": transitions(history),
                 "history_events": len(history),
                 "lambda_invocations": sum(result.invocations.values()),
+                "lambda_tasks": lambda_tasks(history),
                 "invocations": result.invocations,
                 "entered": entered_by_state(history),
             }
@@ -114,9 +131,9 @@ def run() -> Section:
     )
     section.add(
         "  Step Functions cost of 1,000 canonical runs",
-        canon["transitions"] * PRICE_PER_TRANSITION * 1000,
+        canon["transitions"] * SFN_TRANSITION * 1000,
         "USD",
-        "transitions only, $0.025 per 1,000, no free tier; DESIGN.md's run adds 1 approval",
+        "transitions only, $0.025 per 1,000, no free tier; with its approval: bench/canonical.py",
         digits=3,
     )
     events = fits["history_events"]
@@ -135,9 +152,11 @@ def run() -> Section:
             "steps",
             f"under the {HISTORY_CAP:,}-event history cap",
         )
+    mismatched = [r["shape"] for r in runs if r["lambda_tasks"] != r["lambda_invocations"]]
     section.notes.append(
-        "a tool-using step enters ModelStep, Route and the ToolCalls Map; the final step enters no Map, "
-        "which the fixed term absorbs (Prepare + Finalize - 1 transition; 2 + 5 + 5 - 4 events)."
+        "Lambda tasks in the histories = invocations in the Lambda log, every run"
+        if not mismatched
+        else f"Lambda tasks in the history ≠ the Lambda log's invocations for: {', '.join(mismatched)}"
     )
     section.notes.append(
         "states entered in the canonical run: " + ", ".join(f"{k} ×{v}" for k, v in canon["entered"].items())
@@ -145,7 +164,7 @@ def run() -> Section:
     per_call = _per_call_states(runs)
     if per_call:
         section.notes.append(
-            f"an allowed call's Map iteration enters {', '.join(per_call)} ({len(per_call)} transitions); "
+            f"states entered once per allowed call: {', '.join(per_call)} ({len(per_call)} transitions); "
             "an approved one: bench/approvals.py"
         )
     width = max(len(r["shape"]) for r in runs)
@@ -153,7 +172,7 @@ def run() -> Section:
         inv = ", ".join(f"{k.removesuffix('Function')} {v}" for k, v in r["invocations"].items() if v)
         section.notes.append(
             f"{r['shape']:<{width}}  {r['transitions']:>3} transitions  {r['history_events']:>4} events  "
-            f"{r['lambda_invocations']:>3} invocations ({inv})"
+            f"{r['lambda_invocations']:>3} invocations ({inv}), {r['lambda_tasks']} Lambda tasks"
         )
     section.details = {
         "counting_rule": "StateEntered events (all nesting levels) + (TaskScheduled - TaskStateEntered)",
