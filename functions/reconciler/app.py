@@ -3,8 +3,9 @@ state machine's status changes), and sweeps for any that slipped through (a 5-mi
 
 from typing import Any
 
-from stepwise import observability, reconcile
+from stepwise import observability
 from stepwise.observability import logger
+from stepwise.runs import reconcile
 
 tracer = observability.tracer()
 metrics = observability.metrics()

@@ -10,7 +10,7 @@ What a tool declares decides how its calls go through the ledger:
   the key of the email it already sent.
 - `undeclared` (the default, unsafe): the key is the call itself (tenant, run, step, tool call id), so a
   Gate that Step Functions retries after a crash cannot run the call a second time; across runs nothing
-  is deduplicated (stepwise.replay refuses, unless forced, to replay a run that executed tools).
+  is deduplicated (stepwise.runs.replay refuses, unless forced, to replay a run that executed tools).
 
 An entry moves through these statuses (one conditional write each, so exactly one caller wins):
 

@@ -20,7 +20,7 @@ from stepwise import ledger
 from stepwise.errors import Conflict, NotFound
 from stepwise.local.stack import DEFAULT_TENANT, LocalStack
 from stepwise.models import RunCreate
-from stepwise.start import start_run
+from stepwise.runs.start import start_run
 from stepwise.store import effects, sessions
 from tests.fakes.receiver import Receiver, Reply
 from tests.integration.support import wait_for_run

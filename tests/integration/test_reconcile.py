@@ -16,9 +16,10 @@ from typing import Any
 import boto3
 import pytest
 
-from stepwise import config, reconcile
+from stepwise import config
 from stepwise.local.stack import LocalStack
 from stepwise.models import Run, utcnow
+from stepwise.runs import reconcile
 from stepwise.store import runs, sessions
 from tests.fakes.receiver import Receiver
 from tests.integration.support import tool, wait_for_run

@@ -245,7 +245,7 @@ def test_sync_run_with_a_failing_model_reports_the_error(stack: LocalStack) -> N
 
 
 def test_a_deleted_agent_fails_its_queued_run(stack: LocalStack, monkeypatch: pytest.MonkeyPatch) -> None:
-    from stepwise import start as start_module
+    from stepwise.runs import queue as start_module
 
     agent_id = create_agent(stack)
     real = start_module.aws.client

@@ -32,7 +32,7 @@ def test_functions_take_memory_and_architecture_from_the_template_globals_applie
     functions = functions_from_template(load_template(ROOT / "template.yaml"))
     assert functions["ApiFunction"] == Function("ApiFunction", 1024, "arm64")
     assert functions["AuthorizerFunction"].memory_mb == 256
-    assert functions["PrepareFunction"].memory_mb == 512  # Globals
+    assert functions["FailedFunction"].memory_mb == 512  # Globals
 
 
 def test_lambda_cost_is_requests_plus_gb_seconds() -> None:

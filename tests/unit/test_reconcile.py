@@ -7,8 +7,9 @@ from typing import Any, get_args
 import pytest
 from pydantic import ValidationError
 
-from stepwise import config, reconcile
+from stepwise import config
 from stepwise.local.cfn_yaml import load_template
+from stepwise.runs import reconcile
 
 MACHINE = "arn:aws:states:us-east-1:123456789012:stateMachine:stepwise-dev-agent-run"
 RUN_ID = "run_01J0000000000000000000000"

@@ -9,7 +9,7 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Header, Query
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 
-from stepwise import cancel, config, events, replay, start
+from stepwise import config, events
 from stepwise.api.context import tenant
 from stepwise.api.responses import json_response, responses
 from stepwise.errors import ApiError, BadGateway, Conflict, Malformed, Unavailable, Unprocessable
@@ -23,6 +23,7 @@ from stepwise.models import (
     SyncRunCreate,
     SyncRunResult,
 )
+from stepwise.runs import cancel, replay, start
 from stepwise.store import runs
 
 router = APIGatewayHttpRouter()

@@ -15,7 +15,7 @@ from stepwise import events, observability
 from stepwise.errors import NotFound
 from stepwise.hooks.run import fire
 from stepwise.models import ACTIVE_STATUSES, EventType, RunError, RunStatus
-from stepwise.start import start_next
+from stepwise.runs.queue import start_next
 from stepwise.store import agents, interactions, run_context, runs, sessions
 
 logger = Logger(service="stepwise")

@@ -200,7 +200,8 @@ def list_runs(
 
 def active_before(cutoff: datetime) -> Iterator[tuple[str, Run]]:
     """(tenant_id, run) for every tenant's run still queued, running or waiting that was created before
-    `cutoff`. A Scan of the whole table, for the reconciler's sweep only (stepwise.reconcile says why)."""
+    `cutoff`. A Scan of the whole table, for the reconciler's sweep only (stepwise.runs.reconcile
+    says why)."""
     bind()
     condition = RunItem.status.is_in(*sorted(ACTIVE_STATUSES)) & (RunItem.created_at < cutoff)
     for item in RunItem.scan(filter_condition=condition):

@@ -37,12 +37,12 @@ from botocore.exceptions import ClientError
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from stepwise import aws, config
-from stepwise.cancel import CANCELLED_ERROR
 from stepwise.errors import NotFound
 from stepwise.loop.failed import describe_failure
 from stepwise.models import EventType, Run, RunError, RunStatus, StepFailure, utcnow
+from stepwise.runs.cancel import CANCELLED_ERROR
 from stepwise.runs.ending import end_run
-from stepwise.start import start_next
+from stepwise.runs.queue import start_next
 from stepwise.store import runs, sessions
 
 logger = Logger(service="stepwise")

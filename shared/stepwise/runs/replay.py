@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from stepwise.errors import Conflict, Gone
 from stepwise.models import Run, RunCreate
-from stepwise.start import start_run
+from stepwise.runs.start import start_run
 from stepwise.store import runs
 
 

@@ -13,14 +13,12 @@ import json
 from typing import Any
 
 from stepwise import aws, config, observability
-from stepwise.errors import Conflict, Unavailable
+from stepwise.errors import Conflict
 from stepwise.ids import new_id
-from stepwise.models import DEFAULT_MAX_STEPS, Agent, Run, RunCreate, RunState, Session, SyncRunCreate, utcnow
+from stepwise.models import DEFAULT_MAX_STEPS, Agent, Run, RunCreate, Session, SyncRunCreate, utcnow
+from stepwise.runs.cancel import cancel_active
+from stepwise.runs.queue import launch
 from stepwise.store import agents, runs, sessions
-
-
-class StartFailed(Unavailable):
-    code = "start_failed"
 
 
 def _busy(session: Session) -> Conflict:
@@ -81,31 +79,6 @@ def _record(
     return runs.create(tenant_id, run), held
 
 
-def launch(tenant_id: str, run: Run) -> None:
-    """Start the run's execution (once: the execution is named after the run)."""
-    state = RunState(tenant_id=tenant_id, run_id=run.run_id, max_steps=run.max_steps)
-    sfn = aws.client("stepfunctions")
-    try:
-        sfn.start_execution(
-            stateMachineArn=config.machine().state_machine_arn, name=run.run_id, input=state.model_dump_json()
-        )
-    except sfn.exceptions.ExecutionAlreadyExists:
-        pass  # this run's execution started already: the start was retried
-    except Exception as exc:
-        observability.run_failed("start_failed")
-        runs.transition(
-            tenant_id,
-            run.run_id,
-            "failed",
-            allowed_from={"queued"},
-            error={"code": "start_failed", "message": "the run's execution could not be started"},
-        )
-        sessions.release(tenant_id, run.session_id, run.run_id)
-        raise StartFailed("the run could not be started; it is recorded as failed, try again") from exc
-    else:
-        observability.run_started(run)
-
-
 def _take_turn(tenant_id: str, run: Run, strategy: str) -> bool:
     """Hold the session for `run`, or queue it. True when it may start now."""
     for _ in range(10):  # the active run may end between our two writes: then claim again
@@ -116,8 +89,6 @@ def _take_turn(tenant_id: str, run: Run, strategy: str) -> bool:
             raise _busy(sessions.get(tenant_id, run.session_id))
         if sessions.enqueue(tenant_id, run.session_id, run.run_id, first=strategy == "interrupt"):
             if strategy == "interrupt":
-                from stepwise.cancel import cancel_active  # cancel hands the session on through start
-
                 cancel_active(tenant_id, run.session_id, reason=f"interrupted by run {run.run_id}")
             return False
     raise Conflict("the session is too busy to start a run right now; try again", code="session_busy")
@@ -144,18 +115,6 @@ def start_run(
     if held or _take_turn(tenant_id, run, body.multitask_strategy):
         launch(tenant_id, run)
     return run
-
-
-def start_next(tenant_id: str, session_id: str, ended_run_id: str) -> str | None:
-    """A run has ended: give its session to the next queued run and start it."""
-    next_run_id = sessions.release(tenant_id, session_id, ended_run_id)
-    if next_run_id is None:
-        return None
-    next_run = runs.get(tenant_id, next_run_id)
-    if next_run.status == "queued":
-        launch(tenant_id, next_run)
-        return next_run_id
-    return start_next(tenant_id, session_id, next_run_id)  # it was cancelled while queued: skip it
 
 
 def run_sync(tenant_id: str, agent_id: str, body: SyncRunCreate) -> Run:

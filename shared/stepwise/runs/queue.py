@@ -1,0 +1,50 @@
+"""The session's queue: starting a run's execution, and handing a session to its next queued run
+when one ends. The execution is named after the run, so a retried start never makes a second."""
+
+from __future__ import annotations
+
+from stepwise import aws, config, observability
+from stepwise.errors import Unavailable
+from stepwise.models import Run, RunState
+from stepwise.store import runs, sessions
+
+
+class StartFailed(Unavailable):
+    code = "start_failed"
+
+
+def launch(tenant_id: str, run: Run) -> None:
+    """Start the run's execution (once: the execution is named after the run)."""
+    state = RunState(tenant_id=tenant_id, run_id=run.run_id, max_steps=run.max_steps)
+    sfn = aws.client("stepfunctions")
+    try:
+        sfn.start_execution(
+            stateMachineArn=config.machine().state_machine_arn, name=run.run_id, input=state.model_dump_json()
+        )
+    except sfn.exceptions.ExecutionAlreadyExists:
+        pass  # this run's execution started already: the start was retried
+    except Exception as exc:
+        observability.run_failed("start_failed")
+        runs.transition(
+            tenant_id,
+            run.run_id,
+            "failed",
+            allowed_from={"queued"},
+            error={"code": "start_failed", "message": "the run's execution could not be started"},
+        )
+        sessions.release(tenant_id, run.session_id, run.run_id)
+        raise StartFailed("the run could not be started; it is recorded as failed, try again") from exc
+    else:
+        observability.run_started(run)
+
+
+def start_next(tenant_id: str, session_id: str, ended_run_id: str) -> str | None:
+    """A run has ended: give its session to the next queued run and start it."""
+    next_run_id = sessions.release(tenant_id, session_id, ended_run_id)
+    if next_run_id is None:
+        return None
+    next_run = runs.get(tenant_id, next_run_id)
+    if next_run.status == "queued":
+        launch(tenant_id, next_run)
+        return next_run_id
+    return start_next(tenant_id, session_id, next_run_id)  # it was cancelled while queued: skip it
