@@ -238,11 +238,3 @@ def record_tool_executed(tenant_id: str, run_id: str, tool_name: str) -> None:
         if condition_failed(exc):
             raise RunStateError(f"run {run_id} is not running; tool {tool_name} not executed") from exc
         raise
-
-
-def reserve_seqs(tenant_id: str, run_id: str, count: int) -> int:
-    """Hand out `count` consecutive event sequence numbers; returns the first."""
-    bind()
-    item = RunItem(tenant_id, run_id)
-    item.update(actions=[RunItem.event_seq.add(count)], condition=RunItem.run_id.exists())
-    return int(item.event_seq) - count + 1
