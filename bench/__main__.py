@@ -31,6 +31,7 @@ BENCHMARKS = [
     "transitions",
     "approvals",
     "dynamodb_ops",
+    "following",
     "streaming",
     "package_sizes",
 ]
