@@ -30,7 +30,7 @@ from stepwise.local.lambdas import (
     make_dynamodb_writes_atomic,
     make_stop_execution_safe,
 )
-from stepwise.local.websocket import SocketApi, SocketGateway, install_connections_api
+from stepwise.local.websocket import SocketGateway, install_connections_api, websocket_api
 
 if TYPE_CHECKING:
     from stepwise.schedules.local import Delivery, LocalScheduler
@@ -405,7 +405,7 @@ def _bring_up(template: dict[str, Any], mock: Any, follow_port: int) -> LocalSta
     for key, tenant in api_keys.items():
         keys.store_key(key, tenant)
 
-    socket_api = _socket_api(resources, resolver, lambdas)
+    socket_api = websocket_api(resources, resolver.resolve, lambdas.logical_id)
     sockets = undo_connections = None
     if socket_api is not None:
         sockets = SocketGateway(socket_api, lambdas.invoke, "127.0.0.1", follow_port)
@@ -426,45 +426,6 @@ def _bring_up(template: dict[str, Any], mock: Any, follow_port: int) -> LocalSta
     if sockets is not None and undo_connections is not None:
         stack._cleanup.extend([undo_connections, sockets.stop])  # run backwards: sockets close first
     return stack
-
-
-def _socket_api(resources: dict[str, Any], resolver: Resolver, lambdas: LocalLambdas) -> SocketApi | None:
-    """The template's WebSocket API: which function each route's integration and the `$connect`
-    authorizer invoke (their URIs name the function's ARN), and the authorizer's query parameter."""
-    apis = [
-        k
-        for k, v in resources.items()
-        if v["Type"] == "AWS::ApiGatewayV2::Api" and v["Properties"].get("ProtocolType") == "WEBSOCKET"
-    ]
-    if not apis:
-        return None
-    if len(apis) > 1:
-        raise ValueError("the local stack serves one WebSocket API")
-
-    def of(kind: str) -> dict[str, dict[str, Any]]:
-        return {k: v["Properties"] for k, v in resources.items() if v["Type"] == kind}
-
-    def function(uri: Any) -> str:
-        arn = str(resolver.resolve(uri)).split("/functions/", 1)[-1].removesuffix("/invocations")
-        return lambdas.logical_id(arn)
-
-    integrations = {k: function(p["IntegrationUri"]) for k, p in of("AWS::ApiGatewayV2::Integration").items()}
-    authorizers = of("AWS::ApiGatewayV2::Authorizer")
-    targets: dict[str, str] = {}
-    authorizer = identity = None
-    for props in of("AWS::ApiGatewayV2::Route").values():
-        target = props.get("Target", {})
-        text = target.get("Fn::Sub", "") if isinstance(target, dict) else str(target)
-        match = re.fullmatch(r"integrations/\$\{(\w+)\}", text)
-        if match is None:
-            raise ValueError(f"route {props['RouteKey']}: Target must be !Sub integrations/${{Integration}}")
-        targets[props["RouteKey"]] = integrations[match.group(1)]
-        if props["RouteKey"] == "$connect" and props.get("AuthorizationType") == "CUSTOM":
-            spec = authorizers[props["AuthorizerId"]["Ref"]]
-            authorizer = function(spec["AuthorizerUri"])
-            (source,) = spec["IdentitySource"]
-            identity = source.removeprefix("route.request.querystring.")
-    return SocketApi(targets.get("$connect"), targets.get("$disconnect"), authorizer, identity)
 
 
 def _routes(functions: dict[str, Any]) -> list[Route]:

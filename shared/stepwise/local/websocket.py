@@ -14,6 +14,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import logging
+import re
 import secrets
 import threading
 import time
@@ -45,6 +46,47 @@ class SocketApi:
     disconnect: str | None
     authorizer: str | None
     identity_query: str | None  # from IdentitySource `route.request.querystring.<name>`
+
+
+def websocket_api(
+    resources: dict[str, Any], resolve: Callable[[Any], Any], logical_id: Callable[[str], str]
+) -> SocketApi | None:
+    """The template's WebSocket API: which function each route's integration and the `$connect`
+    authorizer invoke (their URIs name the function's ARN), and the authorizer's query parameter."""
+    apis = [
+        k
+        for k, v in resources.items()
+        if v["Type"] == "AWS::ApiGatewayV2::Api" and v["Properties"].get("ProtocolType") == "WEBSOCKET"
+    ]
+    if not apis:
+        return None
+    if len(apis) > 1:
+        raise ValueError("the local stack serves one WebSocket API")
+
+    def of(kind: str) -> dict[str, dict[str, Any]]:
+        return {k: v["Properties"] for k, v in resources.items() if v["Type"] == kind}
+
+    def function(uri: Any) -> str:
+        arn = str(resolve(uri)).split("/functions/", 1)[-1].removesuffix("/invocations")
+        return logical_id(arn)
+
+    integrations = {k: function(p["IntegrationUri"]) for k, p in of("AWS::ApiGatewayV2::Integration").items()}
+    authorizers = of("AWS::ApiGatewayV2::Authorizer")
+    targets: dict[str, str] = {}
+    authorizer = identity = None
+    for props in of("AWS::ApiGatewayV2::Route").values():
+        target = props.get("Target", {})
+        text = target.get("Fn::Sub", "") if isinstance(target, dict) else str(target)
+        match = re.fullmatch(r"integrations/\$\{(\w+)\}", text)
+        if match is None:
+            raise ValueError(f"route {props['RouteKey']}: Target must be !Sub integrations/${{Integration}}")
+        targets[props["RouteKey"]] = integrations[match.group(1)]
+        if props["RouteKey"] == "$connect" and props.get("AuthorizationType") == "CUSTOM":
+            spec = authorizers[props["AuthorizerId"]["Ref"]]
+            authorizer = function(spec["AuthorizerUri"])
+            (source,) = spec["IdentitySource"]
+            identity = source.removeprefix("route.request.querystring.")
+    return SocketApi(targets.get("$connect"), targets.get("$disconnect"), authorizer, identity)
 
 
 @dataclass
