@@ -63,6 +63,13 @@ def receive(socket: ClientConnection, until: str | None = None) -> list[dict[str
     return got
 
 
+def wait_until_waiting(stack: LocalStack, run_id: str) -> None:
+    deadline = time.monotonic() + 30
+    while stack.invoke_api("GET", f"/v1/runs/{run_id}")[2]["status"] != "waiting":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+
 def refusal(url: str) -> int:
     with pytest.raises(InvalidStatus) as refused:
         connect(url, open_timeout=10).close()
@@ -275,6 +282,7 @@ def test_no_lambda_runs_while_a_socket_client_waits_for_an_approval(
     )
     with connect(follow_url(stack, run["run_id"]), open_timeout=10) as socket:
         waiting = receive(socket, until="approval_requested")
+        wait_until_waiting(stack, run["run_id"])  # the last step of the pause has returned
         before = dict(stack.lambdas.invocations)
         time.sleep(1.5)
         assert stack.lambdas.invocations == before, "a Lambda ran while the client waited"
