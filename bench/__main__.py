@@ -33,6 +33,7 @@ BENCHMARKS = [
     "dynamodb_ops",
     "canonical",
     "follow",
+    "following",
     "streaming",
     "package_sizes",
 ]

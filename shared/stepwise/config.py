@@ -22,6 +22,7 @@ class Tables(BaseModel):
     sessions: str = Field(alias="SESSIONS_TABLE")
     runs: str = Field(alias="RUNS_TABLE")
     run_events: str = Field(alias="RUN_EVENTS_TABLE")
+    followers: str = Field(alias="FOLLOWERS_TABLE")
     interactions: str = Field(alias="INTERACTIONS_TABLE")
     effects: str = Field(alias="EFFECTS_TABLE")
     schedules: str = Field(alias="SCHEDULES_TABLE")

@@ -117,6 +117,46 @@ def test_only_the_model_step_ships_litellm() -> None:
     assert "ModelDepsLayer" not in layers("ApiFunction")
 
 
+def test_the_events_routes_are_served_by_the_light_events_function() -> None:
+    served = {key: function for function, key, _ in http_routes()}
+    keys = ("GET /v1/runs/{run_id}/events", "GET /v1/runs/{run_id}/stream", "POST /v1/runs/{run_id}/follow")
+
+    assert {served[key] for key in keys} == {"EventsFunction"}
+    assert setting("EventsFunction", "MemorySize") <= 256
+    assert functions()["EventsFunction"]["Properties"].get("Layers") is None  # no ModelDepsLayer
+
+
+def _writes_events(function: str) -> bool:
+    return any(
+        policy.get("DynamoDBCrudPolicy", {}).get("TableName") == {"Ref": "RunEventsTable"}
+        for policy in functions()[function]["Properties"].get("Policies", [])
+        if isinstance(policy, dict)
+    )
+
+
+@pytest.mark.parametrize("function", sorted(f for f in functions() if _writes_events(f)))
+def test_every_function_that_appends_events_may_push_them_to_followers(function: str) -> None:
+    """stepwise.events.emit posts each append to the run's followers: FollowersTable and @connections."""
+    assert {"Ref": "FollowPushPolicy"} in functions()[function]["Properties"]["Policies"]
+
+
+def test_the_follow_websocket_api_is_served_by_the_events_function() -> None:
+    (api,) = resources("AWS::ApiGatewayV2::Api")
+    assert resources("AWS::ApiGatewayV2::Api")[api]["Properties"]["ProtocolType"] == "WEBSOCKET"
+    declared = resources("AWS::ApiGatewayV2::Route").values()
+    routes = {r["Properties"]["RouteKey"]: r["Properties"] for r in declared}
+    integrations = resources("AWS::ApiGatewayV2::Integration")
+    (authorizer,) = resources("AWS::ApiGatewayV2::Authorizer").values()
+
+    assert set(routes) == {"$connect", "$disconnect"}
+    for props in routes.values():
+        target = props["Target"]["Fn::Sub"].removeprefix("integrations/${").removesuffix("}")
+        assert "${EventsFunction.Arn}" in integrations[target]["Properties"]["IntegrationUri"]["Fn::Sub"]
+    assert routes["$connect"]["AuthorizationType"] == "CUSTOM"
+    assert "${EventsFunction.Arn}" in authorizer["Properties"]["AuthorizerUri"]["Fn::Sub"]
+    assert authorizer["Properties"]["IdentitySource"] == ["route.request.querystring.token"]
+
+
 @pytest.mark.parametrize("function", sorted(functions()))
 def test_every_function_gets_its_dependencies_and_stepwise(function: str) -> None:
     assert {"CoreDepsLayer", "StepwiseLayer"} <= set(layers(function))

@@ -3,6 +3,7 @@ function of event dicts, and exit codes against an in-memory API (an httpx MockT
 
 from __future__ import annotations
 
+import argparse
 import io
 import json
 from collections.abc import Callable
@@ -15,7 +16,8 @@ import pytest
 from stepwise.cli import main
 from stepwise.cli.app import build_parser
 from stepwise.cli.client import Api, ApiFailure, Target, Unreachable, resolve_target
-from stepwise.cli.follow import poll
+from stepwise.cli.context import Context
+from stepwise.cli.follow import SocketUnavailable, follow, poll
 from stepwise.cli.render import Display, Hints, clip, detail_lines, event_lines, summarize_arguments, table
 
 RUN = "run_1"
@@ -430,3 +432,106 @@ def test_ctrl_c_while_following_says_how_to_resume_from_the_last_event() -> None
     assert outcome.err.strip().endswith(
         f"resume with: stepwise --url http://stepwise.test runs follow {RUN} --after 2"
     )
+
+
+# --- Following over the socket --------------------------------------------------------------------
+
+
+def follow_with(api: FakeApi, socket: Callable[[str], Any], after: int = 0) -> tuple[int, str]:
+    out = io.StringIO()
+    ctx = Context(
+        args=argparse.Namespace(json=False),
+        target=Target("http://stepwise.test", "k", False),
+        stdout=out,
+        stderr=io.StringIO(),
+        stdin=io.StringIO(),
+        transport=httpx.MockTransport(api),
+    )
+    return follow(ctx, RUN, after, pause=lambda _: None, socket=socket), out.getvalue()
+
+
+def issue_follow_urls(api: FakeApi) -> list[str]:
+    """Serves POST …/follow; returns the list the `after` of each request lands in."""
+    afters: list[str] = []
+
+    def issue(request: httpx.Request) -> Reply:
+        afters.append(request.url.params["after"])
+        url = f"ws://sockets.test/live?token=t{len(afters)}"
+        return 200, {"url": url, "expires_at": "2026-01-01T00:00:00Z"}
+
+    api.routes[f"POST /v1/runs/{RUN}/follow"] = issue
+    return afters
+
+
+def messages(*events: dict[str, Any]) -> Callable[[str], list[str]]:
+    return lambda url: [json.dumps(e) for e in events]
+
+
+def test_a_run_is_followed_over_the_socket_to_its_terminal_event_without_polling() -> None:
+    api = FakeApi()
+    afters = issue_follow_urls(api)
+    api.routes[f"GET /v1/runs/{RUN}"] = (200, finished("succeeded", output="hi"))
+    opened: list[str] = []
+
+    def socket(url: str) -> list[str]:
+        opened.append(url)
+        completed = event(4, "run_completed", output="hi", steps=1)
+        return messages(event(3, "step_started", step=1), completed)(url)
+
+    code, out = follow_with(api, socket, after=2)
+
+    assert code == 0 and "answer: hi" in out
+    assert afters == ["2"] and opened == ["ws://sockets.test/live?token=t1"]
+    assert not [r for r in api.requests if r.url.path.endswith("/events")]
+
+
+def test_a_socket_that_ends_before_the_terminal_event_hands_over_to_long_polling() -> None:
+    api = FakeApi()
+    issue_follow_urls(api)
+    api.routes[f"GET /v1/runs/{RUN}/events"] = api.events(
+        {
+            "events": [event(2, "step_started", step=1), event(3, "run_completed", output="x")],
+            "next": 3,
+            "done": True,
+        },
+    )
+    api.routes[f"GET /v1/runs/{RUN}"] = (200, finished("succeeded", output="x"))
+
+    code, out = follow_with(api, messages(event(1, "run_started"), event(2, "step_started", step=1)))
+
+    assert code == 0
+    polls = [r.url.params["after"] for r in api.requests if r.url.path.endswith("/events")]
+    assert polls == ["2"]  # from the last event the socket delivered
+    assert out.count("step 1") == 1  # the event both sides carry is written once
+
+
+def test_a_socket_that_cannot_be_opened_falls_back_to_long_polling() -> None:
+    api = FakeApi()
+    issue_follow_urls(api)
+    api.routes[f"GET /v1/runs/{RUN}/events"] = api.events(
+        {"events": [event(1, "run_completed", output="x")], "next": 1, "done": True}
+    )
+    api.routes[f"GET /v1/runs/{RUN}"] = (200, finished("succeeded", output="x"))
+
+    def unreachable(url: str) -> list[str]:
+        raise SocketUnavailable("connection refused")
+
+    code, out = follow_with(api, unreachable)
+
+    assert code == 0 and "answer: x" in out
+    assert [r.url.params["after"] for r in api.requests if r.url.path.endswith("/events")] == ["0"]
+
+
+def test_a_server_without_the_follow_route_is_long_polled() -> None:
+    api = FakeApi()  # POST …/follow answers 404 route_not_found
+    api.routes[f"GET /v1/runs/{RUN}/events"] = api.events(
+        {"events": [event(1, "run_completed", output="x")], "next": 1, "done": True}
+    )
+    api.routes[f"GET /v1/runs/{RUN}"] = (200, finished("succeeded", output="x"))
+
+    def never(url: str) -> list[str]:
+        raise AssertionError("no URL was issued, so no socket may be opened")
+
+    code, _ = follow_with(api, never)
+
+    assert code == 0

@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from stepwise.api.auth import is_public, tenant_from_event
 from stepwise.errors import Unauthorized
-from stepwise.events import HOLE_GRACE, _contiguous
+from stepwise.eventlog import HOLE_GRACE, _contiguous
 from stepwise.ids import new_id, ulid
 from stepwise.loop.failed import describe_failure
 from stepwise.models import Agent, AgentCreate, HttpTool, RunEvent, ScriptTurn, StepFailure, utcnow

@@ -1,4 +1,5 @@
-"""Principle 7: only the model step imports litellm (it costs seconds and hundreds of MB)."""
+"""Principle 7: only the model step imports litellm (it costs seconds and hundreds of MB), and the light
+events function, which clients keep busy while they follow runs, imports no heavy dependency at all."""
 
 import json
 import subprocess
@@ -11,28 +12,39 @@ ROOT = Path(__file__).resolve().parents[2]
 # The Step function imports litellm lazily, on its first model call; every other function never does.
 FUNCTIONS = sorted(p.parent.name for p in (ROOT / "functions").glob("*/app.py") if p.parent.name != "step")
 
+HEAVY = ("litellm", "sqlglot", "sqlalchemy", "mcp")
+
 PROBE = """
 import json, sys
 sys.path.insert(0, {code_dir!r})
 import app
-print(json.dumps({{"litellm": "litellm" in sys.modules}}))
+print(json.dumps({{name: name in sys.modules for name in {heavy!r}}}))
 """
 
 
-@pytest.mark.parametrize("function", FUNCTIONS)
-def test_no_function_but_the_model_step_imports_litellm(function: str) -> None:
+def imported(function: str) -> dict[str, bool]:
+    """Which heavy modules importing the function's handler loads, in a fresh interpreter."""
     env = {
         "PATH": "/usr/bin:/bin",
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",
         "AWS_DEFAULT_REGION": "us-east-1",
     }
     out = subprocess.run(
-        [sys.executable, "-c", PROBE.format(code_dir=str(ROOT / "functions" / function))],
+        [sys.executable, "-c", PROBE.format(code_dir=str(ROOT / "functions" / function), heavy=HEAVY)],
         capture_output=True,
         text=True,
         check=True,
         env=env,
         timeout=60,
     )
-    imported = json.loads(out.stdout.strip().splitlines()[-1])["litellm"]
-    assert not imported, f"functions/{function}/app.py imports litellm"
+    loaded: dict[str, bool] = json.loads(out.stdout.strip().splitlines()[-1])
+    return loaded
+
+
+@pytest.mark.parametrize("function", FUNCTIONS)
+def test_no_function_but_the_model_step_imports_litellm(function: str) -> None:
+    assert not imported(function)["litellm"], f"functions/{function}/app.py imports litellm"
+
+
+def test_the_events_function_imports_no_heavy_dependency() -> None:
+    assert imported("events") == dict.fromkeys(HEAVY, False)

@@ -31,7 +31,7 @@ NAMESPACE = "Stepwise"
 Handler = Callable[[dict[str, Any], Any], Any]
 
 
-def context(name: str = "ModelStepFunction") -> LambdaContext:
+def context(name: str = "StepFunction") -> LambdaContext:
     return LambdaContext(
         function_name=name,
         memory_limit_in_mb=512,
@@ -160,7 +160,7 @@ def test_runs_started_and_succeeded_are_counted(capsys: pytest.CaptureFixture[st
         observability.run_started(a_run())
         observability.run_succeeded()
 
-    handler_like_ours(body)({"tenant_id": "acme"}, context("FinalizeFunction"))
+    handler_like_ours(body)({"tenant_id": "acme"}, context("FailedFunction"))
 
     (document,) = emf(capsys.readouterr().out)
     assert (value(document, "RunsStarted"), value(document, "RunsSucceeded")) == (1, 1)
@@ -174,7 +174,7 @@ def test_a_failure_and_a_tool_call_carry_their_property_in_their_own_document(
         observability.tool_called("send_email")
         observability.run_failed("doom_loop")
 
-    handler_like_ours(body)({"tenant_id": "acme"}, context("ToolGateFunction"))
+    handler_like_ours(body)({"tenant_id": "acme"}, context("AwaitFunction"))
 
     documents = emf(capsys.readouterr().out)
     tools = [(value(d, "ToolCalls"), d["tool"]) for d in documents if "ToolCalls" in metric_names(d)]
@@ -257,7 +257,7 @@ def test_lines_after_the_run_is_loaded_carry_tenant_run_session_and_step(
         "agent_id": "agt_1",
         "step": 3,
     }
-    assert line["function_name"] == "ModelStepFunction" and line["service"] == "stepwise"
+    assert line["function_name"] == "StepFunction" and line["service"] == "stepwise"
 
 
 def test_the_next_invocation_does_not_inherit_the_previous_runs_keys(

@@ -87,9 +87,7 @@ def sign(interaction_id: str, tenant_id: str, expires_at: datetime, secret: byte
         raise ValueError("interaction_id and tenant_id must not be empty")
     # Rounded down: a link may die up to a second early, never late.
     expires = int(as_utc(expires_at).timestamp())
-    body = json.dumps([_VERSION, interaction_id, tenant_id, expires], separators=(",", ":"))
-    payload = _b64encode(body.encode())
-    return f"{payload}.{_mac(_checked_secret(secret), payload)}"
+    return seal(_MAC_CONTEXT, [_VERSION, interaction_id, tenant_id, expires], secret)
 
 
 def verify(token: str, secret: bytes, now: datetime) -> LinkClaims:
@@ -98,6 +96,23 @@ def verify(token: str, secret: bytes, now: datetime) -> LinkClaims:
     Authenticity is checked first, so an altered token is forged (403) even when it is also expired.
     Single use is not checked here: see the module docstring.
     """
+    claims = _claims(unseal(_MAC_CONTEXT, token, secret))
+    if as_utc(now) >= claims.expires_at:
+        raise ExpiredLink(claims)
+    return claims
+
+
+def seal(context: bytes, fields: list[Any], secret: bytes) -> str:
+    """A token carrying `fields` (JSON), MAC'd under `context`: the format described above, for any
+    other signed, URL-safe credential (the follow URLs of stepwise.follow use it with their own context,
+    so no token of one kind can ever pass for the other)."""
+    payload = _b64encode(json.dumps(fields, separators=(",", ":")).encode())
+    return f"{payload}.{_mac(_checked_secret(secret), payload, context)}"
+
+
+def unseal(context: bytes, token: str, secret: bytes) -> list[Any]:
+    """The fields of a token `seal` made under `context`; raises ForgedLink otherwise. Authenticity is
+    checked before anything is decoded."""
     key = _checked_secret(secret)
     if not isinstance(token, str) or len(token) > MAX_TOKEN_LENGTH:
         raise ForgedLink("not a token")
@@ -105,12 +120,16 @@ def verify(token: str, secret: bytes, now: datetime) -> LinkClaims:
     if match is None:
         raise ForgedLink("malformed token")
     payload, signature = match.groups()
-    if not hmac.compare_digest(_mac(key, payload), signature):
+    if not hmac.compare_digest(_mac(key, payload, context), signature):
         raise ForgedLink("bad signature")
-    claims = _decode_claims(payload)
-    if as_utc(now) >= claims.expires_at:
-        raise ExpiredLink(claims)
-    return claims
+    # The MAC matched, so this is our own writing; a failure here is a format we no longer read.
+    try:
+        fields = json.loads(_b64decode(payload))
+    except (ValueError, binascii.Error) as exc:
+        raise ForgedLink(f"unreadable payload: {exc}") from None
+    if not isinstance(fields, list):
+        raise ForgedLink("unknown payload version")
+    return fields
 
 
 def approval_url(base_url: str, token: str, *, decision: Decision | None = None) -> str:
@@ -195,18 +214,13 @@ def _checked_secret(secret: bytes) -> bytes:
     return secret
 
 
-def _mac(secret: bytes, payload: str) -> str:
-    digest = hmac.new(secret, _MAC_CONTEXT + payload.encode("ascii"), hashlib.sha256).digest()
+def _mac(secret: bytes, payload: str, context: bytes = _MAC_CONTEXT) -> str:
+    digest = hmac.new(secret, context + payload.encode("ascii"), hashlib.sha256).digest()
     return _b64encode(digest)
 
 
-def _decode_claims(payload: str) -> LinkClaims:
-    # The MAC matched, so this is our own writing; a failure here is a format we no longer read.
-    try:
-        fields = json.loads(_b64decode(payload))
-    except (ValueError, binascii.Error) as exc:
-        raise ForgedLink(f"unreadable payload: {exc}") from None
-    if not (isinstance(fields, list) and len(fields) == 4 and fields[0] == _VERSION):
+def _claims(fields: list[Any]) -> LinkClaims:
+    if not (len(fields) == 4 and fields[0] == _VERSION):
         raise ForgedLink("unknown payload version")
     _, interaction_id, tenant_id, expires = fields
     if not (

@@ -1,11 +1,17 @@
-"""Following a run: long-poll `GET /v1/runs/{id}/events?after=N&wait=S` until the log says done, write
-each event as it arrives, and end with the run's final status as the exit code."""
+"""Following a run: over the follow WebSocket (`POST /v1/runs/{id}/follow`), else by long-polling
+`GET /v1/runs/{id}/events?after=N&wait=S` until the log says done; write each event as it arrives, and
+end with the run's final status as the exit code.
+
+The socket is the cheap way (no function runs while the run waits); long-polling is the way that always
+works. A socket that cannot be opened, or that ends before the run's terminal event (API Gateway closes
+idle ones after 10 minutes), hands over to long-polling from the last seq received.
+"""
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from stepwise.cli.client import Api, ApiFailure, Unreachable
@@ -15,6 +21,30 @@ from stepwise.cli.render import Display, Hints, run_outcome
 WAIT = 20  # seconds per long poll: under API Gateway's 30 s integration timeout
 ATTEMPTS = 3  # per poll: a dropped connection or a 5xx on a long poll is retried, not fatal
 ENDED_AS = {"run_completed": "succeeded", "run_failed": "failed", "run_cancelled": "cancelled"}
+OPEN_TIMEOUT = 10.0  # seconds to open the socket before falling back to long-polling
+
+Socket = Callable[[str], Iterable[str]]
+"""Opens a follow URL; yields its text messages until the server closes it. OSError when it cannot."""
+
+
+class SocketUnavailable(Exception):
+    """The follow socket could not be opened or broke: long-polling takes over."""
+
+
+def websocket(url: str) -> Iterator[str]:
+    """The follow URL's messages over a real WebSocket (websockets' sync client)."""
+    from websockets.exceptions import ConnectionClosedOK, InvalidHandshake, WebSocketException
+    from websockets.sync.client import connect
+
+    try:
+        with connect(url, open_timeout=OPEN_TIMEOUT, compression=None) as socket:
+            try:
+                for message in socket:
+                    yield message if isinstance(message, str) else message.decode()
+            except ConnectionClosedOK:
+                return
+    except (OSError, InvalidHandshake, WebSocketException, TimeoutError) as exc:
+        raise SocketUnavailable(str(exc)) from exc
 
 
 def exit_code(run: dict[str, Any]) -> int:
@@ -40,23 +70,57 @@ def poll(
         attempt += 1
 
 
-def follow(ctx: Context, run_id: str, after: int = 0, *, pause: Callable[[float], None] = time.sleep) -> int:
+def socket_events(api: Api, run_id: str, after: int, socket: Socket) -> Iterator[dict[str, Any]]:
+    """The run's events after `after` over the follow socket; SocketUnavailable when there is none."""
+    try:
+        issued: dict[str, Any] = api.post(f"/v1/runs/{run_id}/follow", params={"after": after})
+    except (ApiFailure, Unreachable) as exc:  # an older server, or one the socket cannot reach
+        raise SocketUnavailable(str(exc)) from exc
+    try:
+        for message in socket(str(issued["url"])):
+            yield json.loads(message)
+    except (OSError, ValueError) as exc:
+        raise SocketUnavailable(str(exc)) from exc
+
+
+def follow(
+    ctx: Context,
+    run_id: str,
+    after: int = 0,
+    *,
+    pause: Callable[[float], None] = time.sleep,
+    socket: Socket | None = None,
+) -> int:
     """Writes the run's events after seq `after`, then returns its exit code."""
     display = Display(Hints(run_id=run_id, cli=ctx.cli))
     ended_as: str | None = None
+    done = False
+
+    def show(event: dict[str, Any]) -> None:
+        nonlocal after, ended_as, done
+        seq = int(event.get("seq", after))
+        if seq <= after:
+            return  # a socket handed over to polling (or the reverse) may overlap by an event
+        if ctx.json:
+            ctx.write(json.dumps(event, ensure_ascii=False) + "\n")
+        else:
+            ctx.write(display.feed(event))
+        ended_as = ENDED_AS.get(str(event.get("type")), ended_as)
+        done = done or str(event.get("type")) in ENDED_AS
+        after = seq
+
     try:
-        while True:
+        try:
+            for event in socket_events(ctx.api, run_id, after, socket or websocket):
+                show(event)
+        except SocketUnavailable:
+            pass
+        while not done:
             page = poll(ctx.api, run_id, after, pause=pause)
             for event in page.get("events", []):
-                if ctx.json:
-                    ctx.write(json.dumps(event, ensure_ascii=False) + "\n")
-                else:
-                    ctx.write(display.feed(event))
-                ended_as = ENDED_AS.get(str(event.get("type")), ended_as)
-                after = max(after, int(event.get("seq", after)))
+                show(event)
             after = max(after, int(page.get("next", after)))
-            if page.get("done"):
-                break
+            done = done or bool(page.get("done"))
     except KeyboardInterrupt:
         ctx.note(f"\nstopped following; resume with: {ctx.cli} runs follow {run_id} --after {after}")
         return EXIT_INTERRUPTED

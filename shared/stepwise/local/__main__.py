@@ -30,7 +30,8 @@ def main() -> int:
     from stepwise.local.gateway import serve
     from stepwise.local.stack import LocalStack
 
-    stack = LocalStack.start()
+    # The follow WebSocket API listens on its own port, next to the HTTP API's unless told otherwise.
+    stack = LocalStack.start(follow_port=int(os.environ.get("STEPWISE_FOLLOW_PORT") or port + 1))
     server = serve(stack.gateway, "127.0.0.1", port)
     bound = server.server_address[1]
     base = f"http://127.0.0.1:{bound}"
@@ -50,6 +51,7 @@ def main() -> int:
   base URL   {base}
   API key    {key}   (tenant {stack.api_keys[key]})
   docs       {base}/v1/docs   (spec: {base}/v1/openapi.json; both need the key)
+  follow     {stack.sockets.url if stack.sockets else "-"}   (WebSocket API: POST /v1/runs/<run_id>/follow)
   demo agent {agent_id}   (tool get_weather)
   model      {os.environ.get("STEPWISE_MODEL") or "scripted"}
   schedules  {_ticking(stack.scheduler.interval)}

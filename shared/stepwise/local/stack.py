@@ -30,6 +30,7 @@ from stepwise.local.lambdas import (
     make_dynamodb_writes_atomic,
     make_stop_execution_safe,
 )
+from stepwise.local.websocket import SocketGateway, install_connections_api, websocket_api
 
 if TYPE_CHECKING:
     from stepwise.schedules.local import Delivery, LocalScheduler
@@ -45,6 +46,10 @@ DEFAULT_TENANT = "local"
 # Seconds between the local scheduler's ticks (EventBridge Scheduler fires to the minute); 0: never.
 SCHEDULE_TICK_ENV = "STEPWISE_SCHEDULE_TICK_SECONDS"
 SCHEDULE_TICK = 10.0
+
+# The follow WebSocket API's loopback port (`make run` uses PORT + 1); unset: any free port.
+FOLLOW_PORT_ENV = "STEPWISE_FOLLOW_PORT"
+FOLLOW_URL_ENV = "STEPWISE_FOLLOW_URL"
 
 # Environment a developer may set that wins over the template's parameter defaults.
 PARAMETER_ENV = {"DefaultModel": "STEPWISE_MODEL", "AllowHosts": "STEPWISE_ALLOW_HOSTS"}
@@ -137,13 +142,22 @@ class LocalStack:
     state_machine_arn: str
     api_keys: dict[str, str]
     scheduler: LocalScheduler  # fires the schedules in moto's EventBridge Scheduler
+    sockets: SocketGateway | None  # the follow WebSocket API, on its own loopback port
     definition: str = ""  # the state machine's ASL, substitutions applied
     _cleanup: list[Any] = field(default_factory=list)
 
     @classmethod
-    def start(cls, template_path: Path = TEMPLATE, *, schedule_tick: float | None = None) -> LocalStack:
+    def start(
+        cls,
+        template_path: Path = TEMPLATE,
+        *,
+        schedule_tick: float | None = None,
+        follow_port: int | None = None,
+    ) -> LocalStack:
         """Bring the stack up. Due schedules fire every `schedule_tick` seconds (default
-        $STEPWISE_SCHEDULE_TICK_SECONDS, else 10; 0 turns the ticker off: call `fire_due` instead)."""
+        $STEPWISE_SCHEDULE_TICK_SECONDS, else 10; 0 turns the ticker off: call `fire_due` instead).
+        The WebSocket API listens on 127.0.0.1:`follow_port` (default $STEPWISE_FOLLOW_PORT, else any
+        free port)."""
         _fake_credentials()
         from moto import mock_aws
 
@@ -152,7 +166,9 @@ class LocalStack:
         )
         mock.start()
         try:
-            stack = _bring_up(load_template(template_path), mock)
+            if follow_port is None:
+                follow_port = int(os.environ.get(FOLLOW_PORT_ENV) or 0)
+            stack = _bring_up(load_template(template_path), mock, follow_port)
         except Exception:
             mock.stop()
             raise
@@ -257,7 +273,7 @@ def _zip() -> bytes:
     return buf.getvalue()
 
 
-def _bring_up(template: dict[str, Any], mock: Any) -> LocalStack:
+def _bring_up(template: dict[str, Any], mock: Any, follow_port: int) -> LocalStack:
     import boto3
 
     from stepwise import aws, config
@@ -289,8 +305,10 @@ def _bring_up(template: dict[str, Any], mock: Any) -> LocalStack:
             alias = resolver.resolve(props)
             boto3.client("kms").create_alias(AliasName=alias["AliasName"], TargetKeyId=alias["TargetKeyId"])
             resolver.physical[logical] = alias["AliasName"]
-        elif kind == "AWS::Serverless::HttpApi":
-            resolver.physical[logical] = "local"  # the local server's URL is set once it listens
+        elif kind == "AWS::Serverless::HttpApi" or kind == "AWS::ApiGatewayV2::Api":
+            # The local servers' URLs are set once they listen. A WebSocket API's management endpoint
+            # (https://local.execute-api...) is moto's, which install_connections_api serves.
+            resolver.physical[logical] = "local"
         elif kind == "AWS::S3::Bucket":
             name = f"{STACK_NAME}-{logical}".lower()
             s3.create_bucket(Bucket=name)
@@ -387,6 +405,13 @@ def _bring_up(template: dict[str, Any], mock: Any) -> LocalStack:
     for key, tenant in api_keys.items():
         keys.store_key(key, tenant)
 
+    socket_api = websocket_api(resources, resolver.resolve, lambdas.logical_id)
+    sockets = undo_connections = None
+    if socket_api is not None:
+        sockets = SocketGateway(socket_api, lambdas.invoke, "127.0.0.1", follow_port)
+        undo_connections = install_connections_api(sockets)
+        os.environ[FOLLOW_URL_ENV] = sockets.url  # follow URLs point at the local socket server
+
     stack = LocalStack(
         lambdas=lambdas,
         gateway=Gateway(_routes(functions), lambdas.invoke, authorizer=_authorizer(resources)),
@@ -394,9 +419,12 @@ def _bring_up(template: dict[str, Any], mock: Any) -> LocalStack:
         state_machine_arn=state_machine_arn,
         api_keys=api_keys,
         scheduler=LocalScheduler(lambdas.invoke, interval=0),
+        sockets=sockets,
         definition=definition,
     )
     stack._cleanup.extend([mock.stop, undo_seam, undo_atomic, undo_stop])
+    if sockets is not None and undo_connections is not None:
+        stack._cleanup.extend([undo_connections, sockets.stop])  # run backwards: sockets close first
     return stack
 
 

@@ -13,7 +13,7 @@ tenant's item, or under another name, does not decrypt.
 Reading (`accessor`). Tools read settings only through `tenant_settings(tenant_id).get(key)`. Decrypted
 values are cached in memory, per tenant and key, for `TTL_SECONDS` within a warm Lambda: a tool call
 then costs no DynamoDB read and no KMS call when the same tenant's settings were read moments ago.
-The trade-off: a PUT or DELETE reaches tools running in other warm Lambdas (ToolGateFunction) only
+The trade-off: a PUT or DELETE reaches tools running in other warm Lambdas (StepFunction) only
 when their entry expires, so for up to `TTL_SECONDS` a tool may still use the previous value (or a
 deleted one). Writes invalidate the cache of the process that made them (`invalidate`).
 """

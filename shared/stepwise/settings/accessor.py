@@ -1,7 +1,7 @@
 """The one way tools read settings: `tenant_settings(tenant_id).get(key)`, cached per warm Lambda.
 
 Entries (a value, or the fact that a key is unset) live for `TTL_SECONDS` after they were fetched. A
-value changed or deleted through the API therefore reaches a warm ToolGateFunction within that time,
+value changed or deleted through the API therefore reaches a warm StepFunction within that time,
 not at once: the price of reading DynamoDB and KMS about once a minute per tenant and key instead of on
 every tool call. `invalidate` drops a tenant's entries in this process (the API's writes call it).
 """

@@ -1,28 +1,54 @@
-"""The append-only run event log. Sequence numbers come from a counter on the run item, so they are
-monotonic across every Lambda that writes events for the run."""
+"""The append-only run event log and its head.
+
+Sequence numbers come from a counter on the log's own head item (seq 0), so they are monotonic across
+every Lambda that writes events for the run, and a reservation is one small write with no index
+behind it. Readers poll the same head and query the log only when it moved past what they have.
+"""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
+
+from pynamodb.exceptions import DoesNotExist
 
 from stepwise import config
 from stepwise.models import EventType, RunEvent, utcnow
-from stepwise.store import runs
-from stepwise.store.tables import RunEventItem, bind, tenant_key
+from stepwise.store.tables import HEAD_SEQ, RunEventItem, RunHeadItem, bind, tenant_key
+
+TERMINAL_EVENTS = frozenset({"run_completed", "run_failed", "run_cancelled"})
+
+
+@dataclass(frozen=True)
+class Head:
+    last_seq: int  # the last sequence number handed out (its event may still be in flight)
+    done: bool  # the last event handed out is terminal
+    moved_at: datetime | None
 
 
 def append(tenant_id: str, run_id: str, events: list[tuple[EventType, dict[str, Any]]]) -> list[RunEvent]:
     if not events:
         return []
     bind()
-    first = runs.reserve_seqs(tenant_id, run_id, len(events))
     now = utcnow()
     expires = now + timedelta(days=config.runtime().events_ttl_days)
+    key = tenant_key(tenant_id, run_id)
+    head = RunHeadItem(key, HEAD_SEQ)
+    # One atomic ADD hands this batch its seqs. `done` follows the batch's last event, so the log is
+    # done exactly while its last reserved event is terminal (as the reader's old "last event" check was).
+    head.update(
+        actions=[
+            RunHeadItem.last_seq.add(len(events)),
+            RunHeadItem.done.set(events[-1][0] in TERMINAL_EVENTS),
+            RunHeadItem.moved_at.set(now),
+            RunHeadItem.expires_at.set(expires),
+        ]
+    )
+    first = int(head.last_seq) - len(events) + 1
     written = [
         RunEvent(seq=first + i, type=etype, data=data, at=now) for i, (etype, data) in enumerate(events)
     ]
-    key = tenant_key(tenant_id, run_id)
     with RunEventItem.batch_write() as batch:
         for event in written:
             batch.save(
@@ -31,25 +57,23 @@ def append(tenant_id: str, run_id: str, events: list[tuple[EventType, dict[str, 
     return written
 
 
+def head(tenant_id: str, run_id: str) -> Head | None:
+    """The log's head, None before the run's first event. Strongly consistent: a reader that saw an
+    event must never be told afterwards that the log ends before it (see stepwise.eventlog)."""
+    bind()
+    try:
+        item = RunHeadItem.get(tenant_key(tenant_id, run_id), HEAD_SEQ, consistent_read=True)
+    except DoesNotExist:
+        return None
+    return Head(last_seq=int(item.last_seq), done=bool(item.done), moved_at=item.moved_at)
+
+
 def after(tenant_id: str, run_id: str, seq: int, limit: int) -> list[RunEvent]:
     bind()
     items = RunEventItem.query(
         tenant_key(tenant_id, run_id),
-        RunEventItem.seq > seq,
+        RunEventItem.seq > max(seq, HEAD_SEQ),
         limit=limit,
         consistent_read=True,
     )
     return [RunEvent(seq=int(i.seq), type=i.type, data=i.data, at=i.at) for i in items]
-
-
-def last(tenant_id: str, run_id: str) -> RunEvent | None:
-    bind()
-    for i in RunEventItem.query(
-        tenant_key(tenant_id, run_id),
-        RunEventItem.seq > 0,  # seq 0 is the run's context (stepwise.store.run_context)
-        scan_index_forward=False,
-        limit=1,
-        consistent_read=True,
-    ):
-        return RunEvent(seq=int(i.seq), type=i.type, data=i.data, at=i.at)
-    return None

@@ -120,10 +120,12 @@ class RunItem(Model):
     script = JSONAttribute(null=True)
     created_at = UTCDateTimeAttribute()
     finished_at = UTCDateTimeAttribute(null=True)
-    event_seq = NumberAttribute(default=0)  # the last sequence number handed to an event
 
     by_agent = RunsByAgent()
     by_session = RunsBySession()
+
+
+HEAD_SEQ = 0  # the head item's place in a run's event log; events start at seq 1
 
 
 class RunEventItem(Model):
@@ -138,19 +140,39 @@ class RunEventItem(Model):
     expires_at = TTLAttribute(null=True)
 
 
-class RunContextItem(Model):
-    """The run's small working record, read and written by every Step: it lives beside the run's
-    events (seq 0, before the first event) so one GetItem brings it and its writes are never
-    multiplied by an index. `version` orders the Step's writes; `ended` is set by the run's ending."""
+class RunHeadItem(Model):
+    """Seq 0 of a run's event log, the run's small working record: the sequence counter event
+    writers reserve on and readers poll, and the run's context that every Step reads once and
+    writes once (stepwise.store.run_context). Beside the log, so it carries no index to multiply
+    its writes (the run item carries two). `version` orders the Step's writes; `ended` is set by the
+    run's ending."""
 
     class Meta:
         table_name = "RunEventsTable"
 
     run_key = UnicodeAttribute(hash_key=True)
-    seq = NumberAttribute(range_key=True)
+    seq = NumberAttribute(range_key=True)  # always HEAD_SEQ
+    last_seq = NumberAttribute(default=0)  # the last sequence number handed out
+    done = BooleanAttribute(default=False)  # the last event handed out is terminal
+    moved_at = UTCDateTimeAttribute(null=True)  # when last_seq last moved
     version = NumberAttribute(default=0)
     ended = BooleanAttribute(null=True)
     context = JSONAttribute(null=True)
+    expires_at = TTLAttribute(null=True)
+
+
+class FollowerItem(Model):
+    """A run's live followers (sk = the WebSocket connection id) and the follow URLs already used
+    (sk = "token#<nonce>"), both short-lived (TTL)."""
+
+    class Meta:
+        table_name = "FollowersTable"
+
+    run_key = UnicodeAttribute(hash_key=True)
+    sk = UnicodeAttribute(range_key=True)
+    sent = NumberAttribute(null=True)  # the last seq this connection was sent
+    lease = NumberAttribute(null=True)  # epoch seconds until which one writer alone may send to it
+    connected_at = UTCDateTimeAttribute(null=True)
     expires_at = TTLAttribute(null=True)
 
 
@@ -276,7 +298,8 @@ def bind() -> None:
         (SessionItem, names.sessions),
         (RunItem, names.runs),
         (RunEventItem, names.run_events),
-        (RunContextItem, names.run_events),
+        (RunHeadItem, names.run_events),
+        (FollowerItem, names.followers),
         (InteractionItem, names.interactions),
         (EffectItem, names.effects),
         (ScheduleItem, names.schedules),

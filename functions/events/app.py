@@ -1,0 +1,47 @@
+"""Events function: the light reads and the pushes of a run's events (GET …/events, GET …/stream,
+POST …/follow) and the WebSocket API that follows a run (its authorizer, $connect, $disconnect).
+At 256 MB with none of litellm, sqlglot, SQLAlchemy or the MCP SDK (see tests/unit/test_imports.py),
+it is the function a client keeps busy while it long-polls."""
+
+from typing import Any
+
+from aws_lambda_powertools.logging import correlation_paths
+
+from stepwise import observability
+from stepwise.api import light
+from stepwise.api.auth import tenant_from_event
+from stepwise.errors import Unauthorized
+from stepwise.follow import handlers
+from stepwise.observability import logger
+
+tracer = observability.tracer()
+metrics = observability.metrics()
+
+
+def _tenant(event: dict[str, Any]) -> str | None:
+    try:
+        return tenant_from_event(event)
+    except Unauthorized:
+        return None
+
+
+# log_event=False: the follow URL's token is a credential, and events carry API keys.
+@logger.inject_lambda_context(
+    correlation_id_path=correlation_paths.API_GATEWAY_HTTP, log_event=False, clear_state=True
+)
+@metrics.log_metrics
+@tracer.capture_lambda_handler(capture_response=False)
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    kind = handlers.kind(event)
+    if kind == "authorize":
+        return handlers.authorize(event)
+    if kind == "connect":
+        return handlers.connect(event, context.invoked_function_arn)
+    if kind == "disconnect":
+        return handlers.disconnect(event)
+    if kind == "flush":
+        return handlers.flush(event)
+    observability.bind_request(event, _tenant(event))
+    response = light.handle(event, context)
+    logger.info("request", extra={"route": event.get("routeKey"), "status": response.get("statusCode")})
+    return response

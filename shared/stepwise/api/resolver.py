@@ -1,0 +1,101 @@
+"""What every resolver of ours shares: the checks before routing and the error mapping, in one place
+for the API function (stepwise.api.app) and the light events function (stepwise.api.light)."""
+
+import base64
+import json
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
+from aws_lambda_powertools.event_handler.exceptions import NotFoundError
+from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+
+from stepwise.api.auth import is_public, tenant_from_event
+from stepwise.api.responses import error_response, from_error
+from stepwise.errors import ApiError, Malformed, PayloadTooLarge
+
+MAX_BODY_BYTES = 1024 * 1024  # well under API Gateway's 10 MB: agent inputs are text, not uploads
+
+logger = Logger(service="stepwise")
+
+
+def _jsonable_errors(errors: Any) -> list[dict[str, Any]]:
+    return [
+        {
+            "loc": [str(part) for part in e.get("loc", ())],
+            "msg": str(e.get("msg", "")),
+            "type": str(e.get("type", "")),
+        }
+        for e in errors
+    ]
+
+
+def install_error_handlers(app: APIGatewayHttpResolver) -> None:
+    """Each domain error becomes its status in the contract's shape; nothing else leaks."""
+
+    @app.exception_handler(ApiError)
+    def api_error(exc: ApiError) -> Response:
+        return from_error(exc)
+
+    @app.exception_handler(RequestValidationError)
+    def invalid(exc: RequestValidationError) -> Response:
+        errors = exc.errors()
+        if any(e.get("type") == "json_invalid" for e in errors):
+            return error_response(400, "malformed_json", "the request body is not valid JSON")
+        return error_response(422, "validation_error", "the request is not valid", _jsonable_errors(errors))
+
+    @app.not_found
+    def not_found(_: NotFoundError) -> Response:
+        return error_response(404, "route_not_found", "no such route")
+
+    @app.exception_handler(Exception)
+    def unexpected(exc: Exception) -> Response:
+        logger.exception("unhandled error", exc_info=exc)
+        return error_response(500, "internal_error", "something went wrong on our side; it was logged")
+
+
+def refused(event: dict[str, Any]) -> dict[str, Any] | None:
+    """Checks that need no routing happen first: a request that fails them touches nothing. The
+    response to send instead, or None to go on."""
+    path = event.get("rawPath", "")
+    try:
+        if _body_size(event) > MAX_BODY_BYTES:
+            raise PayloadTooLarge(f"the body is over {MAX_BODY_BYTES} bytes")
+        if not is_public(path):
+            tenant_from_event(event)
+            _as_json(event)
+    except ApiError as exc:
+        return _to_proxy(error_response(exc.status, exc.code, exc.message, exc.details))
+    return None
+
+
+def _body_size(event: dict[str, Any]) -> int:
+    body = event.get("body") or ""
+    return len(base64.b64decode(body)) if event.get("isBase64Encoded") else len(body.encode())
+
+
+def _as_json(event: dict[str, Any]) -> None:
+    """Authenticated routes speak JSON only: a body sent without a JSON content type (curl's -d default
+    is a form) is read as JSON rather than misparsed as a form. API Gateway base64-encodes a body that is
+    not text whatever its content type says, so any encoded body is decoded here: bytes that are not
+    UTF-8 are not JSON (400), not a crash in the resolver's body parsing."""
+    headers = event.setdefault("headers", {})
+    if not event.get("body"):
+        return
+    if "json" not in headers.get("content-type", ""):
+        headers["content-type"] = "application/json"
+    if event.get("isBase64Encoded"):
+        try:
+            event["body"] = base64.b64decode(event["body"]).decode()
+        except UnicodeDecodeError:
+            raise Malformed("the request body is not valid JSON", code="malformed_json") from None
+        event["isBase64Encoded"] = False
+
+
+def _to_proxy(response: Response) -> dict[str, Any]:
+    return {
+        "statusCode": response.status_code,
+        "headers": {"Content-Type": response.headers.get("Content-Type", "application/json")},
+        "body": json.dumps(response.body),
+        "isBase64Encoded": False,
+    }

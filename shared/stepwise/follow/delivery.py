@@ -1,0 +1,78 @@
+"""Sending a run's events to its followers: after every append, and a new follower's backlog.
+
+See stepwise.follow for why the lease and the last look give each follower every event exactly once,
+in order. A follower whose lease holder died is picked up by the next writer once the lease runs out.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from stepwise import eventlog
+from stepwise.follow import sockets
+from stepwise.observability import logger
+from stepwise.store import events as log
+from stepwise.store import followers
+
+LEASE_SECONDS = 10.0  # far above the time to post a page of events; a dead holder blocks no longer
+
+
+def push(tenant_id: str, run_id: str) -> None:
+    """Send what was just appended to every follower of the run. Never raises for a delivery that
+    failed: the events are in the log, and a follower that misses them reads them there (the CLI falls
+    back to long-polling when its socket ends without the terminal event)."""
+    try:
+        for follower in followers.of_run(tenant_id, run_id):
+            deliver(tenant_id, run_id, follower.connection_id)
+    except (ClientError, BotoCoreError, sockets.Gone) as exc:
+        logger.warning("could not push events to followers", extra={"run_id": run_id, "error": str(exc)})
+
+
+def deliver(tenant_id: str, run_id: str, connection_id: str, holding: int | None = None) -> None:
+    """Send the follower the events after its cursor, taking its lease first unless the caller holds it
+    already (`holding` is then the cursor)."""
+    sent = holding
+    while True:
+        if sent is None:
+            now = time.time()
+            sent = followers.claim(tenant_id, run_id, connection_id, now, now + LEASE_SECONDS)
+            if sent is None:
+                return  # its holder looks at the log again after releasing
+        page = _page(tenant_id, run_id, sent)
+        try:
+            for event in page.events:
+                sockets.post(connection_id, json.dumps(event.model_dump(mode="json"), ensure_ascii=False))
+        except sockets.Gone:
+            followers.remove(tenant_id, run_id, connection_id)
+            return
+        except ClientError:
+            # A message API Gateway refuses (over its 128 KB frame limit, say) would block the cursor
+            # forever: end the socket instead, and the client reads the rest from the log.
+            _end(tenant_id, run_id, connection_id)
+            raise
+        sent = max(sent, page.next)
+        if page.done:
+            _end(tenant_id, run_id, connection_id)
+            return
+        followers.release(tenant_id, run_id, connection_id, sent)
+        # The last look: anything whose writer found our lease taken was written before that.
+        after = _page(tenant_id, run_id, sent)
+        if not (after.events or after.done):
+            return
+        sent = None
+
+
+def _page(tenant_id: str, run_id: str, after: int) -> eventlog.EventPage:
+    head = log.head(tenant_id, run_id)
+    if head is None:
+        return eventlog.EventPage(events=[], next=after, done=False)
+    return eventlog.page(tenant_id, run_id, after, head)
+
+
+def _end(tenant_id: str, run_id: str, connection_id: str) -> None:
+    """The server closes the socket after the run's terminal event (DESIGN)."""
+    followers.remove(tenant_id, run_id, connection_id)
+    sockets.close(connection_id)
