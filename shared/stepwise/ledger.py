@@ -320,22 +320,14 @@ class LedgerStore(Protocol):
         ...
 
 
-def _resolve(store: LedgerStore | None) -> LedgerStore:
-    if store is not None:
-        return store
-    from stepwise.store import effects  # the adapter imports this module's types
-
-    return effects
-
-
-def mark_undone(tenant_id: str, key: str, by: str, store: LedgerStore | None = None) -> Entry:
+def mark_undone(tenant_id: str, key: str, by: str, *, store: LedgerStore) -> Entry:
     """A compensating action happened (the email was retracted, the charge refunded), or a human checked
     that a claim left unknown never acted: the next attempt runs again, as a new generation.
 
     Raises NotFound for a key the tenant has no entry for, Conflict for one with nothing to undo.
     Undo a `claimed` entry only once its call is over: a call still running would act regardless.
     """
-    return _resolve(store).mark_undone(tenant_id, key, by)
+    return store.mark_undone(tenant_id, key, by)
 
 
 # --- A call through the ledger ---------------------------------------------------------------------
@@ -398,7 +390,7 @@ def guard(
     tool: Declared,
     arguments: dict[str, Any],
     run: Callable[[str], ToolResult],
-    store: LedgerStore | None = None,
+    store: LedgerStore,
 ) -> Guarded:
     """Run `tool` once for its key: `run` gets the Idempotency-Key to send and does the call.
 
@@ -415,7 +407,7 @@ def guard(
         )
     except KeyFieldError as exc:
         return Guarded(result=ToolResult.failure("invalid_arguments", str(exc)))
-    ledger = _resolve(store)
+    ledger = store
     claim = ledger.claim(scope.tenant_id, key, tool.name, scope.run_id, scope.tool_call_id)
     entry = claim.entry
     if not claim.won:

@@ -260,11 +260,6 @@ class Agent(AgentCreate):
     # /v1/agents/{id}/mcp-servers and parsed by stepwise.mcp (which imports this module).
     mcp_servers: list[dict[str, Any]] = Field(default_factory=list)
 
-    def hook_list(self) -> list[Any]:
-        from stepwise.hooks.models import Hook
-
-        return [Hook.model_validate(h) for h in self.hooks]
-
     def tool(self, name: str) -> HttpTool | ClientTool | BuiltinTool | None:
         return next((t for t in self.tools if t.name == name), None)
 

@@ -190,7 +190,7 @@ def test_done_then_undone_runs_again(stack: LocalStack, receiver: Receiver) -> N
     key = key_of(agent_id, trigger, "anna@acme.com")
     run(stack, agent_id, trigger, sends_to("anna@acme.com"))
 
-    undone = ledger.mark_undone(TENANT, key, "ops@acme.com")
+    undone = ledger.mark_undone(TENANT, key, "ops@acme.com", store=effects)
     again = run(stack, agent_id, trigger, sends_to("anna@acme.com"))
     third = run(stack, agent_id, trigger, sends_to("anna@acme.com"))
 
@@ -211,12 +211,12 @@ def test_undo_needs_something_to_undo(stack: LocalStack, receiver: Receiver) -> 
     agent_id, trigger = agent(stack, receiver), new_trigger()
     key = key_of(agent_id, trigger, "anna@acme.com")
     run(stack, agent_id, trigger, sends_to("anna@acme.com"))
-    ledger.mark_undone(TENANT, key, "ops")
+    ledger.mark_undone(TENANT, key, "ops", store=effects)
 
     with pytest.raises(Conflict, match="nothing to undo"):
-        ledger.mark_undone(TENANT, key, "ops")
+        ledger.mark_undone(TENANT, key, "ops", store=effects)
     with pytest.raises(NotFound, match="no ledger entry"):
-        ledger.mark_undone("other", key, "ops")  # the tenant is part of the key
+        ledger.mark_undone("other", key, "ops", store=effects)  # the tenant is part of the key
 
 
 @pytest.mark.parametrize(("status", "requests", "entry_status"), [(500, 1, "unknown"), (400, 2, "released")])

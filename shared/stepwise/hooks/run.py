@@ -8,7 +8,7 @@ from aws_lambda_powertools import Logger
 
 from stepwise import events
 from stepwise.hooks.engine import evaluate
-from stepwise.hooks.models import HookDecision
+from stepwise.hooks.models import Hook, HookDecision
 from stepwise.models import Agent
 
 logger = Logger(service="stepwise")
@@ -25,7 +25,7 @@ def fire(
     output: Any = None,
 ) -> HookDecision:
     """Run `event`'s hooks; a deny writes a `hook_blocked` event. No hooks, no work."""
-    hooks = agent.hook_list() if agent.hooks else []
+    hooks = [Hook.model_validate(h) for h in agent.hooks]
     if not hooks:
         return HookDecision(action="allow")
     decision = evaluate(hooks, event=event, tool_name=tool_name, arguments=arguments, output=output)

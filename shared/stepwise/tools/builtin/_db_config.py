@@ -41,7 +41,7 @@ class TableAccess(BaseModel):
     @field_validator("allowed_tables")
     @classmethod
     def _table_names(cls, entries: list[str]) -> list[str]:
-        from stepwise.tools.builtin._sql import name_parts
+        from stepwise.tools.builtin._names import name_parts  # sqlglot loads only where tables are named
 
         for entry in entries:
             if not 1 <= len(name_parts(entry)) <= 2:
@@ -51,7 +51,7 @@ class TableAccess(BaseModel):
     @field_validator("allowed_schemas")
     @classmethod
     def _schema_names(cls, entries: list[str]) -> list[str]:
-        from stepwise.tools.builtin._sql import name_parts
+        from stepwise.tools.builtin._names import name_parts
 
         for entry in entries:
             if len(name_parts(entry)) != 1:

@@ -27,6 +27,7 @@ from sqlglot.dialects.dialect import Dialect, NormalizationStrategy
 from sqlglot.errors import ParseError, SqlglotError
 
 from stepwise.tools.builtin._db_config import QUERY_LIMIT, TableAccess
+from stepwise.tools.builtin._names import name_parts
 
 # Statements, and parts of statements, that neither tool runs anywhere in its tree.
 _NESTED_STATEMENTS: tuple[type[exp.Expr], ...] = (
@@ -93,18 +94,6 @@ FLAVORS: dict[str, Flavor] = {
     "sqlite": Flavor(backend="sqlite", dialect="sqlite", default_schema="main"),
     "postgresql": Flavor(backend="postgresql", dialect="postgres", default_schema="public"),
 }
-
-
-def name_parts(entry: str, dialect: str | None = None) -> list[exp.Identifier]:
-    """The identifiers of a configured name ("orders", "public.orders"); [] when it is not one."""
-    try:
-        table = sqlglot.parse_one(entry, into=exp.Table, read=dialect)
-    except SqlglotError:
-        return []
-    parts = [table.args.get(key) for key in ("catalog", "db", "this")]
-    if not all(part is None or isinstance(part, exp.Identifier) for part in parts):
-        return []
-    return [part for part in parts if isinstance(part, exp.Identifier)]
 
 
 class Allowlist:
