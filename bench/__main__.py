@@ -32,7 +32,6 @@ BENCHMARKS = [
     "approvals",
     "dynamodb_ops",
     "canonical",
-    "follow",
     "following",
     "streaming",
     "package_sizes",

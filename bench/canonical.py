@@ -11,7 +11,7 @@ Everything is counted on the real ASL in moto, from what happened, not from stat
   function come from template.yaml;
 - DynamoDB: every request, failed ones included, with read and write units (indexes included);
 - API Gateway: the client's HTTP API requests (our polling for "waiting" is not counted).
-Prices: bench/pricing.py. Following the run live is priced apart (bench/follow.py).
+Prices: bench/pricing.py. Following the run live is measured and priced apart (bench/following.py).
 """
 
 from __future__ import annotations
@@ -146,7 +146,7 @@ def run() -> Section:
     section.add("state transitions", one["transitions"], "transitions", f"goal ≤ {GOALS['transitions']}")
     section.add("history events", one["history_events"], "events")
     section.add(
-        "run events", one["run_events"], "events", "what a client following it receives (bench/follow.py)"
+        "run events", one["run_events"], "events", "what a client following it receives (bench/following.py)"
     )
     invocations = sum(one["invocations"].values())
     section.add(

@@ -19,17 +19,19 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from bench.approvals import SCRIPT, _wait_status
+from bench import pricing
+from bench.approvals import SCRIPT
 from bench.dynamodb_ops import Recorder
 from bench.harness import Section, local, lookup_tool
 
-LAMBDA_GB_SECOND = 0.0000133334  # arm64
-LAMBDA_REQUEST = 0.20 / 1e6
-DDB_READ_UNIT = 0.125 / 1e6  # a strongly consistent read of ≤ 4 KB is one unit
-DDB_WRITE_UNIT = 0.625 / 1e6
-WS_MESSAGE = 1.00 / 1e6  # per 32 KB
-WS_CONNECTION_MINUTE = 0.25 / 1e6
+LAMBDA_GB_SECOND = pricing.LAMBDA_GB_SECOND["arm64"]
+LAMBDA_REQUEST = pricing.LAMBDA_REQUEST
+DDB_READ_UNIT = pricing.DYNAMODB_RRU  # a strongly consistent read of ≤ 4 KB is one unit
+DDB_WRITE_UNIT = pricing.DYNAMODB_WRU
+WS_MESSAGE = pricing.WEBSOCKET_MESSAGE  # per 32 KB
+WS_CONNECTION_MINUTE = pricing.WEBSOCKET_CONNECTION_MINUTE
 EVENTS_MEMORY_GB = 0.25
+READ_OPERATIONS = ("GetItem", "Query", "BatchGetItem", "Scan")
 POLL_SECONDS = 3.0  # the measured long-poll
 QUIET_SECONDS = 1.0
 BEFORE = {"30 s": 0.43, "5 min": 4.0}  # $ per 1,000 runs, the issue's figures for the 1 GB API function
@@ -74,7 +76,7 @@ def run() -> Section:
     )
     with management_calls() as posts, recorder.installed():
         run_id = env.start(SCRIPT, len(SCRIPT), agent_id=agent_id)
-        _wait_status(env, run_id, "waiting")
+        env.wait_status(run_id, "waiting")
         _, _, page = env.stack.invoke_api("GET", f"/v1/runs/{run_id}/events?after=0&wait=5")
         last = int(page["next"])
 
@@ -138,7 +140,9 @@ def run() -> Section:
 
     n_events = len(logged["events"])
     reads_per_second = per_tick / POLL_SECONDS
-    extra = sum(followed.values()) - sum(alone.values())  # per append, per follower: mostly writes
+    extra = sum(followed.values()) - sum(alone.values())  # per append, per follower
+    extra_reads = sum(followed[op] - alone[op] for op in READ_OPERATIONS)
+    extra_writes = extra - extra_reads
     for label, seconds in (("30 s", 30.0), ("5 min", 300.0)):
         lambda_cost = seconds * EVENTS_MEMORY_GB * LAMBDA_GB_SECOND + LAMBDA_REQUEST * max(seconds / 25, 1)
         long_poll = lambda_cost + seconds * reads_per_second * DDB_READ_UNIT
@@ -147,7 +151,7 @@ def run() -> Section:
             + seconds / 60 * WS_CONNECTION_MINUTE
             + FOLLOW_INVOCATIONS
             * (LAMBDA_REQUEST + FOLLOW_INVOCATION_SECONDS * EVENTS_MEMORY_GB * LAMBDA_GB_SECOND)
-            + n_events * extra * DDB_WRITE_UNIT
+            + n_events * (extra_writes * DDB_WRITE_UNIT + extra_reads * DDB_READ_UNIT)
         )
         section.add(
             f"follow for {label}: long-poll on the 256 MB function",
@@ -160,7 +164,7 @@ def run() -> Section:
             f"follow for {label}: WebSocket",
             socket_cost * 1000,
             "$/1k runs",
-            f"{n_events} events pushed; writes' extra requests priced as writes",
+            f"{n_events} events; per event {extra_writes} extra writes, {extra_reads} reads (≤ 1 unit)",
             digits=3,
         )
     section.notes.append(

@@ -13,7 +13,6 @@ Prices, checked 2026-12 against the public pricing pages:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -94,64 +93,3 @@ class Usage:
 
 def per_thousand(costs: Mapping[str, float]) -> dict[str, float]:
     return {k: v * 1000 for k, v in costs.items()}
-
-
-# --- Following a run live ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class LongPoll:
-    """Today's path: the client repeats GET /v1/runs/{id}/events?wait=W; each request holds the API
-    function for up to W seconds while it polls DynamoDB. Rates are measured (bench/follow.py)."""
-
-    function: str  # the API function, held for the whole wait
-    authorizer: str | None  # invoked once per request (no authorizer cache assumed)
-    authorizer_seconds: float  # one authorizer invocation
-    wait_seconds: float  # the client's W (a poll ends early when events arrive)
-    rru_per_second: float  # DynamoDB read units while a request waits
-    wru_per_second: float = 0.0
-
-
-@dataclass(frozen=True)
-class WebSocketPush:
-    """A push path: one HTTP request for a signed URL, one socket for the whole run, one message per event
-    posted by the step that wrote it. Its per-event extras (a connection lookup, the posting call) are
-    parameters, as the path is not built here yet."""
-
-    connect_function: str | None = None  # a function run on $connect, if any
-    connect_seconds: float = 0.0
-    url_function: str | None = None  # the function answering POST /v1/runs/{id}/follow
-    url_seconds: float = 0.0
-    authorizer: str | None = None
-    authorizer_seconds: float = 0.0
-    rru_per_event: float = 0.0  # e.g. reading the connection id before posting
-    rru_at_connect: float = 0.0
-    wru_at_connect: float = 0.0  # e.g. recording the connection
-    event_bytes: int = 1024
-
-
-def follow_usage(path: LongPoll | WebSocketPush, seconds: float, events: int) -> Usage:
-    """What following one run for `seconds`, during which `events` events arrive, uses."""
-    usage = Usage()
-    if isinstance(path, LongPoll):
-        # Every arriving event can end a poll early; a new one starts at once.
-        requests = math.ceil(seconds / path.wait_seconds) + events
-        usage.http_api_requests = requests
-        usage.add_lambda(path.function, requests, seconds)
-        if path.authorizer:
-            usage.add_lambda(path.authorizer, requests, requests * path.authorizer_seconds)
-        usage.rru = path.rru_per_second * seconds
-        usage.wru = path.wru_per_second * seconds
-        return usage
-    usage.http_api_requests = 1
-    if path.url_function:
-        usage.add_lambda(path.url_function, 1, path.url_seconds)
-    if path.authorizer:
-        usage.add_lambda(path.authorizer, 1, path.authorizer_seconds)
-    if path.connect_function:
-        usage.add_lambda(path.connect_function, 1, path.connect_seconds)
-    usage.ws_messages = events * max(1, math.ceil(path.event_bytes / WEBSOCKET_MESSAGE_BYTES))
-    usage.ws_connection_minutes = math.ceil(seconds / 60)  # billed per started minute
-    usage.rru = path.rru_at_connect + path.rru_per_event * events
-    usage.wru = path.wru_at_connect
-    return usage

@@ -17,10 +17,7 @@ from bench.pricing import (
     WEBSOCKET_CONNECTION_MINUTE,
     WEBSOCKET_MESSAGE,
     Function,
-    LongPoll,
     Usage,
-    WebSocketPush,
-    follow_usage,
     functions_from_template,
 )
 from stepwise.local.cfn_yaml import load_template
@@ -51,24 +48,6 @@ def test_usage_cost_splits_by_service() -> None:
         cost["API Gateway"], 2 * HTTP_API_REQUEST + 3 * WEBSOCKET_MESSAGE + 5 * WEBSOCKET_CONNECTION_MINUTE
     )
     assert math.isclose(cost["Lambda"], 2 * LAMBDA_REQUEST + 2.0 * LAMBDA_GB_SECOND["arm64"])
-
-
-def test_a_long_poll_holds_its_function_for_the_whole_follow() -> None:
-    poll = LongPoll("Api", "Auth", 0.05, wait_seconds=20, rru_per_second=8)
-    usage = follow_usage(poll, 300, events=10)
-    assert usage.http_api_requests == 15 + 10
-    assert usage.lambdas == {"Api": (25, 300), "Auth": (25, 25 * 0.05)}
-    assert usage.rru == 2400
-
-
-def test_a_push_pays_per_message_and_connection_minute() -> None:
-    usage = follow_usage(
-        WebSocketPush(url_function="Api", url_seconds=0.01, event_bytes=40_000), 150, events=4
-    )
-    assert usage.http_api_requests == 1
-    assert usage.ws_messages == 8  # 32 KB units
-    assert usage.ws_connection_minutes == 3
-    assert usage.lambdas == {"Api": (1, 0.01)}
 
 
 def test_assumed_durations_go_to_the_invocation_that_made_the_call() -> None:
