@@ -16,9 +16,7 @@ from pynamodb.exceptions import DoesNotExist, UpdateError
 from stepwise import config
 from stepwise.errors import RunStateError
 from stepwise.models import Usage, Wait, utcnow
-from stepwise.store.tables import HEAD_SEQ, RunHeadItem, bind, condition_failed, tenant_key
-
-CONTEXT_SEQ = HEAD_SEQ  # the log's head: the event counter shares the item
+from stepwise.store.tables import CONTEXT_SEQ, RunContextItem, bind, condition_failed, tenant_key
 
 
 class CallRef(BaseModel):
@@ -65,7 +63,7 @@ def load(tenant_id: str, run_id: str) -> RunContext:
     """The run's context (a fresh one before the first Step)."""
     bind()
     try:
-        item = RunHeadItem.get(_key(tenant_id, run_id), CONTEXT_SEQ, consistent_read=True)
+        item = RunContextItem.get(_key(tenant_id, run_id), CONTEXT_SEQ, consistent_read=True)
     except DoesNotExist:
         return RunContext()
     context = RunContext.model_validate(item.context or {})
@@ -76,7 +74,7 @@ def peek(tenant_id: str, run_id: str) -> RunContext | None:
     """The context as readers see it (None before the first Step); eventually consistent is enough."""
     bind()
     try:
-        item = RunHeadItem.get(_key(tenant_id, run_id), CONTEXT_SEQ)
+        item = RunContextItem.get(_key(tenant_id, run_id), CONTEXT_SEQ)
     except DoesNotExist:
         return None
     context = RunContext.model_validate(item.context or {})
@@ -90,14 +88,16 @@ def save(tenant_id: str, run_id: str, context: RunContext) -> RunContext:
     version = context.version
     body = context.model_dump(mode="json", exclude={"version", "ended"})
     expires = utcnow() + timedelta(days=config.runtime().events_ttl_days)
-    condition = RunHeadItem.ended.does_not_exist()
-    condition &= RunHeadItem.version.does_not_exist() if version == 0 else RunHeadItem.version == version
+    condition = RunContextItem.ended.does_not_exist()
+    condition &= (
+        RunContextItem.version.does_not_exist() if version == 0 else RunContextItem.version == version
+    )
     try:
-        RunHeadItem(_key(tenant_id, run_id), CONTEXT_SEQ).update(
+        RunContextItem(_key(tenant_id, run_id), CONTEXT_SEQ).update(
             actions=[
-                RunHeadItem.context.set(body),
-                RunHeadItem.version.set(version + 1),
-                RunHeadItem.expires_at.set(expires),
+                RunContextItem.context.set(body),
+                RunContextItem.version.set(version + 1),
+                RunContextItem.expires_at.set(expires),
             ],
             condition=condition,
         )
@@ -114,4 +114,4 @@ def save(tenant_id: str, run_id: str, context: RunContext) -> RunContext:
 def mark_ended(tenant_id: str, run_id: str) -> None:
     """The run has ended: any Step still running for it fails its next write."""
     bind()
-    RunHeadItem(_key(tenant_id, run_id), CONTEXT_SEQ).update(actions=[RunHeadItem.ended.set(True)])
+    RunContextItem(_key(tenant_id, run_id), CONTEXT_SEQ).update(actions=[RunContextItem.ended.set(True)])

@@ -25,7 +25,7 @@ from stepwise.models import (
     utcnow,
 )
 from stepwise.store import run_context
-from stepwise.store.tables import RunHeadItem, RunItem, bind, condition_failed, tenant_key
+from stepwise.store.tables import RunContextItem, RunItem, bind, condition_failed, tenant_key
 
 PAGE_LIMIT = 50
 
@@ -137,7 +137,7 @@ def _with_contexts(tenant_id: str, found: list[Run]) -> list[Run]:
     keys = [(tenant_key(tenant_id, run_id), run_context.CONTEXT_SEQ) for run_id in active]
     contexts = {
         item.run_key.split("#", 1)[1]: run_context.RunContext.model_validate(item.context or {})
-        for item in RunHeadItem.batch_get(keys)
+        for item in RunContextItem.batch_get(keys)
     }
     return [_with_context(r, contexts.get(r.run_id)) for r in found]
 

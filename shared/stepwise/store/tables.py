@@ -126,6 +126,7 @@ class RunItem(Model):
 
 
 HEAD_SEQ = 0  # the head item's place in a run's event log; events start at seq 1
+CONTEXT_SEQ = -1  # the run's context, before the head
 
 
 class RunEventItem(Model):
@@ -141,11 +142,9 @@ class RunEventItem(Model):
 
 
 class RunHeadItem(Model):
-    """Seq 0 of a run's event log, the run's small working record: the sequence counter event
-    writers reserve on and readers poll, and the run's context that every Step reads once and
-    writes once (stepwise.store.run_context). Beside the log, so it carries no index to multiply
-    its writes (the run item carries two). `version` orders the Step's writes; `ended` is set by the
-    run's ending."""
+    """Seq 0 of a run's event log: the sequence counter writers reserve on and readers poll. A few
+    dozen bytes, so polling it is the cheapest read there is, and it carries no index to multiply
+    each reservation (the run item carries two)."""
 
     class Meta:
         table_name = "RunEventsTable"
@@ -155,6 +154,21 @@ class RunHeadItem(Model):
     last_seq = NumberAttribute(default=0)  # the last sequence number handed out
     done = BooleanAttribute(default=False)  # the last event handed out is terminal
     moved_at = UTCDateTimeAttribute(null=True)  # when last_seq last moved
+    expires_at = TTLAttribute(null=True)
+
+
+class RunContextItem(Model):
+    """Seq -1 of a run's event log, before its head: the run's context, which every Step reads once
+    and writes once or twice (stepwise.store.run_context). Beside the log for the same reason as the
+    head, but apart from it: the context grows with the run's calls (up to a few KB) and the head is
+    written for every event, so keeping the head tiny keeps each reservation at one write unit.
+    `version` orders the Step's writes; `ended` is set by the run's ending."""
+
+    class Meta:
+        table_name = "RunEventsTable"
+
+    run_key = UnicodeAttribute(hash_key=True)
+    seq = NumberAttribute(range_key=True)  # always CONTEXT_SEQ
     version = NumberAttribute(default=0)
     ended = BooleanAttribute(null=True)
     context = JSONAttribute(null=True)
@@ -299,6 +313,7 @@ def bind() -> None:
         (RunItem, names.runs),
         (RunEventItem, names.run_events),
         (RunHeadItem, names.run_events),
+        (RunContextItem, names.run_events),
         (FollowerItem, names.followers),
         (InteractionItem, names.interactions),
         (EffectItem, names.effects),
