@@ -246,3 +246,31 @@ def test_a_result_too_large_for_an_item_is_kept_whole_in_storage(stack: LocalSta
     assert results.read("local", run["run_id"], requested["tool_call_id"]) == whole
     (message,) = [m for m in sessions.messages("local", run["session_id"]) if m["role"] == "tool"]
     assert message["content"].startswith(whole[:50_000]) and "truncated" in message["content"]
+
+
+def test_a_stale_or_late_step_cannot_write_the_runs_context(stack: LocalStack) -> None:
+    from stepwise.errors import RunStateError
+    from stepwise.store import run_context
+
+    fresh = run_context.load("local", "run_ctx")
+    written = run_context.save("local", "run_ctx", fresh.model_copy(update={"steps": 1}))
+
+    with pytest.raises(RunStateError):
+        run_context.save("local", "run_ctx", fresh.model_copy(update={"steps": 7}))  # read before that write
+    run_context.mark_ended("local", "run_ctx")
+    with pytest.raises(RunStateError):
+        run_context.save("local", "run_ctx", written)
+    assert run_context.load("local", "run_ctx").steps == 1 and run_context.load("local", "run_ctx").ended
+
+
+def test_an_active_run_shows_the_counters_of_its_context(stack: LocalStack, receiver: Receiver) -> None:
+    agent_id = agent_with(stack, tools=[tool("send", f"{receiver.url}/send", permission="ask")])
+    accepted = start(stack, agent_id, [call("send", q="x"), {"text": "done"}])
+    wait_for_events(stack, accepted["run_id"], "approval_requested", 1)
+
+    _, _, waiting = stack.invoke_api("GET", f"/v1/runs/{accepted['run_id']}")
+    _, _, listed = stack.invoke_api("GET", f"/v1/runs?session_id={accepted['session_id']}")
+
+    assert waiting["status"] == "waiting" and waiting["steps"] == 1 and waiting["usage"]["input_tokens"] > 0
+    assert waiting["tools_executed"] == []  # asked, not executed
+    assert listed["runs"][0]["steps"] == 1
