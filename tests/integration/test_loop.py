@@ -128,11 +128,7 @@ def test_a_mixed_batch_overlaps_its_reads_and_keeps_the_write_in_order(
     reads = receiver.to("/read")
     (write,) = receiver.to("/write")
     first, second = reads[:2], reads[2:]
-    assert [r.json()["q"] for r in reads] in (
-        ["0", "1", "3", "4"],
-        ["1", "0", "3", "4"],
-        ["0", "1", "4", "3"],
-    )
+    assert {r.json()["q"] for r in first} == {"0", "1"} and {r.json()["q"] for r in second} == {"3", "4"}
     assert abs(first[0].at - first[1].at) < 0.5 and abs(second[0].at - second[1].at) < 0.5, (
         "reads did not overlap"
     )
