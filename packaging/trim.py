@@ -7,7 +7,7 @@ adds about 31 MiB. These rules take out what the runtime never imports or reads,
 call can reach:
 
 - data, stubs and scripts (33.8 MiB): the proxy's admin UI and API documents, `.pyi`, console scripts;
-- code (`code=True`, 12.4 MiB): only the LiteLLM proxy server's own modules (PROXY_SERVER below).
+- code (`code=True`, 11.3 MiB): only the LiteLLM proxy server's own modules (PROXY_SERVER below).
   Every build measures what the functions load and fails if a rule removed any of it; no other rule
   may remove a `.py` or native module (tests/unit/test_packaging.py checks every file of every layer
   distribution, as installed in the venv, and every module stepwise imports);
@@ -62,7 +62,8 @@ ALL = ("core", "model", "stepwise")
 # OpenAI-compatible turns and token counts, and fails the build if a rule removed a file that loaded),
 # and most of it cannot be imported on Lambda at all: it needs FastAPI (and orjson, websockets, ...),
 # which no layer ships. `make package` VERIFY=1 imports every remaining litellm module with and without
-# these rules: one that imported before must still import. Sizes: MiB of litellm 1.110.2; n/m: modules
+# these rules: one that imported before must still import (which keeps auth/ and middleware/: proxy
+# modules that import without FastAPI need them). Sizes: MiB of litellm 1.110.2; n/m: modules
 # that fail to import untrimmed (no FastAPI) / modules.
 PROXY_SERVER: dict[str, str] = {
     "management_endpoints/": "2.5 MiB, 60/65: the admin API (keys, teams, users, budgets)",
@@ -70,7 +71,6 @@ PROXY_SERVER: dict[str, str] = {
         "2.5 MiB, 91/142: the guardrail vendors' hooks, each loaded only when configured (Stepwise "
         "configures none; guardrails/ itself stays: litellm's guardrail base class loads exception_utils)"
     ),
-    "auth/": "1.0 MiB, 23/35: the proxy's API-key and JWT authentication",
     "pass_through_endpoints/": "0.9 MiB, 16/32: the proxy's provider pass-through routes and their logging",
     "hooks/": "0.7 MiB, 27/28: proxy request hooks (rate limits, budgets, caching of keys)",
     "client/": "0.5 MiB, 6/45: the proxy's command-line client",
@@ -78,7 +78,6 @@ PROXY_SERVER: dict[str, str] = {
     "agent_endpoints/": "0.3 MiB, 11/17: the proxy's agent registry routes",
     "policy_engine/": "0.2 MiB, 10/12: guardrail policies of the proxy",
     "management/": "5/10: helpers of the admin UI",
-    "middleware/": "0.1 MiB, 5/11: the proxy server's ASGI middleware",
     "proxy_server.py": "0.9 MiB, the server itself (needs FastAPI and websockets)",
     "utils.py": "0.5 MiB, the server's ProxyLogging and database plumbing (needs FastAPI)",
     "common_request_processing.py": "0.2 MiB, the server's request pipeline (needs orjson)",
