@@ -99,12 +99,18 @@ _REPORT = "import importlib.util, platform, sys; print(sys.implementation.name, 
 _REPORT += "importlib.util.MAGIC_NUMBER.hex())"
 
 
-def candidates(uv: Path) -> list[str]:
+def candidates(uv: Path, missing: list[str]) -> list[str]:
+    """Interpreters that may be a CPython 3.12, in order; where none was found, why, into `missing`."""
     found = []
     if os.environ.get(PYTHON_ENV):
         found.append(os.environ[PYTHON_ENV])
+    else:
+        missing.append(f"${PYTHON_ENV} unset")
     if on_path := shutil.which("python3.12"):
         found.append(on_path)
+    else:
+        missing.append("no python3.12 on PATH")
+    done = None
     if uv.exists():
         done = subprocess.run(
             [str(uv), "python", "find", "--no-python-downloads", "3.12"],
@@ -113,16 +119,21 @@ def candidates(uv: Path) -> list[str]:
             timeout=60,
             check=False,
         )
-        if done.returncode == 0 and done.stdout.strip():
-            found.append(done.stdout.strip())
+    if done is not None and done.returncode == 0 and done.stdout.strip():
+        found.append(done.stdout.strip())
+    else:
+        missing.append("`uv python find 3.12` found none installed" if done else "no uv")
     pyenv_root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
-    found += [str(p) for p in sorted((pyenv_root / "versions").glob("3.12.*/bin/python3.12"), reverse=True)]
+    pyenv = [str(p) for p in sorted((pyenv_root / "versions").glob("3.12.*/bin/python3.12"), reverse=True)]
+    found += pyenv
+    if not pyenv:
+        missing.append(f"no pyenv 3.12 in {pyenv_root}")
     return list(dict.fromkeys(found))
 
 
 def find_python(uv: Path) -> Interpreter:
     found = Interpreter(None)
-    for path in candidates(uv):
+    for path in candidates(uv, found.tried):
         try:
             done = subprocess.run(
                 [path, "-c", _REPORT], capture_output=True, text=True, timeout=60, check=False

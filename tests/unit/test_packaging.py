@@ -277,7 +277,12 @@ def test_an_interpreter_that_does_not_run_or_is_not_312_is_passed_over(
     found = bytecode.find_python(tmp_path / "no-uv")
 
     assert found.path is None
-    assert found.tried == [f"{sys.executable}: cpython {sys.version.split()[0]}, not CPython 3.12"]
+    assert found.tried == [
+        "no python3.12 on PATH",
+        "no uv",
+        f"no pyenv 3.12 in {tmp_path}",
+        f"{sys.executable}: cpython {sys.version.split()[0]}, not CPython 3.12",
+    ]
 
 
 def test_bytecode_gives_way_largest_first_in_the_layer_fewest_functions_carry(tmp_path: Path) -> None:
