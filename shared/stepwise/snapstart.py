@@ -31,8 +31,6 @@ import random
 import sys
 from typing import Any
 
-from stepwise import aws
-
 # Set by Lambda during init: "on-demand", "provisioned-concurrency" or "snap-start".
 INIT_TYPE = "AWS_LAMBDA_INITIALIZATION_TYPE"
 # Inits that run ahead of any request, so time spent in them is never a caller's latency.
@@ -63,9 +61,17 @@ def prepare() -> bool:
 def after_restore() -> None:
     """Forget everything built from the snapshot's environment; each is rebuilt on first use."""
     random.seed()  # from os.urandom: each restored environment gets its own sequence
-    aws.reset()
+    _reset_aws()
     _reset_pynamodb()
     _reset_litellm()
+
+
+# Each looked up, not imported: what was never imported holds nothing to forget, and the handler
+# module's import (this one's) stays free of boto3.
+def _reset_aws() -> None:
+    aws = sys.modules.get("stepwise.aws")
+    if aws is not None:
+        aws.reset()  # every boto3 client, and the session they came from
 
 
 def _reset_pynamodb() -> None:

@@ -103,3 +103,20 @@ def test_an_untraced_invocation_never_imports_the_sdk(env: dict[str, str]) -> No
     out = run(CHILD, **env)
 
     assert out == {"xray_at_import": False, "results": [{"echo": 1}, {"echo": 2}], "xray_after_calls": False}
+
+
+def test_a_handler_modules_building_blocks_import_neither_boto3_nor_the_sdk() -> None:
+    # What a handler module needs at import (its decorators and SnapStart's hooks) leaves the AWS SDK,
+    # the X-Ray SDK and litellm to the first invocation, so a handler that imports its domain there
+    # costs about what a minimal Powertools Lambda does (bench/cold_imports.py).
+    code = (
+        "import json, sys\n"
+        "from stepwise import observability, snapstart\n"
+        "print(json.dumps({m: m in sys.modules for m in ('boto3', 'aws_xray_sdk', 'litellm')}))\n"
+    )
+
+    assert run(code, LAMBDA_TASK_ROOT="/var/task") == {
+        "boto3": False,
+        "aws_xray_sdk": False,
+        "litellm": False,
+    }
