@@ -8,7 +8,8 @@ from it in fresh bare interpreters (`-I -S`: only that tree on sys.path, as Lamb
 
 - without bytecode: `-B`, so nothing is written and every import compiles from source, every time;
 - with bytecode: the same tree after `compileall --invalidation-mode unchecked-hash` by this
-  interpreter (what `make package` does with a 3.12 for the modules the functions load).
+  interpreter, of the modules `make package` shipped bytecode for (read from dist/stage: what the
+  functions load, less what gave way to headroom), or of every module when there is no build.
 
 Measured in each: a minimal Powertools Lambda (Logger, Metrics and a trivial handler: the floor any
 Powertools function pays), the model step's handler module (no litellm: it loads on the first model
@@ -99,15 +100,39 @@ def lambda_tree() -> Iterator[Path]:
         yield root
 
 
-def compile_tree(root: Path) -> int:
-    """Compile every module of the tree as `make package` does (but with this interpreter); the exit
-    status of compileall (1 when some file, e.g. a Python 2 script in a distribution, does not compile)."""
-    done = subprocess.run(
-        [sys.executable, "-m", "compileall", "-q", "-q", "-j", "0", "--invalidation-mode", "unchecked-hash",
-         str(root)],
-        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONHASHSEED": "0"},
-        capture_output=True, text=True, timeout=1800, check=False,
-    )  # fmt: skip
+STAGE = ROOT / "dist" / "stage"
+MODEL_STEP = "ModelStepFunction"
+
+
+def shipped_bytecode() -> list[str] | None:
+    """The model step's sources that the last `make package` shipped bytecode for, as paths in the
+    Lambda-shaped tree (`task/...`, `opt/python/...`); None without a build (or one without bytecode)."""
+    layers = STAGE / "layers"
+    trees = [("task", STAGE / "functions" / MODEL_STEP)]
+    trees += [("opt/python", p / "python") for p in sorted(layers.iterdir())] if layers.is_dir() else []
+    found = []
+    for prefix, tree in trees:
+        for pyc in tree.rglob("__pycache__/*.cpython-312.pyc"):
+            source = pyc.parent.parent / (pyc.name.removesuffix(".cpython-312.pyc") + ".py")
+            found.append(f"{prefix}/{source.relative_to(tree).as_posix()}")
+    return sorted(found) or None
+
+
+def compile_tree(root: Path, only: list[str] | None) -> int:
+    """Compile the tree's modules (`only` those paths, else all) as `make package` does, but with this
+    interpreter; compileall's exit status (1 when some file, e.g. a Python 2 script, does not compile)."""
+    targets = [str(root / path) for path in only if (root / path).is_file()] if only else [str(root)]
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as listing:
+        listing.write("".join(f"{target}\n" for target in targets))
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "compileall", "-q", "-q", "-j", "0",
+             "--invalidation-mode", "unchecked-hash", "-i", listing.name],
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONHASHSEED": "0"},
+            capture_output=True, text=True, timeout=1800, check=False,
+        )  # fmt: skip
+    finally:
+        os.unlink(listing.name)
     return done.returncode
 
 

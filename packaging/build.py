@@ -292,7 +292,8 @@ def _bytecode(stage: Path, layers: dict[str, Layer], functions: dict[str, Functi
         print("          each cold start. Tried: " + ("; ".join(python.tried) or "nothing found"))
         print(f"          (set {bytecode.PYTHON_ENV}=/path/to/python3.12 to name one)")
         return {"python": None, "compiled_files": 0, "tried": python.tried, "litellm": parts}
-    compiled = bytecode.compile_loaded(stage, loaded, python)
+    pinned = {stage / "layers" / name / "python" for name, layer in layers.items() if layer.pinned}
+    compiled = bytecode.compile_loaded(stage, loaded, python, pinned)
     trees_of = {
         name: [stage / "functions" / name, *(stage / "layers" / n / "python" for n in f.layers)]
         for name, f in functions.items()

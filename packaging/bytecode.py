@@ -52,7 +52,8 @@ LAMBDA_OPT = "/opt/python"  # where it overlays the layers' python/
 PROBE_TIMEOUT = 600
 # What the bytecode leaves free under Lambda's limit for every function: it is an optimisation, so it
 # gives way (largest files first, from the layers the fewest functions carry) rather than fail the
-# build, and the sources of the next upgrade find this much room before the size check stops them.
+# build. The margin is for Lambda's own count, which is not documented to the byte; an upgrade's larger
+# sources need none: they push bytecode out first.
 HEADROOM = 4 * 1024 * 1024
 
 
@@ -237,8 +238,12 @@ def _module(function: Any) -> str:
 # --- compiling -----------------------------------------------------------------------------------
 
 
-def compile_loaded(stage: Path, loaded: Loaded, python: Interpreter) -> Compiled:
-    """Compile every loaded `.py` in place (`__pycache__/` next to it), as Lambda will find it."""
+def compile_loaded(stage: Path, loaded: Loaded, python: Interpreter, third_party: set[Path]) -> Compiled:
+    """Compile every loaded `.py` in place (`__pycache__/` next to it), as Lambda will find it.
+
+    The trees in `third_party` (the pinned layers) are compiled with `-X no_debug_ranges`: 6% smaller,
+    and a traceback through a library's frame shows its line without the `^^^` column marks. Stepwise's
+    own code keeps them."""
     assert python.path is not None
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
@@ -257,7 +262,8 @@ def compile_loaded(stage: Path, loaded: Loaded, python: Interpreter) -> Compiled
         try:
             ran = subprocess.run(
                 [
-                    python.path, "-m", "compileall", "-q", "-f",
+                    python.path, *(["-X", "no_debug_ranges"] if tree in third_party else []),
+                    "-m", "compileall", "-q", "-f",
                     "--invalidation-mode", "unchecked-hash",
                     "-s", str(tree), "-p", prefix,
                     "-i", listing.name,
