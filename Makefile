@@ -79,8 +79,9 @@ clean:
 	rm -rf $(VENV) $(SAM_VENV) .mypy_cache .ruff_cache .pytest_cache .aws-sam
 
 # Lambda artifacts for python3.12 on arm64 in dist/, cross-installed from the lock's hashes, trimmed,
-# checked and sized against the 250 MiB limit (packaging/README.md). VERIFY=0 skips re-checking the
-# trim rules on an x86_64 copy (~40 s).
+# checked and sized against the 250 MiB limit (packaging/README.md), with the 3.12 bytecode of what
+# the functions load when a Python 3.12 is here (PYTHON312=/path/to/python3.12 names one). VERIFY=0
+# skips re-checking the trim rules on an x86_64 copy (~55 s).
 VERIFY ?= 1
 .PHONY: package
 package: $(STAMP) $(SAM_STAMP)

@@ -3,7 +3,12 @@
 The handler module is what Lambda imports during a cold start's init phase, so its import time is the
 part of cold start this code controls. Each function's module is imported in a new `python` process
 (REPEATS times, median reported) and the child reports whether litellm ended up in sys.modules: only
-ModelStepFunction should pay for it (DESIGN.md; tests/unit/test_imports.py guards the API side).
+ModelStepFunction should pay for it (DESIGN.md; tests/unit/test_imports.py guards the API side). These
+imports use the venv's warm bytecode.
+
+Then the model step as Lambda loads it (bench/import_trees.py: a copy of its code and layers with no
+bytecode, then the same copy compiled): its handler module next to a minimal Powertools Lambda in the
+same run (the goal: at most twice the minimal's), and litellm, each without and with bytecode.
 """
 
 from __future__ import annotations
@@ -17,11 +22,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench import import_trees
 from bench.harness import Section, median
 
 REPEATS = 7  # measured imports per handler module (after one discarded import that writes .pyc files)
 DEFERRED_REPEATS = 3  # measured imports of litellm as the first model call pays it (~seconds each)
 TOP_IMPORTS = 4  # heaviest packages listed per module from one `-X importtime` run
+TREE_REPEATS = 7  # imports of the minimal Lambda and of the model step from the Lambda-shaped copy
+TREE_LITELLM_REPEATS = 3  # imports of litellm from it (seconds each without bytecode)
+MODEL_STEP = "ModelStepFunction"
+GOAL_RATIO = 2.0  # the model step's handler import against the minimal Powertools Lambda's
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -241,4 +251,79 @@ def run() -> Section:
         "deferred_litellm_ms": deferred,
         "deferred_modules": DEFERRED,
     }
+    model = next((fn for fn in functions if fn["function"] == MODEL_STEP), None)
+    if model is not None:
+        section.details["lambda_tree"] = _lambda_tree(section, model)
     return section
+
+
+def _lambda_tree(section: Section, model: dict[str, Any]) -> dict[str, Any]:
+    """The model step's handler and litellm, from a Lambda-shaped copy without and then with bytecode."""
+    env = _child_env(model)
+    out: dict[str, Any] = {}
+    with import_trees.lambda_tree() as root:
+        for compiled in (False, True):
+            label = "with bytecode" if compiled else "without bytecode"
+            if compiled:
+                shipped = import_trees.shipped_bytecode()
+                out["compiled"] = len(shipped) if shipped else "all"
+                out["compileall_exit"] = import_trees.compile_tree(root, shipped)
+                label = f"with bytecode ({'as shipped' if shipped else 'every module'})"
+            # One discarded round first (the page cache), then minimal and model step alternately.
+            minimal: list[float] = []
+            handler: list[dict[str, Any]] = []
+            for n in range(TREE_REPEATS + 1):
+                one = import_trees.import_once(root, "minimal", "minimal_app", env)
+                two = import_trees.import_once(root, "task", model["module"], env)
+                if "error" in one or "error" in two:
+                    raise RuntimeError(f"import from the Lambda-shaped copy failed: {one} {two}")
+                if n:
+                    minimal.append(one["ms"])
+                    handler.append(two)
+            litellm = [
+                import_trees.import_once(root, "task", model["module"], env, DEFERRED)
+                for _ in range(TREE_LITELLM_REPEATS + 1)
+            ][1:]
+            if errors := [s["error"] for s in litellm if "error" in s]:
+                raise RuntimeError(f"litellm from the Lambda-shaped copy failed: {errors[0]}")
+            floor, own = median(minimal), median([h["ms"] for h in handler])
+            ratio = own / floor
+            first_call = [s["then_ms"] for s in litellm]
+            section.add(
+                f"minimal Powertools Lambda import, {label}",
+                floor,
+                "ms",
+                f"Logger + Metrics + a trivial handler; {min(minimal):,.0f}–{max(minimal):,.0f}",
+                digits=0,
+            )
+            section.add(
+                f"{MODEL_STEP} handler import, {label}",
+                own,
+                "ms",
+                f"{ratio:.2f}× the minimal's (goal ≤ {GOAL_RATIO:.0f}×); X-Ray SDK "
+                f"{'IMPORTED' if any(h['xray'] for h in handler) else 'no'}; litellm "
+                f"{'IMPORTED' if any(h['litellm'] for h in handler) else 'no'}",
+                digits=0,
+            )
+            section.add(
+                f"{MODEL_STEP} first call: import {' + '.join(DEFERRED)}, {label}",
+                median(first_call),
+                "ms",
+                f"median of {len(first_call)}, {min(first_call):,.0f}–{max(first_call):,.0f}",
+                digits=0,
+            )
+            out[label] = {
+                "minimal_ms": minimal,
+                "handler_ms": [h["ms"] for h in handler],
+                "ratio_to_minimal": ratio,
+                "litellm_ms": first_call,
+                "xray_at_import": any(h["xray"] for h in handler),
+            }
+    section.notes.append(
+        "without/with bytecode: the model step's code and layers copied into a Lambda-shaped tree with no "
+        f"__pycache__, imported by `python -I -S -B` (median of {TREE_REPEATS}; litellm of "
+        f"{TREE_LITELLM_REPEATS}), then the same after compileall --invalidation-mode unchecked-hash by "
+        "this interpreter of the modules the last make package shipped bytecode for (dist/stage; every "
+        "module without a build)."
+    )
+    return out

@@ -8,10 +8,12 @@ packaging/build.py first (a minute or so: cross-installing the layers from pip's
 from __future__ import annotations
 
 import importlib.util
+import json
 import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from bench.harness import Section
 
@@ -81,6 +83,32 @@ def run() -> Section:
             f"{'fits' if total.fits else 'OVER'}, headroom {total.headroom / MIB:.1f} MiB; "
             f"zipped {total.zipped / MIB:.1f} MiB",
         )
+    manifest = json.loads((DIST / sizes.MANIFEST).read_text())
+    _bytecode(section, manifest.get("bytecode") or {})
     section.notes.append(f"Artifacts {origin}; Lambda's limit is {sizes.LIMIT:,} bytes unzipped.")
-    section.details = report.as_json()
+    section.details = {**report.as_json(), "bytecode": manifest.get("bytecode")}
     return section
+
+
+def _bytecode(section: Section, built: dict[str, Any]) -> None:
+    """What packaging/bytecode.py compiled (it is part of the sizes above), and how much of litellm loads."""
+    if built.get("python"):
+        section.add(
+            "bytecode shipped (3.12, unchecked-hash)",
+            built["compiled_bytes"] / MIB,
+            "MiB",
+            f"{built['compiled_files']:,} modules the functions load, compiled by CPython {built['python']}; "
+            f"{built.get('dropped_files', 0):,} more ({built.get('dropped_bytes', 0) / MIB:.1f} MiB) left "
+            "out for headroom",
+        )
+    elif built:
+        section.add("bytecode shipped", "none", note="no CPython 3.12 at build time: sources only")
+    parts = built.get("litellm")
+    if parts:
+        section.add(
+            "litellm modules the model step loads",
+            parts["loaded_modules"],
+            "modules",
+            f"of {parts['packaged_modules']:,} shipped; {parts['loaded_bytes'] / MIB:.1f} of "
+            f"{parts['packaged_bytes'] / MIB:.1f} MiB of source",
+        )

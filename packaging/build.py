@@ -41,6 +41,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import bytecode
 import checks
 import sizes
 import trim
@@ -77,6 +78,7 @@ class Function:
     name: str
     source: Path  # CodeUri
     layers: list[str]  # Globals layers, then its own, in the order Lambda overlays them
+    handler: str  # module.function
 
 
 def plan(template: dict[str, Any], pinned_layers: set[str]) -> tuple[dict[str, Layer], dict[str, Function]]:
@@ -92,7 +94,10 @@ def plan(template: dict[str, Any], pinned_layers: set[str]) -> tuple[dict[str, L
         if res["Type"] != "AWS::Serverless::Function":
             continue
         refs = [*global_layers, *res["Properties"].get("Layers", [])]
-        functions[name] = Function(name, ROOT / res["Properties"]["CodeUri"], [ref["Ref"] for ref in refs])
+        props = res["Properties"]
+        functions[name] = Function(
+            name, ROOT / props["CodeUri"], [ref["Ref"] for ref in refs], props["Handler"]
+        )
         for layer in functions[name].layers:
             layers[layer].consumers.add(name)
     return layers, functions
@@ -225,6 +230,7 @@ def build(out: Path) -> sizes.Report:
         copy_sources(function.source, stage / "functions" / name)
 
     _report_trim(trimmed)
+    compiled = _bytecode(stage, layers, functions)
     _check(layers, functions, stage, pin)
 
     (out / "layers").mkdir(parents=True)
@@ -241,6 +247,7 @@ def build(out: Path) -> sizes.Report:
         "template": "template.json",
         "layers": {n: f"layers/{n}.zip" for n in layers},
         "functions": {n: {"zip": f"functions/{n}.zip", "layers": f.layers} for n, f in functions.items()},
+        "bytecode": compiled,
     }
     (out / sizes.MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
     rep = sizes.report(out)
@@ -261,6 +268,64 @@ def _report_trim(trimmed: list[trim.Trimmed]) -> None:
         sys.exit(f"trim rules that matched nothing (update packaging/trim.py): {stale}")
 
 
+def _bytecode(stage: Path, layers: dict[str, Layer], functions: dict[str, Function]) -> dict[str, Any]:
+    """Measure what the functions load, stop if a trim rule removed any of it, compile it (bytecode.py)."""
+    import verify  # here, not at the top: verify.py imports this module
+
+    with verify.fake_model() as model_env:
+        env = {name: verify.traced_environment(name, model_env) for name in functions}
+        loaded = bytecode.measure(stage, functions, layers, verify.FUNCTION, env, verify.PROBE)
+    if loaded.removed:
+        sys.exit(
+            "trim rules remove files the functions load (packaging/trim.py):\n  "
+            + "\n  ".join(loaded.removed)
+        )
+    parts = _litellm_parts(stage, layers, loaded)
+    used, shipped = parts["loaded_bytes"] / sizes.MIB, parts["packaged_bytes"] / sizes.MIB
+    print(
+        f"loaded: litellm {parts['loaded_modules']} of {parts['packaged_modules']} modules ({used:.1f} of "
+        f"{shipped:.1f} MiB of source) in the model step; {sum(map(len, loaded.files.values()))} files in all"
+    )
+    python = bytecode.find_python(Path(sys.executable).parent / "uv")
+    if python.path is None:
+        print("bytecode: NOT COMPILED: no CPython 3.12 here, so Lambda compiles every module from source at")
+        print("          each cold start. Tried: " + ("; ".join(python.tried) or "nothing found"))
+        print(f"          (set {bytecode.PYTHON_ENV}=/path/to/python3.12 to name one)")
+        return {"python": None, "compiled_files": 0, "tried": python.tried, "litellm": parts}
+    pinned = {stage / "layers" / name / "python" for name, layer in layers.items() if layer.pinned}
+    compiled = bytecode.compile_loaded(stage, loaded, python, pinned)
+    trees_of = {
+        name: [stage / "functions" / name, *(stage / "layers" / n / "python" for n in f.layers)]
+        for name, f in functions.items()
+    }
+    bytecode.fit(stage, trees_of, sizes.LIMIT, compiled)
+    print(
+        f"bytecode: {compiled.files} loaded modules compiled by CPython {python.version} ({python.path}), "
+        f"unchecked-hash: {compiled.bytes / sizes.MIB:.1f} MiB"
+    )
+    if compiled.dropped_files:
+        dropped = compiled.dropped_bytes / sizes.MIB
+        print(
+            f"bytecode: {compiled.dropped_files} more ({dropped:.1f} MiB) left out to keep "
+            f"{bytecode.HEADROOM / sizes.MIB:.0f} MiB under the limit: they compile at import"
+        )
+    return {**compiled.as_json(), "litellm": parts}
+
+
+def _litellm_parts(stage: Path, layers: dict[str, Layer], loaded: bytecode.Loaded) -> dict[str, int]:
+    """How much of litellm's source the model step loads, against what the trimmed layer ships."""
+    trees = [stage / "layers" / name / "python" for name, layer in layers.items() if layer.pinned]
+    tree = next(t for t in trees if (t / "litellm").is_dir())
+    packaged = [p for p in (tree / "litellm").rglob("*.py")]
+    used = {f for f in loaded.files.get(tree, set()) if f.startswith("litellm/") and f.endswith(".py")}
+    return {
+        "loaded_modules": len(used),
+        "packaged_modules": len(packaged),
+        "loaded_bytes": sum((tree / f).stat().st_size for f in used),
+        "packaged_bytes": sum(p.stat().st_size for p in packaged),
+    }
+
+
 def _check(layers: dict[str, Layer], functions: dict[str, Function], stage: Path, pin: ModuleType) -> None:
     problems = []
     for name in layers:
@@ -276,7 +341,9 @@ def _check(layers: dict[str, Layer], functions: dict[str, Function], stage: Path
         ]
     if problems:
         sys.exit("the staged layers would not run on Lambda python3.12 arm64:\n  " + "\n  ".join(problems))
-    print("checked: every ELF is AArch64, every wheel tag fits cp312 manylinux aarch64, no bytecode,")
+    print(
+        "checked: every ELF is AArch64, every wheel tag fits cp312 manylinux aarch64, bytecode only 3.12's,"
+    )
     print("         every function's layers together satisfy all their requirements")
 
 

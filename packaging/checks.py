@@ -5,7 +5,8 @@ Nothing here can run the aarch64 code, so the checks read what the files say abo
 - every extension module's file name is tagged for CPython 3.12 on aarch64 (or is abi3);
 - every installed wheel's tags (its dist-info/WHEEL) are among those Lambda's python3.12 on arm64
   supports: cp312, abi3 or pure Python, manylinux up to glibc 2.34 (Amazon Linux 2023);
-- no bytecode compiled by the build machine's Python;
+- no bytecode but what packaging/bytecode.py compiles: CPython 3.12's (magic number 3531), hash-based
+  and unchecked, in a `__pycache__/` next to its source;
 - every requirement of every distribution a function sees (its layers overlaid, as in /opt/python)
   is present in a version that satisfies it, markers evaluated for the Lambda runtime.
 """
@@ -25,6 +26,8 @@ PYTHON = (3, 12)
 GLIBC_MINORS = range(17, 35)  # manylinux_2_17 (manylinux2014) .. manylinux_2_34 (Amazon Linux 2023)
 PLATFORMS = ["manylinux2014_aarch64", *(f"manylinux_2_{minor}_aarch64" for minor in GLIBC_MINORS)]
 EM_AARCH64 = 183
+MAGIC_312 = (3531).to_bytes(2, "little") + b"\r\n"  # importlib.util.MAGIC_NUMBER of every CPython 3.12.x
+UNCHECKED_HASH = 0b01  # pyc flags: hash-based, never checked against the source (PEP 552)
 EXTENSION = re.compile(r"\.cpython-(\d+)[a-z]*-([a-z0-9_]+-linux-gnu)\.so$")
 
 
@@ -48,6 +51,22 @@ def elf_problem(path: Path) -> str | None:
     return None if machine == EM_AARCH64 else f"ELF for machine {machine}, not AArch64 ({EM_AARCH64})"
 
 
+def bytecode_problem(path: Path) -> str | None:
+    """Why Lambda's python3.12 would not use `path` as a module's bytecode as built, or None."""
+    if path.parent.name != "__pycache__" or not path.name.endswith(".cpython-312.pyc"):
+        return "bytecode from the build machine's Python (not __pycache__/*.cpython-312.pyc)"
+    with path.open("rb") as handle:
+        head = handle.read(8)
+    if head[:4] != MAGIC_312:
+        return f"bytecode with magic {head[:4].hex()}, not CPython 3.12's"
+    if int.from_bytes(head[4:8], "little") != UNCHECKED_HASH:
+        return "bytecode that is not hash-based and unchecked (a timestamp pyc would be stale in a zip)"
+    source = path.parent.parent / (path.name.removesuffix(".cpython-312.pyc") + ".py")
+    if not source.is_file():
+        return "bytecode without its source"
+    return None
+
+
 def platform_problems(root: Path) -> list[str]:
     """Everything under `root` (a layer's python/) that Lambda's python3.12 on arm64 could not use."""
     problems = []
@@ -55,7 +74,8 @@ def platform_problems(root: Path) -> list[str]:
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
         rel = path.relative_to(root).as_posix()
         if path.suffix == ".pyc" or "__pycache__" in path.parts:
-            problems.append(f"{rel}: bytecode from the build machine's Python")
+            if why := bytecode_problem(path):
+                problems.append(f"{rel}: {why}")
             continue
         if why := elf_problem(path):
             problems.append(f"{rel}: {why}")

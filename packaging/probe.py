@@ -11,6 +11,9 @@ loopback (where the fake model server is) and, during init, every socket at all:
   restore  run the after-restore hooks prepare() registered;
   invoke   model turns through stepwise.llm.client: the scripted model, and an OpenAI-compatible
            fake (text, tool call, rate limit), and litellm's offline token counting.
+
+MODE `loaded`: the file of every module a function loads, for packaging/bytecode.py to compile: the
+handler module's import, and for the model step (SPEC["model"]) the whole `smoke` run as well.
 """
 
 from __future__ import annotations
@@ -141,13 +144,27 @@ def smoke(spec: dict[str, Any], guard: NetGuard) -> dict[str, Any]:
     return out
 
 
+def loaded(spec: dict[str, Any], guard: NetGuard) -> dict[str, Any]:
+    if spec.get("model"):
+        smoke(spec, guard)
+    else:
+        importlib.import_module(spec["handler_module"])
+    files = {getattr(module, "__file__", None) for module in list(sys.modules.values())}
+    return {"files": sorted(f for f in files if isinstance(f, str))}
+
+
 def main() -> None:
     mode, spec_text = sys.argv[1], sys.argv[2]
     spec = json.loads(spec_text)
     sys.path[:0] = spec["paths"]  # /var/task first, then the layers' /opt/python
     guard = NetGuard()
     guard.install()
-    result = imports(spec) if mode == "imports" else smoke(spec, guard)
+    if mode == "imports":
+        result = imports(spec)
+    elif mode == "smoke":
+        result = smoke(spec, guard)
+    else:
+        result = loaded(spec, guard)
     print(json.dumps(result, default=str))
 
 

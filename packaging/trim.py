@@ -2,13 +2,18 @@
 
 Lambda allows 250 MiB unzipped for a function and all its layers. ModelStepFunction carries the core
 layer, the model layer (litellm) and the stepwise layer: 262.8 MiB untrimmed, even with the model
-layer leaving out what the core layer has. These rules take out what the runtime never imports or
-reads (33.8 MiB), and nothing a model call can reach:
+layer leaving out what the core layer has, and the bytecode of what it loads (packaging/bytecode.py)
+adds about 31 MiB. These rules take out what the runtime never imports or reads, and nothing a model
+call can reach:
 
-- never code: no `.py` or native module of any layer distribution (tests/unit/test_packaging.py
-  checks every file of every one, as installed in the venv, and every module stepwise imports);
+- data, stubs and scripts (33.8 MiB): the proxy's admin UI and API documents, `.pyi`, console scripts;
+- code (`code=True`, 11.3 MiB): only the LiteLLM proxy server's own modules (PROXY_SERVER below).
+  Every build measures what the functions load and fails if a rule removed any of it; no other rule
+  may remove a `.py` or native module (tests/unit/test_packaging.py checks every file of every layer
+  distribution, as installed in the venv, and every module stepwise imports);
 - never litellm's offline data: the bundled cost map (LITELLM_LOCAL_MODEL_COST_MAP) and the tiktoken
-  and tokenizer files it counts tokens with (KEEP below; the same test checks it);
+  and tokenizer files it counts tokens with (KEEP below; the same test checks it), nor a provider of
+  `litellm/llms/` (which one a deployment calls is its configuration);
 - and `make package` (VERIFY=1, the default) applies the same rules to an x86_64 copy of the same
   pinned releases and imports every litellm module with and without them (packaging/verify.py).
 
@@ -37,6 +42,7 @@ class Rule:
     pattern: str
     layers: tuple[str, ...]
     why: str
+    code: bool = False  # removes modules: only what no function loads (checked by the build, below)
 
     @property
     def is_dir(self) -> bool:
@@ -49,6 +55,44 @@ class Rule:
 
 
 ALL = ("core", "model", "stepwise")
+
+# The LiteLLM proxy server's own code. Stepwise calls litellm as a library (completion, token counting,
+# the cost map) and runs no proxy; none of this is loaded by any function (measured at every build:
+# packaging/bytecode.py imports each handler module, and the model step's SnapStart init, scripted and
+# OpenAI-compatible turns and token counts, and fails the build if a rule removed a file that loaded),
+# and most of it cannot be imported on Lambda at all: it needs FastAPI (and orjson, websockets, ...),
+# which no layer ships. `make package` VERIFY=1 imports every remaining litellm module with and without
+# these rules: one that imported before must still import (which keeps auth/ and middleware/: proxy
+# modules that import without FastAPI need them). Sizes: MiB of litellm 1.110.2; n/m: modules
+# that fail to import untrimmed (no FastAPI) / modules.
+PROXY_SERVER: dict[str, str] = {
+    "management_endpoints/": "2.5 MiB, 60/65: the admin API (keys, teams, users, budgets)",
+    "guardrails/guardrail_hooks/": (
+        "2.5 MiB, 91/142: the guardrail vendors' hooks, each loaded only when configured (Stepwise "
+        "configures none; guardrails/ itself stays: litellm's guardrail base class loads exception_utils)"
+    ),
+    "pass_through_endpoints/": "0.9 MiB, 16/32: the proxy's provider pass-through routes and their logging",
+    "hooks/": "0.7 MiB, 27/28: proxy request hooks (rate limits, budgets, caching of keys)",
+    "client/": "0.5 MiB, 6/45: the proxy's command-line client",
+    "management_helpers/": "0.3 MiB, 18/24: helpers of the admin API",
+    "agent_endpoints/": "0.3 MiB, 11/17: the proxy's agent registry routes",
+    "policy_engine/": "0.2 MiB, 10/12: guardrail policies of the proxy",
+    "management/": "5/10: helpers of the admin UI",
+    "proxy_server.py": "0.9 MiB, the server itself (needs FastAPI and websockets)",
+    "utils.py": "0.5 MiB, the server's ProxyLogging and database plumbing (needs FastAPI)",
+    "common_request_processing.py": "0.2 MiB, the server's request pipeline (needs orjson)",
+    "litellm_pre_call_utils.py": "0.2 MiB, the server's per-request setup (needs FastAPI)",
+    "route_llm_request.py": "the server's router dispatch (needs FastAPI)",
+    "proxy_cli.py": "the `litellm` proxy command",
+}
+# The server's remaining HTTP route modules, 1.3 MiB together, each of them (nearly) all FastAPI.
+# openai_files_endpoints/ is not here: `import litellm` loads one of its modules.
+PROXY_ROUTES = (
+    "alerting", "analytics", "anthropic", "batches", "config_management", "container", "credential",
+    "decisions", "discovery", "fine_tuning", "google", "health", "image", "logging", "ocr", "openai_evals",
+    "public", "rag", "realtime", "rerank", "response_api", "search", "ui_crud", "vector_store",
+    "vector_store_files", "vertex_ai", "video",
+)  # fmt: skip
 
 RULES: tuple[Rule, ...] = (
     Rule(
@@ -65,6 +109,11 @@ RULES: tuple[Rule, ...] = (
         "litellm/proxy/_lazy_openapi_snapshot.json",
         ("model",),
         "~2.1 MB: the proxy server's OpenAPI document, read only by litellm/proxy/_lazy_openapi_snapshot.py",
+    ),
+    *(Rule(f"litellm/proxy/{path}", ("model",), why, code=True) for path, why in PROXY_SERVER.items()),
+    *(
+        Rule(f"litellm/proxy/{name}_endpoints/", ("model",), "HTTP routes of the proxy server", code=True)
+        for name in PROXY_ROUTES
     ),
     Rule("bin/", ALL, "console scripts pip wrote for the build machine's interpreter; Lambda runs none"),
     Rule("*.pyi", ALL, "type stubs: read by type checkers, never by the interpreter"),

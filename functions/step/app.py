@@ -7,7 +7,7 @@ from stepwise.loop import step
 from stepwise.models import RunState
 from stepwise.observability import logger
 
-tracer = observability.tracer()
+tracer = observability.lazy_tracer()  # no X-Ray SDK at import: built on the first traced call
 metrics = observability.metrics()
 snapstart.prepare()  # under SnapStart: litellm warm in the snapshot, clients rebuilt after restore
 

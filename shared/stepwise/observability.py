@@ -1,7 +1,7 @@
 """Logs, traces and metrics: Powertools configured in one place.
 
-Handlers take their decorators from here (`logger`, `tracer()`, `metrics()`). Domain code never touches
-Powertools Metrics: it says what happened through the facade at the bottom (`run_started`,
+Handlers take their decorators from here (`logger`, `tracer()` or `lazy_tracer()`, `metrics()`). Domain
+code never touches Powertools Metrics: it says what happened through the facade at the bottom (`run_started`,
 `step_taken`, ...), which records the metric and writes one structured log line. Metric names, units
 and properties live here only; template.yaml's alarms and dashboard read the same names (checked by
 tests/unit/test_observability.py).
@@ -18,7 +18,10 @@ dimensions). POWERTOOLS_METRICS_DISABLED=true (the local console) records nothin
 
 from __future__ import annotations
 
+import functools
 import logging
+import threading
+from collections.abc import Callable
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -86,6 +89,69 @@ def tracer() -> Tracer:
     # botocore covers DynamoDB (pynamodb), Step Functions and the rest of AWS; httpx covers model
     # providers, HTTP tools and hooks. Not patch_all: it would import every database driver it knows.
     return Tracer(service=SERVICE, patch_modules=["botocore", "httpx"])
+
+
+Handler = Callable[[Any, Any], Any]
+
+
+class LazyTracer:
+    """`tracer()`'s `capture_lambda_handler`, without the X-Ray SDK at import.
+
+    Powertools' Tracer imports aws_xray_sdk (and patches botocore and httpx) when it is constructed,
+    even when tracing is disabled: ~160 ms of a handler module's import. This decorator defers the
+    Tracer to the first invocation that traces, and then decorates the handler with it exactly as
+    `tracer().capture_lambda_handler` would (same subsegment, response and error metadata, ColdStart
+    annotation: the first traced call is the sandbox's first call). An invocation Powertools would
+    not trace (outside Lambda, under SAM local, POWERTOOLS_TRACE_DISABLED=true) calls the handler
+    as it is and never imports the SDK. Under SnapStart, `snapstart.prepare()` builds the Tracer
+    during init, so the snapshot holds it as before."""
+
+    def capture_lambda_handler(
+        self,
+        lambda_handler: Handler | None = None,
+        *,
+        capture_response: bool | None = None,
+        capture_error: bool | None = None,
+    ) -> Any:
+        if (
+            lambda_handler is None
+        ):  # used with arguments: @tracer.capture_lambda_handler(capture_response=False)
+            return functools.partial(
+                self.capture_lambda_handler, capture_response=capture_response, capture_error=capture_error
+            )
+        handler = lambda_handler
+        traced: list[Handler] = []  # the Powertools-decorated handler, once built
+        lock = threading.Lock()  # the local stack invokes one handler from several threads
+
+        @functools.wraps(handler)
+        def decorated(event: Any, context: Any) -> Any:
+            if not traced and _tracing_disabled():
+                return handler(event, context)
+            if not traced:
+                with lock:
+                    if not traced:
+                        traced.append(
+                            tracer().capture_lambda_handler(
+                                handler, capture_response=capture_response, capture_error=capture_error
+                            )
+                        )
+            return traced[0](event, context)
+
+        return decorated
+
+
+def lazy_tracer() -> LazyTracer:
+    """A handler's tracer for `@tracer.capture_lambda_handler` that costs nothing at import (the model
+    step's: its import is its cold start's init)."""
+    return LazyTracer()
+
+
+def _tracing_disabled() -> bool:
+    # Powertools' own decision (environment only, no SDK import), so a lazy handler is traced exactly
+    # when an eager one would be.
+    from aws_lambda_powertools.tracing.tracer import Tracer
+
+    return bool(Tracer._is_tracer_disabled())
 
 
 class _EmfProvider(AmazonCloudWatchEMFProvider):

@@ -12,6 +12,9 @@ that version lives:
   snapshot is taken without a request to serve. Importing litellm opens none as long as
   LITELLM_LOCAL_MODEL_COST_MAP is set (template.yaml sets it for every function; the model client
   sets it too); `make package VERIFY=1` checks the import with every socket refused.
+- The handler's tracer (`observability.lazy_tracer()`) imports the X-Ray SDK on the first traced
+  invocation; ahead of requests, `prepare()` builds it during init instead, so the snapshot holds
+  it (its UDP emitter opens no connection).
 - After each restore, every cached client is dropped so the next use builds a new one, with fresh
   connections and the restored environment's credentials, and `random` is reseeded so two
   environments restored from one snapshot do not draw the same numbers.
@@ -28,8 +31,6 @@ import random
 import sys
 from typing import Any
 
-from stepwise import aws
-
 # Set by Lambda during init: "on-demand", "provisioned-concurrency" or "snap-start".
 INIT_TYPE = "AWS_LAMBDA_INITIALIZATION_TYPE"
 # Inits that run ahead of any request, so time spent in them is never a caller's latency.
@@ -42,15 +43,17 @@ LITELLM_MODULE_CLIENTS = ("module_level_client", "module_level_aclient")
 @functools.cache  # once per process, however many modules call it
 def prepare() -> bool:
     """Register `after_restore` with the Lambda runtime and, when init runs ahead of requests, import
-    litellm now. Returns whether the runtime's hooks were available (only on Lambda)."""
+    litellm and build the tracer now. Returns whether the runtime's hooks were available (only on Lambda)."""
     try:
         from snapshot_restore_py import register_after_restore
     except ImportError:
         return False
     register_after_restore(after_restore)
     if os.environ.get(INIT_TYPE) in AHEAD_OF_REQUESTS:
+        from stepwise import observability
         from stepwise.llm import client
 
+        observability.tracer()  # the X-Ray SDK and its patches, which a lazy tracer builds on first use
         client.warm()
     return True
 
@@ -58,9 +61,17 @@ def prepare() -> bool:
 def after_restore() -> None:
     """Forget everything built from the snapshot's environment; each is rebuilt on first use."""
     random.seed()  # from os.urandom: each restored environment gets its own sequence
-    aws.reset()
+    _reset_aws()
     _reset_pynamodb()
     _reset_litellm()
+
+
+# Each looked up, not imported: what was never imported holds nothing to forget, and the handler
+# module's import (this one's) stays free of boto3.
+def _reset_aws() -> None:
+    aws = sys.modules.get("stepwise.aws")
+    if aws is not None:
+        aws.reset()  # every boto3 client, and the session they came from
 
 
 def _reset_pynamodb() -> None:

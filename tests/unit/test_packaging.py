@@ -36,6 +36,10 @@ def _load(name: str, path: Path) -> ModuleType:
 trim = _load("stepwise_packaging_trim", ROOT / "packaging" / "trim.py")
 checks = _load("stepwise_packaging_checks", ROOT / "packaging" / "checks.py")
 pin = _load("stepwise_layer_pins", ROOT / "layers" / "pin.py")
+# bytecode.py imports its siblings by their script names.
+sys.modules.setdefault("trim", trim)
+sys.modules.setdefault("checks", checks)
+bytecode = _load("stepwise_packaging_bytecode", ROOT / "packaging" / "bytecode.py")
 
 
 @cache
@@ -133,8 +137,8 @@ def test_no_rule_removes_a_module_stepwise_imports() -> None:
 
 
 @pytest.mark.parametrize("layer", LAYERS)
-def test_no_rule_removes_code_of_a_layer_distribution(layer: str) -> None:
-    """The rules remove data, stubs and scripts only, so no import can notice them: checked against
+def test_only_code_rules_remove_code_of_a_layer_distribution(layer: str) -> None:
+    """The other rules remove data, stubs and scripts only, so no import can notice them: checked against
     every file of every distribution the layer ships, as installed here (the same releases)."""
     removed = []
     for name in layer_dists(layer):
@@ -142,10 +146,28 @@ def test_no_rule_removes_code_of_a_layer_distribution(layer: str) -> None:
             path = file.as_posix()
             if path.startswith("..") or not (path.endswith(".py") or ".so" in file.name):
                 continue
-            if trim.removed_by(path, layer):
+            if (rule := trim.removed_by(path, layer)) and not rule.code:
                 removed.append(path)
 
     assert removed == []
+
+
+def test_code_rules_remove_only_the_litellm_proxy_servers_python_modules() -> None:
+    """Code rules are the reviewed PROXY_SERVER list; each removes .py files, never a native module."""
+    code = [rule for rule in trim.RULES if rule.code]
+    litellm_files = [f.as_posix() for f in metadata.distribution("litellm").files or []]
+
+    assert code
+    for rule in code:
+        assert rule.layers == ("model",), rule.pattern
+        assert rule.pattern.startswith("litellm/proxy/") and rule.pattern != "litellm/proxy/", rule.pattern
+        removed = [f for f in litellm_files if trim.removed_by(f, "model") is rule]
+        assert removed, f"{rule.pattern} matches nothing in litellm: stale"
+        assert not [f for f in removed if ".so" in f.rsplit("/", 1)[-1]], rule.pattern
+    assert trim.removed_by("litellm/proxy/_types.py", "model") is None  # `import litellm` loads it
+    assert (
+        trim.removed_by("litellm/proxy/guardrails/exception_utils.py", "model") is None
+    )  # a completion does
 
 
 def test_no_rule_removes_litellms_offline_data() -> None:
@@ -210,3 +232,75 @@ def test_platform_problems_name_foreign_extensions_bytecode_and_wheel_tags(tmp_p
     # Then the x86_64 extension (twice: header and name), the bytecode and the x86 wheel are named
     assert len(problems) == 4, problems
     assert all(any(k in p for k in ("bad.cpython", "__pycache__", "x86-1.0")) for p in problems)
+
+
+# --- bytecode -----------------------------------------------------------------------------------------
+
+
+def _pyc(
+    tmp_path: Path, name: str, magic: bytes = checks.MAGIC_312, flags: int = checks.UNCHECKED_HASH
+) -> Path:
+    (tmp_path / f"{name}.py").write_text("x = 1\n")
+    path = tmp_path / "__pycache__" / f"{name}.cpython-312.pyc"
+    path.parent.mkdir(exist_ok=True)
+    path.write_bytes(magic + flags.to_bytes(4, "little") + bytes(8) + b"code")
+    return path
+
+
+def test_only_312_unchecked_hash_bytecode_next_to_its_source_passes(tmp_path: Path) -> None:
+    good = _pyc(tmp_path, "good")
+    timestamp = _pyc(tmp_path, "stamped", flags=0)
+    checked = _pyc(tmp_path, "checked", flags=0b11)
+    other = _pyc(tmp_path, "other", magic=(3495).to_bytes(2, "little") + b"\r\n")  # 3.11's
+    orphan = _pyc(tmp_path, "orphan")
+    (tmp_path / "orphan.py").unlink()
+
+    assert checks.bytecode_problem(good) is None
+    assert "unchecked" in checks.bytecode_problem(timestamp)
+    assert "unchecked" in checks.bytecode_problem(checked)
+    assert "not CPython 3.12" in checks.bytecode_problem(other)
+    assert "without its source" in checks.bytecode_problem(orphan)
+    assert checks.platform_problems(tmp_path) == [
+        f"__pycache__/{p.name}: {checks.bytecode_problem(p)}"
+        for p in sorted((checked, orphan, other, timestamp))
+    ]
+
+
+def test_an_interpreter_that_does_not_run_or_is_not_312_is_passed_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given $PYTHON312 naming this 3.11 interpreter, nothing on PATH, no uv and no pyenv
+    monkeypatch.setenv(bytecode.PYTHON_ENV, sys.executable)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("PYENV_ROOT", str(tmp_path))
+
+    found = bytecode.find_python(tmp_path / "no-uv")
+
+    assert found.path is None
+    assert found.tried == [
+        "no python3.12 on PATH",
+        "no uv",
+        f"no pyenv 3.12 in {tmp_path}",
+        f"{sys.executable}: cpython {sys.version.split()[0]}, not CPython 3.12",
+    ]
+
+
+def test_bytecode_gives_way_largest_first_in_the_layer_fewest_functions_carry(tmp_path: Path) -> None:
+    # Given two functions sharing a core tree; the model tree is only the big function's
+    core, model, small = tmp_path / "core", tmp_path / "model", tmp_path / "small"
+    sizes = {core: [300], model: [100, 500, 200], small: [10]}
+    for tree, pycs in sizes.items():
+        for n, size in enumerate(pycs):
+            (tree / "__pycache__").mkdir(parents=True, exist_ok=True)
+            (tree / "__pycache__" / f"m{n}.cpython-312.pyc").write_bytes(bytes(size))
+    done = bytecode.Compiled("python3.12", "3.12.1", files=5, bytes=1110, by_tree={"core": 300, "model": 800})
+    limit = bytecode.HEADROOM + 1000  # the big function holds 1100 bytes: 100 over
+
+    # When the bytecode is fitted
+    bytecode.fit(tmp_path, {"big": [core, model], "other": [core, small]}, limit, done)
+
+    # Then the model tree's largest file went (core, which both carry, stays), and it is accounted for
+    left = sorted(f"{p.parent.parent.name}/{p.name.split('.')[0]}" for p in tmp_path.rglob("*.pyc"))
+    assert left == ["core/m0", "model/m0", "model/m2", "small/m0"]
+    assert (done.files, done.bytes, done.dropped_files, done.dropped_bytes) == (4, 610, 1, 500)
+    assert done.by_tree["model"] == 300
