@@ -3,7 +3,7 @@
 The handler module is what Lambda imports during a cold start's init phase, so its import time is the
 part of cold start this code controls. Each function's module is imported in a new `python` process
 (REPEATS times, median reported) and the child reports whether litellm ended up in sys.modules: only
-ModelStepFunction should pay for it (DESIGN.md; tests/unit/test_imports.py guards the API side). These
+StepFunction should pay for it (DESIGN.md; tests/unit/test_imports.py guards the API side). These
 imports use the venv's warm bytecode.
 
 Then the model step as Lambda loads it (bench/import_trees.py: a copy of its code and layers with no
@@ -30,7 +30,7 @@ DEFERRED_REPEATS = 3  # measured imports of litellm as the first model call pays
 TOP_IMPORTS = 4  # heaviest packages listed per module from one `-X importtime` run
 TREE_REPEATS = 7  # imports of the minimal Lambda and of the model step from the Lambda-shaped copy
 TREE_LITELLM_REPEATS = 3  # imports of litellm from it (seconds each without bytecode)
-MODEL_STEP = "ModelStepFunction"
+MODEL_STEP = "StepFunction"
 GOAL_RATIO = 2.0  # the model step's handler import against the minimal Powertools Lambda's
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -164,7 +164,7 @@ def _heaviest(fn: dict[str, Any]) -> list[tuple[str, float]]:
 def run() -> Section:
     section = Section("Cold imports (handler module in a fresh interpreter)")
     functions = _functions()
-    # Functions sharing a CodeUri and module (Prepare/Finalize/Failed) import the same file: measure once.
+    # Functions sharing a CodeUri and module import the same file: measure once.
     measured: dict[tuple[str, str], dict[str, Any]] = {}
     for fn in functions:
         key = (fn["code_dir"], fn["module"])
@@ -230,7 +230,7 @@ def run() -> Section:
             median(deferred),
             "ms",
             f"median of {len(deferred)}, {min(deferred):,.0f}–{max(deferred):,.0f}; paid by the first "
-            "model call of each cold ModelStep sandbox",
+            "model call of each cold Step sandbox",
             digits=0,
         )
     seen = set()

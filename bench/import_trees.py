@@ -92,7 +92,7 @@ def lambda_tree() -> Iterator[Path]:
     with tempfile.TemporaryDirectory(prefix="stepwise-bench-") as tmp:
         root = Path(tmp)
         ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-        shutil.copytree(ROOT / "functions" / "model_step", root / "task", ignore=ignore)
+        shutil.copytree(ROOT / "functions" / "step", root / "task", ignore=ignore)
         (root / "minimal").mkdir()
         (root / "minimal" / "minimal_app.py").write_text(MINIMAL_APP)
         _copy_dists(root / "opt" / "python")
@@ -101,7 +101,7 @@ def lambda_tree() -> Iterator[Path]:
 
 
 STAGE = ROOT / "dist" / "stage"
-MODEL_STEP = "ModelStepFunction"
+MODEL_STEP = "StepFunction"
 
 
 def shipped_bytecode() -> list[str] | None:

@@ -3,8 +3,8 @@ Functions interpreter, DynamoDB in moto, our handlers in process, one loopback H
 latency. Times are the run record's created_at → finished_at, so polling granularity does not count.
 
 A run without tool calls has exactly one step (a text turn is the final answer), so "a 5-step run
-without tools" is measured two ways: a 1-step text-only run (the floor: Prepare, one ModelStep,
-Finalize) and a 5-step run whose calls name a tool the agent lacks (Gate answers without HTTP).
+without tools" is measured two ways: a 1-step text-only run (the floor: one Step that
+answers and ends the run) and a 5-step run whose calls name a tool the agent lacks (answered without HTTP).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def run() -> Section:
     env = local()
     section.add("local stack start (template.yaml → moto)", env.start_seconds, "s", digits=2)
 
-    warm = env.run(script_for([1], "warmup"))  # loads every handler module and, in ModelStep, litellm
+    warm = env.run(script_for([1], "warmup"))  # loads every handler module and, in Step, litellm
     section.add(
         "first run (cold model step)",
         warm.server_seconds * 1000,

@@ -30,7 +30,7 @@ from bench.dynamodb_ops import WRITES, Recorder
 from bench.harness import Local, Section, local, timed_invocations
 
 MODEL = "openai/gpt-fake"
-MODEL_FUNCTION = "ModelStepFunction"
+MODEL_FUNCTION = "StepFunction"
 FAST_TOKENS = 4_000
 SLOW_TOKENS = 500
 SLOW_RATE = 50.0  # deltas (≈ tokens) a second: a brisk hosted model
@@ -241,7 +241,7 @@ def run() -> Section:
         f"model step wall time, {fast['output_tokens']:,}-token answer in {fast_deltas:,} deltas",
         fast["model_step_ms"],
         "ms",
-        "the ModelStep Lambda invocation, fast stream",
+        "the Step Lambda invocation, fast stream",
         digits=0,
     )
     section.add(

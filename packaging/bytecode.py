@@ -182,7 +182,7 @@ def measure(
             None,
         )
         if twin is not None and name != model_function:
-            same_code[name] = twin  # the same CodeUri and module (Prepare, Finalize, Failed): loaded once
+            same_code[name] = twin  # the same CodeUri and module : loaded once
             continue
         jobs[name] = [code, *(stage / "layers" / n / "python" for n in function.layers if n in source_layers)]
 

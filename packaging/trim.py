@@ -1,6 +1,6 @@
 """What `make package` leaves out of the layers: an explicit, reviewed list, each entry with its reason.
 
-Lambda allows 250 MiB unzipped for a function and all its layers. ModelStepFunction carries the core
+Lambda allows 250 MiB unzipped for a function and all its layers. StepFunction carries the core
 layer, the model layer (litellm) and the stepwise layer: 262.8 MiB untrimmed, even with the model
 layer leaving out what the core layer has, and the bytecode of what it loads (packaging/bytecode.py)
 adds about 31 MiB. These rules take out what the runtime never imports or reads, and nothing a model

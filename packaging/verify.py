@@ -33,7 +33,7 @@ from build import ROOT, TEMPLATE, load_module
 
 from stepwise.local.cfn_yaml import load_template
 
-FUNCTION = "ModelStepFunction"
+FUNCTION = "StepFunction"
 PROBE = Path(__file__).resolve().parent / "probe.py"
 PACKAGES = ["litellm", "huggingface_hub", "tiktoken", "tokenizers"]
 PROBE_TIMEOUT = 600  # seconds; importing all of litellm takes about 15 here

@@ -3,19 +3,23 @@
 from typing import Any
 
 from stepwise import observability, snapstart
-from stepwise.loop import step
-from stepwise.models import RunState
 from stepwise.observability import logger
 
 tracer = observability.lazy_tracer()  # no X-Ray SDK at import: built on the first traced call
 metrics = observability.metrics()
-snapstart.prepare()  # under SnapStart: litellm warm in the snapshot, clients rebuilt after restore
+# Under SnapStart init runs once per published version: the loop and litellm are imported into the
+# snapshot there, and clients are rebuilt after each restore. Without it (locally, $LATEST) the loop
+# is imported by the first call, so the module itself stays as light as a minimal Powertools handler.
+snapstart.prepare()
 
 
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
 @tracer.capture_lambda_handler
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    from stepwise.loop import step
+    from stepwise.models import RunState
+
     # The step this call takes is bound (with the session) once the run is loaded.
     observability.bind(tenant_id=event.get("tenant_id"), run_id=event.get("run_id"), step=event.get("step"))
     if event.get("mode") == "sync":  # POST /v1/agents/{id}/run, invoked by the API function

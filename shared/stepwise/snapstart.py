@@ -52,6 +52,7 @@ def prepare() -> bool:
     if os.environ.get(INIT_TYPE) in AHEAD_OF_REQUESTS:
         from stepwise import observability
         from stepwise.llm import client
+        from stepwise.loop import step  # noqa: F401 — the handler imports it on its first call otherwise
 
         observability.tracer()  # the X-Ray SDK and its patches, which a lazy tracer builds on first use
         client.warm()

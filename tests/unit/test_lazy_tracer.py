@@ -70,9 +70,9 @@ def run(code: str, **env: str) -> dict[str, Any]:
 def test_importing_the_model_step_handler_imports_no_xray_sdk() -> None:
     # In Lambda's environment, where tracing is on: the SDK waits for the first invocation.
     loaded = run(
-        MODEL_STEP_IMPORT.format(code_dir=str(ROOT / "functions" / "model_step")),
+        MODEL_STEP_IMPORT.format(code_dir=str(ROOT / "functions" / "step")),
         LAMBDA_TASK_ROOT="/var/task",
-        AWS_LAMBDA_FUNCTION_NAME="ModelStepFunction",
+        AWS_LAMBDA_FUNCTION_NAME="StepFunction",
     )
 
     assert loaded == {"xray": False, "litellm": False}
