@@ -217,7 +217,7 @@ def run() -> Section:
         per_chunk,
         "requests",
         "model-step writes, fast stream minus the same text in 1 delta (1 chunk event); "
-        "UpdateItem reserving the seq on the run item + BatchWriteItem of the event",
+        "UpdateItem reserving the seq on the log's head item + BatchWriteItem of the event",
         digits=2,
     )
     section.add(
