@@ -1,7 +1,7 @@
 """Following a run live: what a waiting follower costs, by long-poll and over the follow WebSocket.
 
 Counted locally (moto, at botocore, dynamodb_ops.Recorder): the DynamoDB requests of one long-poll of
-a run that waits on an approval (each tick of stepwise.eventlog reads the log's head item, nothing
+a run that waits on an approval (each tick of stepwise.runs.eventlog reads the log's head item, nothing
 else), the requests and @connections posts of one append with no follower and with one, and the Lambda
 invocations while a socket client waits (none). The AWS figures per 1,000 runs are computed from those
 counts and the public on-demand prices below (us-east-1, arm64), for a client that follows a run for
@@ -65,8 +65,8 @@ def management_calls() -> Iterator[Counter[str]]:
 def run() -> Section:
     from websockets.sync.client import connect
 
-    from stepwise import events
     from stepwise.local.stack import DEFAULT_TENANT
+    from stepwise.runs import events
 
     section = Section("Following a run live: long-poll and WebSocket (local counts, AWS prices)")
     env = local()

@@ -10,8 +10,9 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from botocore.exceptions import ClientError
 
-from stepwise import aws, events, observability
+from stepwise import aws, observability
 from stepwise.errors import Conflict, Gone, Unavailable, Unprocessable
+from stepwise.runs import events
 from stepwise.store import interactions
 from stepwise.store.interactions import Interaction
 

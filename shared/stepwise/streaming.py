@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from stepwise import events
+from stepwise.runs import events
 
 CHUNK_CHARS = 400  # about 100 tokens
 CHUNK_SECONDS = 0.25  # a slow model still shows progress

@@ -136,7 +136,7 @@ def _writes_events(function: str) -> bool:
 
 @pytest.mark.parametrize("function", sorted(f for f in functions() if _writes_events(f)))
 def test_every_function_that_appends_events_may_push_them_to_followers(function: str) -> None:
-    """stepwise.events.emit posts each append to the run's followers: FollowersTable and @connections."""
+    """stepwise.runs.events.emit posts each append to the run's followers: FollowersTable and @connections."""
     assert {"Ref": "FollowPushPolicy"} in functions()[function]["Properties"]["Policies"]
 
 

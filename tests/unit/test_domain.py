@@ -9,11 +9,11 @@ from pydantic import ValidationError
 
 from stepwise.api.auth import is_public, tenant_from_event
 from stepwise.errors import Unauthorized
-from stepwise.eventlog import HOLE_GRACE, _contiguous
 from stepwise.ids import new_id, ulid
 from stepwise.loop.failed import describe_failure
 from stepwise.models import Agent, AgentCreate, HttpTool, RunEvent, ScriptTurn, StepFailure, utcnow
 from stepwise.prompt import build_messages, tool_declarations
+from stepwise.runs.eventlog import HOLE_GRACE, _contiguous
 from stepwise.tools.registry import permission_for
 
 

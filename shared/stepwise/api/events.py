@@ -8,12 +8,12 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Header, Query
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 
-from stepwise import eventlog as events
 from stepwise.api.context import tenant
 from stepwise.api.responses import json_response, responses
 from stepwise.errors import Malformed
 from stepwise.follow import service as follow
 from stepwise.models import EventType
+from stepwise.runs import eventlog as events
 
 router = APIGatewayHttpRouter()
 RUNS = ["runs"]

@@ -8,7 +8,7 @@ sends the backlog once API Gateway has opened the socket (a connection cannot be
 (delivery.py), and the socket is closed after the terminal event.
 
 No gap, no duplicate, in order: each follower has one cursor (`sent`) and one lease. Only the lease
-holder sends, the contiguous events after the cursor (stepwise.eventlog's rules), then moves the cursor
+holder sends, the contiguous events after the cursor (stepwise.runs.eventlog's rules), then moves the cursor
 and releases the lease, and then looks at the log once more: a writer that found the lease taken wrote
 its events before it tried, so that last look sees them.
 """

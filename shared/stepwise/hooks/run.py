@@ -6,10 +6,10 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
-from stepwise import events
 from stepwise.hooks.engine import evaluate
 from stepwise.hooks.models import Hook, HookDecision
 from stepwise.models import Agent
+from stepwise.runs import events
 
 logger = Logger(service="stepwise")
 

@@ -10,8 +10,9 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from pydantic import BaseModel
 
-from stepwise import answers, events, observability
+from stepwise import answers, observability
 from stepwise.models import Wait
+from stepwise.runs import events
 from stepwise.store import agents, interactions, runs
 from stepwise.store.interactions import Interaction
 

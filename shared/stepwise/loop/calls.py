@@ -14,9 +14,10 @@ from typing import Any, Literal
 
 from aws_lambda_powertools import Logger
 
-from stepwise import events, ledger, observability
+from stepwise import ledger, observability
 from stepwise.mcp.models import McpToolRef
 from stepwise.models import Agent, BuiltinTool, ClientTool, HttpTool, Run, Wait
+from stepwise.runs import events
 from stepwise.store import effects, interactions, sessions
 from stepwise.store.interactions import Interaction
 from stepwise.store.run_context import CallRef

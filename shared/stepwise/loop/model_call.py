@@ -12,12 +12,13 @@ import os
 from dataclasses import asdict
 from typing import Any
 
-from stepwise import events, observability
+from stepwise import observability
 from stepwise.errors import BudgetExceeded, ContextTooLong, DoomLoop
 from stepwise.llm.client import ModelTurn, complete, resolve_model
 from stepwise.loop.working import Working
 from stepwise.models import Agent
 from stepwise.prompt import build_messages, tool_declarations
+from stepwise.runs import events
 from stepwise.store import sessions
 from stepwise.store.run_context import RunContext
 from stepwise.store.sessions import ASSISTANT_SLOT

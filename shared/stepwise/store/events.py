@@ -59,7 +59,7 @@ def append(tenant_id: str, run_id: str, events: list[tuple[EventType, dict[str, 
 
 def head(tenant_id: str, run_id: str) -> Head | None:
     """The log's head, None before the run's first event. Strongly consistent: a reader that saw an
-    event must never be told afterwards that the log ends before it (see stepwise.eventlog)."""
+    event must never be told afterwards that the log ends before it (see stepwise.runs.eventlog)."""
     bind()
     try:
         item = RunHeadItem.get(tenant_key(tenant_id, run_id), HEAD_SEQ, consistent_read=True)

@@ -1,13 +1,13 @@
 """Run events: written to the log (and pushed to the run's live followers), read in order with no gap
-and no duplicate (stepwise.eventlog)."""
+and no duplicate (stepwise.runs.eventlog)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from stepwise.eventlog import HOLE_GRACE, MAX_WAIT, PAGE, POLL_INTERVAL, TERMINAL_EVENTS, EventPage, read
 from stepwise.follow import delivery
 from stepwise.models import EventType, RunEvent
+from stepwise.runs.eventlog import HOLE_GRACE, MAX_WAIT, PAGE, POLL_INTERVAL, TERMINAL_EVENTS, EventPage, read
 from stepwise.store import events as store
 
 __all__ = [
