@@ -82,3 +82,22 @@ def test_only_the_current_steps_results_count_as_answered() -> None:
     )
 
     assert _answered_ids(work) == set()
+
+
+def test_a_failed_step_leaves_no_conversation_in_the_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    from stepwise.loop import step as step_module
+    from stepwise.loop import working as working_module
+    from stepwise.models import RunState
+
+    work = working([{"role": "user", "content": "q"}])
+    working_module.keep("t1", work, 3)
+
+    def half_done(state: RunState) -> RunState:
+        work.current.append({"role": "assistant", "content": "said before the crash"})
+        raise RuntimeError("the store is unavailable")
+
+    monkeypatch.setattr(step_module, "_step", half_done)
+    with pytest.raises(RuntimeError):
+        step_module.step(RunState(tenant_id="t1", run_id="run_1"))
+
+    assert ("t1", "run_1") not in working_module._cache

@@ -170,6 +170,16 @@ def _call_refs(agent: Agent, names: list[tuple[str, str]]) -> list[CallRef]:
 
 def step(state: RunState) -> RunState:
     """One ReAct step. On the last allowed step tools are withheld, so the model must answer."""
+    try:
+        return _step(state)
+    except BaseException:
+        # The cached conversation may hold what this attempt added before it failed: a retry starts
+        # from what the store holds.
+        working.forget(state.tenant_id, state.run_id)
+        raise
+
+
+def _step(state: RunState) -> RunState:
     tenant_id = state.tenant_id
     context = run_context.load(tenant_id, state.run_id)
     if context.ended:
