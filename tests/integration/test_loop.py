@@ -270,3 +270,41 @@ def test_an_active_run_shows_the_counters_of_its_context(stack: LocalStack, rece
     assert waiting["status"] == "waiting" and waiting["steps"] == 1 and waiting["usage"]["input_tokens"] > 0
     assert waiting["tools_executed"] == []  # asked, not executed
     assert listed["runs"][0]["steps"] == 1
+
+
+def test_a_step_that_misses_the_cache_rebuilds_from_the_checkpoint_not_the_session(
+    stack: LocalStack, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from stepwise.loop import model_call, working
+    from stepwise.store import sessions
+
+    agent_id = agent_with(stack, system_prompt="Be brief.", tools=[tool("lookup", f"{receiver.url}/lookup")])
+    first = wait_for_run(stack, start(stack, agent_id, [call("lookup", q="1"), {"text": "first"}])["run_id"])
+    seen: list[list[dict[str, Any]]] = []
+    history_reads: list[str] = []
+    real_complete, real_history = model_call.complete, sessions.history
+
+    def recording(**kwargs: Any) -> Any:
+        seen.append(kwargs["messages"])
+        return real_complete(**kwargs)
+
+    def counted(tenant_id: str, session_id: str, run_id: str) -> Any:
+        history_reads.append(run_id)
+        return real_history(tenant_id, session_id, run_id)
+
+    monkeypatch.setattr(model_call, "complete", recording)
+    monkeypatch.setattr(sessions, "history", counted)
+    monkeypatch.setattr(working, "keep", lambda *args: None)  # every step is another function's
+    body = {
+        "message": "second",
+        "session_id": first["session_id"],
+        "script": [call("lookup", q="2"), call("lookup", q="3"), {"text": "second answer"}],
+    }
+    status, _, accepted = stack.invoke_api("POST", f"/v1/agents/{agent_id}/runs", body)
+    second = wait_for_run(stack, accepted["run_id"])
+
+    assert status == 202 and second["status"] == "succeeded" and second["steps"] == 3
+    assert history_reads == [second["run_id"]]  # the session once, on the run's first step
+    assert "first" in [m.get("content") for m in seen[-1] if m["role"] == "assistant"]  # the earlier run
+    assert [m["content"] for m in seen[-1] if m["role"] == "user"] == ["go", "second"]
+    assert len([m for m in seen[-1] if m["role"] == "tool"]) == 3  # one from the first run, two of this one

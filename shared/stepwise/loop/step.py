@@ -42,6 +42,7 @@ def _prepare(tenant_id: str, work: Working, agent: Agent, context: RunContext) -
     if not started and runs.get(tenant_id, run.run_id).status != "running":  # running: a retry
         raise RunStateError(f"run {run.run_id} is {run.status}; it cannot start")
     user = {"role": "user", "content": run.input}
+    sessions.put_checkpoint(tenant_id, run.session_id, run.run_id, work.earlier)
     sessions.put_message(tenant_id, run.session_id, run.run_id, 0, USER_SLOT, user)
     work.current = [user]
     work.run = run.model_copy(update={"status": "running"})

@@ -2,8 +2,9 @@
 
 Step Functions invokes one run's steps one after another, and a warm function usually serves the
 next one: keeping the conversation here spares reading the session's history on every step. The cache
-is keyed by run and context version; any other version (another function wrote a step, or this one
-was recycled) rebuilds it from the session, whose earlier runs fold in once per rebuild.
+is keyed by run and context version. The first step reads the session once and keeps the earlier
+runs' history as the run's checkpoint; any later miss (another function wrote a step, or this one was
+recycled) rebuilds from the checkpoint and the run's own messages, never the session's other runs.
 """
 
 from __future__ import annotations
@@ -44,7 +45,11 @@ def load(tenant_id: str, run_id: str, version: int) -> Working:
             _cache.move_to_end(key)
             return cached
     run = runs.get(tenant_id, run_id)
-    earlier, current = sessions.history(tenant_id, run.session_id, run_id)
+    earlier = sessions.checkpoint(tenant_id, run.session_id, run_id) if version else None
+    if earlier is None:
+        earlier, current = sessions.history(tenant_id, run.session_id, run_id)
+    else:  # the earlier runs as this run found them, and this run's own messages
+        current = sessions.run_messages(tenant_id, run.session_id, run_id)
     return Working(run=run, version=version, earlier=earlier, current=current)
 
 

@@ -3,6 +3,7 @@ history. Messages are OpenAI chat-format dicts; their sort key orders them by ru
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from typing import Any, cast
 
@@ -118,6 +119,50 @@ def history(
         elif item.run_id in completed:
             earlier.append(item.message)
     return earlier, current
+
+
+CHECKPOINT_PREFIX = "ckpt#"
+CHECKPOINT_LIMIT = 300_000  # bytes of JSON: a checkpoint is one item (400 KB with its keys)
+
+
+def run_messages(tenant_id: str, session_id: str, run_id: str) -> list[dict[str, Any]]:
+    """This run's messages alone, in order (one Query of its key range, not the session's)."""
+    bind()
+    items = SessionItem.query(
+        tenant_key(tenant_id, session_id),
+        SessionItem.sk.startswith(f"{MESSAGE_PREFIX}{run_id}#"),
+        consistent_read=True,
+    )
+    return [i.message for i in items if i.message is not None]
+
+
+def put_checkpoint(tenant_id: str, session_id: str, run_id: str, earlier: list[dict[str, Any]]) -> bool:
+    """Keep the history of the session's earlier runs as `run_id` found it, so rebuilding the run's
+    conversation later reads one item and the run's own messages. False (nothing written) when it
+    does not fit an item: a rebuild then reads the session, as without a checkpoint."""
+    body = json.dumps(earlier, ensure_ascii=False)
+    if len(body.encode()) > CHECKPOINT_LIMIT:
+        return False
+    bind()
+    SessionItem(
+        tenant_key(tenant_id, session_id),
+        f"{CHECKPOINT_PREFIX}{run_id}",
+        run_id=run_id,
+        messages=earlier,
+        expires_at=utcnow() + timedelta(days=config.runtime().message_retention_days),
+    ).save()
+    return True
+
+
+def checkpoint(tenant_id: str, session_id: str, run_id: str) -> list[dict[str, Any]] | None:
+    bind()
+    try:
+        item = SessionItem.get(
+            tenant_key(tenant_id, session_id), f"{CHECKPOINT_PREFIX}{run_id}", consistent_read=True
+        )
+    except DoesNotExist:
+        return None
+    return list(item.messages or [])
 
 
 def complete_run(tenant_id: str, session_id: str, run_id: str) -> None:

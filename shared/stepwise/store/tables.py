@@ -55,7 +55,8 @@ class AgentItem(Model):
 
 
 class SessionItem(Model):
-    """The session shell (sk = "session") and its messages (sk = "msg#<run_id>#<step>#<slot>")."""
+    """The session shell (sk = "session"), its messages (sk = "msg#<run_id>#<step>#<slot>") and, per
+    run, the history of the earlier runs as that run began (sk = "ckpt#<run_id>", in `messages`)."""
 
     class Meta:
         table_name = "SessionsTable"
@@ -70,6 +71,7 @@ class SessionItem(Model):
     queue = ListAttribute(of=UnicodeAttribute, null=True)
     run_id = UnicodeAttribute(null=True)
     message = JSONAttribute(null=True)
+    messages = JSONAttribute(null=True)
     expires_at = TTLAttribute(null=True)
 
 
