@@ -6,19 +6,11 @@ from aws_lambda_powertools.logging import correlation_paths
 
 from stepwise import observability
 from stepwise.api.app import handle
-from stepwise.api.auth import tenant_from_event
-from stepwise.errors import Unauthorized
+from stepwise.api.auth import known_tenant
 from stepwise.observability import logger
 
 tracer = observability.tracer()
 metrics = observability.metrics()
-
-
-def _tenant(event: dict[str, Any]) -> str | None:
-    try:
-        return tenant_from_event(event)
-    except Unauthorized:
-        return None  # a public route, or a key the authorizer rejected
 
 
 # log_event=False whatever POWERTOOLS_LOGGER_LOG_EVENT says: events carry API keys, setting values and
@@ -29,7 +21,7 @@ def _tenant(event: dict[str, Any]) -> str | None:
 @metrics.log_metrics
 @tracer.capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    observability.bind_request(event, _tenant(event))
+    observability.bind_request(event, known_tenant(event))
     response = handle(event, context)
     # The route's template (`GET /v1/approvals/{token}`), never the raw path: a token is a credential.
     logger.info("request", extra={"route": event.get("routeKey"), "status": response.get("statusCode")})

@@ -9,20 +9,12 @@ from aws_lambda_powertools.logging import correlation_paths
 
 from stepwise import observability
 from stepwise.api import light
-from stepwise.api.auth import tenant_from_event
-from stepwise.errors import Unauthorized
+from stepwise.api.auth import known_tenant
 from stepwise.follow import handlers
 from stepwise.observability import logger
 
 tracer = observability.tracer()
 metrics = observability.metrics()
-
-
-def _tenant(event: dict[str, Any]) -> str | None:
-    try:
-        return tenant_from_event(event)
-    except Unauthorized:
-        return None
 
 
 # log_event=False: the follow URL's token is a credential, and events carry API keys.
@@ -41,7 +33,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         return handlers.disconnect(event)
     if kind == "flush":
         return handlers.flush(event)
-    observability.bind_request(event, _tenant(event))
+    observability.bind_request(event, known_tenant(event))
     response = light.handle(event, context)
     logger.info("request", extra={"route": event.get("routeKey"), "status": response.get("statusCode")})
     return response

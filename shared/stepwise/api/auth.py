@@ -28,6 +28,15 @@ def tenant_from_event(event: dict[str, Any]) -> str:
     return str(tenant)
 
 
+def known_tenant(event: dict[str, Any]) -> str | None:
+    """The request's tenant for logs and traces; None on a public route, or for a key the authorizer
+    rejected (the route answers 401 itself)."""
+    try:
+        return tenant_from_event(event)
+    except Unauthorized:
+        return None
+
+
 def authorize(authorization: str | None) -> dict[str, Any]:
     """The authorizer's decision (payload 2.0, simple response) for an Authorization header."""
     from stepwise.store import keys

@@ -58,7 +58,8 @@ class Ready:
 
 @dataclass
 class Gated:
-    status: Literal["done", "ready", "wait"]
+    """Exactly one is set: the stored result (refused), the call ready to run, or its pause."""
+
     ready: Ready | None = None
     wait: Wait | None = None
     message: dict[str, Any] | None = None  # the stored result, for "done"
@@ -102,7 +103,7 @@ def store_result(
 
 
 def _done(scope: StepScope, ref: CallRef, result: ToolResult) -> Gated:
-    return Gated(status="done", message=store_result(scope, ref, result))
+    return Gated(message=store_result(scope, ref, result))
 
 
 def _pause(
@@ -136,7 +137,7 @@ def _pause(
         kind=kind,
         timeout_seconds=interaction.timeout_seconds,
     )
-    return Gated(status="wait", wait=wait)
+    return Gated(wait=wait)
 
 
 def gate(scope: StepScope, ref: CallRef) -> Gated:
@@ -168,7 +169,7 @@ def gate(scope: StepScope, ref: CallRef) -> Gated:
         return _pause(scope, ref, "approval", arguments, timeout, verdict.channels)
     if isinstance(tool, ClientTool):
         return _pause(scope, ref, "client_tool", arguments, DEFAULT_CLIENT_TIMEOUT)
-    return Gated(status="ready", ready=Ready(ref=ref, tool=tool, arguments=arguments))
+    return Gated(ready=Ready(ref=ref, tool=tool, arguments=arguments))
 
 
 def execute(scope: StepScope, ready: Ready) -> dict[str, Any]:

@@ -67,10 +67,10 @@ def end_run(
             sessions.complete_run(tenant_id, run.session_id, run_id)
     elif error is not None and status != "cancelled":
         observability.run_failed(error.code)
-    final = runs.get(tenant_id, run_id)
     data: dict[str, Any]
     if status == "succeeded":
-        data = {"output": output, "steps": final.steps, "usage": final.usage.model_dump()}
+        # What the transition just copied onto the run, without reading it back.
+        data = {"output": output, "steps": context.steps, "usage": context.usage.model_dump()}
     else:
         data = {"error": error.model_dump() if error else None}
         if status == "cancelled":
