@@ -113,8 +113,8 @@ def smoke(spec: dict[str, Any], guard: NetGuard) -> dict[str, Any]:
 
     guard.allow_loopback = True
     from stepwise import errors
+    from stepwise.agents.models import ScriptTurn
     from stepwise.llm.client import complete
-    from stepwise.models import ScriptTurn
 
     hello = [{"role": "user", "content": "hello"}]
     scripted = complete(model="scripted", messages=hello, tools=None, script=[ScriptTurn(text="scripted ok")])

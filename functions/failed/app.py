@@ -4,7 +4,7 @@ from typing import Any
 
 from stepwise import observability
 from stepwise.loop import failed
-from stepwise.models import FailedState
+from stepwise.loop.models import FailedState
 from stepwise.observability import logger
 
 tracer = observability.tracer()

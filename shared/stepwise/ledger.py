@@ -43,8 +43,8 @@ from typing import Any, Literal, Protocol
 from aws_lambda_powertools import Logger
 from pydantic import BaseModel, ConfigDict
 
-from stepwise.models import Effect
 from stepwise.tools.base import ToolResult
+from stepwise.tools.models import Effect
 
 KEY_VERSION = 1  # part of every key: changing how keys are built must not collide with old entries
 HEADER_PREFIX = "sw-"

@@ -33,7 +33,7 @@ from aws_lambda_powertools.metrics.provider.cloudwatch_emf.cloudwatch import Ama
 if TYPE_CHECKING:
     from aws_lambda_powertools import Tracer
 
-    from stepwise.models import Run, Usage
+    from stepwise.runs.models import Run, Usage
     from stepwise.store.interactions import Interaction
 
 SERVICE = "stepwise"

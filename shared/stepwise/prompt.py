@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from stepwise.models import Agent, BuiltinTool, ClientTool, HttpTool
+from stepwise.agents.models import Agent
 from stepwise.tools.builtin import catalog
+from stepwise.tools.models import BuiltinTool, ClientTool, HttpTool
 
 
 def _function(tool: HttpTool | ClientTool | BuiltinTool) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from stepwise import config
 from stepwise.api.auth import is_public
 from stepwise.local.cfn_yaml import load_template
 from stepwise.loop.await_ import WaitEvent
-from stepwise.models import FailedState, RunState
+from stepwise.loop.models import FailedState, RunState
 from stepwise.store import tables
 
 pytestmark = pytest.mark.contract

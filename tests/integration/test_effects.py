@@ -19,7 +19,7 @@ import pytest
 from stepwise import ledger
 from stepwise.errors import Conflict, NotFound
 from stepwise.local.stack import DEFAULT_TENANT, LocalStack
-from stepwise.models import RunCreate
+from stepwise.runs.models import RunCreate
 from stepwise.runs.start import start_run
 from stepwise.store import effects, sessions
 from tests.fakes.receiver import Receiver, Reply

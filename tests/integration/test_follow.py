@@ -16,8 +16,8 @@ from websockets.sync.client import ClientConnection, connect
 from stepwise import ids
 from stepwise.follow import service
 from stepwise.local.stack import DEFAULT_TENANT, LocalStack
-from stepwise.models import utcnow
 from stepwise.runs import events
+from stepwise.schema import utcnow
 from stepwise.store import events as log
 from stepwise.store.tables import HEAD_SEQ, RunHeadItem, RunItem, tenant_key
 from tests.fakes.receiver import Receiver

@@ -13,8 +13,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from stepwise.models import HttpTool
 from stepwise.tools.http_tool import HTTP_RESPONSE_LIMIT, TRUNCATION_MARKER, call_http_tool
+from stepwise.tools.models import HttpTool
 
 LOOPBACK = ["127.0.0.1"]
 SCHEMA = {

@@ -9,8 +9,9 @@ import litellm
 import pytest
 
 from stepwise import errors
+from stepwise.agents.models import ScriptTurn
 from stepwise.llm.client import CONTINUE_PROMPT, MAX_CONTINUATIONS, ContextTooLong, ModelTurn, complete
-from stepwise.models import ScriptTurn, Usage
+from stepwise.runs.models import Usage
 from tests.fakes.openai_server import DEFAULT_TEXT, FakeOpenAI, Reply
 
 MODEL = "openai/fake-model"

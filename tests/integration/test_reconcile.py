@@ -18,8 +18,9 @@ import pytest
 
 from stepwise import config
 from stepwise.local.stack import LocalStack
-from stepwise.models import Run, utcnow
 from stepwise.runs import reconcile
+from stepwise.runs.models import Run
+from stepwise.schema import utcnow
 from stepwise.store import runs, sessions
 from tests.fakes.receiver import Receiver
 from tests.integration.support import tool, wait_for_run

@@ -31,8 +31,9 @@ from stepwise.ledger import (
     normalize,
     settlement,
 )
-from stepwise.models import HttpTool, utcnow
+from stepwise.schema import utcnow
 from stepwise.tools.base import ToolResult
+from stepwise.tools.models import HttpTool
 
 SCOPE = CallScope(
     tenant_id="t1", agent_id="agt_1", run_id="run_1", trigger_id="event:42", step=1, tool_call_id="call_a"

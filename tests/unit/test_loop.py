@@ -10,7 +10,8 @@ from stepwise.llm.client import ModelTurn, ToolCallOut
 from stepwise.loop.model_call import DOOM_LOOP_REPEATS, check_doom_loop
 from stepwise.loop.step import _add_results, _answered_ids, _batches
 from stepwise.loop.working import Working
-from stepwise.models import Run, Usage, utcnow
+from stepwise.runs.models import Run, Usage
+from stepwise.schema import utcnow
 from stepwise.store.run_context import CallRef, RunContext
 
 
@@ -87,7 +88,7 @@ def test_only_the_current_steps_results_count_as_answered() -> None:
 def test_a_failed_step_leaves_no_conversation_in_the_cache(monkeypatch: pytest.MonkeyPatch) -> None:
     from stepwise.loop import step as step_module
     from stepwise.loop import working as working_module
-    from stepwise.models import RunState
+    from stepwise.loop.models import RunState
 
     work = working([{"role": "user", "content": "q"}])
     working_module.keep("t1", work, 3)

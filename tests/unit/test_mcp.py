@@ -13,14 +13,15 @@ import anyio
 import pytest
 from pydantic import ValidationError
 
+from stepwise.agents.models import Agent
 from stepwise.errors import Unprocessable
 from stepwise.mcp import declarations, find
 from stepwise.mcp.models import MASK, TOOLS_CACHE_LIMIT, McpServer, McpServerCreate, McpTool
 from stepwise.mcp.naming import NAME_LIMIT, exposed_name, exposed_names
 from stepwise.mcp.servers import _within_limit, check_destination
 from stepwise.mcp.transport import GuardedAsyncBackend
-from stepwise.models import TOOL_NAME, Agent
 from stepwise.ssrf import BlockedDestination
+from stepwise.tools.models import TOOL_NAME
 
 CREATED = datetime(2026, 1, 1, tzinfo=UTC)
 

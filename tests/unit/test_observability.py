@@ -22,7 +22,7 @@ import pytest
 from stepwise import observability
 from stepwise.local.cfn_yaml import load_template
 from stepwise.local.lambdas import LambdaContext
-from stepwise.models import Run, Usage
+from stepwise.runs.models import Run, Usage
 from stepwise.store.interactions import Interaction
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,7 +12,7 @@ import pytest
 from pydantic import ValidationError
 
 from stepwise.ids import ulid
-from stepwise.models import MESSAGE_LIMIT
+from stepwise.runs.models import MESSAGE_LIMIT
 from stepwise.schedules import expressions
 from stepwise.schedules.expressions import At, Cron, InvalidExpression, InvalidTimezone, Rate
 from stepwise.schedules.models import EventDelivery, Schedule, ScheduleCreate, ScheduleDelivery

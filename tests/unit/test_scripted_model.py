@@ -18,6 +18,7 @@ from jsonschema import Draft202012Validator, FormatChecker
 from litellm.llms.custom_llm import CustomLLMError
 
 from stepwise import errors
+from stepwise.agents.models import ScriptedToolCall, ScriptTurn
 from stepwise.llm import scripted
 from stepwise.llm.client import (
     ContextTooLong,
@@ -28,7 +29,7 @@ from stepwise.llm.client import (
     resolve_model,
     usage_of,
 )
-from stepwise.models import ScriptedToolCall, ScriptTurn, Usage
+from stepwise.runs.models import Usage
 
 CALL_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
 

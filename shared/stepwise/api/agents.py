@@ -7,14 +7,15 @@ from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from pydantic import BaseModel
 
+from stepwise.agents.models import Agent, AgentCreate, AgentPatch
 from stepwise.api.context import tenant
 from stepwise.api.responses import json_response, model_content, responses
 from stepwise.errors import Unprocessable
 from stepwise.ids import new_id
 from stepwise.mcp.models import public_servers
-from stepwise.models import Agent, AgentCreate, AgentPatch, Tool
 from stepwise.schedules import service as schedules
 from stepwise.store import agents
+from stepwise.tools.models import Tool
 
 router = APIGatewayHttpRouter()
 AGENTS = ["agents"]

@@ -20,7 +20,7 @@ from stepwise.api.responses import HTML, json_response, responses
 from stepwise.approvals import links, pages
 from stepwise.config import ConfigError
 from stepwise.errors import Conflict, Gone, NotFound
-from stepwise.models import utcnow
+from stepwise.schema import utcnow
 from stepwise.store import agents, interactions
 
 router = APIGatewayHttpRouter()

@@ -12,8 +12,8 @@ from stepwise.api.context import tenant
 from stepwise.api.responses import json_response, responses
 from stepwise.errors import Malformed
 from stepwise.follow import service as follow
-from stepwise.models import EventType
 from stepwise.runs import eventlog as events
+from stepwise.runs.models import EventType
 
 router = APIGatewayHttpRouter()
 RUNS = ["runs"]

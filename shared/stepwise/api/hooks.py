@@ -10,7 +10,7 @@ from stepwise.api.context import tenant
 from stepwise.api.responses import json_response, responses
 from stepwise.hooks.models import Hook, HookCreate
 from stepwise.ids import new_id
-from stepwise.models import utcnow
+from stepwise.schema import utcnow
 from stepwise.store import agents
 
 router = APIGatewayHttpRouter()

@@ -11,7 +11,7 @@ from stepwise import answers
 from stepwise.api.context import tenant
 from stepwise.api.responses import json_response, responses
 from stepwise.errors import Conflict, Unprocessable
-from stepwise.models import Strict
+from stepwise.schema import Strict
 from stepwise.store import interactions, runs, sessions
 
 router = APIGatewayHttpRouter()

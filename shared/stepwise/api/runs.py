@@ -12,7 +12,8 @@ from stepwise import config
 from stepwise.api.context import tenant
 from stepwise.api.responses import json_response, responses
 from stepwise.errors import ApiError, BadGateway, Conflict, Unavailable, Unprocessable
-from stepwise.models import (
+from stepwise.runs import cancel, replay, start
+from stepwise.runs.models import (
     RunAccepted,
     RunCreate,
     RunList,
@@ -21,7 +22,6 @@ from stepwise.models import (
     SyncRunCreate,
     SyncRunResult,
 )
-from stepwise.runs import cancel, replay, start
 from stepwise.store import runs
 
 router = APIGatewayHttpRouter()

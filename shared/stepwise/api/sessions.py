@@ -6,7 +6,7 @@ from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from stepwise.api.context import tenant
 from stepwise.api.responses import json_response, responses
 from stepwise.errors import Conflict
-from stepwise.models import SessionView
+from stepwise.sessions.models import SessionView
 from stepwise.store import runs, sessions
 
 router = APIGatewayHttpRouter()

@@ -18,7 +18,7 @@ from stepwise.approvals import links
 from stepwise.config import ConfigError
 from stepwise.follow import delivery, sockets, tokens
 from stepwise.follow.tokens import FollowClaims
-from stepwise.models import utcnow
+from stepwise.schema import utcnow
 from stepwise.store import events as log
 from stepwise.store import followers, runs
 

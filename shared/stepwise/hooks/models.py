@@ -15,7 +15,8 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from stepwise.hooks.patterns import compile_pattern
-from stepwise.models import TOOL_NAME, Strict
+from stepwise.schema import Strict
+from stepwise.tools.models import TOOL_NAME
 
 HookEvent = Literal["OnRunStart", "PreToolUse", "OnDelegation", "PostToolUse", "PreResponse", "OnRunComplete"]
 HookType = Literal["http", "rule", "approval"]

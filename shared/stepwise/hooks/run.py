@@ -6,9 +6,9 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
+from stepwise.agents.models import Agent
 from stepwise.hooks.engine import evaluate
 from stepwise.hooks.models import Hook, HookDecision
-from stepwise.models import Agent
 from stepwise.runs import events
 
 logger = Logger(service="stepwise")

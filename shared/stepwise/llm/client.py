@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from stepwise import errors
-from stepwise.models import ScriptTurn, Usage
+from stepwise.agents.models import ScriptTurn
+from stepwise.runs.models import Usage
 
 SCRIPTED = "scripted"
 MAX_CONTINUATIONS = 3

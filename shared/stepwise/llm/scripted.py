@@ -22,8 +22,8 @@ from litellm.types.llms.openai import ChatCompletionToolCallChunk, ChatCompletio
 from litellm.types.utils import GenericStreamingChunk
 from pydantic import TypeAdapter, ValidationError
 
+from stepwise.agents.models import ScriptTurn
 from stepwise.llm.fake_args import example_arguments
-from stepwise.models import ScriptTurn
 
 PROVIDER = "scripted"
 SCRIPT_FIELD = "script"  # the key under the request's `extra_body`

@@ -11,7 +11,7 @@ from aws_lambda_powertools import Logger
 from pydantic import BaseModel
 
 from stepwise import answers, observability
-from stepwise.models import Wait
+from stepwise.loop.models import Wait
 from stepwise.runs import events
 from stepwise.store import agents, interactions, runs
 from stepwise.store.interactions import Interaction

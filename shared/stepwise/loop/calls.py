@@ -15,9 +15,11 @@ from typing import Any, Literal
 from aws_lambda_powertools import Logger
 
 from stepwise import ledger, observability
+from stepwise.agents.models import Agent
+from stepwise.loop.models import Wait
 from stepwise.mcp.models import McpToolRef
-from stepwise.models import Agent, BuiltinTool, ClientTool, HttpTool, Run, Wait
 from stepwise.runs import events
+from stepwise.runs.models import Run
 from stepwise.store import effects, interactions, sessions
 from stepwise.store.interactions import Interaction
 from stepwise.store.run_context import CallRef
@@ -25,6 +27,7 @@ from stepwise.store.sessions import tool_slot
 from stepwise.tools import registry, results
 from stepwise.tools.base import TOOL_RESULT_LIMIT, ToolResult
 from stepwise.tools.builtin import ToolScope
+from stepwise.tools.models import BuiltinTool, ClientTool, HttpTool
 
 logger = Logger(service="stepwise")
 

@@ -3,9 +3,9 @@ hooks, then the run ends succeeded with its answer."""
 
 from __future__ import annotations
 
+from stepwise.agents.models import Agent
 from stepwise.hooks.run import fire
 from stepwise.loop.working import Working
-from stepwise.models import Agent
 from stepwise.runs.ending import end_run
 from stepwise.store.run_context import RunContext
 

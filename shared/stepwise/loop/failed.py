@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 
 from stepwise.errors import step_error_code
-from stepwise.models import FailedState, RunError, RunState, StepFailure
+from stepwise.loop.models import FailedState, RunState, StepFailure
 from stepwise.runs.ending import end_run
+from stepwise.runs.models import RunError
 
 
 def describe_failure(failure: StepFailure) -> RunError:

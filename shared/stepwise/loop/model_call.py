@@ -13,10 +13,10 @@ from dataclasses import asdict
 from typing import Any
 
 from stepwise import observability
+from stepwise.agents.models import Agent
 from stepwise.errors import BudgetExceeded, ContextTooLong, DoomLoop
 from stepwise.llm.client import ModelTurn, complete, resolve_model
 from stepwise.loop.working import Working
-from stepwise.models import Agent
 from stepwise.prompt import build_messages, tool_declarations
 from stepwise.runs import events
 from stepwise.store import sessions

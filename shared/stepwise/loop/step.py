@@ -15,14 +15,16 @@ from typing import Any
 from aws_lambda_powertools import Logger
 
 from stepwise import observability
+from stepwise.agents.models import Agent
 from stepwise.errors import DoomLoop, HookDenied, RunStateError
 from stepwise.hooks.run import fire
 from stepwise.loop import calls, done, failed, working
 from stepwise.loop.calls import StepScope
 from stepwise.loop.model_call import call_model, check_doom_loop
+from stepwise.loop.models import RunState, Wait
 from stepwise.loop.working import Working
-from stepwise.models import Agent, Run, RunState, Wait
 from stepwise.runs import events
+from stepwise.runs.models import Run
 from stepwise.store import agents, run_context, runs, sessions
 from stepwise.store.run_context import CallRef, RunContext
 from stepwise.store.sessions import USER_SLOT

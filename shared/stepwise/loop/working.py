@@ -14,7 +14,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from stepwise.models import Run
+from stepwise.runs.models import Run
 from stepwise.store import runs, sessions
 
 CACHED_RUNS = 32  # a function serves one step at a time; a few runs cover the local stack's threads

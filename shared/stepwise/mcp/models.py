@@ -13,7 +13,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from stepwise.models import Agent, Permission, Strict, utcnow
+from stepwise.agents.models import Agent
+from stepwise.schema import Strict, utcnow
+from stepwise.tools.models import Permission
 
 SERVER_NAME = r"^[a-z0-9_-]{1,32}$"
 MCP_TIMEOUT = 30.0  # seconds for a discovery or a tools/call, each as a whole

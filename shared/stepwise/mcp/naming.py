@@ -1,6 +1,6 @@
 """How an MCP tool is named to the model: `mcp__{server}__{tool}`, within what every provider accepts.
 
-Providers take function names matching `^[a-zA-Z0-9_-]{1,64}$` (stepwise.models.TOOL_NAME). A server
+Providers take function names matching `^[a-zA-Z0-9_-]{1,64}$` (stepwise.tools.models.TOOL_NAME). A server
 name already fits (and has no "__", so names cannot collide across servers); a tool's own name may hold
 any character and any length, so it is cleaned and, when it had to be cut or collides with another of
 the server's tools after cleaning, given a short digest of its real name. The result depends only on the

@@ -23,7 +23,7 @@ from stepwise.mcp.models import (
     McpServerCreate,
     McpTool,
 )
-from stepwise.models import utcnow
+from stepwise.schema import utcnow
 from stepwise.ssrf import AllowHosts, BlockedDestination, check_url
 from stepwise.store import mcp as store
 

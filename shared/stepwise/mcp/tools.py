@@ -11,9 +11,10 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from stepwise.agents.models import Agent
 from stepwise.mcp.models import McpServer, McpTool, McpToolRef, servers_of
 from stepwise.mcp.naming import PREFIX, exposed_names
-from stepwise.models import Agent, Permission
+from stepwise.tools.models import Permission
 
 
 def _exposed(agent: Agent) -> Iterator[tuple[str, McpServer, McpTool]]:

@@ -8,8 +8,8 @@ from botocore.exceptions import ClientError
 
 from stepwise import aws, config
 from stepwise.errors import Conflict
-from stepwise.models import Run, RunError
 from stepwise.runs.ending import end_run
+from stepwise.runs.models import Run, RunError
 from stepwise.store import runs, sessions
 
 # The error our cancel gives StopExecution: the reconciler recognises its own cancels by it.

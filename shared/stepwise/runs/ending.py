@@ -14,8 +14,8 @@ from aws_lambda_powertools import Logger
 from stepwise import observability
 from stepwise.errors import NotFound
 from stepwise.hooks.run import fire
-from stepwise.models import ACTIVE_STATUSES, EventType, RunError, RunStatus
 from stepwise.runs import events
+from stepwise.runs.models import ACTIVE_STATUSES, EventType, RunError, RunStatus
 from stepwise.runs.queue import start_next
 from stepwise.store import agents, interactions, run_context, runs, sessions
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from stepwise.follow import delivery
-from stepwise.models import EventType, RunEvent
 from stepwise.runs.eventlog import HOLE_GRACE, MAX_WAIT, PAGE, POLL_INTERVAL, TERMINAL_EVENTS, EventPage, read
+from stepwise.runs.models import EventType, RunEvent
 from stepwise.store import events as store
 
 __all__ = [

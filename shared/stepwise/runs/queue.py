@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from stepwise import aws, config, observability
 from stepwise.errors import Unavailable
-from stepwise.models import Run, RunState
+from stepwise.loop.models import RunState
+from stepwise.runs.models import Run
 from stepwise.store import runs, sessions
 
 

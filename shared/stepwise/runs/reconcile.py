@@ -39,10 +39,12 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from stepwise import aws, config
 from stepwise.errors import NotFound
 from stepwise.loop.failed import describe_failure
-from stepwise.models import EventType, Run, RunError, RunStatus, StepFailure, utcnow
+from stepwise.loop.models import StepFailure
 from stepwise.runs.cancel import CANCELLED_ERROR
 from stepwise.runs.ending import end_run
+from stepwise.runs.models import EventType, Run, RunError, RunStatus
 from stepwise.runs.queue import start_next
+from stepwise.schema import utcnow
 from stepwise.store import runs, sessions
 
 logger = Logger(service="stepwise")

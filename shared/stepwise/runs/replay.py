@@ -9,7 +9,7 @@ original in `replay_of` and keeping its trigger, so the effects ledger recognise
 from __future__ import annotations
 
 from stepwise.errors import Conflict, Gone
-from stepwise.models import Run, RunCreate
+from stepwise.runs.models import Run, RunCreate
 from stepwise.runs.start import start_run
 from stepwise.store import runs
 

@@ -13,11 +13,14 @@ import json
 from typing import Any
 
 from stepwise import aws, config, observability
+from stepwise.agents.models import DEFAULT_MAX_STEPS, Agent
 from stepwise.errors import Conflict
 from stepwise.ids import new_id
-from stepwise.models import DEFAULT_MAX_STEPS, Agent, Run, RunCreate, Session, SyncRunCreate, utcnow
 from stepwise.runs.cancel import cancel_active
+from stepwise.runs.models import Run, RunCreate, SyncRunCreate
 from stepwise.runs.queue import launch
+from stepwise.schema import utcnow
+from stepwise.sessions.models import Session
 from stepwise.store import agents, runs, sessions
 
 

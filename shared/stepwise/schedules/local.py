@@ -24,10 +24,10 @@ from typing import Any
 
 from stepwise import aws
 from stepwise.local.lambdas import FunctionError
-from stepwise.models import utcnow
 from stepwise.schedules import expressions
 from stepwise.schedules.service import RETRY_POLICY, SCHEDULED_TIME
 from stepwise.schedules.triggers import iso
+from stepwise.schema import utcnow
 
 log = logging.getLogger("stepwise.local")
 

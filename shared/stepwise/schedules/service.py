@@ -12,10 +12,10 @@ from typing import Any
 from stepwise import aws, config
 from stepwise.errors import Unavailable
 from stepwise.ids import new_id
-from stepwise.models import utcnow
 from stepwise.schedules import expressions
 from stepwise.schedules.expressions import At
 from stepwise.schedules.models import Schedule, ScheduleCreate
+from stepwise.schema import utcnow
 from stepwise.store import agents
 from stepwise.store import schedules as store
 

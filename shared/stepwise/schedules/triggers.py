@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from stepwise.errors import NotFound
 from stepwise.ids import derived_id
-from stepwise.models import MESSAGE_LIMIT, RunCreate
+from stepwise.runs.models import MESSAGE_LIMIT, RunCreate
 from stepwise.runs.start import start_run
 from stepwise.schedules.models import EventDelivery, ScheduleDelivery
 from stepwise.store import runs

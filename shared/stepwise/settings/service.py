@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from stepwise.errors import NotFound
-from stepwise.models import utcnow
+from stepwise.schema import utcnow
 from stepwise.settings import crypto
 from stepwise.settings.accessor import invalidate
 from stepwise.settings.models import SettingInfo

@@ -6,9 +6,11 @@ from typing import Any
 
 from pynamodb.exceptions import DoesNotExist, PutError, UpdateError
 
+from stepwise.agents.models import Agent, AgentCreate
 from stepwise.errors import AgentGone, Conflict, NotFound
-from stepwise.models import Agent, AgentCreate, BuiltinTool, ClientTool, HttpTool, utcnow
+from stepwise.schema import utcnow
 from stepwise.store.tables import AgentItem, bind, condition_failed
+from stepwise.tools.models import BuiltinTool, ClientTool, HttpTool
 
 LIST_LIMIT = 100
 

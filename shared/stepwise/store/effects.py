@@ -20,7 +20,7 @@ from stepwise.ledger import (
     Entry,
     Settlement,
 )
-from stepwise.models import utcnow
+from stepwise.schema import utcnow
 from stepwise.store.tables import EffectItem, bind, condition_failed
 
 _ATTEMPTS = 3  # an entry that changes under us this often is being fought over; report what it is

@@ -12,7 +12,7 @@ from pydantic import BaseModel
 from pynamodb.exceptions import DoesNotExist, PutError, UpdateError
 
 from stepwise.errors import NotFound
-from stepwise.models import utcnow
+from stepwise.schema import utcnow
 from stepwise.store.tables import InteractionItem, bind, condition_failed, tenant_key
 
 

@@ -7,7 +7,7 @@ import secrets
 
 from pynamodb.exceptions import DoesNotExist
 
-from stepwise.models import utcnow
+from stepwise.schema import utcnow
 from stepwise.store.tables import ApiKeyItem, bind
 
 KEY_PREFIX = "sw_"  # recognizable in logs and by secret scanners

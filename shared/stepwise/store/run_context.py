@@ -15,7 +15,9 @@ from pynamodb.exceptions import DoesNotExist, UpdateError
 
 from stepwise import config
 from stepwise.errors import RunStateError
-from stepwise.models import Usage, Wait, utcnow
+from stepwise.loop.models import Wait
+from stepwise.runs.models import Usage
+from stepwise.schema import utcnow
 from stepwise.store.tables import CONTEXT_SEQ, RunContextItem, bind, condition_failed, tenant_key
 
 

@@ -13,17 +13,10 @@ from typing import Any
 from pynamodb.exceptions import DoesNotExist, PutError, UpdateError
 from pynamodb.expressions.update import Action
 
+from stepwise.agents.models import ScriptTurn
 from stepwise.errors import Conflict, Malformed, NotFound
-from stepwise.models import (
-    ACTIVE_STATUSES,
-    TERMINAL_STATUSES,
-    Run,
-    RunError,
-    RunStatus,
-    ScriptTurn,
-    Usage,
-    utcnow,
-)
+from stepwise.runs.models import ACTIVE_STATUSES, TERMINAL_STATUSES, Run, RunError, RunStatus, Usage
+from stepwise.schema import utcnow
 from stepwise.store import run_context
 from stepwise.store.tables import RunContextItem, RunItem, bind, condition_failed, tenant_key
 

@@ -11,7 +11,8 @@ from pynamodb.exceptions import DoesNotExist, UpdateError
 
 from stepwise import config
 from stepwise.errors import NotFound
-from stepwise.models import Session, utcnow
+from stepwise.schema import utcnow
+from stepwise.sessions.models import Session
 from stepwise.store.tables import SessionItem, bind, condition_failed, tenant_key
 
 SHELL = "session"

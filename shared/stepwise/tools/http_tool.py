@@ -17,9 +17,9 @@ from jsonschema.exceptions import best_match
 from referencing import Registry
 from referencing.exceptions import Unresolvable
 
-from stepwise.models import HttpTool
 from stepwise.ssrf import AllowHosts, BlockedDestination, guarded_client
 from stepwise.tools.base import ToolResult
+from stepwise.tools.models import HttpTool
 
 HTTP_RESPONSE_LIMIT = 10_000  # characters of an endpoint's response the tool result keeps
 USER_AGENT = "stepwise/0.1"

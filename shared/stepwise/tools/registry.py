@@ -6,11 +6,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from stepwise.agents.models import Agent
 from stepwise.hooks.run import fire
 from stepwise.mcp.models import McpToolRef
-from stepwise.models import Agent, BuiltinTool, ClientTool, HttpTool, Run
+from stepwise.runs.models import Run
 from stepwise.tools.base import TOOL_RESULT_LIMIT, ToolResult
 from stepwise.tools.builtin import ToolScope, catalog
+from stepwise.tools.models import BuiltinTool, ClientTool, HttpTool
 
 Decision = Literal["allow", "ask", "deny"]
 

@@ -1,0 +1,1 @@
+"""Agents: the model, prompt, tools and permissions a run follows."""

@@ -1,0 +1,97 @@
+"""Agents as the API takes and the store keeps them, with the scripts of the built-in `scripted` model."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import ConfigDict, Field, field_validator, model_validator
+
+from stepwise.schema import Strict
+from stepwise.tools.models import TOOL_NAME, BuiltinTool, ClientTool, HttpTool, Tool
+
+DEFAULT_MAX_STEPS = 25
+MAX_STEPS_LIMIT = 200
+
+
+class ScriptedToolCall(Strict):
+    name: str = Field(pattern=TOOL_NAME)
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class ScriptTurn(Strict):
+    """One model step of a script: either text or tool calls."""
+
+    text: str | None = None
+    tool_calls: list[ScriptedToolCall] | None = None
+
+    @model_validator(mode="after")
+    def _one_of(self) -> ScriptTurn:
+        if (self.text is None) == (self.tool_calls is None):
+            raise ValueError("a script turn has exactly one of 'text' or 'tool_calls'")
+        return self
+
+
+class Permissions(Strict):
+    default: Literal["allow", "ask", "deny", "allow_reads"] = "allow"
+
+
+class AgentFields(Strict):
+    model: str | None = Field(default=None, min_length=1, max_length=256)
+    system_prompt: str | None = Field(default=None, max_length=100_000)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_steps: int | None = Field(default=None, ge=1, le=MAX_STEPS_LIMIT)
+    max_tokens_budget: int | None = Field(default=None, ge=1)
+    permissions: Permissions = Field(default_factory=Permissions)
+    script: list[ScriptTurn] | None = None
+
+
+class AgentCreate(AgentFields):
+    name: str = Field(min_length=1, max_length=128)
+    tools: list[Tool] = Field(default_factory=list)
+
+    @field_validator("tools")
+    @classmethod
+    def _unique_names(cls, tools: list[Tool]) -> list[Tool]:
+        names = [t.name for t in tools]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"tool names must be unique: {', '.join(duplicates)}")
+        return tools
+
+
+class AgentPatch(Strict):
+    """Fields to change; `null` clears an optional field, an absent field is left alone."""
+
+    name: str | None = Field(default=None, min_length=1, max_length=128)
+    model: str | None = Field(default=None, min_length=1, max_length=256)
+    system_prompt: str | None = Field(default=None, max_length=100_000)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_steps: int | None = Field(default=None, ge=1, le=MAX_STEPS_LIMIT)
+    max_tokens_budget: int | None = Field(default=None, ge=1)
+    permissions: Permissions | None = None
+    script: list[ScriptTurn] | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name_not_null(cls, value: str | None) -> str:
+        if value is None:
+            raise ValueError("name cannot be cleared")
+        return value
+
+
+class Agent(AgentCreate):
+    model_config = ConfigDict(extra="ignore")
+
+    agent_id: str
+    created_at: datetime
+    updated_at: datetime
+    # Lifecycle hooks, kept in the agent's item so a run reads its agent and hooks in one read; managed
+    # through /v1/agents/{id}/hooks and parsed by stepwise.hooks (which imports this module).
+    hooks: list[dict[str, Any]] = Field(default_factory=list)
+    # MCP servers with their cached tools, likewise in the agent's item; managed through
+    # /v1/agents/{id}/mcp-servers and parsed by stepwise.mcp (which imports this module).
+    mcp_servers: list[dict[str, Any]] = Field(default_factory=list)
+
+    def tool(self, name: str) -> HttpTool | ClientTool | BuiltinTool | None:
+        return next((t for t in self.tools if t.name == name), None)

@@ -1,0 +1,174 @@
+"""Runs as the API takes and shows them, the record the store keeps, and the events of their log."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any, Literal, get_args
+
+from pydantic import BaseModel, Field, field_validator
+
+from stepwise.agents.models import DEFAULT_MAX_STEPS, MAX_STEPS_LIMIT, ScriptTurn
+from stepwise.schema import Strict
+
+RunStatus = Literal["queued", "running", "waiting", "succeeded", "failed", "cancelled", "timed_out"]
+TERMINAL_STATUSES: frozenset[str] = frozenset({"succeeded", "failed", "cancelled", "timed_out"})
+ACTIVE_STATUSES: frozenset[str] = frozenset(get_args(RunStatus)) - TERMINAL_STATUSES
+
+EventType = Literal[
+    "run_started",
+    "step_started",
+    "chunk",
+    "tool_call",
+    "tool_result",
+    "approval_requested",
+    "approval_decided",
+    "client_tool_requested",
+    "client_tool_answered",
+    "hook_blocked",
+    "compaction",
+    "step_completed",
+    "run_completed",
+    "run_failed",
+    "run_cancelled",
+]
+
+
+MESSAGE_LIMIT = 100_000  # characters; a message is stored in one DynamoDB item (400 KB)
+
+
+METADATA_LIMIT = 16_384  # bytes of JSON: metadata rides on the run record
+
+
+def _small_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
+    if len(json.dumps(metadata, default=str).encode()) > METADATA_LIMIT:
+        raise ValueError(f"metadata is over {METADATA_LIMIT} bytes of JSON")
+    return metadata
+
+
+def _fits_an_item(message: str) -> str:
+    if len(message.encode()) > 300_000:
+        raise ValueError("message is over 300,000 bytes of UTF-8")
+    return message
+
+
+class RunCreate(Strict):
+    message: str = Field(min_length=1, max_length=MESSAGE_LIMIT)
+    session_id: str | None = Field(default=None, min_length=1, max_length=64)
+    max_steps: int | None = Field(default=None, ge=1, le=MAX_STEPS_LIMIT)
+    max_tokens_budget: int | None = Field(default=None, ge=1)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    script: list[ScriptTurn] | None = None
+    multitask_strategy: Literal["enqueue", "reject", "interrupt"] = "enqueue"
+
+    _message_fits = field_validator("message")(_fits_an_item)
+    _metadata_small = field_validator("metadata")(_small_metadata)
+
+
+class SyncRunCreate(Strict):
+    message: str = Field(min_length=1, max_length=MESSAGE_LIMIT)
+    _message_fits = field_validator("message")(_fits_an_item)
+    _metadata_small = field_validator("metadata")(_small_metadata)
+    session_id: str | None = Field(default=None, min_length=1, max_length=64)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    script: list[ScriptTurn] | None = None
+
+
+class Usage(BaseModel):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cached_tokens=self.cached_tokens + other.cached_tokens,
+        )
+
+
+class RunError(BaseModel):
+    code: str
+    message: str
+
+
+class Run(BaseModel):
+    run_id: str
+    agent_id: str
+    session_id: str
+    status: RunStatus
+    input: str
+    output: str | None = None
+    error: RunError | None = None
+    steps: int = 0
+    max_steps: int = DEFAULT_MAX_STEPS
+    max_tokens_budget: int | None = None
+    compaction_failures: int = 0
+    usage: Usage = Field(default_factory=Usage)
+    tools_executed: list[str] | None = None
+    replay_of: str | None = None
+    # What started the run (its own id for an API call, "schedule:<id>@<time>", "event:<id>"); a replay
+    # keeps its original's, so effects keyed on it happen once across both.
+    trigger_id: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    script: list[ScriptTurn] | None = None
+    created_at: datetime
+    finished_at: datetime | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.status in TERMINAL_STATUSES
+
+    def public(self) -> dict[str, Any]:
+        """The run as the API shows it (the script is input plumbing, not part of the record)."""
+        return self.model_dump(mode="json", exclude={"script"})
+
+
+class RunEvent(BaseModel):
+    seq: int
+    type: EventType
+    data: dict[str, Any] = Field(default_factory=dict)
+    at: datetime
+
+
+class RunView(BaseModel):
+    """A run as `GET /v1/runs/{run_id}` shows it."""
+
+    run_id: str
+    agent_id: str
+    session_id: str
+    status: RunStatus
+    input: str
+    output: str | None
+    error: RunError | None
+    steps: int
+    max_steps: int
+    max_tokens_budget: int | None
+    usage: Usage
+    tools_executed: list[str] | None
+    replay_of: str | None
+    metadata: dict[str, Any]
+    created_at: datetime
+    finished_at: datetime | None
+
+
+class RunList(BaseModel):
+    runs: list[RunView]
+    next_token: str | None
+
+
+class RunAccepted(BaseModel):
+    run_id: str
+    session_id: str
+    status: RunStatus
+    replay_of: str | None = None
+
+
+class SyncRunResult(BaseModel):
+    run_id: str
+    session_id: str
+    output: str | None

@@ -1,0 +1,1 @@
+"""Sessions: the conversation that a series of runs shares."""

@@ -1,0 +1,137 @@
+"""Tools as an agent declares them: HTTP, client and builtin tools (MCP tools are discovered from the
+agent's MCP servers, see stepwise.mcp)."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import Discriminator, Field, Tag, field_validator, model_validator
+
+from stepwise.schema import Strict
+
+TOOL_NAME = r"^[a-zA-Z0-9_-]{1,64}$"  # what every major model provider accepts as a function name
+
+Permission = Literal["allow", "ask", "deny", "inherit"]
+Effect = Literal["none", "idempotent", "undeclared"]
+
+
+def valid_input_schema(value: dict[str, Any]) -> dict[str, Any]:
+    """A tool's input schema must be a valid JSON Schema for an object."""
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
+    try:
+        Draft202012Validator.check_schema(value)
+    except SchemaError as exc:
+        raise ValueError(f"input_schema is not a valid JSON Schema: {exc.message}") from exc
+    if value.get("type", "object") != "object":
+        raise ValueError("input_schema must describe an object (type: object)")
+    return value
+
+
+class ToolBase(Strict):
+    name: str = Field(pattern=TOOL_NAME)
+    permission: Permission = "inherit"
+
+
+class HttpTool(ToolBase):
+    """A custom HTTP tool: the model's arguments are POSTed as JSON to `endpoint`."""
+
+    type: Literal["http"]
+    description: str = Field(min_length=1, max_length=4096)
+    input_schema: dict[str, Any]
+    endpoint: str = Field(min_length=1, max_length=2048)
+    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "POST"
+    headers: dict[str, str] = Field(default_factory=dict)
+    read_only: bool = False
+    effect: Effect = "undeclared"
+    key_fields: list[str] = Field(default_factory=list)
+
+    @field_validator("endpoint")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not re.match(r"^https?://", value, re.IGNORECASE):
+            raise ValueError("endpoint must be an http:// or https:// URL")
+        return value
+
+    _schema = field_validator("input_schema")(lambda v: valid_input_schema(v))
+
+    @model_validator(mode="after")
+    def _key_fields_need_idempotent(self) -> HttpTool:
+        if self.key_fields and self.effect != "idempotent":
+            raise ValueError("key_fields only apply to tools with effect 'idempotent'")
+        return self
+
+    @property
+    def parallel_safe(self) -> bool:
+        return self.read_only
+
+
+class ClientTool(ToolBase):
+    """A tool the calling app runs itself: the run pauses until the app answers with its result."""
+
+    type: Literal["client"]
+    description: str = Field(min_length=1, max_length=4096)
+    input_schema: dict[str, Any]
+    read_only: bool = False
+
+    _schema = field_validator("input_schema")(lambda v: valid_input_schema(v))
+
+    @property
+    def parallel_safe(self) -> bool:
+        return self.read_only
+
+
+class BuiltinTool(ToolBase):
+    """A builtin (`{name, config?, permission?}`): its description, schema and behaviour are Stepwise's;
+    `config` is the tool's own per-agent settings, validated at creation."""
+
+    type: Literal["builtin"] = "builtin"
+    config: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _known_and_configured(self) -> BuiltinTool:
+        from stepwise.tools.builtin.catalog import load
+
+        module = load(self.name)  # an unknown name is a ValueError listing the builtins
+        self.config = module.Config.model_validate(self.config).model_dump(mode="json")
+        return self
+
+    @property
+    def read_only(self) -> bool:
+        from stepwise.tools.builtin.catalog import load
+
+        return bool(load(self.name).READ_ONLY)
+
+    @property
+    def effect(self) -> Effect:
+        from stepwise.tools.builtin.catalog import load
+
+        effect: Effect = load(self.name).EFFECT
+        return effect
+
+    @property
+    def key_fields(self) -> list[str]:
+        from stepwise.tools.builtin.catalog import load
+
+        return list(getattr(load(self.name), "KEY_FIELDS", []))
+
+    @property
+    def parallel_safe(self) -> bool:
+        return self.read_only
+
+
+def _tool_type(value: Any) -> str:
+    """A tool body without `type` is a builtin, as the contract writes it: `{name, config?}`."""
+    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+    return str(kind or "builtin")
+
+
+# MCP tools are not listed here: they are discovered from the agent's MCP servers.
+Tool = Annotated[
+    Annotated[HttpTool, Tag("http")]
+    | Annotated[ClientTool, Tag("client")]
+    | Annotated[BuiltinTool, Tag("builtin")],
+    Discriminator(_tool_type),
+]
