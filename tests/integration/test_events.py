@@ -4,8 +4,12 @@ import threading
 import time
 from typing import Any
 
-from stepwise.local.stack import LocalStack
-from tests.integration.support import wait_for_run
+import pytest
+
+from stepwise import ids
+from stepwise.local.stack import DEFAULT_TENANT, LocalStack
+from stepwise.runs import events
+from tests.integration.support import tool, wait_for_run
 
 
 def finished_run(stack: LocalStack) -> dict[str, Any]:
@@ -81,3 +85,81 @@ def test_sse_carries_seq_as_id_and_resumes_from_last_event_id(stack: LocalStack)
 
     status, _, body = stack.invoke_api("GET", path, headers={"Last-Event-ID": "not-a-number"})
     assert status == 400 and body["error"]["code"] == "invalid_last_event_id"
+
+
+# --- The step's outbox ----------------------------------------------------------------------------
+
+
+def _appends(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    from stepwise.store import events as log
+
+    batches: list[list[str]] = []
+    real = log.append
+
+    def append(tenant_id: str, run_id: str, events: list[tuple[Any, dict[str, Any]]]) -> Any:
+        batches.append([etype for etype, _ in events])
+        return real(tenant_id, run_id, events)
+
+    monkeypatch.setattr(log, "append", append)
+    return batches
+
+
+def test_a_steps_events_are_appended_together_at_its_flush_points_and_in_order(
+    stack: LocalStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    batches = _appends(monkeypatch)
+    run_id = ids.new_id("run")
+    with events.batched(DEFAULT_TENANT, run_id):
+        events.emit(DEFAULT_TENANT, run_id, "step_started", {"step": 1})
+        events.emit(DEFAULT_TENANT, run_id, "tool_call", {"tool_call_id": "c1"})
+        assert batches == []  # held
+        events.flush()
+        events.emit(DEFAULT_TENANT, "run_other", "tool_call", {})  # another run's: not held
+        events.emit(DEFAULT_TENANT, run_id, "tool_result", {"tool_call_id": "c1"})
+        events.emit(DEFAULT_TENANT, run_id, "chunk", {"text": "hi"})  # text goes out at once
+        events.emit(DEFAULT_TENANT, run_id, "step_completed", {"step": 1})
+    assert batches == [
+        ["step_started", "tool_call"],
+        ["tool_call"],
+        ["tool_result", "chunk"],
+        ["step_completed"],
+    ]
+    page = events.read(DEFAULT_TENANT, run_id, after=0)
+    assert [(e.seq, e.type) for e in page.events] == [
+        (1, "step_started"),
+        (2, "tool_call"),
+        (3, "tool_result"),
+        (4, "chunk"),
+        (5, "step_completed"),
+    ]
+
+
+def test_a_failed_step_still_appends_what_it_emitted(stack: LocalStack) -> None:
+    run_id = ids.new_id("run")
+    with pytest.raises(RuntimeError), events.batched(DEFAULT_TENANT, run_id):
+        events.emit(DEFAULT_TENANT, run_id, "tool_call", {"tool_call_id": "c1"})
+        raise RuntimeError("the step crashed")
+    assert [e.type for e in events.read(DEFAULT_TENANT, run_id, after=0).events] == ["tool_call"]
+
+
+def test_a_run_appends_its_events_at_the_flush_points_of_its_steps(
+    stack: LocalStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before the model, before tools run (none here: an unknown tool is answered at the gate), when
+    the step ends; text at once; and the log is whole before the run's status says it ended."""
+    batches = _appends(monkeypatch)
+    script = [{"tool_calls": [{"name": "missing", "arguments": {}}]}, {"text": "done"}]
+    # The agent has a tool (else the model gets none to call); the script calls one it lacks.
+    body = {"name": "outbox", "tools": [tool("other", "http://127.0.0.1:9/other")]}
+    _, _, agent = stack.invoke_api("POST", "/v1/agents", body)
+    _, _, accepted = stack.invoke_api(
+        "POST", f"/v1/agents/{agent['agent_id']}/runs", {"message": "x", "script": script}
+    )
+    wait_for_run(stack, accepted["run_id"])
+    stack.invoke_api("GET", f"/v1/runs/{accepted['run_id']}/events?after=0&wait=5")
+    assert batches[:3] == [
+        ["run_started", "step_started"],
+        ["step_completed", "tool_call", "tool_result"],
+        ["step_started"],
+    ]
+    assert batches[3:] == [["chunk"], ["step_completed"], ["run_completed"]]

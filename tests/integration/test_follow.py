@@ -311,3 +311,65 @@ def test_a_closed_socket_is_forgotten(stack: LocalStack) -> None:
         assert time.monotonic() < deadline
         time.sleep(0.05)
     stack.invoke_api("POST", f"/v1/runs/{run['run_id']}/cancel")
+
+
+# --- Who looks for followers ----------------------------------------------------------------------
+
+
+def test_a_writer_looks_for_followers_only_once_one_is_counted(
+    stack: LocalStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from stepwise.follow import delivery
+
+    pushed: list[str] = []
+    monkeypatch.setattr(delivery, "push", lambda tenant_id, run_id: pushed.append(run_id))
+    run_id = ids.new_id("run")
+    events.emit(DEFAULT_TENANT, run_id, "run_started")
+    assert pushed == []  # nobody follows: no Query of the followers table
+
+    head = log.followed(DEFAULT_TENANT, run_id)
+    assert (head.last_seq, head.done) == (1, False)  # counting a follower moves no seq
+    events.emit(DEFAULT_TENANT, run_id, "step_started", {"step": 1})
+    assert pushed == [run_id]
+
+
+def test_counting_a_follower_before_any_event_starts_an_empty_log(stack: LocalStack) -> None:
+    run_id = ids.new_id("run")
+    head = log.followed(DEFAULT_TENANT, run_id)
+    assert (head.last_seq, head.done) == (0, False)
+    events.emit(DEFAULT_TENANT, run_id, "run_started")
+    page = events.read(DEFAULT_TENANT, run_id, after=0)
+    assert [e.seq for e in page.events] == [1] and not page.done
+
+
+def test_a_new_followers_backlog_waits_for_what_was_reserved_before_it_was_counted(
+    stack: LocalStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer that reserved seq 2 before the follower was counted does not push it: the backlog must
+    wait for it to land rather than stop at the hole and leave the socket one event short."""
+    import threading
+
+    from stepwise.follow import delivery, sockets
+    from stepwise.store import followers
+    from stepwise.store.tables import RunEventItem
+
+    sent: list[int] = []
+    monkeypatch.setattr(sockets, "post", lambda _connection, message: sent.append(json.loads(message)["seq"]))
+    run_id = ids.new_id("run")
+    events.emit(DEFAULT_TENANT, run_id, "run_started")
+    reserve_without_writing(run_id)  # seq 2: its writer saw no follower
+    followers.add(DEFAULT_TENANT, run_id, "conn-1", sent=0, lease=time.time() + 30, now=utcnow())
+    catch_up = log.followed(DEFAULT_TENANT, run_id).last_seq
+    assert catch_up == 2
+
+    backlog = threading.Thread(
+        target=delivery.deliver, args=(DEFAULT_TENANT, run_id, "conn-1", 0, catch_up), daemon=True
+    )
+    backlog.start()
+    time.sleep(0.3)
+    assert sent == [1] and backlog.is_alive()  # stopped at the hole, still looking
+    key = tenant_key(DEFAULT_TENANT, run_id)
+    RunEventItem(key, 2, type="step_started", data={"step": 1}, at=utcnow()).save()  # the write lands
+    backlog.join(timeout=10)
+    assert not backlog.is_alive() and sent == [1, 2]
+    assert followers.of_run(DEFAULT_TENANT, run_id)[0].sent == 2

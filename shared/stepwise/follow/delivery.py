@@ -18,12 +18,18 @@ from stepwise.store import events as log
 from stepwise.store import followers
 
 LEASE_SECONDS = 10.0  # far above the time to post a page of events; a dead holder blocks no longer
+CATCH_UP_POLL = 0.05  # a reserved event is normally written within milliseconds of its reservation
 
 
 def push(tenant_id: str, run_id: str) -> None:
     """Send what was just appended to every follower of the run. Never raises for a delivery that
     failed: the events are in the log, and a follower that misses them reads them there (the CLI falls
-    back to long-polling when its socket ends without the terminal event)."""
+    back to long-polling when its socket ends without the terminal event).
+
+    Writers call this only when their reservation on the log's head found a follower counted there
+    (store.events.append): most runs are never followed, and looking for followers on every append was
+    a third of an event's requests. A follower is counted after its item is written, and its backlog
+    catches up to the last seq reserved before it was counted; every later reservation sees the count."""
     try:
         for follower in followers.of_run(tenant_id, run_id):
             deliver(tenant_id, run_id, follower.connection_id)
@@ -31,9 +37,13 @@ def push(tenant_id: str, run_id: str) -> None:
         logger.warning("could not push events to followers", extra={"run_id": run_id, "error": str(exc)})
 
 
-def deliver(tenant_id: str, run_id: str, connection_id: str, holding: int | None = None) -> None:
+def deliver(
+    tenant_id: str, run_id: str, connection_id: str, holding: int | None = None, catch_up: int = 0
+) -> None:
     """Send the follower the events after its cursor, taking its lease first unless the caller holds it
-    already (`holding` is then the cursor)."""
+    already (`holding` is then the cursor). With `catch_up`, keep looking until the cursor reaches that
+    seq: a new follower's backlog must include what writers reserved before they could see it (their
+    events may still be in flight), for those writers will not push them (see `push`)."""
     sent = holding
     while True:
         if sent is None:
@@ -61,7 +71,11 @@ def deliver(tenant_id: str, run_id: str, connection_id: str, holding: int | None
         # The last look: anything whose writer found our lease taken was written before that.
         after = _page(tenant_id, run_id, sent)
         if not (after.events or after.done):
-            return
+            if after.next >= catch_up:
+                return
+            # An earlier writer's events are still on their way: eventlog.page skips a hole once it
+            # is HOLE_GRACE old, so this ends.
+            time.sleep(CATCH_UP_POLL)
         sent = None
 
 

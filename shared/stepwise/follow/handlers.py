@@ -89,5 +89,7 @@ def disconnect(event: dict[str, Any]) -> dict[str, Any]:
 
 def flush(event: dict[str, Any]) -> dict[str, Any]:
     request = service.flush_request(event) or {}
-    service.flush(request["connection_id"], request["tenant_id"], request["run_id"])
+    service.flush(
+        request["connection_id"], request["tenant_id"], request["run_id"], int(request.get("catch_up", 0))
+    )
     return {}

@@ -82,17 +82,20 @@ def connected(connection: Connection, self_arn: str) -> None:
         lease=time.time() + FLUSH_LEASE_SECONDS,
         now=now,
     )
+    # Counted after its item exists, so a writer that sees the count finds the follower.
+    head = log.followed(connection.tenant_id, connection.run_id)
     payload = {
         FLUSH_KEY: {
             "connection_id": connection.connection_id,
             "tenant_id": connection.tenant_id,
             "run_id": connection.run_id,
+            "catch_up": head.last_seq,
         }
     }
     aws.client("lambda").invoke(FunctionName=self_arn, InvocationType="Event", Payload=json.dumps(payload))
 
 
-def flush(connection_id: str, tenant_id: str, run_id: str) -> None:
+def flush(connection_id: str, tenant_id: str, run_id: str, catch_up: int = 0) -> None:
     """Send a new follower its backlog once its socket is open, then release it to the writers."""
     follower = followers.get(tenant_id, run_id, connection_id)
     if follower is None:
@@ -100,14 +103,14 @@ def flush(connection_id: str, tenant_id: str, run_id: str) -> None:
     if not sockets.wait_open(connection_id, OPEN_TIMEOUT):
         followers.remove(tenant_id, run_id, connection_id)
         return
-    delivery.deliver(tenant_id, run_id, connection_id, holding=follower.sent)
+    delivery.deliver(tenant_id, run_id, connection_id, holding=follower.sent, catch_up=catch_up)
 
 
 def disconnected(connection_id: str, tenant_id: str, run_id: str) -> None:
     followers.remove(tenant_id, run_id, connection_id)
 
 
-def flush_request(event: dict[str, Any]) -> dict[str, str] | None:
+def flush_request(event: dict[str, Any]) -> dict[str, Any] | None:
     """The backlog request `connected` sent itself, if `event` is one."""
     request = event.get(FLUSH_KEY)
     return request if isinstance(request, dict) else None

@@ -7,6 +7,7 @@ isolated: whatever one raises becomes its own error result, never its siblings' 
 
 from __future__ import annotations
 
+import contextvars
 import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -214,10 +215,13 @@ def execute(scope: StepScope, ready: Ready) -> dict[str, Any]:
 
 def execute_all(scope: StepScope, batch: list[Ready], *, concurrently: bool) -> list[dict[str, Any]]:
     """Results in the model's order; parallel-safe calls run together, a pool of PARALLEL_TOOL_CALLS."""
+    events.flush()  # the calls are in the log before they act
     if not concurrently or len(batch) < 2:
         return [execute(scope, ready) for ready in batch]
+    # Each worker runs in a copy of this context, so its events join the step's outbox.
+    contexts = [contextvars.copy_context() for _ in batch]
     with ThreadPoolExecutor(max_workers=min(PARALLEL_TOOL_CALLS, len(batch))) as pool:
-        return list(pool.map(lambda ready: execute(scope, ready), batch))
+        return list(pool.map(lambda ctx, ready: ctx.run(execute, scope, ready), contexts, batch))
 
 
 # --- Waited calls ----------------------------------------------------------------------------------

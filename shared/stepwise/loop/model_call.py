@@ -130,6 +130,7 @@ def call_model(
     """Call the model once with the run's conversation and store what it said."""
     run = working.run
     events.emit(tenant_id, run.run_id, "step_started", {"step": step})
+    events.flush()  # a model call takes seconds: followers see the step start
     declarations = tool_declarations(agent) if tools_allowed else []
     model = resolve_model(agent.model)
     messages = build_messages(agent, working.history)

@@ -104,6 +104,7 @@ def _finish_waits(tenant_id: str, work: Working, agent: Agent, context: RunConte
     if ready:
         context = run_context.save(tenant_id, work.run.run_id, _executing(context, ready))
     results = []
+    events.flush()  # what led here is in the log before the calls act
     for s in settled:  # one at a time, in the model's order
         if s.ready is not None:
             results.append(calls.execute(scope, s.ready))
@@ -174,7 +175,8 @@ def _call_refs(agent: Agent, names: list[tuple[str, str]]) -> list[CallRef]:
 def step(state: RunState) -> RunState:
     """One ReAct step. On the last allowed step tools are withheld, so the model must answer."""
     try:
-        return _step(state)
+        with events.batched(state.tenant_id, state.run_id):
+            return _step(state)
     except BaseException:
         # The cached conversation may hold what this attempt added before it failed: a retry starts
         # from what the store holds.

@@ -55,6 +55,7 @@ def end_run(
     if error is not None:
         fields["error"] = error.model_dump()
     run = runs.get(tenant_id, run_id)
+    events.flush()  # what the run did is in its log before its status says it ended
     if not runs.transition(tenant_id, run_id, status, allowed_from=ACTIVE_STATUSES, **fields):
         _hand_on(tenant_id, run.session_id, run_id)
         return False

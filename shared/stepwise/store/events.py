@@ -22,15 +22,21 @@ TERMINAL_EVENTS = frozenset({"run_completed", "run_failed", "run_cancelled"})
 
 
 @dataclass(frozen=True)
+class Appended:
+    events: list[RunEvent]
+    followed: bool  # a follower had connected when these seqs were reserved
+
+
+@dataclass(frozen=True)
 class Head:
     last_seq: int  # the last sequence number handed out (its event may still be in flight)
     done: bool  # the last event handed out is terminal
     moved_at: datetime | None
 
 
-def append(tenant_id: str, run_id: str, events: list[tuple[EventType, dict[str, Any]]]) -> list[RunEvent]:
+def append(tenant_id: str, run_id: str, events: list[tuple[EventType, dict[str, Any]]]) -> Appended:
     if not events:
-        return []
+        return Appended(events=[], followed=False)
     bind()
     now = utcnow()
     expires = now + timedelta(days=config.runtime().events_ttl_days)
@@ -38,6 +44,7 @@ def append(tenant_id: str, run_id: str, events: list[tuple[EventType, dict[str, 
     head = RunHeadItem(key, HEAD_SEQ)
     # One atomic ADD hands this batch its seqs. `done` follows the batch's last event, so the log is
     # done exactly while its last reserved event is terminal (as the reader's old "last event" check was).
+    # The update returns the whole head, `followers` included: no read to learn whether anyone follows.
     head.update(
         actions=[
             RunHeadItem.last_seq.add(len(events)),
@@ -55,7 +62,27 @@ def append(tenant_id: str, run_id: str, events: list[tuple[EventType, dict[str, 
             batch.save(
                 RunEventItem(key, event.seq, type=event.type, data=event.data, at=now, expires_at=expires)
             )
-    return written
+    return Appended(events=written, followed=bool(head.followers))
+
+
+def followed(tenant_id: str, run_id: str) -> Head:
+    """Count a new follower on the head (creating it if the run has no event yet); the head after."""
+    bind()
+    head = RunHeadItem(tenant_key(tenant_id, run_id), HEAD_SEQ)
+    expires = utcnow() + timedelta(days=config.runtime().events_ttl_days)
+    head.update(
+        actions=[
+            RunHeadItem.followers.add(1),
+            RunHeadItem.last_seq.set(RunHeadItem.last_seq | 0),
+            RunHeadItem.done.set(RunHeadItem.done | False),
+            RunHeadItem.expires_at.set(expires),
+        ]
+    )
+    return _head(head)
+
+
+def _head(item: RunHeadItem) -> Head:
+    return Head(last_seq=int(item.last_seq or 0), done=bool(item.done), moved_at=item.moved_at)
 
 
 def head(tenant_id: str, run_id: str) -> Head | None:
@@ -66,7 +93,7 @@ def head(tenant_id: str, run_id: str) -> Head | None:
         item = RunHeadItem.get(tenant_key(tenant_id, run_id), HEAD_SEQ, consistent_read=True)
     except DoesNotExist:
         return None
-    return Head(last_seq=int(item.last_seq), done=bool(item.done), moved_at=item.moved_at)
+    return _head(item)
 
 
 def after(tenant_id: str, run_id: str, seq: int, limit: int) -> list[RunEvent]:

@@ -156,6 +156,9 @@ class RunHeadItem(Model):
     last_seq = NumberAttribute(default=0)  # the last sequence number handed out
     done = BooleanAttribute(default=False)  # the last event handed out is terminal
     moved_at = UTCDateTimeAttribute(null=True)  # when last_seq last moved
+    # How many followers ever connected: a writer whose reservation finds none skips looking for them
+    # (stepwise.follow.delivery explains why no event is missed).
+    followers = NumberAttribute(null=True)
     expires_at = TTLAttribute(null=True)
 
 
