@@ -172,6 +172,56 @@ QUERY_REFUSED = [
     (POSTGRES, "SELECT * FROM pg_user", "table_not_allowed"),
     (POSTGRES, "SELECT * FROM information_schema.tables", "table_not_allowed"),
     (POSTGRES, "SELECT * FROM generate_series(1, 3)", "table_not_allowed"),
+    # SQLite's `expr IN table`: a table lookup that sqlglot keeps as a column
+    (SQLITE, "SELECT * FROM orders WHERE id IN secret", "table_not_allowed"),
+    (SQLITE, "SELECT * FROM orders WHERE id NOT IN main.secret", "table_not_allowed"),
+    (SQLITE, "SELECT * FROM orders WHERE id IN temp.orders", "table_not_allowed"),
+    (SQLITE, "SELECT * FROM orders WHERE id IN sqlite_master", "table_not_allowed"),
+    (SQLITE, "SELECT * FROM orders WHERE id IN pragma_table_info('secret')", "table_not_allowed"),
+    (SQLITE, "SELECT * FROM orders WHERE id IN json_each('[1]')", "table_not_allowed"),
+    # table-valued and set-returning functions, in FROM, under LATERAL or in the select list
+    (POSTGRES, "SELECT * FROM orders, LATERAL query_to_xml('SELECT * FROM secret', true, true, '') x", None),
+    (POSTGRES, "SELECT * FROM orders CROSS JOIN LATERAL generate_series(1, 3) g", "table_not_allowed"),
+    (POSTGRES, "SELECT * FROM orders o JOIN LATERAL (SELECT * FROM secret) s ON true", "table_not_allowed"),
+    (POSTGRES, "SELECT * FROM orders o, json_to_record(o.j) AS r(a int)", "table_not_allowed"),
+    (POSTGRES, "SELECT * FROM ROWS FROM (generate_series(1, 2))", "table_not_allowed"),
+    (POSTGRES, "SELECT * FROM XMLTABLE('/x' PASSING '<x/>' COLUMNS a int)", "table_not_allowed"),
+    (POSTGRES, "SELECT * FROM unnest(ARRAY[1, 2]) u", "table_not_allowed"),
+    (POSTGRES, "SELECT unnest(ARRAY[1, 2])", "function_not_allowed"),
+    (POSTGRES, "SELECT generate_series(1, 3)", "function_not_allowed"),
+    (POSTGRES, "SELECT id FROM orders WHERE id IN (SELECT jsonb_array_elements_text('[1]'))", None),
+    # settings and activity
+    (POSTGRES, "SELECT * FROM pg_settings", "table_not_allowed"),
+    (POSTGRES, "SELECT name, setting FROM pg_catalog.pg_settings", "table_not_allowed"),
+    (POSTGRES, "SELECT current_setting('search_path')", "function_not_allowed"),
+    (POSTGRES, "SELECT * FROM orders WHERE current_setting('is_superuser') = 'on'", "function_not_allowed"),
+    (POSTGRES, "SELECT * FROM pg_stat_activity", "table_not_allowed"),
+    (POSTGRES, "SELECT query FROM pg_stat_get_activity(NULL)", "table_not_allowed"),
+    (POSTGRES, "SELECT pg_stat_get_activity(NULL)", "function_not_allowed"),
+    (POSTGRES, "SELECT version()", "function_not_allowed"),
+    # functions that name a table or run SQL text, and their disguises
+    (POSTGRES, "SELECT xpath('/row', query_to_xml('SELECT * FROM secret', true, false, ''))", None),
+    (POSTGRES, "SELECT cursor_to_xml('c', 10, true, false, '')", "function_not_allowed"),
+    (POSTGRES, "SELECT table_to_xml('secret', true, false, '')", "function_not_allowed"),
+    (POSTGRES, "SELECT ts_stat('SELECT v FROM secret')", "function_not_allowed"),
+    (POSTGRES, "SELECT has_table_privilege('secret', 'SELECT')", "function_not_allowed"),
+    (POSTGRES, "SELECT pg_relation_size('secret')", "function_not_allowed"),
+    (POSTGRES, "SELECT to_regclass('secret')", "function_not_allowed"),
+    (POSTGRES, "SELECT 'secret'::regclass", "function_not_allowed"),
+    (POSTGRES, "SELECT CAST(id AS my_type) FROM orders", "function_not_allowed"),
+    (POSTGRES, "SELECT nextval('orders_id_seq')", "function_not_allowed"),
+    (POSTGRES, "SELECT pg_catalog.query_to_xml('SELECT 1', true, true, '')", "function_not_allowed"),
+    (POSTGRES, "SELECT pg_catalog.lower(note) FROM orders", "function_not_allowed"),
+    (POSTGRES, "SELECT public.lower(note) FROM orders", "function_not_allowed"),
+    (POSTGRES, "SELECT \"QUERY_TO_XML\"('SELECT 1', true, true, '')", "function_not_allowed"),
+    # output sizes the caller chooses
+    (POSTGRES, "SELECT repeat('x', 1000000000)", "function_not_allowed"),
+    (POSTGRES, "SELECT lpad('x', 1000000000)", "function_not_allowed"),
+    (SQLITE, "SELECT zeroblob(1000000000)", "function_not_allowed"),
+    (SQLITE, "SELECT printf('%.*c', 1000000000, 'x')", "function_not_allowed"),
+    (SQLITE, "SELECT sqlite_version()", "function_not_allowed"),
+    (SQLITE, "SELECT readfile('/etc/passwd')", "function_not_allowed"),
+    (SQLITE, "SELECT fts3_tokenizer('simple')", "function_not_allowed"),
     # functions that would read past the allowlist
     (POSTGRES, "SELECT query_to_xml('SELECT * FROM secret', true, true, '')", "function_not_allowed"),
     (POSTGRES, "SELECT pg_read_file('/etc/passwd')", "function_not_allowed"),
@@ -216,6 +266,63 @@ QUERY_ALLOWED = [
     (POSTGRES, "SELECT * FROM public.orders"),
     (POSTGRES, 'SELECT * FROM "public"."orders"'),
     (POSTGRES, "SELECT * FROM PUBLIC.Orders"),
+    # SQLite's `expr IN table` over an allowed table or a CTE
+    (SQLITE, "SELECT * FROM orders WHERE customer_id IN customers"),
+    (SQLITE, "WITH vip AS (SELECT id FROM customers) SELECT * FROM orders WHERE customer_id IN vip"),
+    (SQLITE, "SELECT * FROM orders WHERE customer_id IN (1, 2)"),
+    # LATERAL over a subquery of allowed tables
+    (
+        POSTGRES,
+        "SELECT o.id, c.name FROM orders o "
+        "JOIN LATERAL (SELECT * FROM customers c WHERE c.id = o.customer_id LIMIT 1) c ON true",
+    ),
+    # what a report needs
+    (
+        SQLITE,
+        "SELECT count(*), count(DISTINCT customer_id), sum(total), avg(total), min(total), max(total), "
+        "total(total), group_concat(note, ','), length(note), lower(note), upper(note), substr(note, 1, 2), "
+        "trim(note), ltrim(note), rtrim(note), replace(note, 'a', 'b'), instr(note, 'a'), abs(total), "
+        "round(total, 2), coalesce(note, ''), ifnull(note, ''), nullif(note, ''), iif(total > 1, 1, 2), "
+        "CASE WHEN total > 10 THEN 'big' ELSE 'small' END, CAST(total AS INTEGER), CAST(total AS TEXT), "
+        "date('now'), date(placed, '+1 day'), datetime(placed), time(placed), julianday(placed), "
+        "strftime('%Y-%m', placed), unixepoch(placed), typeof(note), note LIKE 'a%', note GLOB 'a*', "
+        "json_extract(note, '$.a'), note ->> '$.a', hex(note), char(65), unicode(note), "
+        "min(total, 1), max(total, 1), ceil(total), floor(total), sqrt(total), pow(total, 2), ln(total), "
+        "log(total), sign(total), total % 2, concat(note, 'x'), concat_ws(',', note, 'x') "
+        "FROM orders GROUP BY customer_id HAVING count(*) > 1 ORDER BY 1 DESC LIMIT 10 OFFSET 5",
+    ),
+    (
+        SQLITE,
+        "SELECT id, row_number() OVER w, rank() OVER w, dense_rank() OVER w, ntile(4) OVER w, "
+        "lag(total) OVER w, lead(total, 1) OVER w, first_value(total) OVER w, last_value(total) OVER w, "
+        "sum(total) OVER (PARTITION BY customer_id ORDER BY placed ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) "
+        "FROM orders WINDOW w AS (ORDER BY placed)",
+    ),
+    (
+        POSTGRES,
+        "SELECT count(*) FILTER (WHERE total > 1), "
+        "sum(total) OVER (PARTITION BY customer_id ORDER BY placed), "
+        "avg(total), stddev(total), variance(total), note ILIKE 'a%', note ~ '^a', position('a' IN note), "
+        "strpos(note, 'a'), length(note), char_length(note), left(note, 2), right(note, 2), upper(note), "
+        "initcap(note), btrim(note), concat(note, 'x'), concat_ws(',', note, 'x'), replace(note, 'a', 'b'), "
+        "trim(note), split_part(note, ',', 1), regexp_replace(note, 'a', 'b'), md5(note), abs(total), "
+        "ceil(total), floor(total), trunc(total), round(total::numeric, 2), mod(id, 3), power(total, 2), "
+        "sqrt(total), ln(total), log(total), exp(total), greatest(total, 1), least(total, 1), age(placed), "
+        "date_part('year', placed), extract(year FROM placed), extract(epoch FROM placed), "
+        "date_trunc('month', placed)::date, to_char(placed, 'YYYY-MM'), to_date('2024', 'YYYY'), "
+        "to_timestamp(0), make_date(2024, 1, 1), current_date, now() - interval '1 day', nullif(note, ''), "
+        "coalesce(note, ''), CASE WHEN total > 10 THEN 'big' END, id::text, total::numeric(10, 2), "
+        "note::jsonb ->> 'a', note::json -> 'a', jsonb_extract_path_text(note::jsonb, 'a'), "
+        "bool_and(total > 0), bool_or(total > 0), every(total > 0), array_agg(id), json_agg(id), "
+        "jsonb_build_object('id', id), array_length(ARRAY[1, 2], 1), cardinality(ARRAY[1]), "
+        "array_to_string(ARRAY['a'], ','), lower(note) = ANY (ARRAY['a']), "
+        "string_agg(DISTINCT note, ',' ORDER BY note), "
+        "percentile_cont(0.5) WITHIN GROUP (ORDER BY total), mode() WITHIN GROUP (ORDER BY total), "
+        "row_number() OVER (), rank() OVER (ORDER BY total), dense_rank() OVER (ORDER BY total), "
+        "ntile(4) OVER (), lag(total) OVER (), lead(total) OVER (), first_value(total) OVER (), "
+        "percent_rank() OVER (ORDER BY total), cume_dist() OVER (ORDER BY total) "
+        "FROM orders GROUP BY id, note, total, placed",
+    ),
 ]
 
 
@@ -272,8 +379,16 @@ WRITE_REFUSED = [
     (SQLITE, "ATTACH DATABASE '/tmp/x.db' AS x", "statement_not_allowed"),
     (SQLITE, "REPLACE INTO orders VALUES (1, 2)", "statement_not_allowed"),  # sqlglot: an unparsed Command
     (POSTGRES, "TRUNCATE orders", "statement_not_allowed"),
-    (POSTGRES, "MERGE INTO orders USING customers c ON c.id = orders.id WHEN MATCHED THEN DELETE", None),
-    (POSTGRES, "WITH d AS (DELETE FROM orders RETURNING id) INSERT INTO orders SELECT * FROM d", None),
+    (
+        POSTGRES,
+        "MERGE INTO orders USING customers c ON c.id = orders.id WHEN MATCHED THEN DELETE",
+        "statement_not_allowed",
+    ),
+    (
+        POSTGRES,
+        "WITH d AS (DELETE FROM orders RETURNING id) INSERT INTO orders SELECT * FROM d",
+        "statement_not_allowed",
+    ),
     (SQLITE, "INSERT INTO orders VALUES (1); DELETE FROM orders WHERE id = 1", "invalid_query"),
     (SQLITE, "INSERT INTO secret VALUES (1)", "table_not_allowed"),
     (SQLITE, "INSERT INTO orders SELECT * FROM secret", "table_not_allowed"),
@@ -284,6 +399,29 @@ WRITE_REFUSED = [
     (SQLITE, "WITH secret AS (SELECT 1) INSERT INTO secret VALUES (1)", "table_not_allowed"),
     (SQLITE, "WITH secret AS (SELECT 1) DELETE FROM secret WHERE id = 1", "table_not_allowed"),
     (POSTGRES, 'UPDATE "Orders" SET total = 0 WHERE id = 1', "table_not_allowed"),
+    # upserts and replaces fed by a query rewrite as many rows as the query finds
+    (SQLITE, "INSERT OR REPLACE INTO orders SELECT id, 0, name FROM customers", "statement_not_allowed"),
+    (
+        SQLITE,
+        "INSERT INTO orders SELECT id, 0, name FROM customers WHERE true "
+        "ON CONFLICT (id) DO UPDATE SET total = 0",
+        "statement_not_allowed",
+    ),
+    (
+        POSTGRES,
+        "INSERT INTO orders SELECT * FROM customers ON CONFLICT (id) DO UPDATE SET total = 0",
+        "statement_not_allowed",
+    ),
+    (
+        POSTGRES,
+        "WITH s AS (SELECT id FROM customers) INSERT INTO orders (id) SELECT id FROM s UNION SELECT 1 "
+        "ON CONFLICT (id) DO UPDATE SET total = 0",
+        "statement_not_allowed",
+    ),
+    # the function allowlist holds in writes too
+    (POSTGRES, "UPDATE orders SET note = repeat('x', 100000000) WHERE id = 1", "function_not_allowed"),
+    (POSTGRES, "UPDATE orders SET note = current_setting('data_directory') WHERE id = 1", None),
+    (SQLITE, "DELETE FROM orders WHERE id IN secret", "table_not_allowed"),
 ]
 
 
@@ -294,7 +432,7 @@ def test_database_write_refuses(flavor: _sql.Flavor, sql: str, code: str | None)
     with pytest.raises(_sql.Refused) as refused:
         _sql.check_write(sql, allow(flavor, ["orders", "customers"]))
 
-    assert refused.value.code == (code or "statement_not_allowed"), refused.value.message
+    assert refused.value.code == (code or "function_not_allowed"), refused.value.message
 
 
 @pytest.mark.parametrize(
@@ -314,6 +452,8 @@ def test_database_write_refuses(flavor: _sql.Flavor, sql: str, code: str | None)
             "INSERT INTO public.orders (id) VALUES (1) ON CONFLICT (id) DO UPDATE SET id = excluded.id",
         ),
         (POSTGRES, "UPDATE orders SET total = 0 FROM customers c WHERE c.id = orders.customer_id"),
+        (POSTGRES, "INSERT INTO orders SELECT * FROM customers ON CONFLICT DO NOTHING"),
+        (SQLITE, "INSERT OR IGNORE INTO orders SELECT id, 0, name FROM customers"),
     ],
 )
 def test_database_write_allows(flavor: _sql.Flavor, sql: str) -> None:
