@@ -5,8 +5,11 @@ knowledge_search against an in-memory fake of Bedrock's Retrieve."""
 from __future__ import annotations
 
 import inspect
+import socket
+import sqlite3
 import subprocess
 import sys
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -23,6 +26,7 @@ from stepwise.tools.builtin import (
     StaticSettings,
     ToolScope,
     _database,
+    _db_target,
     _provider,
     _sql,
     _storage,
@@ -504,8 +508,22 @@ def test_without_a_database_url_the_tools_say_how_to_configure_one() -> None:
         ("mysql://app:hunter22@db.internal.example/shop", "mysql is not supported"),
         (
             "postgresql+nosuchdriver://app:hunter22@db.internal.example/shop",
-            "not installed: postgresql+nosuchdriver",
+            "the driver postgresql+nosuchdriver is not supported",
         ),
+        # drivers that would open their own, unguarded sockets
+        ("postgresql+pg8000://app:hunter22@db.internal.example/shop", "the driver postgresql+pg8000"),
+        ("postgresql+psycopg2://app:hunter22@db.internal.example/shop", "the driver postgresql+psycopg2"),
+        # libpq parameters that pick another destination or read a file of the function
+        ("postgresql://app:hunter22@db.internal.example/shop?host=/tmp", "the parameter host"),
+        ("postgresql://app:hunter22@db.internal.example/shop?hostaddr=127.0.0.1", "the parameter hostaddr"),
+        ("postgresql://app:hunter22@db.internal.example/shop?port=22", "the parameter port"),
+        ("postgresql://app:hunter22@db.internal.example/shop?service=x", "the parameter service"),
+        (
+            "postgresql://app:hunter22@db.internal.example/shop?sslkey=/proc/self/environ",
+            "the parameter sslkey",
+        ),
+        ("postgresql://app:hunter22@/shop", "needs one host"),
+        ("postgresql://app:hunter22@db.internal.example,10.0.0.1/shop", "needs one host"),
     ],
 )
 def test_a_database_url_that_cannot_work_is_not_configured_and_never_echoed(url: str, fragment: str) -> None:
@@ -519,7 +537,7 @@ def test_a_database_url_that_cannot_work_is_not_configured_and_never_echoed(url:
 def test_an_aurora_data_api_url_is_postgresql_and_needs_only_its_dialect_installed() -> None:
     url = "postgresql+auroradataapi://:@/shop?aurora_cluster_arn=arn:aws:rds:x&secret_arn=arn:aws:secretsmanager:y"
 
-    assert _database.flavor_of(make_url(url)) is POSTGRES
+    assert _db_target.flavor_of(make_url(url)) is POSTGRES
     # the checks run first, in PostgreSQL's dialect...
     assert error_of(query('SELECT * FROM "Orders"', url))[0] == "table_not_allowed"
     # ...and only then is the (here missing) dialect needed
@@ -528,6 +546,146 @@ def test_an_aurora_data_api_url_is_postgresql_and_needs_only_its_dialect_install
         "not_configured",
         "DATABASE_URL names a database driver that is not installed: postgresql+auroradataapi",
     )
+
+
+# --- DATABASE_URL's host goes through the SSRF guard ------------------------------------------------
+
+
+def query_with(url: str, resolver: Any) -> ToolResult:
+    return _database.execute(
+        {"query": "SELECT * FROM orders"},
+        tool="database_query",
+        tenant_id="t1",
+        settings=StaticSettings({"DATABASE_URL": url}),
+        access=database_query.Config(allowed_tables=["orders"]),
+        check=_sql.check_query,
+        read_only=True,
+        resolver=resolver,
+    )
+
+
+def no_dns(host: str, port: int) -> list[str]:
+    raise AssertionError(f"an address literal needs no lookup (asked for {host})")
+
+
+@pytest.mark.parametrize(
+    "host",
+    [
+        "127.0.0.1",
+        "10.0.0.5",
+        "169.254.169.254",
+        "[::1]",
+        "[::ffff:127.0.0.1]",
+        "0x7f000001",
+        "127.1",
+        "0.0.0.0",
+    ],
+)
+def test_a_database_host_at_an_internal_address_is_refused_with_one_text(host: str) -> None:
+    result = query_with(f"postgresql://app:hunter22@{host}:5432/shop", no_dns)
+
+    assert error_of(result) == ("blocked_destination", _db_target.BLOCKED_MESSAGE)
+
+
+def test_a_database_name_that_resolves_inside_is_refused_like_an_address() -> None:
+    asked: list[tuple[str, int]] = []
+
+    def rebinding(host: str, port: int) -> list[str]:
+        asked.append((host, port))
+        return ["203.0.113.10", "10.1.2.3"]  # one public-looking answer does not save a private one
+
+    result = query_with("postgresql://app:hunter22@db.tenant.example:6543/shop", rebinding)
+
+    assert error_of(result) == ("blocked_destination", _db_target.BLOCKED_MESSAGE)
+    assert asked == [("db.tenant.example", 6543)]
+
+
+def test_a_database_name_that_does_not_resolve_is_the_generic_connect_failure() -> None:
+    def nxdomain(host: str, port: int) -> list[str]:
+        raise socket.gaierror(-2, "Name or service not known")
+
+    result = query_with("postgresql://app:hunter22@nowhere.example/shop", nxdomain)
+
+    assert error_of(result) == ("database_error", "could not connect to the database")
+
+
+def test_the_guard_hands_libpq_the_checked_addresses_and_keeps_the_name_for_tls(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("STEPWISE_ALLOW_HOSTS", "10.0.0.0/8")
+    guard = _db_target.connect_guard(lambda host, port: ["10.0.0.7", "10.0.0.8"])
+    cparams: dict[str, Any] = {"host": "db.tenant.example", "port": 6543, "dbname": "shop"}
+
+    guard(None, None, [], cparams)
+
+    assert cparams == {
+        "host": "db.tenant.example,db.tenant.example",
+        "hostaddr": "10.0.0.7,10.0.0.8",
+        "port": 6543,
+        "dbname": "shop",
+        "connect_timeout": _db_target.CONNECT_TIMEOUT_SECONDS,
+    }
+
+
+# --- SQLite only in the tenant's directory ---------------------------------------------------------
+
+
+@pytest.fixture
+def sqlite_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("STEPWISE_SQLITE_DIR", str(tmp_path / "sqlite"))
+    for tenant in ("t1", "t2"):
+        (tmp_path / "sqlite" / tenant).mkdir(parents=True)
+        with sqlite3.connect(tmp_path / "sqlite" / tenant / "shop.db") as connection:
+            connection.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY, owner TEXT)")
+            connection.execute("INSERT INTO orders (owner) VALUES (?)", (tenant,))
+    (tmp_path / "outside.db").write_bytes(b"")
+    return tmp_path
+
+
+def test_sqlite_is_refused_where_no_directory_is_configured(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("STEPWISE_SQLITE_DIR", raising=False)
+
+    code, message = error_of(query("SELECT * FROM orders", "sqlite:///shop.db"))
+
+    assert code == "not_configured"
+    assert "only available where STEPWISE_SQLITE_DIR is set" in message
+
+
+def test_a_sqlite_name_opens_the_tenants_own_file(sqlite_dir: Path) -> None:
+    relative = query("SELECT owner FROM orders", "sqlite:///shop.db")
+    absolute = query("SELECT owner FROM orders", f"sqlite:///{sqlite_dir / 'sqlite' / 't1' / 'shop.db'}")
+
+    assert relative.output["rows"] == [["t1"]]
+    assert absolute.output["rows"] == [["t1"]]
+
+
+@pytest.mark.parametrize(
+    "database",
+    [
+        "sqlite:///../t2/shop.db",  # another tenant's file
+        "sqlite:///{root}/sqlite/t2/shop.db",
+        "sqlite:///{root}/outside.db",
+        "sqlite:////etc/passwd",
+        "sqlite:///link.db",  # a symlink out of the directory
+        "sqlite://",  # in memory
+        "sqlite:///:memory:",
+        "sqlite:///file:shop.db?mode=ro&uri=true",
+        "sqlite+pysqlcipher:///shop.db",
+    ],
+)
+def test_a_sqlite_url_outside_the_tenants_directory_is_refused(sqlite_dir: Path, database: str) -> None:
+    (sqlite_dir / "sqlite" / "t1" / "link.db").symlink_to(sqlite_dir / "sqlite" / "t2" / "shop.db")
+
+    code, message = error_of(query("SELECT owner FROM orders", database.format(root=sqlite_dir)))
+
+    assert code == "not_configured", message
+
+
+def test_a_missing_sqlite_file_is_not_created(sqlite_dir: Path) -> None:
+    result = query("SELECT * FROM orders", "sqlite:///typo.db")
+
+    assert error_of(result) == ("database_error", "could not connect to the database")
+    assert not (sqlite_dir / "sqlite" / "t1" / "typo.db").exists()
 
 
 def test_a_database_error_quotes_the_driver_without_the_url_or_credentials() -> None:
