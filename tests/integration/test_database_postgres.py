@@ -231,6 +231,15 @@ def test_a_returning_write_with_its_own_with_clause_is_limited_too(shop: str, po
     assert rows(postgres, "SELECT count(*) FROM orders") == [(18,)]
 
 
+def test_a_write_that_only_mentions_returning_in_a_string_is_not_wrapped(
+    shop: str, postgres: Cluster
+) -> None:
+    result = write(shop, "UPDATE orders SET note = ' returning ' WHERE id = 1")
+
+    assert result.output == {"rows_affected": 1}
+    assert rows(postgres, "SELECT note FROM orders WHERE id = 1") == [(" returning ",)]
+
+
 def test_an_upsert_from_values_stays_allowed(shop: str, postgres: Cluster) -> None:
     result = write(
         shop, "INSERT INTO orders (id, total) VALUES (1, 99) ON CONFLICT (id) DO UPDATE SET total = 99"

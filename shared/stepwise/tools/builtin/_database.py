@@ -174,9 +174,11 @@ def execute(
 
 
 def _returns_rows(sql: str) -> bool:
-    # The checked statement is sqlglot's rendering, so RETURNING is spelled exactly so, and only a
-    # string literal could hold the word too; a false positive only wraps a statement that returns nothing.
-    return " RETURNING " in sql.upper()
+    """Whether the checked write has a RETURNING clause (read from its tree: the word could also sit
+    in a string literal, and wrapping a statement without one in a CTE is an error)."""
+    import sqlglot  # loaded already: the check just parsed this statement
+
+    return sqlglot.parse_one(sql, read="postgres").args.get("returning") is not None
 
 
 def _too_many(seen: int, limit: int) -> ToolResult:
