@@ -16,7 +16,7 @@ export LITELLM_LOCAL_MODEL_COST_MAP := True
 # SAM CLI would try to send telemetry to AWS; nothing leaves this machine.
 export SAM_CLI_TELEMETRY := 0
 
-.PHONY: help run test unit integration e2e contract lint bench lock clean
+.PHONY: help run test unit integration e2e contract lint bench lock clean postgres
 
 help:
 	@echo "make run    start the local stack on 127.0.0.1:$${PORT:-3000}"
@@ -41,19 +41,26 @@ $(CHROMIUM):
 	$(SUDO) apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null
 
+# The database tools are tested against a real PostgreSQL that the tests start in a temporary directory
+# (tests/fakes/postgres.py): initdb and pg_ctl on PATH, else Debian's postgresql, installed when missing.
+postgres:
+	@command -v initdb >/dev/null 2>&1 && command -v pg_ctl >/dev/null 2>&1 \
+		|| ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 \
+		|| { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq postgresql >/dev/null; }
+
 run: $(STAMP)
 	$(PY) -m stepwise.local
 
-test: lint contract $(CHROMIUM)
+test: lint contract $(CHROMIUM) postgres
 	$(PY) -m pytest tests
 
 unit: $(STAMP)
 	$(PY) -m pytest tests/unit
 
-integration: $(STAMP)
+integration: $(STAMP) postgres
 	$(PY) -m pytest tests/integration
 
-e2e: $(STAMP) $(CHROMIUM)
+e2e: $(STAMP) $(CHROMIUM) postgres
 	$(PY) -m pytest tests/e2e
 
 contract: $(STAMP) $(SAM_STAMP)

@@ -50,6 +50,9 @@ LAYERS: dict[str, list[tuple[str, tuple[str, ...]]]] = {
         # Builtin tools (database_*) and MCP servers; imported only where those tools run.
         ("sqlalchemy", ()),
         ("sqlglot", ()),
+        # Their drivers: psycopg with libpq bundled (the binary extra; Lambda has no libpq), PyMySQL.
+        ("psycopg", ("binary",)),
+        ("pymysql", ()),
         ("mcp", ()),
         # zoneinfo's database: schedules in IANA time zones must not depend on the runtime's files.
         ("tzdata", ()),

@@ -46,8 +46,10 @@ def scope(tenant: str) -> ToolScope:
 
 
 @pytest.fixture
-def database(tmp_path: Path) -> Iterator[Path]:
-    path = tmp_path / "shop.db"
+def database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    monkeypatch.setenv("STEPWISE_SQLITE_DIR", str(tmp_path))
+    (tmp_path / "t1").mkdir()
+    path = tmp_path / "t1" / "shop.db"
     with sqlite3.connect(path) as connection:
         connection.executescript(
             """
@@ -73,8 +75,8 @@ def query(path: Path, sql: str, tables: tuple[str, ...] = ("orders", "customers"
     return database_query.run({"query": sql}, scope=scope("t1"), settings=settings_for(path), config=config)
 
 
-def write(path: Path, sql: str, tables: tuple[str, ...] = ("orders",)) -> ToolResult:
-    config = database_write.Config(allowed_tables=list(tables))
+def write(path: Path, sql: str, tables: tuple[str, ...] = ("orders",), max_rows: int = 100) -> ToolResult:
+    config = database_write.Config(allowed_tables=list(tables), max_rows_affected=max_rows)
     return database_write.run({"query": sql}, scope=scope("t1"), settings=settings_for(path), config=config)
 
 
@@ -126,6 +128,7 @@ def test_the_read_transaction_is_read_only_even_for_a_statement_the_checks_would
     result = _database.execute(
         {"query": "DELETE FROM orders"},
         tool="database_query",
+        tenant_id="t1",
         settings=settings_for(database),
         access=database_query.Config(allowed_tables=["orders"]),
         check=unchecked,
@@ -175,14 +178,40 @@ def test_a_database_error_is_short_and_readable(database: Path) -> None:
     assert (code, message) == ("database_error", "OperationalError: no such column: nope")
 
 
-def test_an_unreachable_database_is_a_database_error_without_the_url(tmp_path: Path) -> None:
-    missing = tmp_path / "no" / "such" / "dir" / "shop.db"
+def test_a_missing_database_file_is_a_connect_failure_without_the_path(database: Path) -> None:
+    missing = database.parent / "typo.db"
 
     code, message = error_of(query(missing, "SELECT * FROM orders"))
 
-    assert code == "database_error"
-    assert message.startswith("could not connect to the database")
-    assert str(missing) not in message
+    assert (code, message) == ("database_error", "could not connect to the database")
+    assert not missing.exists()
+
+
+def test_sqlites_in_table_form_cannot_reach_a_table_off_the_allowlist(database: Path) -> None:
+    def unchecked(sql: str, allowlist: _sql.Allowlist) -> str:
+        return sql
+
+    with sqlite3.connect(database) as connection:
+        connection.executescript("CREATE TABLE secret_ids (id INTEGER); INSERT INTO secret_ids VALUES (1);")
+    # the form is real: unchecked, SQLite reads the table through it
+    leaked = _database.execute(
+        {"query": "SELECT id FROM orders WHERE id IN secret_ids"},
+        tool="database_query",
+        tenant_id="t1",
+        settings=settings_for(database),
+        access=database_query.Config(allowed_tables=["orders"]),
+        check=unchecked,
+        read_only=True,
+    )
+    assert leaked.output is not None, leaked.error
+    assert leaked.output["rows"] == [[1]]
+
+    assert error_of(query(database, "SELECT id FROM orders WHERE id IN secret_ids"))[0] == "table_not_allowed"
+    allowed = query(
+        database,
+        "WITH vip AS (SELECT id FROM customers) SELECT id FROM orders WHERE customer_id IN vip ORDER BY id",
+    )
+    assert allowed.output["rows"] == [[1], [2], [3]]
 
 
 def test_a_write_commits_and_counts_the_rows_it_changed(database: Path) -> None:
@@ -239,6 +268,68 @@ def test_a_failed_write_rolls_back(database: Path) -> None:
         ("2024-05-17",),
         ("2025-01-09",),
     ]
+
+
+def seed_more_orders(path: Path, count: int) -> None:
+    with sqlite3.connect(path) as connection:
+        connection.executemany(
+            "INSERT INTO orders (customer_id, total, placed) VALUES (?, ?, ?)",
+            [(1, n, "2026-01-01") for n in range(count)],
+        )
+
+
+MASS_WRITES = [
+    "DELETE FROM orders WHERE 1 = 1",
+    "UPDATE orders SET total = 0 WHERE id > 0 OR TRUE",
+    "DELETE FROM orders WHERE total IS NULL OR total IS NOT NULL",
+    "UPDATE orders SET total = 0 WHERE id = id RETURNING id",
+    "INSERT OR REPLACE INTO orders SELECT id, customer_id, 0, placed FROM orders",
+    "INSERT INTO orders SELECT * FROM orders WHERE true ON CONFLICT (id) DO UPDATE SET total = 0",
+]
+
+
+@pytest.mark.parametrize("sql", MASS_WRITES)
+def test_a_mass_write_changes_nothing_however_it_is_spelled(database: Path, sql: str) -> None:
+    seed_more_orders(database, 20)
+    before = rows_of(database, "SELECT * FROM orders ORDER BY id")
+
+    result = write(database, sql, max_rows=5)
+
+    code, message = error_of(result)
+    assert code in ("where_required", "too_many_rows", "statement_not_allowed"), message
+    assert rows_of(database, "SELECT * FROM orders ORDER BY id") == before
+
+
+def test_a_write_past_max_rows_affected_is_rolled_back_and_says_so(database: Path) -> None:
+    seed_more_orders(database, 3)  # 6 orders, 5 of them of customer 1
+
+    over = write(database, "UPDATE orders SET total = -1 WHERE customer_id = 1", max_rows=4)
+    within = write(database, "UPDATE orders SET total = -1 WHERE customer_id = 1", max_rows=5)
+
+    assert error_of(over) == (
+        "too_many_rows",
+        "the statement would change 5 rows, more than this tool's max_rows_affected (4): it was rolled "
+        "back and nothing changed. Narrow the WHERE clause to the rows you mean, or change them in "
+        "smaller statements.",
+    )
+    assert within.output == {"rows_affected": 5}
+    assert rows_of(database, "SELECT count(*) FROM orders WHERE total = -1") == [(5,)]
+
+
+def test_the_write_limit_defaults_to_100_rows(database: Path) -> None:
+    seed_more_orders(database, 120)
+    config = database_write.Config(allowed_tables=["orders"])
+
+    result = database_write.run(
+        {"query": "DELETE FROM orders WHERE total >= 0"},
+        scope=scope("t1"),
+        settings=settings_for(database),
+        config=config,
+    )
+
+    assert config.max_rows_affected == 100
+    assert error_of(result)[0] == "too_many_rows"
+    assert rows_of(database, "SELECT count(*) FROM orders") == [(123,)]
 
 
 # --- S3 -------------------------------------------------------------------------------------------

@@ -5,8 +5,11 @@ knowledge_search against an in-memory fake of Bedrock's Retrieve."""
 from __future__ import annotations
 
 import inspect
+import socket
+import sqlite3
 import subprocess
 import sys
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -23,6 +26,7 @@ from stepwise.tools.builtin import (
     StaticSettings,
     ToolScope,
     _database,
+    _db_target,
     _provider,
     _sql,
     _storage,
@@ -172,6 +176,56 @@ QUERY_REFUSED = [
     (POSTGRES, "SELECT * FROM pg_user", "table_not_allowed"),
     (POSTGRES, "SELECT * FROM information_schema.tables", "table_not_allowed"),
     (POSTGRES, "SELECT * FROM generate_series(1, 3)", "table_not_allowed"),
+    # SQLite's `expr IN table`: a table lookup that sqlglot keeps as a column
+    (SQLITE, "SELECT * FROM orders WHERE id IN secret", "table_not_allowed"),
+    (SQLITE, "SELECT * FROM orders WHERE id NOT IN main.secret", "table_not_allowed"),
+    (SQLITE, "SELECT * FROM orders WHERE id IN temp.orders", "table_not_allowed"),
+    (SQLITE, "SELECT * FROM orders WHERE id IN sqlite_master", "table_not_allowed"),
+    (SQLITE, "SELECT * FROM orders WHERE id IN pragma_table_info('secret')", "table_not_allowed"),
+    (SQLITE, "SELECT * FROM orders WHERE id IN json_each('[1]')", "table_not_allowed"),
+    # table-valued and set-returning functions, in FROM, under LATERAL or in the select list
+    (POSTGRES, "SELECT * FROM orders, LATERAL query_to_xml('SELECT * FROM secret', true, true, '') x", None),
+    (POSTGRES, "SELECT * FROM orders CROSS JOIN LATERAL generate_series(1, 3) g", "table_not_allowed"),
+    (POSTGRES, "SELECT * FROM orders o JOIN LATERAL (SELECT * FROM secret) s ON true", "table_not_allowed"),
+    (POSTGRES, "SELECT * FROM orders o, json_to_record(o.j) AS r(a int)", "table_not_allowed"),
+    (POSTGRES, "SELECT * FROM ROWS FROM (generate_series(1, 2))", "table_not_allowed"),
+    (POSTGRES, "SELECT * FROM XMLTABLE('/x' PASSING '<x/>' COLUMNS a int)", "table_not_allowed"),
+    (POSTGRES, "SELECT * FROM unnest(ARRAY[1, 2]) u", "table_not_allowed"),
+    (POSTGRES, "SELECT unnest(ARRAY[1, 2])", "function_not_allowed"),
+    (POSTGRES, "SELECT generate_series(1, 3)", "function_not_allowed"),
+    (POSTGRES, "SELECT id FROM orders WHERE id IN (SELECT jsonb_array_elements_text('[1]'))", None),
+    # settings and activity
+    (POSTGRES, "SELECT * FROM pg_settings", "table_not_allowed"),
+    (POSTGRES, "SELECT name, setting FROM pg_catalog.pg_settings", "table_not_allowed"),
+    (POSTGRES, "SELECT current_setting('search_path')", "function_not_allowed"),
+    (POSTGRES, "SELECT * FROM orders WHERE current_setting('is_superuser') = 'on'", "function_not_allowed"),
+    (POSTGRES, "SELECT * FROM pg_stat_activity", "table_not_allowed"),
+    (POSTGRES, "SELECT query FROM pg_stat_get_activity(NULL)", "table_not_allowed"),
+    (POSTGRES, "SELECT pg_stat_get_activity(NULL)", "function_not_allowed"),
+    (POSTGRES, "SELECT version()", "function_not_allowed"),
+    # functions that name a table or run SQL text, and their disguises
+    (POSTGRES, "SELECT xpath('/row', query_to_xml('SELECT * FROM secret', true, false, ''))", None),
+    (POSTGRES, "SELECT cursor_to_xml('c', 10, true, false, '')", "function_not_allowed"),
+    (POSTGRES, "SELECT table_to_xml('secret', true, false, '')", "function_not_allowed"),
+    (POSTGRES, "SELECT ts_stat('SELECT v FROM secret')", "function_not_allowed"),
+    (POSTGRES, "SELECT has_table_privilege('secret', 'SELECT')", "function_not_allowed"),
+    (POSTGRES, "SELECT pg_relation_size('secret')", "function_not_allowed"),
+    (POSTGRES, "SELECT to_regclass('secret')", "function_not_allowed"),
+    (POSTGRES, "SELECT 'secret'::regclass", "function_not_allowed"),
+    (POSTGRES, "SELECT CAST(id AS my_type) FROM orders", "function_not_allowed"),
+    (POSTGRES, "SELECT nextval('orders_id_seq')", "function_not_allowed"),
+    (POSTGRES, "SELECT pg_catalog.query_to_xml('SELECT 1', true, true, '')", "function_not_allowed"),
+    (POSTGRES, "SELECT pg_catalog.lower(note) FROM orders", "function_not_allowed"),
+    (POSTGRES, "SELECT public.lower(note) FROM orders", "function_not_allowed"),
+    (POSTGRES, "SELECT \"QUERY_TO_XML\"('SELECT 1', true, true, '')", "function_not_allowed"),
+    # output sizes the caller chooses
+    (POSTGRES, "SELECT repeat('x', 1000000000)", "function_not_allowed"),
+    (POSTGRES, "SELECT lpad('x', 1000000000)", "function_not_allowed"),
+    (SQLITE, "SELECT zeroblob(1000000000)", "function_not_allowed"),
+    (SQLITE, "SELECT printf('%.*c', 1000000000, 'x')", "function_not_allowed"),
+    (SQLITE, "SELECT sqlite_version()", "function_not_allowed"),
+    (SQLITE, "SELECT readfile('/etc/passwd')", "function_not_allowed"),
+    (SQLITE, "SELECT fts3_tokenizer('simple')", "function_not_allowed"),
     # functions that would read past the allowlist
     (POSTGRES, "SELECT query_to_xml('SELECT * FROM secret', true, true, '')", "function_not_allowed"),
     (POSTGRES, "SELECT pg_read_file('/etc/passwd')", "function_not_allowed"),
@@ -216,6 +270,63 @@ QUERY_ALLOWED = [
     (POSTGRES, "SELECT * FROM public.orders"),
     (POSTGRES, 'SELECT * FROM "public"."orders"'),
     (POSTGRES, "SELECT * FROM PUBLIC.Orders"),
+    # SQLite's `expr IN table` over an allowed table or a CTE
+    (SQLITE, "SELECT * FROM orders WHERE customer_id IN customers"),
+    (SQLITE, "WITH vip AS (SELECT id FROM customers) SELECT * FROM orders WHERE customer_id IN vip"),
+    (SQLITE, "SELECT * FROM orders WHERE customer_id IN (1, 2)"),
+    # LATERAL over a subquery of allowed tables
+    (
+        POSTGRES,
+        "SELECT o.id, c.name FROM orders o "
+        "JOIN LATERAL (SELECT * FROM customers c WHERE c.id = o.customer_id LIMIT 1) c ON true",
+    ),
+    # what a report needs
+    (
+        SQLITE,
+        "SELECT count(*), count(DISTINCT customer_id), sum(total), avg(total), min(total), max(total), "
+        "total(total), group_concat(note, ','), length(note), lower(note), upper(note), substr(note, 1, 2), "
+        "trim(note), ltrim(note), rtrim(note), replace(note, 'a', 'b'), instr(note, 'a'), abs(total), "
+        "round(total, 2), coalesce(note, ''), ifnull(note, ''), nullif(note, ''), iif(total > 1, 1, 2), "
+        "CASE WHEN total > 10 THEN 'big' ELSE 'small' END, CAST(total AS INTEGER), CAST(total AS TEXT), "
+        "date('now'), date(placed, '+1 day'), datetime(placed), time(placed), julianday(placed), "
+        "strftime('%Y-%m', placed), unixepoch(placed), typeof(note), note LIKE 'a%', note GLOB 'a*', "
+        "json_extract(note, '$.a'), note ->> '$.a', hex(note), char(65), unicode(note), "
+        "min(total, 1), max(total, 1), ceil(total), floor(total), sqrt(total), pow(total, 2), ln(total), "
+        "log(total), sign(total), total % 2, concat(note, 'x'), concat_ws(',', note, 'x') "
+        "FROM orders GROUP BY customer_id HAVING count(*) > 1 ORDER BY 1 DESC LIMIT 10 OFFSET 5",
+    ),
+    (
+        SQLITE,
+        "SELECT id, row_number() OVER w, rank() OVER w, dense_rank() OVER w, ntile(4) OVER w, "
+        "lag(total) OVER w, lead(total, 1) OVER w, first_value(total) OVER w, last_value(total) OVER w, "
+        "sum(total) OVER (PARTITION BY customer_id ORDER BY placed ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) "
+        "FROM orders WINDOW w AS (ORDER BY placed)",
+    ),
+    (
+        POSTGRES,
+        "SELECT count(*) FILTER (WHERE total > 1), "
+        "sum(total) OVER (PARTITION BY customer_id ORDER BY placed), "
+        "avg(total), stddev(total), variance(total), note ILIKE 'a%', note ~ '^a', position('a' IN note), "
+        "strpos(note, 'a'), length(note), char_length(note), left(note, 2), right(note, 2), upper(note), "
+        "initcap(note), btrim(note), concat(note, 'x'), concat_ws(',', note, 'x'), replace(note, 'a', 'b'), "
+        "trim(note), split_part(note, ',', 1), regexp_replace(note, 'a', 'b'), md5(note), abs(total), "
+        "ceil(total), floor(total), trunc(total), round(total::numeric, 2), mod(id, 3), power(total, 2), "
+        "sqrt(total), ln(total), log(total), exp(total), greatest(total, 1), least(total, 1), age(placed), "
+        "date_part('year', placed), extract(year FROM placed), extract(epoch FROM placed), "
+        "date_trunc('month', placed)::date, to_char(placed, 'YYYY-MM'), to_date('2024', 'YYYY'), "
+        "to_timestamp(0), make_date(2024, 1, 1), current_date, now() - interval '1 day', nullif(note, ''), "
+        "coalesce(note, ''), CASE WHEN total > 10 THEN 'big' END, id::text, total::numeric(10, 2), "
+        "note::jsonb ->> 'a', note::json -> 'a', jsonb_extract_path_text(note::jsonb, 'a'), "
+        "bool_and(total > 0), bool_or(total > 0), every(total > 0), array_agg(id), json_agg(id), "
+        "jsonb_build_object('id', id), array_length(ARRAY[1, 2], 1), cardinality(ARRAY[1]), "
+        "array_to_string(ARRAY['a'], ','), lower(note) = ANY (ARRAY['a']), "
+        "string_agg(DISTINCT note, ',' ORDER BY note), "
+        "percentile_cont(0.5) WITHIN GROUP (ORDER BY total), mode() WITHIN GROUP (ORDER BY total), "
+        "row_number() OVER (), rank() OVER (ORDER BY total), dense_rank() OVER (ORDER BY total), "
+        "ntile(4) OVER (), lag(total) OVER (), lead(total) OVER (), first_value(total) OVER (), "
+        "percent_rank() OVER (ORDER BY total), cume_dist() OVER (ORDER BY total) "
+        "FROM orders GROUP BY id, note, total, placed",
+    ),
 ]
 
 
@@ -272,8 +383,16 @@ WRITE_REFUSED = [
     (SQLITE, "ATTACH DATABASE '/tmp/x.db' AS x", "statement_not_allowed"),
     (SQLITE, "REPLACE INTO orders VALUES (1, 2)", "statement_not_allowed"),  # sqlglot: an unparsed Command
     (POSTGRES, "TRUNCATE orders", "statement_not_allowed"),
-    (POSTGRES, "MERGE INTO orders USING customers c ON c.id = orders.id WHEN MATCHED THEN DELETE", None),
-    (POSTGRES, "WITH d AS (DELETE FROM orders RETURNING id) INSERT INTO orders SELECT * FROM d", None),
+    (
+        POSTGRES,
+        "MERGE INTO orders USING customers c ON c.id = orders.id WHEN MATCHED THEN DELETE",
+        "statement_not_allowed",
+    ),
+    (
+        POSTGRES,
+        "WITH d AS (DELETE FROM orders RETURNING id) INSERT INTO orders SELECT * FROM d",
+        "statement_not_allowed",
+    ),
     (SQLITE, "INSERT INTO orders VALUES (1); DELETE FROM orders WHERE id = 1", "invalid_query"),
     (SQLITE, "INSERT INTO secret VALUES (1)", "table_not_allowed"),
     (SQLITE, "INSERT INTO orders SELECT * FROM secret", "table_not_allowed"),
@@ -284,6 +403,29 @@ WRITE_REFUSED = [
     (SQLITE, "WITH secret AS (SELECT 1) INSERT INTO secret VALUES (1)", "table_not_allowed"),
     (SQLITE, "WITH secret AS (SELECT 1) DELETE FROM secret WHERE id = 1", "table_not_allowed"),
     (POSTGRES, 'UPDATE "Orders" SET total = 0 WHERE id = 1', "table_not_allowed"),
+    # upserts and replaces fed by a query rewrite as many rows as the query finds
+    (SQLITE, "INSERT OR REPLACE INTO orders SELECT id, 0, name FROM customers", "statement_not_allowed"),
+    (
+        SQLITE,
+        "INSERT INTO orders SELECT id, 0, name FROM customers WHERE true "
+        "ON CONFLICT (id) DO UPDATE SET total = 0",
+        "statement_not_allowed",
+    ),
+    (
+        POSTGRES,
+        "INSERT INTO orders SELECT * FROM customers ON CONFLICT (id) DO UPDATE SET total = 0",
+        "statement_not_allowed",
+    ),
+    (
+        POSTGRES,
+        "WITH s AS (SELECT id FROM customers) INSERT INTO orders (id) SELECT id FROM s UNION SELECT 1 "
+        "ON CONFLICT (id) DO UPDATE SET total = 0",
+        "statement_not_allowed",
+    ),
+    # the function allowlist holds in writes too
+    (POSTGRES, "UPDATE orders SET note = repeat('x', 100000000) WHERE id = 1", "function_not_allowed"),
+    (POSTGRES, "UPDATE orders SET note = current_setting('data_directory') WHERE id = 1", None),
+    (SQLITE, "DELETE FROM orders WHERE id IN secret", "table_not_allowed"),
 ]
 
 
@@ -294,7 +436,7 @@ def test_database_write_refuses(flavor: _sql.Flavor, sql: str, code: str | None)
     with pytest.raises(_sql.Refused) as refused:
         _sql.check_write(sql, allow(flavor, ["orders", "customers"]))
 
-    assert refused.value.code == (code or "statement_not_allowed"), refused.value.message
+    assert refused.value.code == (code or "function_not_allowed"), refused.value.message
 
 
 @pytest.mark.parametrize(
@@ -314,6 +456,8 @@ def test_database_write_refuses(flavor: _sql.Flavor, sql: str, code: str | None)
             "INSERT INTO public.orders (id) VALUES (1) ON CONFLICT (id) DO UPDATE SET id = excluded.id",
         ),
         (POSTGRES, "UPDATE orders SET total = 0 FROM customers c WHERE c.id = orders.customer_id"),
+        (POSTGRES, "INSERT INTO orders SELECT * FROM customers ON CONFLICT DO NOTHING"),
+        (SQLITE, "INSERT OR IGNORE INTO orders SELECT id, 0, name FROM customers"),
     ],
 )
 def test_database_write_allows(flavor: _sql.Flavor, sql: str) -> None:
@@ -364,8 +508,22 @@ def test_without_a_database_url_the_tools_say_how_to_configure_one() -> None:
         ("mysql://app:hunter22@db.internal.example/shop", "mysql is not supported"),
         (
             "postgresql+nosuchdriver://app:hunter22@db.internal.example/shop",
-            "not installed: postgresql+nosuchdriver",
+            "the driver postgresql+nosuchdriver is not supported",
         ),
+        # drivers that would open their own, unguarded sockets
+        ("postgresql+pg8000://app:hunter22@db.internal.example/shop", "the driver postgresql+pg8000"),
+        ("postgresql+psycopg2://app:hunter22@db.internal.example/shop", "the driver postgresql+psycopg2"),
+        # libpq parameters that pick another destination or read a file of the function
+        ("postgresql://app:hunter22@db.internal.example/shop?host=/tmp", "the parameter host"),
+        ("postgresql://app:hunter22@db.internal.example/shop?hostaddr=127.0.0.1", "the parameter hostaddr"),
+        ("postgresql://app:hunter22@db.internal.example/shop?port=22", "the parameter port"),
+        ("postgresql://app:hunter22@db.internal.example/shop?service=x", "the parameter service"),
+        (
+            "postgresql://app:hunter22@db.internal.example/shop?sslkey=/proc/self/environ",
+            "the parameter sslkey",
+        ),
+        ("postgresql://app:hunter22@/shop", "needs one host"),
+        ("postgresql://app:hunter22@db.internal.example,10.0.0.1/shop", "needs one host"),
     ],
 )
 def test_a_database_url_that_cannot_work_is_not_configured_and_never_echoed(url: str, fragment: str) -> None:
@@ -379,7 +537,7 @@ def test_a_database_url_that_cannot_work_is_not_configured_and_never_echoed(url:
 def test_an_aurora_data_api_url_is_postgresql_and_needs_only_its_dialect_installed() -> None:
     url = "postgresql+auroradataapi://:@/shop?aurora_cluster_arn=arn:aws:rds:x&secret_arn=arn:aws:secretsmanager:y"
 
-    assert _database.flavor_of(make_url(url)) is POSTGRES
+    assert _db_target.flavor_of(make_url(url)) is POSTGRES
     # the checks run first, in PostgreSQL's dialect...
     assert error_of(query('SELECT * FROM "Orders"', url))[0] == "table_not_allowed"
     # ...and only then is the (here missing) dialect needed
@@ -388,6 +546,146 @@ def test_an_aurora_data_api_url_is_postgresql_and_needs_only_its_dialect_install
         "not_configured",
         "DATABASE_URL names a database driver that is not installed: postgresql+auroradataapi",
     )
+
+
+# --- DATABASE_URL's host goes through the SSRF guard ------------------------------------------------
+
+
+def query_with(url: str, resolver: Any) -> ToolResult:
+    return _database.execute(
+        {"query": "SELECT * FROM orders"},
+        tool="database_query",
+        tenant_id="t1",
+        settings=StaticSettings({"DATABASE_URL": url}),
+        access=database_query.Config(allowed_tables=["orders"]),
+        check=_sql.check_query,
+        read_only=True,
+        resolver=resolver,
+    )
+
+
+def no_dns(host: str, port: int) -> list[str]:
+    raise AssertionError(f"an address literal needs no lookup (asked for {host})")
+
+
+@pytest.mark.parametrize(
+    "host",
+    [
+        "127.0.0.1",
+        "10.0.0.5",
+        "169.254.169.254",
+        "[::1]",
+        "[::ffff:127.0.0.1]",
+        "0x7f000001",
+        "127.1",
+        "0.0.0.0",
+    ],
+)
+def test_a_database_host_at_an_internal_address_is_refused_with_one_text(host: str) -> None:
+    result = query_with(f"postgresql://app:hunter22@{host}:5432/shop", no_dns)
+
+    assert error_of(result) == ("blocked_destination", _db_target.BLOCKED_MESSAGE)
+
+
+def test_a_database_name_that_resolves_inside_is_refused_like_an_address() -> None:
+    asked: list[tuple[str, int]] = []
+
+    def rebinding(host: str, port: int) -> list[str]:
+        asked.append((host, port))
+        return ["203.0.113.10", "10.1.2.3"]  # one public-looking answer does not save a private one
+
+    result = query_with("postgresql://app:hunter22@db.tenant.example:6543/shop", rebinding)
+
+    assert error_of(result) == ("blocked_destination", _db_target.BLOCKED_MESSAGE)
+    assert asked == [("db.tenant.example", 6543)]
+
+
+def test_a_database_name_that_does_not_resolve_is_the_generic_connect_failure() -> None:
+    def nxdomain(host: str, port: int) -> list[str]:
+        raise socket.gaierror(-2, "Name or service not known")
+
+    result = query_with("postgresql://app:hunter22@nowhere.example/shop", nxdomain)
+
+    assert error_of(result) == ("database_error", "could not connect to the database")
+
+
+def test_the_guard_hands_libpq_the_checked_addresses_and_keeps_the_name_for_tls(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("STEPWISE_ALLOW_HOSTS", "10.0.0.0/8")
+    guard = _db_target.connect_guard(lambda host, port: ["10.0.0.7", "10.0.0.8"])
+    cparams: dict[str, Any] = {"host": "db.tenant.example", "port": 6543, "dbname": "shop"}
+
+    guard(None, None, [], cparams)
+
+    assert cparams == {
+        "host": "db.tenant.example,db.tenant.example",
+        "hostaddr": "10.0.0.7,10.0.0.8",
+        "port": 6543,
+        "dbname": "shop",
+        "connect_timeout": _db_target.CONNECT_TIMEOUT_SECONDS,
+    }
+
+
+# --- SQLite only in the tenant's directory ---------------------------------------------------------
+
+
+@pytest.fixture
+def sqlite_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("STEPWISE_SQLITE_DIR", str(tmp_path / "sqlite"))
+    for tenant in ("t1", "t2"):
+        (tmp_path / "sqlite" / tenant).mkdir(parents=True)
+        with sqlite3.connect(tmp_path / "sqlite" / tenant / "shop.db") as connection:
+            connection.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY, owner TEXT)")
+            connection.execute("INSERT INTO orders (owner) VALUES (?)", (tenant,))
+    (tmp_path / "outside.db").write_bytes(b"")
+    return tmp_path
+
+
+def test_sqlite_is_refused_where_no_directory_is_configured(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("STEPWISE_SQLITE_DIR", raising=False)
+
+    code, message = error_of(query("SELECT * FROM orders", "sqlite:///shop.db"))
+
+    assert code == "not_configured"
+    assert "only available where STEPWISE_SQLITE_DIR is set" in message
+
+
+def test_a_sqlite_name_opens_the_tenants_own_file(sqlite_dir: Path) -> None:
+    relative = query("SELECT owner FROM orders", "sqlite:///shop.db")
+    absolute = query("SELECT owner FROM orders", f"sqlite:///{sqlite_dir / 'sqlite' / 't1' / 'shop.db'}")
+
+    assert relative.output["rows"] == [["t1"]]
+    assert absolute.output["rows"] == [["t1"]]
+
+
+@pytest.mark.parametrize(
+    "database",
+    [
+        "sqlite:///../t2/shop.db",  # another tenant's file
+        "sqlite:///{root}/sqlite/t2/shop.db",
+        "sqlite:///{root}/outside.db",
+        "sqlite:////etc/passwd",
+        "sqlite:///link.db",  # a symlink out of the directory
+        "sqlite://",  # in memory
+        "sqlite:///:memory:",
+        "sqlite:///file:shop.db?mode=ro&uri=true",
+        "sqlite+pysqlcipher:///shop.db",
+    ],
+)
+def test_a_sqlite_url_outside_the_tenants_directory_is_refused(sqlite_dir: Path, database: str) -> None:
+    (sqlite_dir / "sqlite" / "t1" / "link.db").symlink_to(sqlite_dir / "sqlite" / "t2" / "shop.db")
+
+    code, message = error_of(query("SELECT owner FROM orders", database.format(root=sqlite_dir)))
+
+    assert code == "not_configured", message
+
+
+def test_a_missing_sqlite_file_is_not_created(sqlite_dir: Path) -> None:
+    result = query("SELECT * FROM orders", "sqlite:///typo.db")
+
+    assert error_of(result) == ("database_error", "could not connect to the database")
+    assert not (sqlite_dir / "sqlite" / "t1" / "typo.db").exists()
 
 
 def test_a_database_error_quotes_the_driver_without_the_url_or_credentials() -> None:

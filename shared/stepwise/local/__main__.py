@@ -25,6 +25,11 @@ def main() -> int:
     # The demo tool and any tool a developer serves on this machine live on loopback, which the SSRF
     # guard blocks; locally (and only here, unless the developer says otherwise) loopback is allowed.
     os.environ.setdefault("STEPWISE_ALLOW_HOSTS", "127.0.0.1,localhost")
+    # database_query/database_write open SQLite files only under <dir>/<tenant>/ (sqlite:///shop.db is
+    # .stepwise/sqlite/local/shop.db for the local tenant); in AWS, without the variable, SQLite is refused.
+    state = os.environ.get("STEPWISE_LOCAL_STATE") or ".stepwise"
+    if state != "memory":
+        os.environ.setdefault("STEPWISE_SQLITE_DIR", os.path.abspath(os.path.join(state, "sqlite")))
 
     from stepwise.local.demo import demo_agent, serve_demo_tools
     from stepwise.local.gateway import serve

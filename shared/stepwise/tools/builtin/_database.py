@@ -1,34 +1,59 @@
 """Running the model's SQL against the tenant's database: what database_query and database_write share.
 
-The database is the tenant's `DATABASE_URL` setting, a SQLAlchemy URL. SQLite (`sqlite:///path/app.db`)
-is the embedded default for local work; PostgreSQL is the other supported flavor. In AWS, Aurora
-PostgreSQL is reached through the RDS Data API with a Data API dialect for SQLAlchemy (for example the
-`sqlalchemy-aurora-data-api` package): `postgresql+auroradataapi://:@/mydb?aurora_cluster_arn=...&
-secret_arn=...`. That is still just a SQLAlchemy URL whose backend is `postgresql`, so it gets the
-PostgreSQL checks and read-only transactions with nothing changed here, and the Lambda needs no VPC, no
-connection pool and no password of its own (IAM authorizes the Data API call; the secret holds the
-database credentials). Install the dialect in the function's layer to use it; without it such a URL is
-reported as `not_configured`.
+The database is the tenant's `DATABASE_URL` setting, a SQLAlchemy URL: PostgreSQL through psycopg 3
+(`postgresql://user:password@host:5432/db?sslmode=require`), or, on the local stack, a SQLite file in
+the tenant's directory (`sqlite:///shop.db`). Where a URL may point and how the connection is guarded
+(the SSRF guard, connect-to-the-checked-address, one error text for every refused or failed connect):
+`_db_target`. In AWS, Aurora PostgreSQL can also be reached through the RDS Data API with a Data API
+dialect for SQLAlchemy (for example the `sqlalchemy-aurora-data-api` package):
+`postgresql+auroradataapi://:@/mydb?aurora_cluster_arn=...&secret_arn=...`; it gets the PostgreSQL
+checks, and the Lambda needs no VPC and no password of its own. Install the dialect in the function's
+layer to use it; without it such a URL is reported as `not_configured`.
 
 Every call:
 
-1. checks the statement (`_sql`: one statement of the tool's kind, allowlisted tables only) and runs
-   sqlglot's rendering of it, passed to the driver as is (no bind-parameter parsing of the model's text);
+1. checks the statement (`_sql`: one statement of the tool's kind, allowlisted functions and tables
+   only) and runs sqlglot's rendering of it, passed to the driver as is (no bind-parameter parsing of
+   the model's text);
 2. bounds it: a read runs in a read-only transaction (SQLite: `PRAGMA query_only = ON` on the connection,
    reset before the connection returns to the pool; PostgreSQL: `SET TRANSACTION READ ONLY`) that is
    rolled back; every statement is stopped after STATEMENT_TIMEOUT_SECONDS (PostgreSQL's
-   `statement_timeout`; in SQLite a progress handler);
-3. answers with `{columns, rows, row_count, truncated}`: rows are lists in column order (two columns may
-   share a name), read until the JSON would pass the 50,000-character tool result limit.
+   `statement_timeout`, and `lock_timeout` so a write does not queue behind a lock; in SQLite a
+   progress handler); a connection attempt after CONNECT_TIMEOUT_SECONDS;
+3. streams the rows: PostgreSQL reads go through a server-side cursor and every read is fetched
+   _FETCH_BATCH rows at a time, so no more than one batch is held beyond what the answer keeps, and
+   reading stops once the JSON would pass the 50,000-character tool result limit;
+4. for a write, counts the rows it changed inside the transaction and rolls back when they are more
+   than the tool's `max_rows_affected` (`too_many_rows`): a WHERE that is always true, however it is
+   spelled, changes nothing. A PostgreSQL write with RETURNING runs as `WITH written AS (...) SELECT
+   ... LIMIT max_rows_affected + 1`, so no more than that many rows cross the wire either;
+5. answers with `{columns, rows, row_count, truncated}` (rows are lists in column order: two columns
+   may share a name), plus `rows_affected` for a write.
 
-Engines are cached per URL (`engine_for`), so a warm Lambda reuses its connections. Errors become
-`database_error` with the driver's one-line message, scrubbed of the URL's password, user and host.
+The checks are not the boundary. Give each agent its own database role and grant it exactly what its
+allowlist names; in PostgreSQL:
+
+    CREATE ROLE agent_reports LOGIN PASSWORD '...' NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT;
+    REVOKE ALL ON SCHEMA public FROM PUBLIC;          -- no CREATE for anyone by default
+    GRANT USAGE ON SCHEMA public TO agent_reports;
+    GRANT SELECT ON public.orders, public.customers TO agent_reports;       -- database_query
+    GRANT INSERT, UPDATE, DELETE ON public.orders TO agent_reports;         -- database_write, if any
+    ALTER ROLE agent_reports SET statement_timeout = '30s';
+    REVOKE EXECUTE ON FUNCTION pg_catalog.query_to_xml(text, boolean, boolean, text) FROM PUBLIC; -- and kin
+
+Never a superuser or a member of `pg_read_all_data`, `pg_read_server_files`, `pg_execute_server_program`
+or `pg_monitor`: those read what no allowlist names.
+
+Engines are cached per URL (`engine_for`), so a warm Lambda reuses its connections. Errors after the
+connection is up become `database_error` with the driver's one-line message, scrubbed of the URL's
+password, user and host.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import logging
 import math
 import sqlite3
 import time
@@ -41,15 +66,23 @@ from functools import lru_cache
 from typing import Any, cast
 from uuid import UUID
 
-from sqlalchemy import create_engine
+from sqlalchemy import create_engine, event
 from sqlalchemy.engine import URL, Connection, CursorResult, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 
+from stepwise.ssrf import BlockedDestination, Resolver, system_resolver
 from stepwise.tools.base import TOOL_RESULT_LIMIT, ToolResult
 from stepwise.tools.builtin import Settings
 from stepwise.tools.builtin._db_config import QUERY_SCHEMA, TableAccess
+from stepwise.tools.builtin._db_target import (
+    BLOCKED_MESSAGE,
+    CONNECT_FAILED,
+    checked_url,
+    connect_guard,
+    flavor_of,
+)
 from stepwise.tools.builtin._provider import invalid_arguments, not_configured, setting
-from stepwise.tools.builtin._sql import FLAVORS, Allowlist, Flavor, Refused
+from stepwise.tools.builtin._sql import Allowlist, Flavor, Refused
 
 DATABASE_URL_SETTING = "DATABASE_URL"
 STATEMENT_TIMEOUT_SECONDS = 30
@@ -59,41 +92,39 @@ _FETCH_BATCH = 200
 _SQLITE_PROGRESS_STEPS = 10_000  # virtual machine steps between two looks at the clock
 
 Check = Callable[[str, Allowlist], str]
+_log = logging.getLogger(__name__)
 
 
 @lru_cache(maxsize=16)
-def engine_for(url: str) -> Engine:
-    """The engine (and its connection pool) for one DATABASE_URL, built on first use."""
+def engine_for(url: URL, resolver: Resolver = system_resolver) -> Engine:
+    """The engine (and its connection pool) for one checked DATABASE_URL, built on first use."""
     try:
         # pre-ping: a frozen-and-thawed Lambda finds its pooled connections dead more often than not.
-        return create_engine(url, pool_pre_ping=True, hide_parameters=True)
+        engine = create_engine(url, pool_pre_ping=True, hide_parameters=True)
     except (ArgumentError, ImportError):  # NoSuchModuleError is an ArgumentError
-        driver = make_url(url).drivername
         raise Refused(
-            "not_configured", f"DATABASE_URL names a database driver that is not installed: {driver}"
+            "not_configured", f"DATABASE_URL names a database driver that is not installed: {url.drivername}"
         ) from None
-
-
-def flavor_of(url: URL) -> Flavor:
-    backend = url.get_backend_name()
-    flavor = FLAVORS.get(backend)
-    if flavor is None:
-        supported = ", ".join(sorted(FLAVORS))
-        raise Refused("not_configured", f"DATABASE_URL: {backend} is not supported (supported: {supported})")
-    return flavor
+    if url.drivername == "postgresql+psycopg":
+        event.listen(engine, "do_connect", connect_guard(resolver))
+    return engine
 
 
 def execute(
     arguments: dict[str, Any],
     *,
     tool: str,
+    tenant_id: str,
     settings: Settings,
     access: TableAccess,
     check: Check,
     read_only: bool,
+    max_rows_affected: int | None = None,
+    resolver: Resolver = system_resolver,
 ) -> ToolResult:
     """Check the model's statement with `check`, run it, and answer with its rows (and, for a write,
-    the rows it affected); never raises for anything the model, the settings or the database do."""
+    the rows it affected, at most `max_rows_affected`); never raises for anything the model, the
+    settings or the database do."""
     failure = invalid_arguments(QUERY_SCHEMA, arguments)
     if failure is not None:
         return failure
@@ -107,26 +138,57 @@ def execute(
     try:
         flavor = flavor_of(url)
         sql = check(arguments["query"], Allowlist(access, flavor))
-        engine = engine_for(raw_url)
+        target = checked_url(url, tenant_id)
+        engine = engine_for(target, resolver)
     except Refused as refused:
         return ToolResult.failure(refused.code, refused.message)
+    limit = None if read_only else max_rows_affected
+    if limit is not None and flavor.backend == "postgresql" and _returns_rows(sql):
+        sql = f"WITH written AS ({sql}) SELECT * FROM written LIMIT {limit + 1}"
 
     try:
         connection = engine.connect()
-    except SQLAlchemyError as exc:
-        return ToolResult.failure(
-            "database_error", f"could not connect to the database: {_describe(exc, url)}"
-        )
+    except BlockedDestination:
+        return ToolResult.failure("blocked_destination", BLOCKED_MESSAGE)
+    except (SQLAlchemyError, OSError) as exc:
+        # One text for every way a connection fails: the differences are a port scanner's answers.
+        _log.warning("database connect failed: %s", _describe(exc, url))
+        return ToolResult.failure("database_error", CONNECT_FAILED)
     try:
         with connection:
             with _bounded(connection, flavor, read_only=read_only):
-                result = connection.exec_driver_sql(sql, execution_options={"no_parameters": True})
-                output = _answer(result, write=not read_only)
+                options: dict[str, Any] = {"no_parameters": True}
+                if read_only and flavor.backend == "postgresql":
+                    options |= {"stream_results": True, "max_row_buffer": _FETCH_BATCH}
+                result = connection.exec_driver_sql(sql, execution_options=options)
+                output = _answer(result, write=not read_only, limit=limit)
+                result.close()
+            if limit is not None and output["rows_affected"] > limit:
+                connection.rollback()
+                return _too_many(output["rows_affected"], limit)
             if not read_only:
                 connection.commit()
     except SQLAlchemyError as exc:
         return ToolResult.failure("database_error", _describe(exc, url))
     return ToolResult(output=output)
+
+
+def _returns_rows(sql: str) -> bool:
+    """Whether the checked write has a RETURNING clause (read from its tree: the word could also sit
+    in a string literal, and wrapping a statement without one in a CTE is an error)."""
+    import sqlglot  # loaded already: the check just parsed this statement
+
+    return sqlglot.parse_one(sql, read="postgres").args.get("returning") is not None
+
+
+def _too_many(seen: int, limit: int) -> ToolResult:
+    count = f"{seen} rows" if seen <= limit + 1 else f"more than {limit} rows"
+    return ToolResult.failure(
+        "too_many_rows",
+        f"the statement would change {count}, more than this tool's max_rows_affected ({limit}): it was "
+        "rolled back and nothing changed. Narrow the WHERE clause to the rows you mean, or change them "
+        "in smaller statements.",
+    )
 
 
 @contextmanager
@@ -135,7 +197,9 @@ def _bounded(connection: Connection, flavor: Flavor, *, read_only: bool) -> Iter
     if flavor.backend != "sqlite":
         if read_only:
             connection.exec_driver_sql("SET TRANSACTION READ ONLY")  # first statement of the transaction
-        connection.exec_driver_sql(f"SET LOCAL statement_timeout = {int(STATEMENT_TIMEOUT_SECONDS * 1000)}")
+        timeout_ms = int(STATEMENT_TIMEOUT_SECONDS * 1000)
+        connection.exec_driver_sql(f"SET LOCAL statement_timeout = {timeout_ms}")
+        connection.exec_driver_sql(f"SET LOCAL lock_timeout = {timeout_ms}")
         try:
             yield
         finally:
@@ -160,7 +224,7 @@ def _bounded(connection: Connection, flavor: Flavor, *, read_only: bool) -> Iter
                 connection.invalidate()  # never back into the pool still read-only
 
 
-def _answer(result: CursorResult[Any], *, write: bool) -> dict[str, Any]:
+def _answer(result: CursorResult[Any], *, write: bool, limit: int | None) -> dict[str, Any]:
     if not result.returns_rows:
         return {"rows_affected": max(result.rowcount, 0)}
     columns = list(result.keys())
@@ -176,7 +240,7 @@ def _answer(result: CursorResult[Any], *, write: bool) -> dict[str, Any]:
         for row in batch:
             seen += 1
             if truncated:
-                continue  # a write's RETURNING rows are counted to the end
+                continue  # a write's RETURNING rows are counted, up to one past its limit
             cells = [_cell(value) for value in row]
             size = _json_size(cells) + 2
             if size > room:
@@ -186,11 +250,12 @@ def _answer(result: CursorResult[Any], *, write: bool) -> dict[str, Any]:
                 continue
             rows.append(cells)
             room -= size
-        if truncated and not write:
-            break
+        if (truncated and not write) or (limit is not None and seen > limit):
+            break  # stop reading: the answer is full, or the write is over its limit and rolls back
     answer = {"columns": columns, "rows": rows, "row_count": len(rows), "truncated": truncated}
     if write:
-        answer["rows_affected"] = max(result.rowcount, seen)
+        # A RETURNING statement's rowcount is the driver's count of rows returned, until they all were.
+        answer["rows_affected"] = seen if limit is not None and seen > limit else max(result.rowcount, seen)
     return answer
 
 
@@ -226,7 +291,7 @@ def _cell(value: Any) -> Any:
     return str(value)
 
 
-def _describe(exc: SQLAlchemyError, url: URL) -> str:
+def _describe(exc: BaseException, url: URL) -> str:
     """The driver's own message, first line only, without anything of the URL in it."""
     origin: BaseException = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
     lines = str(origin).strip().splitlines()

@@ -2,10 +2,16 @@
 
 sqlglot parses the statement in the database's dialect. A statement passes when it is exactly one
 statement of the kind the tool runs, nests no other statement (no data-modifying CTE, no SELECT ... INTO),
-calls no function that reads files or runs SQL given as text, and every table it touches is on the tool's
-allowlist. What runs afterwards is sqlglot's rendering of the checked tree, never the model's text: a
-comment, a string or a statement boundary that sqlglot and the database would read differently cannot
-smuggle anything past the check.
+calls only functions on the dialect's allowlist (`_sql_functions`: what a reporting query needs), casts
+only to plain value types, and every row source it names is a table on the tool's allowlist. What runs
+afterwards is sqlglot's rendering of the checked tree, never the model's text: a comment, a string or a
+statement boundary that sqlglot and the database would read differently cannot smuggle anything past
+the check.
+
+Every form that names or produces rows is a table reference: a table in FROM, JOIN, a subquery or a CTE
+body, and SQLite's `expr IN table` (which sqlglot keeps as a column, not a table). Row sources that are
+not a table name (a function in FROM or under LATERAL, ROWS FROM, UNNEST, XMLTABLE, SQLite's
+`x IN json_each(...)`) are refused: what they read is not a name the allowlist can check.
 
 Tables are compared by normalized name, as the database resolves them: identifiers fold the way the
 dialect folds them (PostgreSQL lowercases unquoted ones and keeps quoted ones; SQLite ignores ASCII case
@@ -13,11 +19,14 @@ either way), and an unqualified name gets the schema it resolves to (`main` in S
 PostgreSQL, except `pg_*` names, which PostgreSQL finds in `pg_catalog` first). So `"orders"`, `ORDERS`
 and `public.orders` are the same table, and `"public.orders"` (one quoted identifier) is not.
 A name that refers to a CTE in scope is not a table; a DML target always is.
+
+These checks keep an honest model inside its grant and give it errors it can act on; they are not the
+security boundary. The boundary is the database role in DATABASE_URL, one per agent, granted only what
+the agent's allowlist names (see `_database` for the grants).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -28,6 +37,7 @@ from sqlglot.errors import ParseError, SqlglotError
 
 from stepwise.tools.builtin._db_config import QUERY_LIMIT, TableAccess
 from stepwise.tools.builtin._names import name_parts
+from stepwise.tools.builtin._sql_functions import FUNCTIONS, called_name, cast_allowed
 
 # Statements, and parts of statements, that neither tool runs anywhere in its tree.
 _NESTED_STATEMENTS: tuple[type[exp.Expr], ...] = (
@@ -49,15 +59,6 @@ _NESTED_STATEMENTS: tuple[type[exp.Expr], ...] = (
     exp.Analyze,
     exp.Use,
     exp.Describe,
-)
-
-# Functions that read files, run SQL given as text (past the table allowlist), change settings or sleep.
-# A denylist is defence in depth: in PostgreSQL the real boundary is the grants of DATABASE_URL's role.
-_DENIED_FUNCTIONS = re.compile(
-    r"(?:query|cursor|table|schema|database)_to_xml\w*|dblink\w*|lo_\w+|ts_stat|set_config"
-    r"|current_setting|pg_(?:read|ls|stat_file|file|sleep|terminate|cancel|reload|rotate|switch|promote"
-    r"|advisory|notify|logical|replication|create|drop|backup|start|stop|import|export)\w*"
-    r"|load_extension|readfile|writefile|edit|fts3_tokenizer"
 )
 
 
@@ -177,7 +178,10 @@ def check_query(sql: str, allowlist: Allowlist) -> str:
 
 def check_write(sql: str, allowlist: Allowlist) -> str:
     """The SQL to run for a database_write: one INSERT, UPDATE or DELETE; UPDATE and DELETE with a WHERE
-    that reads a column (so `WHERE 1 = 1` does not count)."""
+    that reads a column (so `WHERE 1 = 1` does not count); no upsert or replace fed by a query.
+
+    These refusals are early feedback on the text; the bound that holds whatever the WHERE says is on
+    the outcome: `_database` rolls back a write that changed more than `max_rows_affected` rows."""
     statement = _one_statement(sql, allowlist.flavor)
     if not isinstance(statement, exp.Insert | exp.Update | exp.Delete):
         raise Refused(
@@ -191,7 +195,31 @@ def check_write(sql: str, allowlist: Allowlist) -> str:
                 "where_required",
                 f"{verb} needs a WHERE clause on the rows' columns (no mass {verb.lower()}s)",
             )
+    if isinstance(statement, exp.Insert) and _rewrites_from_query(statement):
+        raise Refused(
+            "statement_not_allowed",
+            "an upsert or replace whose rows come from a query (INSERT ... SELECT with ON CONFLICT DO "
+            "UPDATE, INSERT OR REPLACE ... SELECT) is not allowed: insert from VALUES, or UPDATE with "
+            "a WHERE",
+        )
     return _checked(statement, allowlist)
+
+
+def _rewrites_from_query(insert: exp.Insert) -> bool:
+    """Whether an INSERT changes existing rows (upsert or replace) for each row a query yields: how
+    many rows that touches depends on the data, not on the statement."""
+    if not isinstance(insert.expression, exp.Query):
+        return False  # VALUES: as many rows as the statement spells out
+    if str(insert.args.get("alternative") or "").upper() == "REPLACE":
+        return True
+    conflict = insert.args.get("conflict")
+    if not isinstance(conflict, exp.OnConflict):
+        return False
+    return bool(
+        conflict.args.get("duplicate")
+        or conflict.expressions
+        or "UPDATE" in str(conflict.args.get("action")).upper()
+    )
 
 
 def _one_statement(sql: str, flavor: Flavor) -> exp.Expr:
@@ -221,17 +249,72 @@ def _parse(sql: str, flavor: Flavor) -> list[exp.Expr]:
 
 
 def _checked(statement: exp.Expr, allowlist: Allowlist) -> str:
+    dialect = allowlist.flavor.dialect
+    _in_table_as_table(statement)
     for node in statement.walk():
         if node is not statement and isinstance(node, _NESTED_STATEMENTS):
             raise Refused("statement_not_allowed", f"a nested {_kind(node)} is not allowed")
-        if isinstance(node, exp.Anonymous) and _DENIED_FUNCTIONS.fullmatch(node.name.translate(_ASCII_LOWER)):
-            raise Refused("function_not_allowed", f"the function {node.name} is not allowed")
-    for table in tables_touched(statement, folder(allowlist.flavor.dialect)):
+        _check_row_source(node)
+        if isinstance(node, exp.Func):
+            _check_function(node, dialect)
+    for table in tables_touched(statement, folder(dialect)):
         allowlist.check(table)
     try:
-        return statement.sql(dialect=allowlist.flavor.dialect, comments=False)
+        return statement.sql(dialect=dialect, comments=False)
     except SqlglotError as exc:
         raise Refused("invalid_query", f"cannot run this statement: {str(exc).splitlines()[0]}") from None
+
+
+def _check_function(node: exp.Func, dialect: str) -> None:
+    if isinstance(node.parent, exp.Dot) and node.parent.expression is node:
+        raise Refused(
+            "function_not_allowed", f"schema-qualified functions are not allowed: {node.parent.sql()}"
+        )
+    if isinstance(node, exp.Cast | exp.TryCast) and not cast_allowed(node.args.get("to")):
+        target = node.args.get("to")
+        shown = target.sql(dialect=dialect) if isinstance(target, exp.Expr) else "?"
+        raise Refused("function_not_allowed", f"casts to {shown} are not allowed (plain value types only)")
+    if isinstance(node, exp.UDTF) and not isinstance(node, exp.Lateral | exp.Values):
+        raise Refused(
+            "function_not_allowed", f"set-returning functions are not allowed: {_shown(node, dialect)}"
+        )
+    name = called_name(node, dialect)
+    if name is not None and name not in FUNCTIONS[dialect]:
+        raise Refused("function_not_allowed", f"the function {name} is not allowed")
+
+
+def _check_row_source(node: exp.Expr) -> None:
+    """A row source must be a table name or a subquery: LATERAL only over a subquery, no function in FROM.
+    Checked on the way down, so a table function is refused as such before its name is judged."""
+    if isinstance(node, exp.Table) and not isinstance(node.this, exp.Identifier):
+        raise Refused("table_not_allowed", f"table functions are not allowed: {_shown(node.this, None)}")
+    if isinstance(node, exp.Lateral) and not isinstance(node.this, exp.Subquery):
+        raise Refused("table_not_allowed", f"LATERAL is only allowed over a subquery: {_shown(node, None)}")
+    if isinstance(node, exp.From | exp.Join) and not isinstance(
+        node.this, exp.Table | exp.Subquery | exp.Values | exp.Lateral
+    ):
+        raise Refused("table_not_allowed", f"table functions are not allowed: {_shown(node.this, None)}")
+
+
+def _in_table_as_table(statement: exp.Expr) -> None:
+    """SQLite reads `x IN name` (no parentheses) as a lookup in the table (or CTE) `name`, and
+    `x IN f(...)` as one in a table-valued function; sqlglot keeps the name as a column. Make the name the
+    table it is, so the table checks see it, and refuse the function."""
+    for node in list(statement.find_all(exp.In)):
+        field = node.args.get("field")
+        if field is None:
+            continue
+        if not isinstance(field, exp.Column) or not isinstance(field.this, exp.Identifier):
+            raise Refused("table_not_allowed", f"table functions are not allowed: {_shown(field, None)}")
+        node.set(
+            "field",
+            exp.Table(this=field.this, db=field.args.get("table"), catalog=field.args.get("db")),
+        )
+
+
+def _shown(node: object, dialect: str | None) -> str:
+    text = node.sql(dialect=dialect) if isinstance(node, exp.Expr) else str(node)
+    return text if len(text) <= 80 else text[:80] + "…"
 
 
 def _kind(node: exp.Expr) -> str:
@@ -253,8 +336,7 @@ def tables_touched(statement: exp.Expr, fold: Callable[[exp.Identifier], str]) -
             yield table
             continue
         if not isinstance(table.this, exp.Identifier):
-            shown = table.this.sql() if isinstance(table.this, exp.Expr) else str(table.this)
-            raise Refused("table_not_allowed", f"table functions are not allowed: {shown}")
+            raise Refused("table_not_allowed", f"table functions are not allowed: {_shown(table.this, None)}")
         if not _refers_to_cte(table, fold):
             yield table
 

@@ -32,4 +32,12 @@ def run(arguments: dict[str, Any], *, scope: ToolScope, settings: Settings, conf
     from stepwise.tools.builtin._database import execute  # SQLAlchemy and sqlglot load with the first call
     from stepwise.tools.builtin._sql import check_query
 
-    return execute(arguments, tool=NAME, settings=settings, access=config, check=check_query, read_only=True)
+    return execute(
+        arguments,
+        tool=NAME,
+        tenant_id=scope.tenant_id,
+        settings=settings,
+        access=config,
+        check=check_query,
+        read_only=True,
+    )
