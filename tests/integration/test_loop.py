@@ -2,12 +2,14 @@
 together, one ending for every way a run ends, large results kept whole."""
 
 import time
+from datetime import timedelta
 from typing import Any
 
 import boto3
 import pytest
 
 from stepwise.local.stack import LocalStack
+from stepwise.schema import utcnow
 from stepwise.store import interactions as interaction_store
 from tests.fakes.receiver import Receiver, Reply
 from tests.integration.support import tool, wait_for_run
@@ -272,7 +274,7 @@ def test_an_active_run_shows_the_counters_of_its_context(stack: LocalStack, rece
     assert listed["runs"][0]["steps"] == 1
 
 
-def test_a_step_that_misses_the_cache_rebuilds_from_the_checkpoint_not_the_session(
+def test_a_step_that_misses_the_cache_rebuilds_from_the_checkpoint_never_the_session(
     stack: LocalStack, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from stepwise.loop import model_call, working
@@ -304,7 +306,69 @@ def test_a_step_that_misses_the_cache_rebuilds_from_the_checkpoint_not_the_sessi
     second = wait_for_run(stack, accepted["run_id"])
 
     assert status == 202 and second["status"] == "succeeded" and second["steps"] == 3
-    assert history_reads == [second["run_id"]]  # the session once, on the run's first step
+    assert history_reads == []  # the first step folds the first run in from its checkpoint
     assert "first" in [m.get("content") for m in seen[-1] if m["role"] == "assistant"]  # the earlier run
     assert [m["content"] for m in seen[-1] if m["role"] == "user"] == ["go", "second"]
     assert len([m for m in seen[-1] if m["role"] == "tool"]) == 3  # one from the first run, two of this one
+
+
+def test_each_run_folds_the_last_completed_one_into_its_history_once(
+    stack: LocalStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run 4 begins with runs 1 to 3 in order, read from run 3's checkpoint (which run 3 folded from
+    run 2's) and run 3's own messages, never the session; a message past its retention is dropped."""
+    from stepwise.local.stack import DEFAULT_TENANT
+    from stepwise.loop import model_call
+    from stepwise.store import sessions
+    from stepwise.store.tables import SessionItem, tenant_key
+
+    agent_id = agent_with(stack)
+
+    def run(message: str, session_id: str | None, script: list[dict[str, Any]]) -> dict[str, Any]:
+        body: dict[str, Any] = {"message": message, "script": script}
+        if session_id:
+            body["session_id"] = session_id
+        status, _, accepted = stack.invoke_api("POST", f"/v1/agents/{agent_id}/runs", body)
+        assert status == 202, accepted
+        return wait_for_run(stack, accepted["run_id"])
+
+    first = run("one", None, [{"text": "answer one"}])
+    session_id = first["session_id"]
+    # The first run's question will reach the end of its retention before run 4 begins; runs 2 and 3
+    # carry it in their checkpoints with that expiry.
+    key = tenant_key(DEFAULT_TENANT, session_id)
+    item = next(i for i in SessionItem.query(key, SessionItem.sk.startswith(f"msg#{first['run_id']}#")))
+    item.update(actions=[SessionItem.expires_at.set(utcnow() + timedelta(minutes=5))])
+    second = run("two", session_id, [{"text": "answer two"}])
+    third = run("three", session_id, [{"text": "answer three"}])
+    assert [r["status"] for r in (first, second, third)] == ["succeeded"] * 3
+
+    seen: list[list[dict[str, Any]]] = []
+    reads: list[str] = []
+    real_complete, real_history = model_call.complete, sessions.history
+
+    def recording(**kwargs: Any) -> Any:
+        seen.append(kwargs["messages"])
+        return real_complete(**kwargs)
+
+    def counted(*args: Any) -> Any:
+        reads.append(args[2])
+        return real_history(*args)
+
+    monkeypatch.setattr(model_call, "complete", recording)
+    monkeypatch.setattr(sessions, "history", counted)
+
+    later = utcnow() + timedelta(minutes=10)
+    monkeypatch.setattr(sessions, "utcnow", lambda: later)
+
+    fourth = run("four", session_id, [{"text": "answer four"}])
+    assert fourth["status"] == "succeeded" and reads == []
+    said = [(m["role"], m["content"]) for m in seen[-1] if m["role"] in ("user", "assistant")]
+    assert said == [
+        ("assistant", "answer one"),  # its question's retention ended
+        ("user", "two"),
+        ("assistant", "answer two"),
+        ("user", "three"),
+        ("assistant", "answer three"),
+        ("user", "four"),
+    ]

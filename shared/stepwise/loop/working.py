@@ -2,9 +2,10 @@
 
 Step Functions invokes one run's steps one after another, and a warm function usually serves the
 next one: keeping the conversation here spares reading the session's history on every step. The cache
-is keyed by run and context version. The first step reads the session once and keeps the earlier
-runs' history as the run's checkpoint; any later miss (another function wrote a step, or this one was
-recycled) rebuilds from the checkpoint and the run's own messages, never the session's other runs.
+is keyed by run and context version. The first step folds the last completed run into the history
+that run began with (its checkpoint plus its messages) and keeps the result as this run's checkpoint;
+any later miss (another function wrote a step, or this one was recycled) rebuilds from the checkpoint
+and the run's own messages. Neither reads the session's other runs.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from stepwise.runs.models import Run
 from stepwise.store import runs, sessions
+from stepwise.store.sessions import Earlier
 
 CACHED_RUNS = 32  # a function serves one step at a time; a few runs cover the local stack's threads
 
@@ -24,12 +26,12 @@ CACHED_RUNS = 32  # a function serves one step at a time; a few runs cover the l
 class Working:
     run: Run
     version: int
-    earlier: list[dict[str, Any]] = field(default_factory=list)  # the session's completed runs
+    earlier: Earlier = field(default_factory=Earlier)  # the session's completed runs
     current: list[dict[str, Any]] = field(default_factory=list)  # this run's messages so far
 
     @property
     def history(self) -> list[dict[str, Any]]:
-        return [*self.earlier, *self.current]
+        return [*self.earlier.messages, *self.current]
 
 
 _cache: OrderedDict[tuple[str, str], Working] = OrderedDict()
@@ -45,11 +47,14 @@ def load(tenant_id: str, run_id: str, version: int) -> Working:
             _cache.move_to_end(key)
             return cached
     run = runs.get(tenant_id, run_id)
-    earlier = sessions.checkpoint(tenant_id, run.session_id, run_id) if version else None
-    if earlier is None:
+    if not version:  # the first step (it writes the checkpoint): fold the last completed run in
+        earlier = sessions.earlier_history(tenant_id, run.session_id, run_id)
+        return Working(run=run, version=version, earlier=earlier)
+    found = sessions.checkpoint(tenant_id, run.session_id, run_id)
+    if found is None:
         earlier, current = sessions.history(tenant_id, run.session_id, run_id)
     else:  # the earlier runs as this run found them, and this run's own messages
-        current = sessions.run_messages(tenant_id, run.session_id, run_id)
+        earlier, current = found, sessions.run_messages(tenant_id, run.session_id, run_id)
     return Working(run=run, version=version, earlier=earlier, current=current)
 
 

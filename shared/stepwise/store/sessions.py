@@ -4,6 +4,7 @@ history. Messages are OpenAI chat-format dicts; their sort key orders them by ru
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, cast
 
@@ -107,18 +108,37 @@ def messages(tenant_id: str, session_id: str, run_ids: set[str] | None = None) -
     return [i.message for i in _items(tenant_id, session_id) if run_ids is None or i.run_id in run_ids]
 
 
-def history(
-    tenant_id: str, session_id: str, run_id: str
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """What the model sees for `run_id`, in one query: the messages of the session's completed runs,
-    and those of this run so far."""
+@dataclass
+class Earlier:
+    """The history of a session's completed runs as a run found it, with when each message's
+    retention ends (epoch seconds): a checkpoint carries messages on, never past their own expiry."""
+
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    expiries: list[int] = field(default_factory=list)
+
+    def __add__(self, other: Earlier) -> Earlier:
+        return Earlier([*self.messages, *other.messages], [*self.expiries, *other.expiries])
+
+    def live(self, now: int) -> Earlier:
+        kept = [(m, x) for m, x in zip(self.messages, self.expiries, strict=True) if x > now]
+        return Earlier([m for m, _ in kept], [x for _, x in kept])
+
+
+def _expiry(item: SessionItem) -> int:
+    return int(item.expires_at.timestamp()) if item.expires_at else 1 << 62
+
+
+def history(tenant_id: str, session_id: str, run_id: str) -> tuple[Earlier, list[dict[str, Any]]]:
+    """What the model sees for `run_id`, in one query of the whole session: the messages of the
+    session's completed runs, and those of this run so far."""
     completed = set(get(tenant_id, session_id).completed_runs)
-    earlier, current = [], []
+    earlier, current = Earlier(), []
     for item in _items(tenant_id, session_id):
         if item.run_id == run_id:
             current.append(item.message)
         elif item.run_id in completed:
-            earlier.append(item.message)
+            earlier.messages.append(item.message)
+            earlier.expiries.append(_expiry(item))
     return earlier, current
 
 
@@ -126,36 +146,59 @@ CHECKPOINT_PREFIX = "ckpt#"
 CHECKPOINT_LIMIT = 300_000  # bytes of JSON: a checkpoint is one item (400 KB with its keys)
 
 
-def run_messages(tenant_id: str, session_id: str, run_id: str) -> list[dict[str, Any]]:
-    """This run's messages alone, in order (one Query of its key range, not the session's)."""
+def _run_items(tenant_id: str, session_id: str, run_id: str) -> list[SessionItem]:
     bind()
     items = SessionItem.query(
         tenant_key(tenant_id, session_id),
         SessionItem.sk.startswith(f"{MESSAGE_PREFIX}{run_id}#"),
         consistent_read=True,
     )
-    return [i.message for i in items if i.message is not None]
+    return [i for i in items if i.message is not None]
 
 
-def put_checkpoint(tenant_id: str, session_id: str, run_id: str, earlier: list[dict[str, Any]]) -> bool:
+def run_messages(tenant_id: str, session_id: str, run_id: str) -> list[dict[str, Any]]:
+    """This run's messages alone, in order (one Query of its key range, not the session's)."""
+    return [i.message for i in _run_items(tenant_id, session_id, run_id)]
+
+
+def earlier_history(tenant_id: str, session_id: str, run_id: str) -> Earlier:
+    """The history `run_id` begins with, folded once per run: the last completed run's checkpoint
+    (what came before it) plus that run's own messages. One item and one run's messages, however long
+    the session is; the whole session is read only when that checkpoint is missing (it did not fit an
+    item, or it predates checkpoints)."""
+    completed = get(tenant_id, session_id).completed_runs
+    if not completed:
+        return Earlier()
+    last = completed[-1]
+    before = _checkpoint(tenant_id, session_id, last)
+    if before is None:
+        return history(tenant_id, session_id, run_id)[0]
+    items = _run_items(tenant_id, session_id, last)
+    own = Earlier([i.message for i in items], [_expiry(i) for i in items])
+    return (before + own).live(int(utcnow().timestamp()))
+
+
+def put_checkpoint(tenant_id: str, session_id: str, run_id: str, earlier: Earlier) -> bool:
     """Keep the history of the session's earlier runs as `run_id` found it, so rebuilding the run's
-    conversation later reads one item and the run's own messages. False (nothing written) when it
-    does not fit an item: a rebuild then reads the session, as without a checkpoint."""
-    body = json.dumps(earlier, ensure_ascii=False)
+    conversation later reads one item and the run's own messages, and the next run folds this one in
+    from here. False (nothing written) when it does not fit an item: a rebuild then reads the session,
+    as without a checkpoint. The item expires with its newest message; each message keeps its own."""
+    body = json.dumps(earlier.messages, ensure_ascii=False)
     if len(body.encode()) > CHECKPOINT_LIMIT:
         return False
     bind()
+    retention = utcnow() + timedelta(days=config.runtime().message_retention_days)
     SessionItem(
         tenant_key(tenant_id, session_id),
         f"{CHECKPOINT_PREFIX}{run_id}",
         run_id=run_id,
-        messages=earlier,
-        expires_at=utcnow() + timedelta(days=config.runtime().message_retention_days),
+        messages={"messages": earlier.messages, "expiries": earlier.expiries},
+        expires_at=retention,
     ).save()
     return True
 
 
-def checkpoint(tenant_id: str, session_id: str, run_id: str) -> list[dict[str, Any]] | None:
+def _checkpoint(tenant_id: str, session_id: str, run_id: str) -> Earlier | None:
     bind()
     try:
         item = SessionItem.get(
@@ -163,7 +206,17 @@ def checkpoint(tenant_id: str, session_id: str, run_id: str) -> list[dict[str, A
         )
     except DoesNotExist:
         return None
-    return list(item.messages or [])
+    body = item.messages
+    if not isinstance(body, dict):
+        return None  # written before expiries were kept: read the session instead
+    return Earlier(list(body.get("messages") or []), [int(x) for x in body.get("expiries") or []])
+
+
+def checkpoint(tenant_id: str, session_id: str, run_id: str) -> Earlier | None:
+    """The earlier runs' history as `run_id` found it, less what has expired since (None without a
+    checkpoint)."""
+    found = _checkpoint(tenant_id, session_id, run_id)
+    return None if found is None else found.live(int(utcnow().timestamp()))
 
 
 def complete_run(tenant_id: str, session_id: str, run_id: str) -> None:
