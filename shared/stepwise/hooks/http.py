@@ -14,7 +14,6 @@ the failure in `message` and `warnings` for the log) unless `fail_closed` makes 
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Mapping
 from typing import Any, Literal, Protocol
 
@@ -22,7 +21,8 @@ import httpx
 from pydantic import BaseModel, ValidationError
 
 from stepwise.hooks.models import OUTPUT_EVENTS, ApprovalConfig, Hook, HookDecision, HttpConfig
-from stepwise.ssrf import AllowHosts, BlockedDestination, guarded_client
+from stepwise.outbound import OutboundRefused, ResponseTooLarge
+from stepwise.ssrf import AllowHosts, guarded_client
 from stepwise.tools.http_tool import USER_AGENT
 
 HOOK_REPLY_LIMIT = 1_000_000  # bytes of a hook's reply read before it counts as a failure
@@ -49,10 +49,6 @@ class HookReply(BaseModel):
     message: str | None = None
     modified_input: dict[str, Any] | None = None
     modified_output: Any = None
-
-
-class _ReplyTooLarge(Exception):
-    pass
 
 
 def call_http_hook(
@@ -83,23 +79,27 @@ def call_http_hook(
     headers.update(config.headers)
     headers["Content-Type"] = "application/json"
     timeout = config.timeout_seconds
-    deadline = time.monotonic() + timeout
     try:
         # No redirects: a webhook that moved is misconfigured, and following one would carry the
         # configured headers (often a secret) to wherever it points.
         with (
-            guarded_client(timeout=timeout, allow_hosts=allow_hosts, follow_redirects=False) as client,
+            guarded_client(
+                timeout=timeout,
+                max_response_bytes=HOOK_REPLY_LIMIT,
+                allow_hosts=allow_hosts,
+                follow_redirects=False,
+            ) as client,
             client.stream("POST", config.url, headers=headers, content=body) as response,
         ):
             if not response.is_success:
                 return _failed(hook, config, f"HTTP {response.status_code}")
-            raw = _read_capped(response, deadline)
-    except BlockedDestination as exc:
+            raw = response.read()
+    except ResponseTooLarge:
+        return _failed(hook, config, f"the reply is over {HOOK_REPLY_LIMIT} bytes")
+    except OutboundRefused as exc:  # a blocked destination, a reply in stacked encodings
         return _failed(hook, config, exc.message)
     except httpx.TimeoutException:
         return _failed(hook, config, f"no reply within {timeout:g} seconds")
-    except _ReplyTooLarge:
-        return _failed(hook, config, f"the reply is over {HOOK_REPLY_LIMIT} bytes")
     except (httpx.HTTPError, httpx.InvalidURL) as exc:
         return _failed(hook, config, f"could not reach {config.url}: {type(exc).__name__}: {exc}")
     return _decide(hook, config, raw)
@@ -129,17 +129,3 @@ def _failed(hook: Hook, config: HttpConfig, reason: str) -> HookDecision:
         return HookDecision(action="deny", message=f"hook unavailable: {reason}", hook_id=hook.hook_id)
     note = f"http hook {hook.hook_id} failed open: {reason}"
     return HookDecision(action="allow", message=note, hook_id=hook.hook_id, warnings=[note])
-
-
-def _read_capped(response: httpx.Response, deadline: float) -> bytes:
-    """The whole body, or _ReplyTooLarge past HOOK_REPLY_LIMIT; the deadline stops a trickling server."""
-    parts: list[bytes] = []
-    size = 0
-    for chunk in response.iter_bytes():
-        parts.append(chunk)
-        size += len(chunk)
-        if size > HOOK_REPLY_LIMIT:
-            raise _ReplyTooLarge
-        if time.monotonic() > deadline:
-            raise httpx.ReadTimeout("the reply took longer than the timeout")
-    return b"".join(parts)
