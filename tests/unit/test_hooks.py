@@ -120,7 +120,36 @@ def test_a_valid_hook_gets_its_defaults() -> None:
     assert created.enabled is True
     assert created.position == 0
     assert created.matcher is None
-    assert created.config == HttpConfig(url="https://hooks.example/h", timeout_seconds=5, fail_closed=False)
+    # A PreToolUse hook gates a call: one that cannot answer denies unless told otherwise.
+    assert created.config == HttpConfig(url="https://hooks.example/h", timeout_seconds=5, fail_closed=True)
+
+
+@pytest.mark.parametrize(
+    ("event", "fails_closed"),
+    [
+        ("PreToolUse", True),
+        ("OnDelegation", True),
+        ("OnRunStart", False),
+        ("PostToolUse", False),
+        ("PreResponse", False),
+        ("OnRunComplete", False),
+    ],
+)
+def test_http_hooks_on_gates_fail_closed_by_default_and_the_choice_is_kept(
+    event: str, fails_closed: bool
+) -> None:
+    body = {"event": event, "type": "http", "config": {"url": "https://hooks.example/h"}}
+
+    defaulted = HookCreate.model_validate(body)
+    chosen = [
+        HookCreate.model_validate({**body, "config": {**body["config"], "fail_closed": value}})  # type: ignore[dict-item]
+        for value in (True, False)
+    ]
+
+    assert isinstance(defaulted.config, HttpConfig) and defaulted.config.fail_closed is fails_closed
+    assert [c.config.fail_closed for c in chosen if isinstance(c.config, HttpConfig)] == [True, False]
+    # What is stored and shown says which applies, so reading it back never depends on the default.
+    assert defaulted.model_dump(mode="json")["config"]["fail_closed"] is fails_closed
 
 
 def test_config_is_validated_against_the_hooks_type() -> None:
