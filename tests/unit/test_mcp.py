@@ -6,6 +6,7 @@ import json
 import re
 import subprocess
 import sys
+import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -307,3 +308,23 @@ def test_the_api_and_a_runs_tool_set_never_import_the_sdk() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
     )
     assert out.stdout.split() == ["False", "False"]
+
+
+def test_a_slow_name_server_does_not_outlive_the_operations_deadline() -> None:
+    release = threading.Event()
+    answered: list[str] = []
+
+    def slow_resolver(host: str, port: int) -> list[str]:
+        release.wait(10)
+        answered.append(host)
+        return ["93.184.216.34"]
+
+    async def connect() -> None:
+        with anyio.fail_after(0.2):
+            await GuardedAsyncBackend([], resolver=slow_resolver).connect_tcp("slow.example", 443)
+
+    with pytest.raises(TimeoutError):
+        anyio.run(connect)
+    # The deadline ended the wait while the resolver was still blocked, not after it answered.
+    assert answered == []
+    release.set()

@@ -55,10 +55,12 @@ class GuardedAsyncBackend(httpcore2.AsyncNetworkBackend):
         local_address: str | None = None,
         socket_options: Iterable[httpcore2.SOCKET_OPTION] | None = None,
     ) -> httpcore2.AsyncNetworkStream:
-        # getaddrinfo blocks: resolve in a worker thread, as anyio.connect_tcp itself would.
+        # getaddrinfo blocks: resolve in a worker thread, as anyio.connect_tcp itself would. It has no
+        # timeout of its own, so the operation's deadline (a cancel scope) abandons the thread rather
+        # than waiting for a name server the peer may run.
         check = functools.partial(resolve_checked, host, port, self._allow, self._resolver)
         try:
-            addresses = await anyio.to_thread.run_sync(check)
+            addresses = await anyio.to_thread.run_sync(check, abandon_on_cancel=True)
         except OSError as exc:
             raise httpcore2.ConnectError(f"cannot resolve {host!r}: {exc}") from exc
         error: Exception | None = None
