@@ -66,6 +66,10 @@ def test_hooks_are_created_listed_and_deleted_and_typos_are_rejected(
         "POST", base, {**rule("PreToolUse", "q", "MATCHES", "(unclosed"), "type": "rule"}
     )
     assert status == 422
+    # A lookahead compiles in Python's re, not in RE2: refused with RE2's reason, not a 500 later.
+    status, _, body = stack.invoke_api("POST", base, rule("PreToolUse", "q", "MATCHES", "(?=x)y"))
+    assert status == 422 and body["error"]["code"] == "validation_error"
+    assert "invalid perl operator" in json.dumps(body) and "RE2" in json.dumps(body)
     status, _, body = stack.invoke_api("POST", base, {"event": "PreToolUse", "type": "webhook", "config": {}})
     assert status == 422 and "http" in json.dumps(body)
     assert stack.invoke_api("PATCH", f"{base}/{created['hook_id']}", {})[0] in (404, 405)  # immutable

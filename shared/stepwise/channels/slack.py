@@ -34,7 +34,8 @@ from stepwise.approvals.display import (
 from stepwise.channels import ChannelError
 from stepwise.config import ConfigError
 from stepwise.errors import Malformed, Unauthorized
-from stepwise.ssrf import BlockedDestination, guarded_client
+from stepwise.outbound import OutboundRefused
+from stepwise.ssrf import guarded_client
 
 SIGNING_SECRET_ENV = "SLACK_SIGNING_SECRET"
 SIGNATURE_VERSION = "v0"
@@ -257,9 +258,10 @@ def post_webhook(webhook_url: str, message: Mapping[str, Any], *, timeout: float
     the error; redirects are not followed (Slack does not redirect webhooks).
     """
     try:
-        with guarded_client(timeout=timeout, follow_redirects=False) as client:
+        # Slack answers "ok" or a short error: anything much bigger is not Slack.
+        with guarded_client(timeout=timeout, max_response_bytes=64 * 1024, follow_redirects=False) as client:
             response = client.post(webhook_url, json=dict(message))
-    except BlockedDestination as exc:
+    except OutboundRefused as exc:  # a blocked destination, an answer too large or in stacked encodings
         raise ChannelError(f"Slack webhook refused: {exc.message}") from None
     except httpx.HTTPError as exc:
         raise ChannelError(f"Slack webhook unreachable: {type(exc).__name__}") from None

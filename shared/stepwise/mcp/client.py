@@ -27,7 +27,8 @@ from referencing.exceptions import Unresolvable
 
 from stepwise.mcp.models import DESCRIPTION_LIMIT, MCP_TIMEOUT, McpServer, McpTool
 from stepwise.mcp.transport import guarded_async_client
-from stepwise.ssrf import AllowHosts, BlockedDestination
+from stepwise.outbound import OutboundRefused
+from stepwise.ssrf import AllowHosts
 from stepwise.tools.base import ToolResult
 from stepwise.tools.http_tool import USER_AGENT, schema_problem
 
@@ -201,8 +202,8 @@ def _failure(exc: Exception, exchange: _Exchange) -> McpFailure:
     for leaf in leaves:
         if isinstance(leaf, McpFailure):
             return leaf
-        if isinstance(leaf, BlockedDestination):
-            return McpFailure(leaf.code, leaf.message)
+        if isinstance(leaf, OutboundRefused):  # a blocked destination, an answer too large or stacked
+            return McpFailure(leaf.code, f"MCP server {name}: {leaf.message}")
     if exchange.failed_statuses:
         return McpFailure(UNAVAILABLE, f"MCP server {name} answered HTTP {exchange.failed_statuses[0]}")
     for leaf in leaves:

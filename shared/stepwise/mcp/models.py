@@ -57,6 +57,9 @@ class McpServerCreate(Strict):
     enabled: bool = True
     # Applies to every tool of the server; `inherit` lets the tools' annotations and the agent decide.
     permission: Permission = "inherit"
+    # Whether the server's annotations are believed (see McpToolRef). A server is somebody else's code:
+    # by default its hints can only add caution, never take it away.
+    trusted: bool = False
 
     @model_validator(mode="before")
     @classmethod
@@ -100,7 +103,12 @@ class McpServerCreate(Strict):
 
 
 class McpTool(BaseModel):
-    """A tool as its server described it at discovery; `annotations` keep MCP's names (readOnlyHint…)."""
+    """A tool as its server described it at discovery; `annotations` keep MCP's names (readOnlyHint…).
+
+    The properties read the hints as the MCP spec defines them (readOnlyHint false, destructiveHint true
+    and openWorldHint true when absent; destructiveHint only means something for a tool that is not
+    read-only). They are the server's claims: McpToolRef decides whether to believe them.
+    """
 
     name: str
     description: str = ""
@@ -113,7 +121,7 @@ class McpTool(BaseModel):
 
     @property
     def destructive(self) -> bool:
-        return self.annotations.get("destructiveHint") is True and not self.read_only
+        return self.annotations.get("destructiveHint") is not False and not self.read_only
 
     @property
     def open_world(self) -> bool:
@@ -156,6 +164,7 @@ class McpServerView(BaseModel):
     headers: dict[str, str]
     enabled: bool
     permission: Permission
+    trusted: bool
     created_at: datetime
     tools: list[McpToolView]
     discovered_at: datetime | None
@@ -171,7 +180,12 @@ class McpToolRef(BaseModel):
 
     `call_tool(ref.server, ref.tool.name, arguments)` runs it. `permission` is the tool's own, like a
     custom tool's (`inherit` takes the agent's default): the server's setting if it has one, else `ask`
-    for a tool its server marks destructive (or `deny` when that is the agent's default).
+    for a destructive tool (or `deny` when that is the agent's default).
+
+    What the tool is comes from its hints only when the server is registered `trusted: true`. Otherwise
+    a hint can only add caution: the tool is not read-only (so not parallel-safe, not allowed under
+    `allow_reads`, and its effect is `undeclared`, so the ledger runs it once), and it is destructive
+    whatever it says (so it asks first, unless the server's or the tool's permission says otherwise).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -183,24 +197,24 @@ class McpToolRef(BaseModel):
 
     @property
     def read_only(self) -> bool:
-        return self.tool.read_only
+        return self.server.trusted and self.tool.read_only
 
     @property
     def parallel_safe(self) -> bool:
-        return self.tool.read_only
+        return self.read_only
 
     @property
     def destructive(self) -> bool:
-        return self.tool.destructive
+        return self.tool.destructive if self.server.trusted else True
 
     @property
     def open_world(self) -> bool:
-        return self.tool.open_world
+        return self.tool.open_world if self.server.trusted else True
 
     @property
     def effect(self) -> Literal["none", "undeclared"]:
-        """MCP offers no idempotency key: a read-only tool is pure, anything else is unsafe."""
-        return "none" if self.tool.read_only else "undeclared"
+        """MCP offers no idempotency key: a (trusted) read-only tool is pure, anything else is unsafe."""
+        return "none" if self.read_only else "undeclared"
 
     @property
     def key_fields(self) -> list[str]:
