@@ -3,6 +3,8 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 SAM_VENV := .venv-sam
+# checkov pins a dependency tree of its own (like the SAM CLI), so it gets its own venv too.
+CHECKOV_VENV := .venv-checkov
 PY := $(VENV)/bin/python
 UV := $(VENV)/bin/uv
 STAMP := $(VENV)/.installed
@@ -10,6 +12,7 @@ STAMP := $(VENV)/.installed
 CHROMIUM := /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SAM_STAMP := $(SAM_VENV)/.installed
+CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 # AWS SDKs need a region and credentials to build clients; locally everything is moto, so fake ones.
 export AWS_DEFAULT_REGION ?= us-east-1
 export LITELLM_LOCAL_MODEL_COST_MAP := True
@@ -35,6 +38,12 @@ $(SAM_STAMP): requirements/sam.lock requirements/bootstrap.lock
 	@test -x $(SAM_VENV)/bin/python || $(PYTHON) -m venv $(SAM_VENV)
 	$(SAM_VENV)/bin/pip install --quiet --disable-pip-version-check --require-hashes --no-deps -r requirements/bootstrap.lock
 	$(SAM_VENV)/bin/uv pip sync --quiet --python $(SAM_VENV)/bin/python --require-hashes requirements/sam.lock
+	@touch $@
+
+$(CHECKOV_STAMP): requirements/checkov.lock requirements/bootstrap.lock
+	@test -x $(CHECKOV_VENV)/bin/python || $(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/pip install --quiet --disable-pip-version-check --require-hashes --no-deps -r requirements/bootstrap.lock
+	$(CHECKOV_VENV)/bin/uv pip sync --quiet --python $(CHECKOV_VENV)/bin/python --require-hashes requirements/checkov.lock
 	@touch $@
 
 $(CHROMIUM):
@@ -63,10 +72,12 @@ integration: $(STAMP) postgres
 e2e: $(STAMP) $(CHROMIUM) postgres
 	$(PY) -m pytest tests/e2e
 
-contract: $(STAMP) $(SAM_STAMP)
+contract: $(STAMP) $(SAM_STAMP) $(CHECKOV_STAMP)
 	$(VENV)/bin/cfn-lint template.yaml
 	$(SAM_VENV)/bin/sam validate --lint --template-file template.yaml --region $(AWS_DEFAULT_REGION)
 	$(SAM_VENV)/bin/python tests/contract/transformed_lint.py template.yaml
+	# Accepted exceptions, each with its reason, are in .checkov.yaml; any other failed check fails here.
+	$(CHECKOV_VENV)/bin/checkov --config-file .checkov.yaml -f template.yaml
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
@@ -80,10 +91,11 @@ bench: $(STAMP)
 lock: $(STAMP)
 	$(UV) pip compile requirements/main.in --python-version 3.11 --generate-hashes -o requirements/main.lock
 	$(UV) pip compile requirements/sam.in --python-version 3.11 --generate-hashes -o requirements/sam.lock
+	$(UV) pip compile requirements/checkov.in --python-version 3.11 --generate-hashes -o requirements/checkov.lock
 	$(UV) pip compile requirements/bootstrap.in --python-version 3.11 --generate-hashes -o requirements/bootstrap.lock
 
 clean:
-	rm -rf $(VENV) $(SAM_VENV) .mypy_cache .ruff_cache .pytest_cache .aws-sam
+	rm -rf $(VENV) $(SAM_VENV) $(CHECKOV_VENV) .mypy_cache .ruff_cache .pytest_cache .aws-sam
 
 # Lambda artifacts for python3.12 on arm64 in dist/, cross-installed from the lock's hashes, trimmed,
 # checked and sized against the 250 MiB limit (packaging/README.md), with the 3.12 bytecode of what

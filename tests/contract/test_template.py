@@ -127,11 +127,7 @@ def test_the_events_routes_are_served_by_the_light_events_function() -> None:
 
 
 def _writes_events(function: str) -> bool:
-    return any(
-        policy.get("DynamoDBCrudPolicy", {}).get("TableName") == {"Ref": "RunEventsTable"}
-        for policy in functions()[function]["Properties"].get("Policies", [])
-        if isinstance(policy, dict)
-    )
+    return {"Ref": "RunEventsAppendPolicy"} in functions()[function]["Properties"].get("Policies", [])
 
 
 @pytest.mark.parametrize("function", sorted(f for f in functions() if _writes_events(f)))

@@ -198,8 +198,12 @@ def test_an_approval_hook_mails_and_posts_its_channels(
         assert time.monotonic() < deadline
         time.sleep(0.05)
 
+    # The Await step tells the humans after it emits the event (and marks the run waiting): wait for it.
     printed = capsys.readouterr().out
-    assert "ops@example.com" in printed and requested[0]["approval_url"] in printed
+    while not ("ops@example.com" in printed and requested[0]["approval_url"] in printed):
+        assert time.monotonic() < deadline, printed
+        time.sleep(0.05)
+        printed += capsys.readouterr().out
     stack.invoke_api("POST", f"/v1/runs/{accepted['run_id']}/approve", {"approved": True})
     assert wait_for_run(stack, accepted["run_id"])["status"] == "succeeded"
 

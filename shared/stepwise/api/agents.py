@@ -7,6 +7,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from pydantic import BaseModel
 
+from stepwise.agents import bounds
 from stepwise.agents.models import Agent, AgentCreate, AgentPatch
 from stepwise.api.context import tenant
 from stepwise.api.responses import json_response, model_content, responses
@@ -39,10 +40,17 @@ def view(agent: Agent) -> dict[str, Any]:
     "/v1/agents",
     summary="Create an agent",
     description="An agent is a model, a system prompt, tools and permissions; runs start from it.",
-    responses=responses(201, "The agent, with its `agent_id`", 400, 413),
+    responses=responses(
+        201,
+        "The agent, with its `agent_id`",
+        400,
+        413,
+        described={422: "Validation error; `model_not_allowed` when the model is outside AllowedModels"},
+    ),
     tags=AGENTS,
 )
 def create_agent(body: AgentCreate) -> Response[Agent]:
+    bounds.check_named(body.model)
     agent = agents.create(tenant(router), new_id("agt"), body)
     return json_response(view(agent), 201)
 
@@ -63,11 +71,20 @@ def get_agent(agent_id: str) -> Response[Agent]:
     "/v1/agents/<agent_id>",
     summary="Change an agent",
     description="Only the fields sent change; `null` clears an optional field.",
-    responses=responses(200, "The changed agent", 400, 404, 409, 413),
+    responses=responses(
+        200,
+        "The changed agent",
+        400,
+        404,
+        409,
+        413,
+        described={422: "Validation error; `model_not_allowed` when the model is outside AllowedModels"},
+    ),
     tags=AGENTS,
 )
 def patch_agent(agent_id: str, body: AgentPatch) -> Response[Agent]:
     changes = body.model_dump(exclude_unset=True)
+    bounds.check_named(changes.get("model"))
     if "permissions" in changes and changes["permissions"] is None:
         # Clearing would silently fall back to the most permissive default; make the caller say so.
         raise Unprocessable(

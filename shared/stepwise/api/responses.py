@@ -19,12 +19,15 @@ def json_response(body: Any, status: int = 200, headers: dict[str, str] | None =
     return Response(status_code=status, content_type=JSON, body=body, headers=headers)
 
 
-def error_response(status: int, code: str, message: str, details: Any = None) -> Response:
-    return json_response({"error": {"code": code, "message": message, "details": details}}, status)
+def error_response(
+    status: int, code: str, message: str, details: Any = None, headers: dict[str, str] | None = None
+) -> Response:
+    body = {"error": {"code": code, "message": message, "details": details}}
+    return json_response(body, status, headers or None)
 
 
 def from_error(exc: ApiError) -> Response:
-    return error_response(exc.status, exc.code, exc.message, exc.details)
+    return error_response(exc.status, exc.code, exc.message, exc.details, exc.headers())
 
 
 # --- OpenAPI ---------------------------------------------------------------------------------------
@@ -57,6 +60,7 @@ ERRORS: dict[int, str] = {
     410: "Gone",
     413: "The body is over 1 MiB",
     422: "Validation error: `details` lists the invalid fields",
+    429: "A per-tenant quota is reached (`quota_exceeded`); `Retry-After` says when to try again",
     502: "The model behind the call failed",
     503: "The model is rate limited or unavailable; retry later",
 }

@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import os
 import re
 import sys
 import urllib.parse
@@ -23,6 +22,7 @@ from typing import Any, TextIO
 
 import httpx
 
+from stepwise import credentials
 from stepwise.approvals import Decision
 from stepwise.approvals.display import (
     TRUNCATION_MARK,
@@ -37,7 +37,7 @@ from stepwise.errors import Malformed, Unauthorized
 from stepwise.outbound import OutboundRefused
 from stepwise.ssrf import guarded_client
 
-SIGNING_SECRET_ENV = "SLACK_SIGNING_SECRET"
+SIGNING_SECRET_ENV = credentials.SLACK_SIGNING_SECRET
 SIGNATURE_VERSION = "v0"
 REPLAY_WINDOW_SECONDS = 5 * 60  # Slack's own recommendation
 BLOCK_TEXT_LIMIT = 3000  # a section's text
@@ -79,8 +79,9 @@ class SlackAction:
 
 
 def signing_secret() -> str:
-    """`SLACK_SIGNING_SECRET`, read when called; unset is a ConfigError, never an open door."""
-    value = os.environ.get(SIGNING_SECRET_ENV, "")
+    """The Slack signing secret (`SLACK_SIGNING_SECRET` locally, its Secrets Manager secret in AWS),
+    read when called; unset is a ConfigError, never an open door."""
+    value = credentials.get(SIGNING_SECRET_ENV)
     if not value:
         raise ConfigError(f"{SIGNING_SECRET_ENV} is not set: Slack interactions cannot be verified")
     return value

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from stepwise import errors
+from stepwise import credentials, errors
 from stepwise.agents.models import ScriptTurn
 from stepwise.runs.models import Usage
 
@@ -29,6 +29,10 @@ CONTINUE_PROMPT = "Continue exactly where you left off. Do not repeat anything."
 _DETAIL_CLIP = 500
 
 TextSink = Callable[[str], None]
+
+# litellm's provider → the deployment secret that holds its API key (stepwise.credentials). Bedrock
+# needs none: the model step's role signs its requests (bedrock:InvokeModel*).
+PROVIDER_KEYS = {"openai": credentials.OPENAI_API_KEY, "anthropic": credentials.ANTHROPIC_API_KEY}
 
 
 ContextTooLong = errors.ContextTooLong  # lives in errors so the lifecycle functions can name its code
@@ -155,6 +159,12 @@ def _request(
             # rides with the request exactly as a real model's inputs would.
             turns = [t.model_dump(mode="json", exclude_none=True) for t in script]
             request["extra_body"] = {scripted.SCRIPT_FIELD: turns}
+    else:
+        key = provider_key(model)
+        if key is not None:
+            # In AWS the key is not in the environment (where litellm would look): it comes from
+            # Secrets Manager, refreshed, and rides with each request.
+            request["api_key"] = key
     if tools:
         request["tools"] = tools
     if temperature is not None:
@@ -162,6 +172,18 @@ def _request(
     if max_tokens is not None:
         request["max_tokens"] = max_tokens
     return request
+
+
+def provider_key(model: str) -> str | None:
+    """The API key of `model`'s provider from the deployment's secrets, or None (none needed, or none
+    set: litellm then reports the missing key itself, as a ModelError)."""
+    litellm = _litellm()
+    try:
+        _, provider, _, _ = litellm.get_llm_provider(model)
+    except litellm.BadRequestError:  # a model litellm does not know: its own call will say so, classified
+        return None
+    name = PROVIDER_KEYS.get(provider)
+    return credentials.get(name) if name else None
 
 
 def _stream(

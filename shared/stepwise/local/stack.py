@@ -52,7 +52,13 @@ FOLLOW_PORT_ENV = "STEPWISE_FOLLOW_PORT"
 FOLLOW_URL_ENV = "STEPWISE_FOLLOW_URL"
 
 # Environment a developer may set that wins over the template's parameter defaults.
-PARAMETER_ENV = {"DefaultModel": "STEPWISE_MODEL", "AllowHosts": "STEPWISE_ALLOW_HOSTS"}
+PARAMETER_ENV = {
+    "DefaultModel": "STEPWISE_MODEL",
+    "AllowHosts": "STEPWISE_ALLOW_HOSTS",
+    "AllowedModels": "STEPWISE_ALLOWED_MODELS",
+    "MaxActiveRuns": "STEPWISE_MAX_ACTIVE_RUNS",
+    "MaxSchedules": "STEPWISE_MAX_SCHEDULES",
+}
 
 
 def local_api_keys(environ: dict[str, str] | None = None) -> dict[str, str]:
@@ -276,7 +282,7 @@ def _zip() -> bytes:
 def _bring_up(template: dict[str, Any], mock: Any, follow_port: int) -> LocalStack:
     import boto3
 
-    from stepwise import aws, config
+    from stepwise import aws, config, credentials
     from stepwise.schedules.local import LocalScheduler
     from stepwise.store import keys, tables
 
@@ -309,6 +315,11 @@ def _bring_up(template: dict[str, Any], mock: Any, follow_port: int) -> LocalSta
             # The local servers' URLs are set once they listen. A WebSocket API's management endpoint
             # (https://local.execute-api...) is moto's, which install_connections_api serves.
             resolver.physical[logical] = "local"
+        elif kind == "AWS::SQS::Queue":
+            queues = boto3.client("sqs")
+            url = queues.create_queue(QueueName=f"{STACK_NAME}-{logical}")["QueueUrl"]
+            attributes = queues.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]
+            resolver.physical[logical], resolver.arns[logical] = url, attributes["QueueArn"]
         elif kind == "AWS::S3::Bucket":
             name = f"{STACK_NAME}-{logical}".lower()
             s3.create_bucket(Bucket=name)
@@ -373,9 +384,13 @@ def _bring_up(template: dict[str, Any], mock: Any, follow_port: int) -> LocalSta
         )
     os.environ.update(env)
     os.environ["STEPWISE_CHANNELS"] = "console"  # approval mail and Slack messages are printed
+    # Deployment secrets stay environment variables locally (SLACK_SIGNING_SECRET, OPENAI_API_KEY, ...):
+    # the template's Secrets Manager secrets hold only placeholders here.
+    os.environ["STEPWISE_SECRETS"] = "env"
     # Approval links point at the local server; `make run` sets the port it actually bound.
     os.environ["STEPWISE_PUBLIC_URL"] = f"http://127.0.0.1:{os.environ.get('PORT', '3000')}"
     config.reset()
+    credentials.reset()
     aws.reset()
     tables.rebind()
 

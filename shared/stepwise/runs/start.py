@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 from stepwise import aws, config, observability
+from stepwise.agents import bounds
 from stepwise.agents.models import DEFAULT_MAX_STEPS, Agent
 from stepwise.errors import Conflict
 from stepwise.ids import new_id
@@ -56,6 +57,9 @@ def _record(
     trigger_id: str | None = None,
     replay_of: str | None = None,
 ) -> tuple[Run, bool]:
+    # Before anything is written: an agent stored before AllowedModels was narrowed (or one that names
+    # no model while the default is outside it) starts nothing.
+    bounds.check_effective(agent.model)
     budget = getattr(body, "max_tokens_budget", None) or agent.max_tokens_budget
     if run_id is not None and runs.exists(tenant_id, run_id):
         raise runs.RunExists(f"run {run_id} exists already", code="run_exists")

@@ -10,15 +10,17 @@ from collections.abc import Set as AbstractSet
 from datetime import datetime
 from typing import Any
 
-from pynamodb.exceptions import DoesNotExist, PutError, UpdateError
+from pynamodb.exceptions import DoesNotExist, TransactWriteError, UpdateError
 from pynamodb.expressions.update import Action
+from pynamodb.transactions import TransactWrite
 
+from stepwise import config
 from stepwise.agents.models import ScriptTurn
 from stepwise.errors import Conflict, Malformed, NotFound
 from stepwise.runs.models import ACTIVE_STATUSES, TERMINAL_STATUSES, Run, RunError, RunStatus, Usage
 from stepwise.schema import utcnow
-from stepwise.store import run_context
-from stepwise.store.tables import RunContextItem, RunItem, bind, condition_failed, tenant_key
+from stepwise.store import quotas, run_context
+from stepwise.store.tables import RunContextItem, RunItem, bind, condition_failed, connection, tenant_key
 
 PAGE_LIMIT = 50
 
@@ -75,19 +77,28 @@ def create(tenant_id: str, run: Run) -> Run:
         script=[t.model_dump(exclude_none=True) for t in run.script] if run.script else None,
         created_at=run.created_at,
     )
+    # A new run is active (queued): it takes one of the tenant's active-run slots in the same write.
+    limit = config.quotas().max_active_runs
     try:
-        item.save(condition=RunItem.run_id.does_not_exist())
-    except PutError as exc:
-        if condition_failed(exc):
+        with TransactWrite(connection=connection()) as tx:
+            tx.save(item, condition=RunItem.run_id.does_not_exist())
+            quotas.take(tx, tenant_id, quotas.ACTIVE_RUNS, limit)
+    except TransactWriteError as exc:
+        if quotas.refused_by(exc, 0):
             raise RunExists(f"run {run.run_id} exists already", code="run_exists") from exc
+        if quotas.refused_by(exc, 1):
+            raise quotas.exceeded(quotas.ACTIVE_RUNS, limit) from exc
         raise
     return run
 
 
 def delete(tenant_id: str, run_id: str) -> None:
-    """Only for a run whose start was refused before it began (nothing else references it)."""
+    """Only for a run whose start was refused before it began (nothing else references it); its
+    active-run slot is given back with it."""
     bind()
-    RunItem(tenant_id, run_id).delete(condition=RunItem.status == "queued")
+    with TransactWrite(connection=connection()) as tx:
+        tx.delete(RunItem(tenant_id, run_id), condition=RunItem.status == "queued")
+        quotas.give_back(tx, tenant_id, quotas.ACTIVE_RUNS)
 
 
 def exists(tenant_id: str, run_id: str) -> bool:
@@ -212,12 +223,26 @@ def transition(
     for name, value in fields.items():
         attr = getattr(RunItem, name)
         actions.append(attr.remove() if value is None else attr.set(value))
-    if to in TERMINAL_STATUSES:
-        actions.append(RunItem.finished_at.set(utcnow()))
+    condition = RunItem.run_id.exists() & RunItem.status.is_in(*allowed_from)
+    if to not in TERMINAL_STATUSES:
+        try:
+            item.update(actions=actions, condition=condition)
+        except UpdateError as exc:
+            if condition_failed(exc):
+                return False
+            raise
+        return True
+    actions.append(RunItem.finished_at.set(utcnow()))
+    if not set(allowed_from) <= ACTIVE_STATUSES:
+        raise ValueError("a terminal transition starts from active statuses only (it frees a quota slot)")
+    # The run leaves the active set: its slot is given back in the same write, exactly once (only the
+    # transition that wins the condition commits).
     try:
-        item.update(actions=actions, condition=RunItem.run_id.exists() & RunItem.status.is_in(*allowed_from))
-    except UpdateError as exc:
-        if condition_failed(exc):
+        with TransactWrite(connection=connection()) as tx:
+            tx.update(item, actions=actions, condition=condition)
+            quotas.give_back(tx, tenant_id, quotas.ACTIVE_RUNS)
+    except TransactWriteError as exc:
+        if quotas.refused_by(exc, 0):
             return False
         raise
     return True

@@ -21,6 +21,7 @@ from pynamodb.attributes import (
     UTCDateTimeAttribute,
     VersionAttribute,
 )
+from pynamodb.connection import Connection
 from pynamodb.exceptions import PynamoDBException
 from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
@@ -306,11 +307,27 @@ class SettingItem(Model):
     updated_at = UTCDateTimeAttribute()
 
 
+class QuotaItem(Model):
+    """A tenant's usage of one quota (quota = "active_runs" | "schedules"): a counter moved in the same
+    transaction as the item it counts, so it can neither drift nor be raced past its limit."""
+
+    class Meta:
+        table_name = "QuotasTable"
+
+    tenant_id = UnicodeAttribute(hash_key=True)
+    quota = UnicodeAttribute(range_key=True)
+    used = NumberAttribute(default=0)
+
+
+def _region() -> str:
+    return os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+
+
 @cache
 def bind() -> None:
     """Point the models at the tables named in the environment (once per process)."""
     names = config.tables()
-    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+    region = _region()
     for model, name in (
         (ApiKeyItem, names.api_keys),
         (AgentItem, names.agents),
@@ -324,6 +341,7 @@ def bind() -> None:
         (EffectItem, names.effects),
         (ScheduleItem, names.schedules),
         (SettingItem, names.settings),
+        (QuotaItem, names.quotas),
     ):
         meta: Any = model.Meta
         meta.table_name = name
@@ -334,7 +352,15 @@ def bind() -> None:
 def rebind() -> None:
     """Re-read table names (tests and the local stack change the environment)."""
     bind.cache_clear()
+    connection.cache_clear()
     bind()
+
+
+@cache
+def connection() -> Connection:
+    """The connection transactions use (TransactWrite names no model to take one from)."""
+    bind()
+    return Connection(region=_region())
 
 
 def condition_failed(exc: PynamoDBException) -> bool:
