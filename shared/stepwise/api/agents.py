@@ -9,6 +9,7 @@ from pydantic import BaseModel
 
 from stepwise.agents.models import Agent, AgentCreate, AgentPatch
 from stepwise.api.context import tenant
+from stepwise.api.params import AgentId
 from stepwise.api.responses import json_response, model_content, responses
 from stepwise.errors import Unprocessable
 from stepwise.ids import new_id
@@ -55,7 +56,7 @@ def list_agents() -> Response[AgentList]:
 @router.get(
     "/v1/agents/<agent_id>", summary="Get an agent", responses=responses(200, "The agent", 404), tags=AGENTS
 )
-def get_agent(agent_id: str) -> Response[Agent]:
+def get_agent(agent_id: AgentId) -> Response[Agent]:
     return json_response(view(agents.get(tenant(router), agent_id)))
 
 
@@ -66,7 +67,7 @@ def get_agent(agent_id: str) -> Response[Agent]:
     responses=responses(200, "The changed agent", 400, 404, 409, 413),
     tags=AGENTS,
 )
-def patch_agent(agent_id: str, body: AgentPatch) -> Response[Agent]:
+def patch_agent(agent_id: AgentId, body: AgentPatch) -> Response[Agent]:
     changes = body.model_dump(exclude_unset=True)
     if "permissions" in changes and changes["permissions"] is None:
         # Clearing would silently fall back to the most permissive default; make the caller say so.
@@ -84,7 +85,7 @@ def patch_agent(agent_id: str, body: AgentPatch) -> Response[Agent]:
     responses=responses(204, "Deleted", 404, content={}),
     tags=AGENTS,
 )
-def delete_agent(agent_id: str) -> Response[None]:
+def delete_agent(agent_id: AgentId) -> Response[None]:
     tenant_id = tenant(router)
     agents.get(tenant_id, agent_id)
     for schedule in schedules.list_for_agent(tenant_id, agent_id):  # nothing fires for a deleted agent
@@ -101,7 +102,7 @@ def delete_agent(agent_id: str) -> Response[None]:
     responses=responses(201, "The tool as stored", 400, 404, 409, 413, content=model_content(Tool)),
     tags=TOOLS,
 )
-def add_tool(agent_id: str, body: Annotated[Tool, Body()]) -> Response[dict[str, Any]]:
+def add_tool(agent_id: AgentId, body: Annotated[Tool, Body()]) -> Response[dict[str, Any]]:
     agent = agents.add_tool(tenant(router), agent_id, body)
     tool = agent.tool(body.name)
     return json_response(tool.model_dump(mode="json") if tool else None, 201)
@@ -113,7 +114,7 @@ def add_tool(agent_id: str, body: Annotated[Tool, Body()]) -> Response[dict[str,
     responses=responses(200, "The agent's tools", 404, content=model_content(ToolList)),
     tags=TOOLS,
 )
-def list_tools(agent_id: str) -> Response[dict[str, list[dict[str, Any]]]]:
+def list_tools(agent_id: AgentId) -> Response[dict[str, list[dict[str, Any]]]]:
     agent = agents.get(tenant(router), agent_id)
     return json_response({"tools": [t.model_dump(mode="json") for t in agent.tools]})
 
@@ -124,6 +125,6 @@ def list_tools(agent_id: str) -> Response[dict[str, list[dict[str, Any]]]]:
     responses=responses(204, "Removed", 404, 409, content={}),
     tags=TOOLS,
 )
-def delete_tool(agent_id: str, name: str) -> Response[None]:
+def delete_tool(agent_id: AgentId, name: str) -> Response[None]:
     agents.remove_tool(tenant(router), agent_id, name)
     return Response(status_code=204)

@@ -7,6 +7,7 @@ from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from pydantic import BaseModel
 
 from stepwise.api.context import tenant
+from stepwise.api.params import AgentId, HookId
 from stepwise.api.responses import json_response, responses
 from stepwise.hooks.models import Hook, HookCreate
 from stepwise.ids import new_id
@@ -28,7 +29,7 @@ class HookList(BaseModel):
     responses=responses(201, "The hook, with its `hook_id`", 400, 404, 409, 413),
     tags=HOOKS,
 )
-def create_hook(agent_id: str, body: HookCreate) -> Response[Hook]:
+def create_hook(agent_id: AgentId, body: HookCreate) -> Response[Hook]:
     hook = Hook(**body.model_dump(), hook_id=new_id("hook"), created_at=utcnow())
     stored: dict[str, Any] = hook.model_dump(mode="json")
     agents.add_hook(tenant(router), agent_id, stored)
@@ -41,7 +42,7 @@ def create_hook(agent_id: str, body: HookCreate) -> Response[Hook]:
     responses=responses(200, "The hooks", 404),
     tags=HOOKS,
 )
-def list_hooks(agent_id: str) -> Response[HookList]:
+def list_hooks(agent_id: AgentId) -> Response[HookList]:
     agent = agents.get(tenant(router), agent_id)
     return json_response({"hooks": agent.hooks})
 
@@ -52,6 +53,6 @@ def list_hooks(agent_id: str) -> Response[HookList]:
     responses=responses(204, "Deleted", 404, 409, content={}),
     tags=HOOKS,
 )
-def delete_hook(agent_id: str, hook_id: str) -> Response[None]:
+def delete_hook(agent_id: AgentId, hook_id: HookId) -> Response[None]:
     agents.remove_hook(tenant(router), agent_id, hook_id)
     return Response(status_code=204)

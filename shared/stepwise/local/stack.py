@@ -21,6 +21,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from stepwise.ids import valid_tenant
 from stepwise.local.cfn_yaml import load_template
 from stepwise.local.gateway import Gateway, Route
 from stepwise.local.lambdas import (
@@ -63,7 +64,7 @@ def local_api_keys(environ: dict[str, str] | None = None) -> dict[str, str]:
         key, sep, tenant = pair.rpartition(":")
         if not sep or not key or not tenant:
             raise ValueError(f"STEPWISE_LOCAL_API_KEYS entries are key:tenant, got {pair!r}")
-        keys[key] = tenant
+        keys[key] = valid_tenant(tenant)  # refused at start, not at the first request
     return keys
 
 

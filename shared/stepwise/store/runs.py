@@ -13,12 +13,13 @@ from typing import Any
 from pynamodb.exceptions import DoesNotExist, PutError, UpdateError
 from pynamodb.expressions.update import Action
 
+from stepwise import safejson
 from stepwise.agents.models import ScriptTurn
 from stepwise.errors import Conflict, Malformed, NotFound
 from stepwise.runs.models import ACTIVE_STATUSES, TERMINAL_STATUSES, Run, RunError, RunStatus, Usage
 from stepwise.schema import utcnow
 from stepwise.store import run_context
-from stepwise.store.tables import RunContextItem, RunItem, bind, condition_failed, tenant_key
+from stepwise.store.tables import RunContextItem, RunItem, bind, condition_failed, same_tenant, tenant_key
 
 PAGE_LIMIT = 50
 
@@ -146,7 +147,7 @@ def _decode_token(token: str | None, expected: dict[str, str]) -> dict[str, Any]
         return None
     forged = Malformed("next_token is not one this API issued", code="invalid_next_token")
     try:
-        key = json.loads(base64.urlsafe_b64decode(token.encode()))
+        key = safejson.loads(base64.urlsafe_b64decode(token.encode()))
     except (ValueError, UnicodeDecodeError) as exc:
         raise forged from exc
     if not isinstance(key, dict) or set(key) != {*expected, "run_id"}:
@@ -187,7 +188,7 @@ def list_runs(
         result = RunItem.by_agent.query(tenant_key(tenant_id, agent_id), **query_args)
     else:
         result = RunItem.query(tenant_id, **query_args)
-    runs = _with_contexts(tenant_id, [_to_model(item) for item in result])
+    runs = _with_contexts(tenant_id, [_to_model(item) for item in same_tenant(result, tenant_id)])
     return runs, _encode_token(result.last_evaluated_key)
 
 

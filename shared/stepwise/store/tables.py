@@ -7,9 +7,11 @@ set the environment after importing.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Iterator
 from functools import cache
-from typing import Any
+from typing import Any, TypeVar
 
+from aws_lambda_powertools import Logger
 from pynamodb.attributes import (
     BinaryAttribute,
     BooleanAttribute,
@@ -26,11 +28,15 @@ from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 
 from stepwise import config
+from stepwise.ids import valid_tenant
+
+logger = Logger(service="stepwise")
 
 
 def tenant_key(tenant_id: str, ident: str) -> str:
-    """A partition key scoped to a tenant; '#' cannot occur in tenant ids or our generated ids."""
-    return f"{tenant_id}#{ident}"
+    """A partition key scoped to a tenant. The tenant id is checked here, where keys are made: with no
+    "#" in it, the first "#" of a key ends its tenant, so no tenant's key can spell another's."""
+    return f"{valid_tenant(tenant_id)}#{ident}"
 
 
 class ApiKeyItem(Model):
@@ -301,6 +307,19 @@ class SettingItem(Model):
     ciphertext = ListAttribute(of=BinaryAttribute)
     kms_key_id = UnicodeAttribute()  # the key ARN KMS reports, for audits and re-encryption
     updated_at = UTCDateTimeAttribute()
+
+
+_Owned = TypeVar("_Owned", RunItem, InteractionItem)  # the items that index queries return
+
+
+def same_tenant(items: Iterable[_Owned], tenant_id: str) -> Iterator[_Owned]:
+    """The items of a query that belong to `tenant_id`. Defence in depth for index queries: their keys
+    already carry the tenant, so an item of another tenant here is a bug, logged and never returned."""
+    for item in items:
+        if item.tenant_id == tenant_id:
+            yield item
+        else:
+            logger.error("a query returned another tenant's item; dropped", table=item.Meta.table_name)
 
 
 @cache
