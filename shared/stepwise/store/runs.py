@@ -18,7 +18,7 @@ from stepwise.agents.models import ScriptTurn
 from stepwise.errors import Conflict, Malformed, NotFound
 from stepwise.runs.models import ACTIVE_STATUSES, TERMINAL_STATUSES, Run, RunError, RunStatus, Usage
 from stepwise.schema import utcnow
-from stepwise.store import run_context
+from stepwise.store import run_context, tables
 from stepwise.store.tables import RunContextItem, RunItem, bind, condition_failed, same_tenant, tenant_key
 
 PAGE_LIMIT = 50
@@ -56,9 +56,12 @@ class RunExists(Conflict):
     """A run with this id was recorded before: a duplicate delivery of what started it."""
 
 
-def create(tenant_id: str, run: Run) -> Run:
+RUN = "the run (its message, metadata and script together)"
+
+
+def _new_item(tenant_id: str, run: Run) -> RunItem:
     bind()
-    item = RunItem(
+    return RunItem(
         tenant_id,
         run.run_id,
         agent_id=run.agent_id,
@@ -76,6 +79,17 @@ def create(tenant_id: str, run: Run) -> Run:
         script=[t.model_dump(exclude_none=True) for t in run.script] if run.script else None,
         created_at=run.created_at,
     )
+
+
+def check_fits(tenant_id: str, run: Run) -> None:
+    """413 `item_too_large` for a run DynamoDB could not store: for callers to ask before they write
+    anything else for it (its session)."""
+    tables.check_fits(_new_item(tenant_id, run), RUN)
+
+
+def create(tenant_id: str, run: Run) -> Run:
+    item = _new_item(tenant_id, run)
+    tables.check_fits(item, RUN)
     try:
         item.save(condition=RunItem.run_id.does_not_exist())
     except PutError as exc:

@@ -28,6 +28,7 @@ from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 
 from stepwise import config
+from stepwise.errors import PayloadTooLarge
 from stepwise.ids import valid_tenant
 
 logger = Logger(service="stepwise")
@@ -320,6 +321,44 @@ def same_tenant(items: Iterable[_Owned], tenant_id: str) -> Iterator[_Owned]:
             yield item
         else:
             logger.error("a query returned another tenant's item; dropped", table=item.Meta.table_name)
+
+
+ITEM_LIMIT = 400 * 1024  # DynamoDB's item size limit, names and values together
+
+
+def item_size(item: Model) -> int:
+    """The item's size as DynamoDB counts it against ITEM_LIMIT (attribute names plus values; nested
+    lists and maps 3 bytes each, plus 1 per element), from its serialized attributes."""
+    return sum(len(name.encode()) + _value_size(value) for name, value in item.serialize().items())
+
+
+def _value_size(value: dict[str, Any]) -> int:
+    ((kind, data),) = value.items()
+    if kind == "S":
+        return len(str(data).encode())
+    if kind == "N":
+        return len(str(data).lstrip("-").replace(".", "")) // 2 + 2  # DynamoDB's own upper bound
+    if kind == "B":
+        return len(data)
+    if kind in ("BOOL", "NULL"):
+        return 1
+    if kind == "L":
+        return 3 + sum(1 + _value_size(v) for v in data)
+    if kind == "M":
+        return 3 + sum(1 + len(k.encode()) + _value_size(v) for k, v in data.items())
+    return sum(len(str(v).encode()) for v in data)  # SS, NS, BS
+
+
+def check_fits(item: Model, what: str) -> None:
+    """A 413 `item_too_large` for an item DynamoDB would refuse, before the write: what a tenant sends
+    (a schema, a script) must not reach DynamoDB as a ValidationException and answer as a 500."""
+    size = item_size(item)
+    if size > ITEM_LIMIT:
+        raise PayloadTooLarge(
+            f"{what} would take {size} bytes, over the {ITEM_LIMIT} bytes DynamoDB stores in one item",
+            code="item_too_large",
+            details={"size": size, "limit": ITEM_LIMIT},
+        )
 
 
 @cache
