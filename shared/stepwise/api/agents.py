@@ -13,6 +13,7 @@ from stepwise.api.params import AgentId
 from stepwise.api.responses import json_response, model_content, responses
 from stepwise.errors import Unprocessable
 from stepwise.ids import new_id
+from stepwise.masking import public_hook, public_tool
 from stepwise.mcp.models import public_servers
 from stepwise.schedules import service as schedules
 from stepwise.store import agents
@@ -32,8 +33,15 @@ class ToolList(BaseModel):
 
 
 def view(agent: Agent) -> dict[str, Any]:
-    """An agent as the API shows it: MCP server headers (credentials) masked."""
-    return {**agent.model_dump(mode="json"), "mcp_servers": public_servers(agent)}
+    """An agent as the API shows it: the header values of its tools, hooks and MCP servers (credentials)
+    masked."""
+    shown = agent.model_dump(mode="json")
+    return {
+        **shown,
+        "tools": [public_tool(t) for t in shown["tools"]],
+        "hooks": [public_hook(h) for h in shown["hooks"]],
+        "mcp_servers": public_servers(agent),
+    }
 
 
 @router.post(
@@ -105,7 +113,7 @@ def delete_agent(agent_id: AgentId) -> Response[None]:
 def add_tool(agent_id: AgentId, body: Annotated[Tool, Body()]) -> Response[dict[str, Any]]:
     agent = agents.add_tool(tenant(router), agent_id, body)
     tool = agent.tool(body.name)
-    return json_response(tool.model_dump(mode="json") if tool else None, 201)
+    return json_response(public_tool(tool.model_dump(mode="json")) if tool else None, 201)
 
 
 @router.get(
@@ -116,7 +124,7 @@ def add_tool(agent_id: AgentId, body: Annotated[Tool, Body()]) -> Response[dict[
 )
 def list_tools(agent_id: AgentId) -> Response[dict[str, list[dict[str, Any]]]]:
     agent = agents.get(tenant(router), agent_id)
-    return json_response({"tools": [t.model_dump(mode="json") for t in agent.tools]})
+    return json_response({"tools": [public_tool(t.model_dump(mode="json")) for t in agent.tools]})
 
 
 @router.delete(

@@ -11,6 +11,7 @@ from stepwise.api.params import AgentId, HookId
 from stepwise.api.responses import json_response, responses
 from stepwise.hooks.models import Hook, HookCreate
 from stepwise.ids import new_id
+from stepwise.masking import public_hook
 from stepwise.schema import utcnow
 from stepwise.store import agents
 
@@ -33,7 +34,7 @@ def create_hook(agent_id: AgentId, body: HookCreate) -> Response[Hook]:
     hook = Hook(**body.model_dump(), hook_id=new_id("hook"), created_at=utcnow())
     stored: dict[str, Any] = hook.model_dump(mode="json")
     agents.add_hook(tenant(router), agent_id, stored)
-    return json_response(stored, 201)
+    return json_response(public_hook(stored), 201)
 
 
 @router.get(
@@ -44,7 +45,7 @@ def create_hook(agent_id: AgentId, body: HookCreate) -> Response[Hook]:
 )
 def list_hooks(agent_id: AgentId) -> Response[HookList]:
     agent = agents.get(tenant(router), agent_id)
-    return json_response({"hooks": agent.hooks})
+    return json_response({"hooks": [public_hook(h) for h in agent.hooks]})
 
 
 @router.delete(
