@@ -13,7 +13,7 @@ import pytest
 
 from stepwise import credentials
 from stepwise.hooks.models import ApprovalConfig
-from stepwise.local.stack import PARAMETER_ENV
+from stepwise.local.stack import parameter_env
 from tests.contract.test_template import ASL, ROOT, functions, resources, template
 
 pytestmark = pytest.mark.contract
@@ -96,7 +96,7 @@ def test_the_model_step_may_invoke_bedrock_models_and_inference_profiles() -> No
 )
 def test_bounds_are_parameters_with_their_local_variables(parameter: str, variable: str) -> None:
     assert template()["Globals"]["Function"]["Environment"]["Variables"][variable] == {"Ref": parameter}
-    assert PARAMETER_ENV[parameter] == variable
+    assert parameter_env(template())[parameter] == variable
 
 
 def test_prod_never_defaults_to_the_scripted_model() -> None:

@@ -357,6 +357,14 @@ def test_private_routes_use_the_default_authorizer() -> None:
         assert authorizer == ("NONE" if public else auth["DefaultAuthorizer"]), key
 
 
+def test_the_authorizer_runs_for_every_request_with_or_without_a_key() -> None:
+    # An identity source would let API Gateway refuse a request without Authorization itself (a bare
+    # {"message": "Unauthorized"}); caching would let a revoked key in until the entry expires.
+    auth = template()["Resources"]["HttpApi"]["Properties"]["Auth"]
+    identity = auth["Authorizers"][auth["DefaultAuthorizer"]]["Identity"]
+    assert identity == {"ReauthorizeEvery": 0}
+
+
 def test_health_is_public() -> None:
     health = {key: (function, event) for function, key, event in http_routes()}["GET /v1/health"]
 

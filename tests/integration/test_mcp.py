@@ -15,8 +15,9 @@ import pytest
 
 from stepwise import mcp
 from stepwise.local.stack import DEFAULT_TENANT, LocalStack
+from stepwise.masking import MASK
 from stepwise.mcp import servers
-from stepwise.mcp.models import MASK, MAX_SERVERS
+from stepwise.mcp.models import MAX_SERVERS
 from stepwise.store import agents
 from stepwise.store import mcp as store
 from tests.fakes.mcp_server import API_KEY_HEADER, FakeMcpServer

@@ -16,8 +16,9 @@ from pydantic import ValidationError
 
 from stepwise.agents.models import Agent
 from stepwise.errors import Unprocessable
+from stepwise.masking import MASK
 from stepwise.mcp import declarations, find
-from stepwise.mcp.models import MASK, TOOLS_CACHE_LIMIT, McpServer, McpServerCreate, McpTool
+from stepwise.mcp.models import TOOLS_CACHE_LIMIT, McpServer, McpServerCreate, McpTool
 from stepwise.mcp.naming import NAME_LIMIT, exposed_name, exposed_names
 from stepwise.mcp.servers import _within_limit, check_destination
 from stepwise.mcp.transport import GuardedAsyncBackend

@@ -10,9 +10,11 @@ from pydantic import BaseModel
 from stepwise.agents import bounds
 from stepwise.agents.models import Agent, AgentCreate, AgentPatch
 from stepwise.api.context import tenant
+from stepwise.api.params import AgentId
 from stepwise.api.responses import json_response, model_content, responses
 from stepwise.errors import Unprocessable
 from stepwise.ids import new_id
+from stepwise.masking import public_hook, public_tool
 from stepwise.mcp.models import public_servers
 from stepwise.schedules import service as schedules
 from stepwise.store import agents
@@ -32,8 +34,15 @@ class ToolList(BaseModel):
 
 
 def view(agent: Agent) -> dict[str, Any]:
-    """An agent as the API shows it: MCP server headers (credentials) masked."""
-    return {**agent.model_dump(mode="json"), "mcp_servers": public_servers(agent)}
+    """An agent as the API shows it: the header values of its tools, hooks and MCP servers (credentials)
+    masked."""
+    shown = agent.model_dump(mode="json")
+    return {
+        **shown,
+        "tools": [public_tool(t) for t in shown["tools"]],
+        "hooks": [public_hook(h) for h in shown["hooks"]],
+        "mcp_servers": public_servers(agent),
+    }
 
 
 @router.post(
@@ -63,7 +72,7 @@ def list_agents() -> Response[AgentList]:
 @router.get(
     "/v1/agents/<agent_id>", summary="Get an agent", responses=responses(200, "The agent", 404), tags=AGENTS
 )
-def get_agent(agent_id: str) -> Response[Agent]:
+def get_agent(agent_id: AgentId) -> Response[Agent]:
     return json_response(view(agents.get(tenant(router), agent_id)))
 
 
@@ -82,7 +91,7 @@ def get_agent(agent_id: str) -> Response[Agent]:
     ),
     tags=AGENTS,
 )
-def patch_agent(agent_id: str, body: AgentPatch) -> Response[Agent]:
+def patch_agent(agent_id: AgentId, body: AgentPatch) -> Response[Agent]:
     changes = body.model_dump(exclude_unset=True)
     bounds.check_named(changes.get("model"))
     if "permissions" in changes and changes["permissions"] is None:
@@ -101,7 +110,7 @@ def patch_agent(agent_id: str, body: AgentPatch) -> Response[Agent]:
     responses=responses(204, "Deleted", 404, content={}),
     tags=AGENTS,
 )
-def delete_agent(agent_id: str) -> Response[None]:
+def delete_agent(agent_id: AgentId) -> Response[None]:
     tenant_id = tenant(router)
     agents.get(tenant_id, agent_id)
     for schedule in schedules.list_for_agent(tenant_id, agent_id):  # nothing fires for a deleted agent
@@ -118,10 +127,10 @@ def delete_agent(agent_id: str) -> Response[None]:
     responses=responses(201, "The tool as stored", 400, 404, 409, 413, content=model_content(Tool)),
     tags=TOOLS,
 )
-def add_tool(agent_id: str, body: Annotated[Tool, Body()]) -> Response[dict[str, Any]]:
+def add_tool(agent_id: AgentId, body: Annotated[Tool, Body()]) -> Response[dict[str, Any]]:
     agent = agents.add_tool(tenant(router), agent_id, body)
     tool = agent.tool(body.name)
-    return json_response(tool.model_dump(mode="json") if tool else None, 201)
+    return json_response(public_tool(tool.model_dump(mode="json")) if tool else None, 201)
 
 
 @router.get(
@@ -130,9 +139,9 @@ def add_tool(agent_id: str, body: Annotated[Tool, Body()]) -> Response[dict[str,
     responses=responses(200, "The agent's tools", 404, content=model_content(ToolList)),
     tags=TOOLS,
 )
-def list_tools(agent_id: str) -> Response[dict[str, list[dict[str, Any]]]]:
+def list_tools(agent_id: AgentId) -> Response[dict[str, list[dict[str, Any]]]]:
     agent = agents.get(tenant(router), agent_id)
-    return json_response({"tools": [t.model_dump(mode="json") for t in agent.tools]})
+    return json_response({"tools": [public_tool(t.model_dump(mode="json")) for t in agent.tools]})
 
 
 @router.delete(
@@ -141,6 +150,6 @@ def list_tools(agent_id: str) -> Response[dict[str, list[dict[str, Any]]]]:
     responses=responses(204, "Removed", 404, 409, content={}),
     tags=TOOLS,
 )
-def delete_tool(agent_id: str, name: str) -> Response[None]:
+def delete_tool(agent_id: AgentId, name: str) -> Response[None]:
     agents.remove_tool(tenant(router), agent_id, name)
     return Response(status_code=204)

@@ -45,12 +45,6 @@ class Error(BaseModel):
     error: ErrorInfo
 
 
-class GatewayError(BaseModel):
-    """API Gateway's own answer, given before any function runs (e.g. a 401 without Authorization)."""
-
-    message: str
-
-
 ERRORS: dict[int, str] = {
     400: "Malformed: the body is not JSON, or a value is not one this API issued",
     401: "No API key, or one that is not valid",
@@ -64,8 +58,6 @@ ERRORS: dict[int, str] = {
     502: "The model behind the call failed",
     503: "The model is rate limited or unavailable; retry later",
 }
-# The gateway answers 401 itself when the Authorization header is missing; the API when the key is bad.
-_ERROR_MODELS: dict[int, Any] = {401: Error | GatewayError}
 
 
 def responses(
@@ -86,9 +78,8 @@ def responses(
     if content is not None:
         documented[status]["content"] = content
     for code in sorted({*errors, 422} | (set() if public else {401})):
-        model = Error if public else _ERROR_MODELS.get(code, Error)
         wording = (described or {}).get(code, ERRORS[code])
-        documented[code] = {"description": wording, "content": {JSON: {"model": model}}}
+        documented[code] = {"description": wording, "content": {JSON: {"model": Error}}}
     return documented
 
 

@@ -4,6 +4,7 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 
 from stepwise.api.context import tenant
+from stepwise.api.params import SessionId
 from stepwise.api.responses import json_response, responses
 from stepwise.errors import Conflict
 from stepwise.sessions.models import SessionView
@@ -20,7 +21,7 @@ SESSIONS = ["sessions"]
     responses=responses(200, "The session", 404),
     tags=SESSIONS,
 )
-def get_session(session_id: str) -> Response[SessionView]:
+def get_session(session_id: SessionId) -> Response[SessionView]:
     tenant_id = tenant(router)
     session = sessions.get(tenant_id, session_id)
     session_runs, _ = runs.list_runs(tenant_id, session_id=session_id, limit=100)
@@ -40,7 +41,7 @@ def get_session(session_id: str) -> Response[SessionView]:
     responses=responses(204, "Deleted", 404, 409, content={}),
     tags=SESSIONS,
 )
-def delete_session(session_id: str) -> Response[None]:
+def delete_session(session_id: SessionId) -> Response[None]:
     tenant_id = tenant(router)
     sessions.get(tenant_id, session_id)
     active, _ = runs.list_runs(tenant_id, session_id=session_id, limit=100)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import re
 import sys
 import urllib.parse
@@ -22,7 +21,7 @@ from typing import Any, TextIO
 
 import httpx
 
-from stepwise import credentials
+from stepwise import credentials, safejson
 from stepwise.approvals import Decision
 from stepwise.approvals.display import (
     TRUNCATION_MARK,
@@ -127,7 +126,7 @@ def parse_interaction(form_body: str) -> SlackAction:
     if not raw or len(raw) != 1:
         raise MalformedSlackPayload("the Slack request has no payload field")
     try:
-        payload = json.loads(raw[0])
+        payload = safejson.loads(raw[0])
     except ValueError:
         raise MalformedSlackPayload("the Slack payload is not JSON") from None
     if not isinstance(payload, dict) or payload.get("type") != "block_actions":

@@ -25,6 +25,7 @@ from typing import Any, Literal, Protocol
 import httpx
 from pydantic import BaseModel, ValidationError
 
+from stepwise import safejson
 from stepwise.hooks.models import OUTPUT_EVENTS, ApprovalConfig, Hook, HookDecision, HttpConfig
 from stepwise.outbound import OutboundRefused, ResponseTooLarge
 from stepwise.ssrf import AllowHosts, guarded_client
@@ -133,6 +134,12 @@ def _decide(hook: Hook, config: HttpConfig, raw: bytes) -> HookDecision:
         problem = exc.errors()[0]
         where = ".".join(str(part) for part in problem["loc"])
         return _failed(hook, config, f"invalid reply: {where + ': ' if where else ''}{problem['msg']}")
+    try:
+        # What a hook replaces becomes a tool's arguments or a run's output: capped like the model's.
+        for replaced in (reply.modified_input, reply.modified_output):
+            safejson.check_depth(replaced)
+    except safejson.TooDeep as exc:
+        return _failed(hook, config, f"invalid reply: {exc}")
     action = reply.action or "allow"
     return HookDecision(
         action=action,

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from stepwise import credentials, errors
+from stepwise import credentials, errors, safejson
 from stepwise.agents.models import ScriptTurn
 from stepwise.runs.models import Usage
 
@@ -271,8 +271,8 @@ def parse_arguments(raw: str | None) -> dict[str, Any]:
     if raw is None or not raw.strip():
         return {}  # providers send "" for a call without arguments
     try:
-        parsed = json.loads(raw)
-    except json.JSONDecodeError:
+        parsed = safejson.loads(raw)
+    except ValueError:  # not JSON, or nested past the cap: the step answers it with an error result
         return {"_raw": raw}
     return parsed if isinstance(parsed, dict) else {"_raw": raw}
 

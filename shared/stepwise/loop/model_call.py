@@ -12,7 +12,7 @@ import os
 from dataclasses import asdict
 from typing import Any
 
-from stepwise import observability
+from stepwise import observability, safejson
 from stepwise.agents.bounds import allowed_for_step
 from stepwise.agents.models import Agent
 from stepwise.errors import BudgetExceeded, ContextTooLong, DoomLoop
@@ -35,8 +35,8 @@ RECOUNT_NEAR = 0.5
 
 def _signature(name: str, raw_arguments: Any) -> str:
     try:
-        arguments = json.dumps(json.loads(raw_arguments or "{}"), sort_keys=True)
-    except (TypeError, ValueError):
+        arguments = json.dumps(safejson.loads(raw_arguments or "{}"), sort_keys=True)
+    except (TypeError, ValueError):  # TooDeep is a ValueError: compared as the text the model wrote
         arguments = str(raw_arguments)
     return hashlib.sha256(f"{name}\0{arguments}".encode()).hexdigest()[:16] + f":{name}:{arguments[:200]}"
 

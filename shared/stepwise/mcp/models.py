@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from stepwise.agents.models import Agent
+from stepwise.masking import mask_headers
 from stepwise.schema import Strict, utcnow
 from stepwise.tools.models import Permission
 
@@ -23,7 +24,6 @@ STALE_AFTER = timedelta(hours=24)  # a cached tool list older than this is refre
 MAX_SERVERS = 10  # per agent: the servers and their cached tools share the agent's 400 KB item
 TOOLS_CACHE_LIMIT = 32_000  # bytes of JSON of one server's cached tools
 DESCRIPTION_LIMIT = 4096  # characters of a tool description kept
-MASK = "********"
 
 STDIO_REFUSED = (
     "stdio MCP servers are not supported: a server is reached over streamable HTTP at an http:// or "
@@ -147,7 +147,7 @@ class McpServer(McpServerCreate):
         names = exposed_names(self.name, [t.name for t in self.tools])
         return McpServerView(
             **self.model_dump(exclude={"headers", "tools"}),
-            headers=dict.fromkeys(self.headers, MASK),
+            headers=mask_headers(self.headers),
             tools=[McpToolView(**t.model_dump(), exposed_name=names[t.name]) for t in self.tools],
         )
 

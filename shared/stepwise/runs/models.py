@@ -9,6 +9,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, Field, field_validator
 
 from stepwise.agents.models import DEFAULT_MAX_STEPS, MAX_STEPS_LIMIT, ScriptTurn
+from stepwise.ids import SESSION_ID
 from stepwise.schema import Strict
 
 RunStatus = Literal["queued", "running", "waiting", "succeeded", "failed", "cancelled", "timed_out"]
@@ -54,7 +55,7 @@ def _fits_an_item(message: str) -> str:
 
 class RunCreate(Strict):
     message: str = Field(min_length=1, max_length=MESSAGE_LIMIT)
-    session_id: str | None = Field(default=None, min_length=1, max_length=64)
+    session_id: str | None = Field(default=None, pattern=SESSION_ID)
     max_steps: int | None = Field(default=None, ge=1, le=MAX_STEPS_LIMIT)
     max_tokens_budget: int | None = Field(default=None, ge=1)
     metadata: dict[str, Any] = Field(default_factory=dict)
@@ -69,7 +70,7 @@ class SyncRunCreate(Strict):
     message: str = Field(min_length=1, max_length=MESSAGE_LIMIT)
     _message_fits = field_validator("message")(_fits_an_item)
     _metadata_small = field_validator("metadata")(_small_metadata)
-    session_id: str | None = Field(default=None, min_length=1, max_length=64)
+    session_id: str | None = Field(default=None, pattern=SESSION_ID)
     metadata: dict[str, Any] = Field(default_factory=dict)
     script: list[ScriptTurn] | None = None
 

@@ -34,10 +34,12 @@ def _busy(session: Session) -> Conflict:
     )
 
 
-def _session_for(tenant_id: str, agent_id: str, session_id: str | None, run_id: str) -> tuple[Session, bool]:
+def _session_for(
+    tenant_id: str, agent_id: str, session_id: str | None, run_id: str, new_session_id: str
+) -> tuple[Session, bool]:
     """The run's session, and whether the run already holds it (a new session is born held)."""
     if session_id is None:
-        return sessions.create(tenant_id, new_id("ses"), agent_id, active_run_id=run_id), True
+        return sessions.create(tenant_id, new_session_id, agent_id, active_run_id=run_id), True
     session = sessions.get(tenant_id, session_id)
     if session.agent_id != agent_id:
         raise Conflict(
@@ -65,15 +67,12 @@ def _record(
         raise runs.RunExists(f"run {run_id} exists already", code="run_exists")
     run_id = run_id or new_id("run")
     strategy = getattr(body, "multitask_strategy", "enqueue")
-    session, held = _session_for(tenant_id, agent.agent_id, body.session_id, run_id)
-    if not held and strategy == "reject" and session.active_run_id:
-        raise _busy(session)  # before anything is written: a refused start leaves nothing behind
     run = Run(
         run_id=run_id,
         trigger_id=trigger_id or run_id,
         replay_of=replay_of,
         agent_id=agent.agent_id,
-        session_id=session.session_id,
+        session_id=body.session_id or new_id("ses"),
         status="queued",
         input=body.message,
         max_steps=max_steps,
@@ -83,6 +82,10 @@ def _record(
         script=body.script,
         created_at=utcnow(),
     )
+    runs.check_fits(tenant_id, run)  # before anything is written: a refused start leaves nothing behind
+    session, held = _session_for(tenant_id, agent.agent_id, body.session_id, run_id, run.session_id)
+    if not held and strategy == "reject" and session.active_run_id:
+        raise _busy(session)  # likewise
     return runs.create(tenant_id, run), held
 
 

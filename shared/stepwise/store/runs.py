@@ -14,13 +14,21 @@ from pynamodb.exceptions import DoesNotExist, TransactWriteError, UpdateError
 from pynamodb.expressions.update import Action
 from pynamodb.transactions import TransactWrite
 
-from stepwise import config
+from stepwise import config, safejson
 from stepwise.agents.models import ScriptTurn
 from stepwise.errors import Conflict, Malformed, NotFound
 from stepwise.runs.models import ACTIVE_STATUSES, TERMINAL_STATUSES, Run, RunError, RunStatus, Usage
 from stepwise.schema import utcnow
-from stepwise.store import quotas, run_context
-from stepwise.store.tables import RunContextItem, RunItem, bind, condition_failed, connection, tenant_key
+from stepwise.store import quotas, run_context, tables
+from stepwise.store.tables import (
+    RunContextItem,
+    RunItem,
+    bind,
+    condition_failed,
+    connection,
+    same_tenant,
+    tenant_key,
+)
 
 PAGE_LIMIT = 50
 
@@ -57,9 +65,12 @@ class RunExists(Conflict):
     """A run with this id was recorded before: a duplicate delivery of what started it."""
 
 
-def create(tenant_id: str, run: Run) -> Run:
+RUN = "the run (its message, metadata and script together)"
+
+
+def _new_item(tenant_id: str, run: Run) -> RunItem:
     bind()
-    item = RunItem(
+    return RunItem(
         tenant_id,
         run.run_id,
         agent_id=run.agent_id,
@@ -77,6 +88,17 @@ def create(tenant_id: str, run: Run) -> Run:
         script=[t.model_dump(exclude_none=True) for t in run.script] if run.script else None,
         created_at=run.created_at,
     )
+
+
+def check_fits(tenant_id: str, run: Run) -> None:
+    """413 `item_too_large` for a run DynamoDB could not store: for callers to ask before they write
+    anything else for it (its session)."""
+    tables.check_fits(_new_item(tenant_id, run), RUN)
+
+
+def create(tenant_id: str, run: Run) -> Run:
+    item = _new_item(tenant_id, run)
+    tables.check_fits(item, RUN)
     # A new run is active (queued): it takes one of the tenant's active-run slots in the same write.
     limit = config.quotas().max_active_runs
     try:
@@ -157,7 +179,7 @@ def _decode_token(token: str | None, expected: dict[str, str]) -> dict[str, Any]
         return None
     forged = Malformed("next_token is not one this API issued", code="invalid_next_token")
     try:
-        key = json.loads(base64.urlsafe_b64decode(token.encode()))
+        key = safejson.loads(base64.urlsafe_b64decode(token.encode()))
     except (ValueError, UnicodeDecodeError) as exc:
         raise forged from exc
     if not isinstance(key, dict) or set(key) != {*expected, "run_id"}:
@@ -198,7 +220,7 @@ def list_runs(
         result = RunItem.by_agent.query(tenant_key(tenant_id, agent_id), **query_args)
     else:
         result = RunItem.query(tenant_id, **query_args)
-    runs = _with_contexts(tenant_id, [_to_model(item) for item in result])
+    runs = _with_contexts(tenant_id, [_to_model(item) for item in same_tenant(result, tenant_id)])
     return runs, _encode_token(result.last_evaluated_key)
 
 

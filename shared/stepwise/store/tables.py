@@ -7,9 +7,11 @@ set the environment after importing.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Iterator
 from functools import cache
-from typing import Any
+from typing import Any, TypeVar
 
+from aws_lambda_powertools import Logger
 from pynamodb.attributes import (
     BinaryAttribute,
     BooleanAttribute,
@@ -27,11 +29,16 @@ from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 
 from stepwise import config
+from stepwise.errors import PayloadTooLarge
+from stepwise.ids import valid_tenant
+
+logger = Logger(service="stepwise")
 
 
 def tenant_key(tenant_id: str, ident: str) -> str:
-    """A partition key scoped to a tenant; '#' cannot occur in tenant ids or our generated ids."""
-    return f"{tenant_id}#{ident}"
+    """A partition key scoped to a tenant. The tenant id is checked here, where keys are made: with no
+    "#" in it, the first "#" of a key ends its tenant, so no tenant's key can spell another's."""
+    return f"{valid_tenant(tenant_id)}#{ident}"
 
 
 class ApiKeyItem(Model):
@@ -321,6 +328,57 @@ class QuotaItem(Model):
 
 def _region() -> str:
     return os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+
+
+_Owned = TypeVar("_Owned", RunItem, InteractionItem)  # the items that index queries return
+
+
+def same_tenant(items: Iterable[_Owned], tenant_id: str) -> Iterator[_Owned]:
+    """The items of a query that belong to `tenant_id`. Defence in depth for index queries: their keys
+    already carry the tenant, so an item of another tenant here is a bug, logged and never returned."""
+    for item in items:
+        if item.tenant_id == tenant_id:
+            yield item
+        else:
+            logger.error("a query returned another tenant's item; dropped", table=item.Meta.table_name)
+
+
+ITEM_LIMIT = 400 * 1024  # DynamoDB's item size limit, names and values together
+
+
+def item_size(item: Model) -> int:
+    """The item's size as DynamoDB counts it against ITEM_LIMIT (attribute names plus values; nested
+    lists and maps 3 bytes each, plus 1 per element), from its serialized attributes."""
+    return sum(len(name.encode()) + _value_size(value) for name, value in item.serialize().items())
+
+
+def _value_size(value: dict[str, Any]) -> int:
+    ((kind, data),) = value.items()
+    if kind == "S":
+        return len(str(data).encode())
+    if kind == "N":
+        return len(str(data).lstrip("-").replace(".", "")) // 2 + 2  # DynamoDB's own upper bound
+    if kind == "B":
+        return len(data)
+    if kind in ("BOOL", "NULL"):
+        return 1
+    if kind == "L":
+        return 3 + sum(1 + _value_size(v) for v in data)
+    if kind == "M":
+        return 3 + sum(1 + len(k.encode()) + _value_size(v) for k, v in data.items())
+    return sum(len(str(v).encode()) for v in data)  # SS, NS, BS
+
+
+def check_fits(item: Model, what: str) -> None:
+    """A 413 `item_too_large` for an item DynamoDB would refuse, before the write: what a tenant sends
+    (a schema, a script) must not reach DynamoDB as a ValidationException and answer as a 500."""
+    size = item_size(item)
+    if size > ITEM_LIMIT:
+        raise PayloadTooLarge(
+            f"{what} would take {size} bytes, over the {ITEM_LIMIT} bytes DynamoDB stores in one item",
+            code="item_too_large",
+            details={"size": size, "limit": ITEM_LIMIT},
+        )
 
 
 @cache

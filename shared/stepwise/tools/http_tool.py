@@ -16,6 +16,7 @@ from jsonschema.exceptions import best_match
 from referencing import Registry
 from referencing.exceptions import Unresolvable
 
+from stepwise import safejson
 from stepwise.outbound import OutboundRefused
 from stepwise.ssrf import AllowHosts, guarded_client
 from stepwise.tools.base import ToolResult
@@ -98,7 +99,7 @@ def call_http_tool(
         return ToolResult.failure("http_error", f"HTTP {response.status_code}: {text}")
     if not truncated and _is_json(response):
         try:
-            return ToolResult(output=json.loads(text))
+            return ToolResult(output=safejson.loads(text))
         except ValueError:
             pass
     return ToolResult(output=text)

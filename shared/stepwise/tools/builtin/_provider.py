@@ -23,6 +23,7 @@ from typing import Any
 
 import httpx
 
+from stepwise import safejson
 from stepwise.outbound import OutboundRefused, ResponseTooLarge
 from stepwise.ssrf import AllowHosts, guarded_client
 from stepwise.tools.base import ToolResult
@@ -140,7 +141,7 @@ def post_json(
     if not 200 <= status < 300:
         return status_failure(provider, status, text, response.headers.get("retry-after"))
     try:
-        return ToolResult(output=json.loads(text))
+        return ToolResult(output=safejson.loads(text))
     except ValueError:
         return ToolResult.failure(
             "provider_error", f"{provider} answered HTTP {status} with a body that is not JSON"
@@ -170,7 +171,7 @@ def status_failure(provider: str, status: int, body: str, retry_after: str | Non
 def error_detail(body: str) -> str:
     """The message in a provider's error body (`error`, `message` or `detail`, as JSON), else the body."""
     try:
-        parsed = json.loads(body)
+        parsed = safejson.loads(body)
     except ValueError:
         return cap(body.strip(), ERROR_DETAIL_LIMIT)
     if isinstance(parsed, dict):

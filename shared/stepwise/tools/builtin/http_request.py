@@ -21,6 +21,7 @@ from typing import Any, Literal
 import httpx
 from pydantic import BaseModel, ConfigDict, field_validator
 
+from stepwise import safejson
 from stepwise.outbound import OutboundRefused
 from stepwise.ssrf import AllowHosts, guarded_client
 from stepwise.tools.base import ToolResult
@@ -158,7 +159,7 @@ def send(
     body: Any = text + TRUNCATION_MARKER if truncated else text
     if not truncated and text and _is_json(response):
         with contextlib.suppress(ValueError):  # a body that only claims to be JSON stays text
-            body = json.loads(text)
+            body = safejson.loads(text)
     kept = {name: response.headers[name] for name in RESPONSE_HEADERS if name in response.headers}
     return ToolResult(output={"status": response.status_code, "headers": kept, "body": body})
 
