@@ -178,7 +178,7 @@ def call_model(
             "counted_messages": len(messages) if exact else 0,
         }
     )
-    observability.step_taken(turn.usage)
+    observability.step_taken(turn.usage, tenant_id)
     events.emit(
         tenant_id,
         run.run_id,

@@ -76,19 +76,29 @@ class SyncRunCreate(Strict):
 
 
 class Usage(BaseModel):
+    """What model calls spent. `input_tokens` is the whole prompt, of which `cached_tokens` were read
+    from the provider's cache and `cache_write_tokens` written to it; `cost_usd` is priced from
+    litellm's cost map (cache reads and writes at their own prices) and null as soon as any call was
+    of a model without a known price: a total is never a guess."""
+
     input_tokens: int = 0
     output_tokens: int = 0
     cached_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost_usd: float | None = 0.0
 
     @property
     def total(self) -> int:
         return self.input_tokens + self.output_tokens
 
     def __add__(self, other: Usage) -> Usage:
+        cost = None if self.cost_usd is None or other.cost_usd is None else self.cost_usd + other.cost_usd
         return Usage(
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
             cached_tokens=self.cached_tokens + other.cached_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+            cost_usd=cost,
         )
 
 

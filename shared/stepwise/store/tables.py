@@ -122,6 +122,8 @@ class RunItem(Model):
     input_tokens = NumberAttribute(default=0)
     output_tokens = NumberAttribute(default=0)
     cached_tokens = NumberAttribute(default=0)
+    cache_write_tokens = NumberAttribute(default=0)
+    cost_usd = NumberAttribute(null=True)  # absent: no known price (or recorded before costs were)
     # Absent means unknown; an empty list means checked and none. Appended before each tool runs.
     tools_executed = ListAttribute(of=UnicodeAttribute, null=True)
     replay_of = UnicodeAttribute(null=True)
