@@ -3,11 +3,11 @@
 from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import Response
-from aws_lambda_powertools.event_handler.openapi.params import Body
+from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from pydantic import BaseModel
 
-from stepwise.agents import bounds
+from stepwise.agents import bounds, weight
 from stepwise.agents.models import Agent, AgentCreate, AgentPatch
 from stepwise.api.context import tenant
 from stepwise.api.params import AgentId
@@ -17,7 +17,7 @@ from stepwise.ids import new_id
 from stepwise.masking import public_hook, public_tool
 from stepwise.mcp.models import public_servers
 from stepwise.schedules import service as schedules
-from stepwise.store import agents
+from stepwise.store import agents, runs
 from stepwise.tools.models import Tool
 
 router = APIGatewayHttpRouter()
@@ -117,6 +117,38 @@ def delete_agent(agent_id: AgentId) -> Response[None]:
         schedules.delete(tenant_id, agent_id, schedule.schedule_id)
     agents.delete(tenant_id, agent_id)
     return Response(status_code=204)
+
+
+@router.get(
+    "/v1/agents/<agent_id>/weight",
+    summary="Weigh an agent's first call",
+    description="The input tokens of the system prompt and of each tool declaration for the agent's "
+    "model, counted offline: what every run's first call sends before the user's message.",
+    responses=responses(200, "The weights, heaviest tool first", 404),
+    tags=AGENTS,
+)
+def get_weight(agent_id: AgentId) -> Response[weight.AgentWeight]:
+    tenant_id = tenant(router)
+    return json_response(weight.weighed(tenant_id, agents.get(tenant_id, agent_id)).model_dump(mode="json"))
+
+
+@router.get(
+    "/v1/agents/<agent_id>/tool-usage",
+    summary="How often the latest runs called each tool",
+    description="The agent's declared tools with their calls over its last `last` runs (newest first); "
+    "a tool called but no longer declared shows with `declared: false`. A declared tool nobody calls "
+    "costs tokens on every call.",
+    responses=responses(200, "Declared tools and their calls", 404),
+    tags=AGENTS,
+)
+def get_tool_usage(
+    agent_id: AgentId, last: Annotated[int, Query(ge=1, le=100)] = 20
+) -> Response[weight.ToolUsage]:
+    tenant_id = tenant(router)
+    agent = agents.get(tenant_id, agent_id)
+    latest, _ = runs.list_runs(tenant_id, agent_id=agent_id, limit=last)
+    usage = weight.tool_usage(agent, [r.tools_executed for r in latest])
+    return json_response(usage.model_dump(mode="json"))
 
 
 @router.post(
