@@ -28,7 +28,7 @@ from stepwise.store.sessions import tool_slot
 from stepwise.tools import registry, results
 from stepwise.tools.base import TOOL_RESULT_LIMIT, ToolResult
 from stepwise.tools.builtin import ToolScope
-from stepwise.tools.models import BuiltinTool, ClientTool, HttpTool
+from stepwise.tools.models import BuiltinTool, ClientTool, CodeTool, HttpTool
 
 logger = Logger(service="stepwise")
 
@@ -37,7 +37,7 @@ DEFAULT_CLIENT_TIMEOUT = 3600
 PARALLEL_TOOL_CALLS = 10
 EVENT_OUTPUT_LIMIT = 50_000  # characters of an output copied into a tool_result event
 
-Executable = HttpTool | BuiltinTool | McpToolRef
+Executable = HttpTool | CodeTool | BuiltinTool | McpToolRef
 
 
 @dataclass

@@ -11,7 +11,7 @@ from stepwise.agents.models import Agent, AgentCreate
 from stepwise.errors import AgentGone, Conflict, NotFound
 from stepwise.schema import utcnow
 from stepwise.store.tables import AgentItem, bind, check_fits, condition_failed
-from stepwise.tools.models import BuiltinTool, ClientTool, HttpTool
+from stepwise.tools.models import BuiltinTool, ClientTool, CodeTool, HttpTool
 
 LIST_LIMIT = 100
 # Version races one edit survives before it is a 409: each retry re-reads and re-applies the change,
@@ -97,7 +97,7 @@ def update(tenant_id: str, agent_id: str, changes: dict[str, Any]) -> Agent:
     return modify(tenant_id, agent_id, lambda _: changes)
 
 
-def add_tool(tenant_id: str, agent_id: str, tool: HttpTool | ClientTool | BuiltinTool) -> Agent:
+def add_tool(tenant_id: str, agent_id: str, tool: HttpTool | ClientTool | CodeTool | BuiltinTool) -> Agent:
     def adding(agent: Agent) -> dict[str, Any]:
         if agent.tool(tool.name) is not None:
             raise Conflict(f"agent {agent_id} already has a tool named {tool.name}", code="tool_exists")
