@@ -18,7 +18,7 @@ from stepwise.masking import public_hook, public_tool
 from stepwise.mcp.models import public_servers
 from stepwise.schedules import service as schedules
 from stepwise.store import agents, runs
-from stepwise.tools.models import Tool
+from stepwise.tools.models import AgentTool, Tool
 
 router = APIGatewayHttpRouter()
 AGENTS = ["agents"]
@@ -45,6 +45,18 @@ def view(agent: Agent) -> dict[str, Any]:
     }
 
 
+def _check_delegates(tenant_id: str, tools: list[Any]) -> None:
+    """An agent tool names an agent of the same tenant: another tenant's id is as unknown as a
+    made-up one (422 either way, saying which tool)."""
+    for tool in tools:
+        if isinstance(tool, AgentTool) and not agents.exists(tenant_id, tool.agent_id):
+            raise Unprocessable(
+                f"tool {tool.name}: agent {tool.agent_id} not found",
+                code="unknown_agent",
+                details=[{"loc": ["body", "agent_id"], "msg": "no such agent", "type": "value_error"}],
+            )
+
+
 @router.post(
     "/v1/agents",
     summary="Create an agent",
@@ -60,6 +72,7 @@ def view(agent: Agent) -> dict[str, Any]:
 )
 def create_agent(body: AgentCreate) -> Response[Agent]:
     bounds.check_named(body.model)
+    _check_delegates(tenant(router), body.tools)
     agent = agents.create(tenant(router), new_id("agt"), body)
     return json_response(view(agent), 201)
 
@@ -160,6 +173,8 @@ def get_tool_usage(
     tags=TOOLS,
 )
 def add_tool(agent_id: AgentId, body: Annotated[Tool, Body()]) -> Response[dict[str, Any]]:
+    agents.get(tenant(router), agent_id)  # an unknown agent is a 404 before its tool's target is looked at
+    _check_delegates(tenant(router), [body])
     agent = agents.add_tool(tenant(router), agent_id, body)
     tool = agent.tool(body.name)
     return json_response(public_tool(tool.model_dump(mode="json")) if tool else None, 201)

@@ -29,6 +29,7 @@ from stepwise.store import agents, run_context, runs, sessions
 from stepwise.store.run_context import CallRef, RunContext
 from stepwise.store.sessions import USER_SLOT
 from stepwise.tools import registry
+from stepwise.tools.models import AgentTool
 
 logger = Logger(service="stepwise")
 
@@ -90,9 +91,11 @@ def _executing(context: RunContext, ready: list[calls.Ready]) -> RunContext:
     )
 
 
-def _finish_waits(tenant_id: str, work: Working, agent: Agent, context: RunContext) -> RunContext:
-    """Apply each answer (an approved call runs with exactly the approved arguments) or expire the
-    wait, in the model's order."""
+def _finish_waits(
+    tenant_id: str, work: Working, agent: Agent, context: RunContext
+) -> tuple[RunContext, list[Wait]]:
+    """Apply each answer (an approved call runs with exactly the approved arguments; an approved
+    delegation starts its child, a new wait) or expire the wait, in the model's order."""
     if runs.transition(tenant_id, work.run.run_id, "running", allowed_from={"waiting"}):
         work.run = work.run.model_copy(update={"status": "running"})
     scope = _scope(tenant_id, work, agent, context)
@@ -103,15 +106,23 @@ def _finish_waits(tenant_id: str, work: Working, agent: Agent, context: RunConte
     ready = [s.ready for s in settled if s.ready is not None]
     if ready:
         context = run_context.save(tenant_id, work.run.run_id, _executing(context, ready))
-    results = []
+    results: list[dict[str, Any]] = []
+    delegated: list[calls.Gated] = []
+    spent = sum((s.spent for s in settled if s.spent is not None), context.descendants_usage)
     events.flush()  # what led here is in the log before the calls act
     for s in settled:  # one at a time, in the model's order
-        if s.ready is not None:
+        if s.ready is not None and isinstance(s.ready.tool, AgentTool):
+            delegated.append(calls.delegate(scope, s.ready))
+        elif s.ready is not None:
             results.append(calls.execute(scope, s.ready))
         elif s.result is not None:
-            results.append(calls.store_result(scope, s.ref, s.result))
+            results.append(calls.store_result(scope, s.ref, s.result, limit=s.limit))
+    results += [d.message for d in delegated if d.message is not None]
     _add_results(work, context, results)
-    return context.model_copy(update={"waits": [], "inflight": []})
+    started = [d.child_run_id for d in delegated if d.child_run_id is not None]
+    new_waits = [d.wait for d in delegated if d.wait is not None]
+    update = {"waits": new_waits, "inflight": [], "descendants_usage": spent}
+    return context.model_copy(update={**update, "children": [*context.children, *started]}), new_waits
 
 
 def _batches(pending: list[CallRef]) -> list[list[CallRef]]:
@@ -137,9 +148,20 @@ def _run_calls(
         ready = [g.ready for g in gated if g.ready is not None]
         if ready:
             context = run_context.save(tenant_id, work.run.run_id, _executing(context, ready))
-            results += calls.execute_all(scope, ready, concurrently=len(ready) > 1)
+            inline = [r for r in ready if not isinstance(r.tool, AgentTool)]
+            # A delegation's child runs on its own; the call waits for it like for a human.
+            gated += [calls.delegate(scope, r) for r in ready if isinstance(r.tool, AgentTool)]
+            results += [g.message for g in gated[len(batch) :] if g.message is not None]
+            results += calls.execute_all(scope, inline, concurrently=len(inline) > 1)
         _add_results(work, context, results)
-        context = context.model_copy(update={"next_call": batch[-1].index + 1, "inflight": []})
+        started = [g.child_run_id for g in gated if g.child_run_id is not None]
+        context = context.model_copy(
+            update={
+                "next_call": batch[-1].index + 1,
+                "inflight": [],
+                "children": [*context.children, *started],
+            }
+        )
         waits = [g.wait for g in gated if g.wait is not None]
         if waits:
             return context.model_copy(update={"waits": waits}), waits
@@ -197,9 +219,11 @@ def _step(state: RunState) -> RunState:
     elif work.run.status not in ("running", "waiting"):
         raise RunStateError(f"run {state.run_id} is {work.run.status}; no model step")
     if context.waits or context.pending_calls:
+        waits: list[Wait] = []
         if context.waits:
-            context = _finish_waits(tenant_id, work, agent, context)
-        context, waits = _run_calls(tenant_id, work, agent, context)
+            context, waits = _finish_waits(tenant_id, work, agent, context)
+        if not waits:
+            context, waits = _run_calls(tenant_id, work, agent, context)
         context = _save(tenant_id, work, context)  # before the model: a retried Step never redoes them
         if waits:
             return _wait(state, context, waits)

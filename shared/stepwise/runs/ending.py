@@ -14,9 +14,9 @@ from aws_lambda_powertools import Logger
 from stepwise import observability
 from stepwise.errors import NotFound
 from stepwise.hooks.run import fire
-from stepwise.runs import events
+from stepwise.runs import delegation, events
 from stepwise.runs.models import ACTIVE_STATUSES, EventType, RunError, RunStatus
-from stepwise.runs.queue import start_next
+from stepwise.runs.queue import start_next, stop
 from stepwise.store import agents, interactions, run_context, runs, sessions
 
 logger = Logger(service="stepwise")
@@ -49,6 +49,8 @@ def end_run(
             cached_tokens=context.usage.cached_tokens,
             cache_write_tokens=context.usage.cache_write_tokens,
             cost_usd=context.usage.cost_usd,
+            children=list(context.children) or None,
+            descendants_usage=context.descendants_usage.model_dump(mode="json"),
             tools_executed=list(context.tools_executed),
             compaction_failures=context.compaction_failures,
         )
@@ -62,8 +64,10 @@ def end_run(
         _hand_on(tenant_id, run.session_id, run_id)
         return False
     run_context.mark_ended(tenant_id, run_id)
-    for pending in interactions.for_run(tenant_id, run_id, "pending"):
+    waited = interactions.for_run(tenant_id, run_id, "pending")
+    for pending in waited:
         interactions.close(tenant_id, pending.interaction_id, "expired")  # its links now answer 410
+    _stop_children(tenant_id, run_id, [w for w in waited if w.kind == "delegation"])
     if status == "succeeded":
         observability.run_succeeded()
         with contextlib.suppress(NotFound):
@@ -79,9 +83,23 @@ def end_run(
         if status == "cancelled":
             data["reason"] = error.message if error else None
     events.emit(tenant_id, run_id, _terminal_event(status), data)
+    delegation.report(tenant_id, run)  # a child's parent resumes with its outcome
     _hand_on(tenant_id, run.session_id, run_id)
     _on_run_complete(tenant_id, run.agent_id, run_id, status, output)
     return True
+
+
+def _stop_children(tenant_id: str, run_id: str, delegations: list[interactions.Interaction]) -> None:
+    """The children the run still waited for stop with it (and theirs with them, through this same
+    ending): nothing of a finished tree keeps working or keeps a human waiting."""
+    for waited in delegations:
+        child_id = delegation.child_run_id(waited)
+        with contextlib.suppress(NotFound):
+            if runs.get(tenant_id, child_id).done:
+                continue
+            stop(child_id, f"its parent run {run_id} ended")
+            reason = RunError(code="cancelled", message=f"its parent run {run_id} ended")
+            end_run(tenant_id, child_id, "cancelled", error=reason)
 
 
 def _hand_on(tenant_id: str, session_id: str, run_id: str) -> None:

@@ -49,3 +49,20 @@ def start_next(tenant_id: str, session_id: str, ended_run_id: str) -> str | None
         launch(tenant_id, next_run)
         return next_run_id
     return start_next(tenant_id, session_id, next_run_id)  # it was cancelled while queued: skip it
+
+
+# The error our cancel gives StopExecution: the reconciler recognises its own cancels by it.
+CANCELLED_ERROR = "Cancelled"
+
+
+def stop(run_id: str, reason: str) -> None:
+    """Stop the run's execution; a run that never started has none, which is fine."""
+    from botocore.exceptions import ClientError
+
+    try:
+        aws.client("stepfunctions").stop_execution(
+            executionArn=config.machine().execution_arn(run_id), error=CANCELLED_ERROR, cause=reason[:256]
+        )
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") != "ExecutionDoesNotExist":
+            raise

@@ -3,6 +3,7 @@ the agent's MCP servers, see stepwise.mcp)."""
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Annotated, Any, Literal
 
@@ -158,17 +159,51 @@ class BuiltinTool(ToolBase):
         return self.read_only
 
 
+DELEGATION_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"message": {"type": "string", "description": "What to ask the agent, in full."}},
+    "required": ["message"],
+}
+
+
+class AgentTool(ToolBase):
+    """Another agent of the tenant as a tool: a call starts a child run of `agent_id` in a fresh session
+    and its answer is the result. With the default schema the model writes the child's `message`; a
+    custom schema's arguments reach the child as JSON text."""
+
+    type: Literal["agent"]
+    description: str = Field(min_length=1, max_length=4096)
+    agent_id: str = Field(pattern=r"^agt_[0-9A-HJKMNP-TV-Z]{26}$")
+    input_schema: dict[str, Any] = Field(default_factory=lambda: dict(DELEGATION_SCHEMA))
+    read_only: bool = False  # a read-only agent tool runs alongside the batch's other parallel-safe calls
+
+    _schema = field_validator("input_schema")(lambda v: valid_input_schema(v))
+
+    @property
+    def parallel_safe(self) -> bool:
+        return self.read_only
+
+    def child_message(self, arguments: dict[str, Any]) -> str:
+        if self.input_schema == DELEGATION_SCHEMA and isinstance(arguments.get("message"), str):
+            return str(arguments["message"])
+        return json.dumps(arguments, ensure_ascii=False, sort_keys=True)
+
+
 def _tool_type(value: Any) -> str:
     """A tool body without `type` is a builtin, as the contract writes it: `{name, config?}`."""
     kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
     return str(kind or "builtin")
 
 
+# The tools an agent declares itself (MCP tools are discovered from its MCP servers instead).
+DeclaredTool = HttpTool | ClientTool | CodeTool | BuiltinTool | AgentTool
+
 # MCP tools are not listed here: they are discovered from the agent's MCP servers.
 Tool = Annotated[
     Annotated[HttpTool, Tag("http")]
     | Annotated[ClientTool, Tag("client")]
     | Annotated[CodeTool, Tag("code")]
-    | Annotated[BuiltinTool, Tag("builtin")],
+    | Annotated[BuiltinTool, Tag("builtin")]
+    | Annotated[AgentTool, Tag("agent")],
     Discriminator(_tool_type),
 ]

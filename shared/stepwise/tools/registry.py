@@ -12,7 +12,7 @@ from stepwise.mcp.models import McpToolRef
 from stepwise.runs.models import Run
 from stepwise.tools.base import TOOL_RESULT_LIMIT, ToolResult
 from stepwise.tools.builtin import ToolScope, catalog
-from stepwise.tools.models import BuiltinTool, ClientTool, CodeTool, HttpTool
+from stepwise.tools.models import AgentTool, BuiltinTool, CodeTool, DeclaredTool, HttpTool
 
 Decision = Literal["allow", "ask", "deny"]
 
@@ -28,16 +28,14 @@ class Verdict(BaseModel):
     channels: list[dict[str, Any]] | None = None
 
 
-def resolve(agent: Agent, name: str) -> HttpTool | ClientTool | CodeTool | BuiltinTool | McpToolRef | None:
+def resolve(agent: Agent, name: str) -> DeclaredTool | McpToolRef | None:
     """The tool a name refers to: one of the agent's own, or one of its MCP servers' tools."""
     from stepwise import mcp
 
     return agent.tool(name) or mcp.find(agent, name)
 
 
-def permission_for(
-    agent: Agent, tool: HttpTool | ClientTool | CodeTool | BuiltinTool | McpToolRef
-) -> Decision:
+def permission_for(agent: Agent, tool: DeclaredTool | McpToolRef) -> Decision:
     """A tool's own permission wins; `inherit` takes the agent's default."""
     if tool.permission != "inherit":
         return tool.permission
@@ -51,7 +49,7 @@ def before_tool_use(
     tenant_id: str,
     run: Run,
     agent: Agent,
-    tool: HttpTool | ClientTool | CodeTool | BuiltinTool | McpToolRef,
+    tool: DeclaredTool | McpToolRef,
     arguments: dict[str, Any],
 ) -> Verdict:
     """Permission first (a denied tool calls no hook), then PreToolUse hooks, which may block, rewrite
@@ -68,6 +66,20 @@ def before_tool_use(
     if decision.action == "deny":
         return Verdict(action="deny", arguments=arguments, code="blocked_by_hook", message=decision.message)
     arguments = decision.modified_input if decision.modified_input is not None else arguments
+    if isinstance(tool, AgentTool):
+        # After PreToolUse, for agent tools alone: what is about to be delegated, to whom.
+        delegated = fire(
+            tenant_id,
+            run.run_id,
+            agent,
+            "OnDelegation",
+            tool_name=tool.name,
+            arguments={"agent_id": tool.agent_id, "message": tool.child_message(arguments)},
+        )
+        if delegated.action == "deny":
+            return Verdict(
+                action="deny", arguments=arguments, code="blocked_by_hook", message=delegated.message
+            )
     if decision.action == "ask" and decision.approval is not None:
         channels = [c.model_dump(mode="json") for c in decision.approval.channels]
         return Verdict(
@@ -124,7 +136,7 @@ def execute(
     return result
 
 
-def result_limit(tool: HttpTool | ClientTool | CodeTool | BuiltinTool | McpToolRef | None) -> int | None:
+def result_limit(tool: DeclaredTool | McpToolRef | None) -> int | None:
     """How much of a result the model sees; knowledge search (and delegation) are never cut."""
     if isinstance(tool, BuiltinTool) and not getattr(catalog.load(tool.name), "TRUNCATE", True):
         return None
