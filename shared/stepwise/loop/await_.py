@@ -13,8 +13,8 @@ from pydantic import BaseModel
 from stepwise import answers, observability
 from stepwise.loop.models import Wait
 from stepwise.runs import events
-from stepwise.store import agents, interactions, runs
 from stepwise.store.interactions import Interaction
+from stepwise.store.ports import stores
 
 logger = Logger(service="stepwise")
 
@@ -49,7 +49,7 @@ def _tell_humans(tenant_id: str, interaction: Interaction, url: str) -> None:
     from stepwise.approvals import links
     from stepwise.channels import email, slack
 
-    agent = agents.get(tenant_id, interaction.agent_id)
+    agent = stores().agents.get(tenant_id, interaction.agent_id)
     token = url.rsplit("/", 1)[-1]
     for channel in interaction.channels or []:
         try:
@@ -102,7 +102,7 @@ def _tell_humans(tenant_id: str, interaction: Interaction, url: str) -> None:
 def handle(event: dict[str, Any]) -> dict[str, Any]:
     wait = WaitEvent.model_validate(event)
     interaction_id = wait.wait.interaction_id
-    interaction = interactions.attach_token(wait.tenant_id, interaction_id, wait.task_token)
+    interaction = stores().interactions.attach_token(wait.tenant_id, interaction_id, wait.task_token)
     observability.bind(run_id=wait.run_id, session_id=interaction.session_id, step=wait.step)
     if interaction.status not in ("pending", "answered"):
         return {"interaction_id": interaction_id, "status": interaction.status}  # closed meanwhile
@@ -122,7 +122,7 @@ def handle(event: dict[str, Any]) -> dict[str, Any]:
         answers.deliver(wait.tenant_id, interaction_id)
         return {"interaction_id": interaction_id, "status": "answered"}
     # After the event, so a client that sees "waiting" finds what it waits for in the events.
-    runs.transition(wait.tenant_id, wait.run_id, "waiting", allowed_from={"running", "waiting"})
+    stores().runs.transition(wait.tenant_id, wait.run_id, "waiting", allowed_from={"running", "waiting"})
     if interaction.kind == "approval":
         _tell_humans(wait.tenant_id, interaction, data["approval_url"])
     return {"interaction_id": interaction_id, "status": "pending"}

@@ -21,11 +21,12 @@ from stepwise.loop.models import Wait
 from stepwise.mcp.models import McpToolRef
 from stepwise.runs import events
 from stepwise.runs.models import Run
-from stepwise.store import effects, interactions, sessions
+from stepwise.store import interactions
 from stepwise.store.interactions import Interaction
+from stepwise.store.ports import stores
 from stepwise.store.run_context import CallRef
 from stepwise.store.sessions import tool_slot
-from stepwise.tools import registry, results
+from stepwise.tools import registry
 from stepwise.tools.base import TOOL_RESULT_LIMIT, ToolResult
 from stepwise.tools.builtin import ToolScope
 from stepwise.tools.models import BuiltinTool, ClientTool, HttpTool
@@ -90,9 +91,9 @@ def store_result(
     """The result as the model will read it (its message), and as clients see it (its event)."""
     run = scope.run
     whole = result.for_model(None)
-    stored = results.offload(scope.tenant_id, run.run_id, ref.id, whole)  # beyond what an item holds
+    stored = stores().results.offload(scope.tenant_id, run.run_id, ref.id, whole)  # beyond what an item holds
     message = {"role": "tool", "tool_call_id": ref.id, "content": result.for_model(limit)}
-    sessions.put_message(
+    stores().sessions.put_message(
         scope.tenant_id, run.session_id, run.run_id, scope.step, tool_slot(ref.index), message
     )
     payload: dict[str, Any] = {"tool_call_id": ref.id, "tool_name": ref.name}
@@ -122,7 +123,7 @@ def _pause(
     channels: Any = None,
 ) -> Gated:
     run = scope.run
-    interaction = interactions.create(
+    interaction = stores().interactions.create(
         scope.tenant_id,
         # derived from the call, so a retried Step finds the interaction it created before
         interaction_id=f"int_{run.run_id.removeprefix('run_')}_{scope.step}_{ref.index}",
@@ -208,7 +209,7 @@ def execute(scope: StepScope, ready: Ready) -> dict[str, Any]:
     # At most once per effect key; a deduplicated call answers with the stored result. What the
     # ledger or the store raise is the step's failure (the state machine retries or fails the run):
     # a claim left open then answers effect_unknown, never a second effect.
-    guarded = ledger.guard(call_scope, tool, ready.arguments, call, store=effects)
+    guarded = ledger.guard(call_scope, tool, ready.arguments, call, store=stores().effects)
     result = registry.after_tool_use(
         scope.tenant_id, run, scope.agent, tool.name, ready.arguments, guarded.result
     )
@@ -242,11 +243,11 @@ class Settled:
 def settle(scope: StepScope, ref: CallRef, wait: Wait) -> Settled:
     """The wait is over: an answer decides; without one, the deadline passed (a late answer that wins
     the race against the expiry still counts)."""
-    interaction = interactions.get(scope.tenant_id, wait.interaction_id)
-    if interaction.status == "pending" and not interactions.close(
+    interaction = stores().interactions.get(scope.tenant_id, wait.interaction_id)
+    if interaction.status == "pending" and not stores().interactions.close(
         scope.tenant_id, wait.interaction_id, "expired"
     ):
-        interaction = interactions.get(scope.tenant_id, wait.interaction_id)  # answered meanwhile
+        interaction = stores().interactions.get(scope.tenant_id, wait.interaction_id)  # answered meanwhile
     if interaction.status != "answered":
         waited = "an approval" if interaction.kind == "approval" else "an answer"
         return Settled(
