@@ -15,8 +15,8 @@ from stepwise.loop.models import Wait
 from stepwise.runs import delegation, events
 from stepwise.runs.models import EventType
 from stepwise.runs.queue import StartFailed, launch
-from stepwise.store import agents, interactions, runs
 from stepwise.store.interactions import Interaction
+from stepwise.store.ports import stores
 
 logger = Logger(service="stepwise")
 
@@ -51,7 +51,7 @@ def _tell_humans(tenant_id: str, interaction: Interaction, url: str) -> None:
     from stepwise.approvals import links
     from stepwise.channels import email, slack
 
-    agent = agents.get(tenant_id, interaction.agent_id)
+    agent = stores().agents.get(tenant_id, interaction.agent_id)
     token = url.rsplit("/", 1)[-1]
     for channel in interaction.channels or []:
         try:
@@ -104,7 +104,7 @@ def _tell_humans(tenant_id: str, interaction: Interaction, url: str) -> None:
 def handle(event: dict[str, Any]) -> dict[str, Any]:
     wait = WaitEvent.model_validate(event)
     interaction_id = wait.wait.interaction_id
-    interaction = interactions.attach_token(wait.tenant_id, interaction_id, wait.task_token)
+    interaction = stores().interactions.attach_token(wait.tenant_id, interaction_id, wait.task_token)
     observability.bind(run_id=wait.run_id, session_id=interaction.session_id, step=wait.step)
     if interaction.status not in ("pending", "answered"):
         return {"interaction_id": interaction_id, "status": interaction.status}  # closed meanwhile
@@ -121,14 +121,14 @@ def handle(event: dict[str, Any]) -> dict[str, Any]:
         data["approval_url"] = approval_link(wait.tenant_id, interaction)
         data["expires_at"] = interaction.deadline.isoformat()
     events.emit(wait.tenant_id, wait.run_id, etype, data)
-    run = runs.get(wait.tenant_id, wait.run_id)
+    run = stores().runs.get(wait.tenant_id, wait.run_id)
     if run.root_run_id:  # a descendant's human wait shows in the stream the app watches, the root's
         events.emit(wait.tenant_id, run.root_run_id, etype, {**data, "run_id": run.run_id})
     if interaction.status == "answered":  # the answer beat the token (the app read the interaction list)
         answers.deliver(wait.tenant_id, interaction_id)
         return {"interaction_id": interaction_id, "status": "answered"}
     # After the event, so a client that sees "waiting" finds what it waits for in the events.
-    runs.transition(wait.tenant_id, wait.run_id, "waiting", allowed_from={"running", "waiting"})
+    stores().runs.transition(wait.tenant_id, wait.run_id, "waiting", allowed_from={"running", "waiting"})
     if interaction.kind == "approval":
         _tell_humans(wait.tenant_id, interaction, data["approval_url"])
     return {"interaction_id": interaction_id, "status": "pending"}
@@ -140,8 +140,8 @@ def _delegate(wait: WaitEvent, interaction: Interaction) -> dict[str, Any]:
     if interaction.status == "answered":  # a retried Await after the child ended: resume the parent
         answers.deliver(wait.tenant_id, interaction.interaction_id)
         return {"interaction_id": interaction.interaction_id, "status": "answered"}
-    parent = runs.get(wait.tenant_id, wait.run_id)
-    child = runs.get(wait.tenant_id, delegation.child_run_id(interaction))
+    parent = stores().runs.get(wait.tenant_id, wait.run_id)
+    child = stores().runs.get(wait.tenant_id, delegation.child_run_id(interaction))
     data = {
         "tool_call_id": interaction.tool_call_id,
         "tool_name": interaction.tool_name,

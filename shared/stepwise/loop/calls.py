@@ -23,11 +23,12 @@ from stepwise.loop.models import Wait
 from stepwise.mcp.models import McpToolRef
 from stepwise.runs import delegation, events
 from stepwise.runs.models import Run, Usage
-from stepwise.store import agents, effects, interactions, sessions
+from stepwise.store import interactions
 from stepwise.store.interactions import Interaction
+from stepwise.store.ports import stores
 from stepwise.store.run_context import CallRef
 from stepwise.store.sessions import tool_slot
-from stepwise.tools import registry, results
+from stepwise.tools import registry
 from stepwise.tools.base import TOOL_RESULT_LIMIT, ToolResult
 from stepwise.tools.builtin import ToolScope
 from stepwise.tools.models import AgentTool, BuiltinTool, ClientTool, CodeTool, HttpTool
@@ -93,9 +94,9 @@ def store_result(
     """The result as the model will read it (its message), and as clients see it (its event)."""
     run = scope.run
     whole = result.for_model(None)
-    stored = results.offload(scope.tenant_id, run.run_id, ref.id, whole)  # beyond what an item holds
+    stored = stores().results.offload(scope.tenant_id, run.run_id, ref.id, whole)  # beyond what an item holds
     message = {"role": "tool", "tool_call_id": ref.id, "content": result.for_model(limit)}
-    sessions.put_message(
+    stores().sessions.put_message(
         scope.tenant_id, run.session_id, run.run_id, scope.step, tool_slot(ref.index), message
     )
     payload: dict[str, Any] = {"tool_call_id": ref.id, "tool_name": ref.name}
@@ -130,7 +131,7 @@ def _pause(
     base = run.run_id.removeprefix("run_")
     if kind == "delegation":
         base = ids.derived_id("int", run.created_at, run.run_id, str(scope.step), str(ref.index), kind)[4:]
-    interaction = interactions.create(
+    interaction = stores().interactions.create(
         scope.tenant_id,
         interaction_id=f"int_{base}_{scope.step}_{ref.index}",
         run_id=run.run_id,
@@ -174,7 +175,7 @@ def delegate(scope: StepScope, ready: Ready) -> Gated:
             ),
         )
     try:
-        agents.get(scope.tenant_id, tool.agent_id)
+        stores().agents.get(scope.tenant_id, tool.agent_id)
     except NotFound:
         gone = ToolResult.failure("agent_gone", f"the agent behind {tool.name} no longer exists")
         return _done(scope, ref, gone)
@@ -244,7 +245,7 @@ def execute(scope: StepScope, ready: Ready) -> dict[str, Any]:
     # At most once per effect key; a deduplicated call answers with the stored result. What the
     # ledger or the store raise is the step's failure (the state machine retries or fails the run):
     # a claim left open then answers effect_unknown, never a second effect.
-    guarded = ledger.guard(call_scope, tool, ready.arguments, call, store=effects)
+    guarded = ledger.guard(call_scope, tool, ready.arguments, call, store=stores().effects)
     result = registry.after_tool_use(
         scope.tenant_id, run, scope.agent, tool.name, ready.arguments, guarded.result
     )
@@ -280,11 +281,11 @@ class Settled:
 def settle(scope: StepScope, ref: CallRef, wait: Wait) -> Settled:
     """The wait is over: an answer decides; without one, the deadline passed (a late answer that wins
     the race against the expiry still counts)."""
-    interaction = interactions.get(scope.tenant_id, wait.interaction_id)
-    if interaction.status == "pending" and not interactions.close(
+    interaction = stores().interactions.get(scope.tenant_id, wait.interaction_id)
+    if interaction.status == "pending" and not stores().interactions.close(
         scope.tenant_id, wait.interaction_id, "expired"
     ):
-        interaction = interactions.get(scope.tenant_id, wait.interaction_id)  # answered meanwhile
+        interaction = stores().interactions.get(scope.tenant_id, wait.interaction_id)  # answered meanwhile
     if interaction.kind == "delegation":
         return _delegated(scope, ref, interaction)
     if interaction.status != "answered":

@@ -25,7 +25,7 @@ from stepwise.loop.models import RunState, Wait
 from stepwise.loop.working import Working
 from stepwise.runs import events
 from stepwise.runs.models import Run
-from stepwise.store import agents, run_context, runs, sessions
+from stepwise.store.ports import stores
 from stepwise.store.run_context import CallRef, RunContext
 from stepwise.store.sessions import USER_SLOT
 from stepwise.tools import registry
@@ -41,12 +41,12 @@ def _prepare(tenant_id: str, work: Working, agent: Agent, context: RunContext) -
         decision = fire(tenant_id, run.run_id, agent, "OnRunStart", arguments={"message": run.input})
         if decision.action == "deny":
             raise HookDenied(decision.message or "an OnRunStart hook refused this run")
-    started = runs.transition(tenant_id, run.run_id, "running", allowed_from={"queued"})
-    if not started and runs.get(tenant_id, run.run_id).status != "running":  # running: a retry
+    started = stores().runs.transition(tenant_id, run.run_id, "running", allowed_from={"queued"})
+    if not started and stores().runs.get(tenant_id, run.run_id).status != "running":  # running: a retry
         raise RunStateError(f"run {run.run_id} is {run.status}; it cannot start")
     user = {"role": "user", "content": run.input}
-    sessions.put_checkpoint(tenant_id, run.session_id, run.run_id, work.earlier)
-    sessions.put_message(tenant_id, run.session_id, run.run_id, 0, USER_SLOT, user)
+    stores().sessions.put_checkpoint(tenant_id, run.session_id, run.run_id, work.earlier)
+    stores().sessions.put_message(tenant_id, run.session_id, run.run_id, 0, USER_SLOT, user)
     work.current = [user]
     work.run = run.model_copy(update={"status": "running"})
     if started:
@@ -96,7 +96,7 @@ def _finish_waits(
 ) -> tuple[RunContext, list[Wait]]:
     """Apply each answer (an approved call runs with exactly the approved arguments; an approved
     delegation starts its child, a new wait) or expire the wait, in the model's order."""
-    if runs.transition(tenant_id, work.run.run_id, "running", allowed_from={"waiting"}):
+    if stores().runs.transition(tenant_id, work.run.run_id, "running", allowed_from={"waiting"}):
         work.run = work.run.model_copy(update={"status": "running"})
     scope = _scope(tenant_id, work, agent, context)
     by_id = {ref.id: ref for ref in context.calls}
@@ -105,7 +105,7 @@ def _finish_waits(
     settled = [calls.settle(scope, by_id[w.tool_call_id], w) for w in waits if w.tool_call_id not in done_ids]
     ready = [s.ready for s in settled if s.ready is not None]
     if ready:
-        context = run_context.save(tenant_id, work.run.run_id, _executing(context, ready))
+        context = stores().run_context.save(tenant_id, work.run.run_id, _executing(context, ready))
     results: list[dict[str, Any]] = []
     delegated: list[calls.Gated] = []
     spent = sum((s.spent for s in settled if s.spent is not None), context.descendants_usage)
@@ -147,7 +147,7 @@ def _run_calls(
         results = [g.message for g in gated if g.message is not None]
         ready = [g.ready for g in gated if g.ready is not None]
         if ready:
-            context = run_context.save(tenant_id, work.run.run_id, _executing(context, ready))
+            context = stores().run_context.save(tenant_id, work.run.run_id, _executing(context, ready))
             inline = [r for r in ready if not isinstance(r.tool, AgentTool)]
             # A delegation's child runs on its own; the call waits for it like for a human.
             gated += [calls.delegate(scope, r) for r in ready if isinstance(r.tool, AgentTool)]
@@ -169,7 +169,7 @@ def _run_calls(
 
 
 def _save(tenant_id: str, work: Working, context: RunContext) -> RunContext:
-    context = run_context.save(tenant_id, work.run.run_id, context)
+    context = stores().run_context.save(tenant_id, work.run.run_id, context)
     working.keep(tenant_id, work, context.version)
     return context
 
@@ -208,12 +208,12 @@ def step(state: RunState) -> RunState:
 
 def _step(state: RunState) -> RunState:
     tenant_id = state.tenant_id
-    context = run_context.load(tenant_id, state.run_id)
+    context = stores().run_context.load(tenant_id, state.run_id)
     if context.ended:
         raise RunStateError(f"run {state.run_id} has ended; no step")
     work = working.load(tenant_id, state.run_id, context.version)
     observability.bind_run(work.run, step=context.steps + 1)
-    agent = agents.get_for_run(tenant_id, work.run.agent_id)  # a deleted agent fails the run here
+    agent = stores().agents.get_for_run(tenant_id, work.run.agent_id)  # a deleted agent fails the run here
     if not context.prepared:
         context = _prepare(tenant_id, work, agent, context)
     elif work.run.status not in ("running", "waiting"):
@@ -257,4 +257,4 @@ def sync_answer(tenant_id: str, run_id: str) -> Run:
     except Exception as exc:
         failed.fail_with(tenant_id, run_id, exc)
         raise
-    return runs.get(tenant_id, run_id)
+    return stores().runs.get(tenant_id, run_id)
