@@ -45,7 +45,7 @@ from stepwise.store.sessions import CHECKPOINT_LIMIT, MESSAGE_PREFIX, Earlier, m
 from stepwise.tools.results import OFFLOAD_CHARS, key_for
 
 Message = dict[str, Any]
-USAGE_FIELDS = ("input_tokens", "output_tokens", "cached_tokens")
+USAGE_FIELDS = ("input_tokens", "output_tokens", "cached_tokens", "cache_write_tokens", "cost_usd")
 
 
 class FakeRunContexts:
@@ -136,9 +136,13 @@ class FakeRuns:
             usage = run.usage.model_dump()
             for name, value in fields.items():
                 if name in USAGE_FIELDS:  # the item keeps them as attributes, the model as `usage`
-                    usage[name] = value or 0
+                    usage[name] = value if name == "cost_usd" else value or 0  # a null cost stays null
                 elif name == "error":
                     update["error"] = RunError.model_validate(value) if value else None
+                elif name == "descendants_usage":  # the item keeps it as JSON
+                    update[name] = Usage.model_validate(value or {})
+                elif name == "children":
+                    update[name] = list(value or [])
                 elif name not in Run.model_fields:
                     raise AttributeError(f"a run has no attribute {name!r}")  # as getattr(RunItem, name)
                 else:
