@@ -11,9 +11,9 @@ from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
 import httpx
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from stepwise_sdk.errors import StepwiseError, error_from, retry_after
+from stepwise_sdk.errors import InvalidResponse, StepwiseError, error_from, retry_after
 
 T = TypeVar("T")
 
@@ -80,7 +80,14 @@ class Call(Generic[T]):
     def parse(self, response: httpx.Response) -> T:
         if self.operation.response is None or response.status_code == 204:
             return None  # type: ignore[return-value]  # the operation's T is None
-        parsed: T = _adapter(self.operation.response).validate_json(response.content)
+        try:
+            parsed: T = _adapter(self.operation.response).validate_json(response.content)
+        except ValidationError as exc:
+            raise InvalidResponse(
+                f"{self.operation.method} {self.path} answered {response.status_code} with a body that "
+                f"does not match the spec: {exc.error_count()} problem(s)",
+                details=exc.errors(include_url=False, include_input=False),
+            ) from None
         return parsed
 
 

@@ -36,7 +36,7 @@ class Cursor:
             wait = min(wait, remaining)
         return RUN_EVENTS.call(
             {"run_id": self.run_id},
-            params={"after": self.after, "wait": round(wait, 3)},
+            params={"after": self.after, "wait": _seconds(wait)},
             timeout=wait + POLL_MARGIN,
         )
 
@@ -53,3 +53,8 @@ class Cursor:
         self.after = max(self.after, page.next)
         self.ended = page.done
         return fresh
+
+
+def _seconds(value: float) -> float | int:
+    rounded = round(value, 3)
+    return int(rounded) if rounded.is_integer() else rounded

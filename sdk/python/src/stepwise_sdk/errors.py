@@ -96,6 +96,12 @@ class ApiTimeoutError(ApiConnectionError):
     code = "timeout"
 
 
+class InvalidResponse(StepwiseError):
+    """A success answer whose body is not the shape the spec gives it (`details`: pydantic's errors)."""
+
+    code = "invalid_response"
+
+
 class WaitTimeout(StepwiseError):
     """`runs.wait(..., timeout=)` ran out before the run ended."""
 
