@@ -3,6 +3,8 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 SAM_VENV := .venv-sam
+# checkov pins a dependency tree of its own (like the SAM CLI), so it gets its own venv too.
+CHECKOV_VENV := .venv-checkov
 PY := $(VENV)/bin/python
 UV := $(VENV)/bin/uv
 STAMP := $(VENV)/.installed
@@ -10,13 +12,14 @@ STAMP := $(VENV)/.installed
 CHROMIUM := /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SAM_STAMP := $(SAM_VENV)/.installed
+CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 # AWS SDKs need a region and credentials to build clients; locally everything is moto, so fake ones.
 export AWS_DEFAULT_REGION ?= us-east-1
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 # SAM CLI would try to send telemetry to AWS; nothing leaves this machine.
 export SAM_CLI_TELEMETRY := 0
 
-.PHONY: help run test unit integration e2e contract lint bench lock clean postgres
+.PHONY: help run test unit integration e2e contract lint bench lock clean postgres nodejs
 
 help:
 	@echo "make run    start the local stack on 127.0.0.1:$${PORT:-3000}"
@@ -40,6 +43,12 @@ $(SAM_STAMP): requirements/sam.lock requirements/bootstrap.lock
 	$(SAM_VENV)/bin/uv pip sync --quiet --python $(SAM_VENV)/bin/python --require-hashes requirements/sam.lock
 	@touch $@
 
+$(CHECKOV_STAMP): requirements/checkov.lock requirements/bootstrap.lock
+	@test -x $(CHECKOV_VENV)/bin/python || $(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/pip install --quiet --disable-pip-version-check --require-hashes --no-deps -r requirements/bootstrap.lock
+	$(CHECKOV_VENV)/bin/uv pip sync --quiet --python $(CHECKOV_VENV)/bin/python --require-hashes requirements/checkov.lock
+	@touch $@
+
 $(CHROMIUM):
 	$(SUDO) apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null
@@ -51,25 +60,33 @@ postgres:
 		|| ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 \
 		|| { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq postgresql >/dev/null; }
 
+# JavaScript code tools are tested in a sandbox on loopback that runs them with node
+# (tests/fakes/sandbox.py): node on PATH, else Debian's nodejs, installed when missing.
+nodejs:
+	@command -v node >/dev/null 2>&1 \
+		|| { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq nodejs >/dev/null; }
+
 run: $(STAMP)
 	$(PY) -m stepwise.local
 
-test: lint contract $(CHROMIUM) postgres
+test: lint contract $(CHROMIUM) postgres nodejs
 	$(PY) -m pytest tests
 
 unit: $(STAMP)
 	$(PY) -m pytest tests/unit
 
-integration: $(STAMP) postgres
+integration: $(STAMP) postgres nodejs
 	$(PY) -m pytest tests/integration
 
 e2e: $(STAMP) $(CHROMIUM) postgres
 	$(PY) -m pytest tests/e2e
 
-contract: $(STAMP) $(SAM_STAMP)
+contract: $(STAMP) $(SAM_STAMP) $(CHECKOV_STAMP)
 	$(VENV)/bin/cfn-lint template.yaml
 	$(SAM_VENV)/bin/sam validate --lint --template-file template.yaml --region $(AWS_DEFAULT_REGION)
 	$(SAM_VENV)/bin/python tests/contract/transformed_lint.py template.yaml
+	# Accepted exceptions, each with its reason, are in .checkov.yaml; any other failed check fails here.
+	$(CHECKOV_VENV)/bin/checkov --config-file .checkov.yaml -f template.yaml
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
@@ -83,10 +100,11 @@ bench: $(STAMP)
 lock: $(STAMP)
 	$(UV) pip compile requirements/main.in --python-version 3.11 --generate-hashes -o requirements/main.lock
 	$(UV) pip compile requirements/sam.in --python-version 3.11 --generate-hashes -o requirements/sam.lock
+	$(UV) pip compile requirements/checkov.in --python-version 3.11 --generate-hashes -o requirements/checkov.lock
 	$(UV) pip compile requirements/bootstrap.in --python-version 3.11 --generate-hashes -o requirements/bootstrap.lock
 
 clean:
-	rm -rf $(VENV) $(SAM_VENV) .mypy_cache .ruff_cache .pytest_cache .aws-sam
+	rm -rf $(VENV) $(SAM_VENV) $(CHECKOV_VENV) .mypy_cache .ruff_cache .pytest_cache .aws-sam
 
 # Lambda artifacts for python3.12 on arm64 in dist/, cross-installed from the lock's hashes, trimmed,
 # checked and sized against the 250 MiB limit (packaging/README.md), with the 3.12 bytecode of what

@@ -54,6 +54,8 @@ LAYERS: dict[str, list[tuple[str, tuple[str, ...]]]] = {
         ("psycopg", ("binary",)),
         ("pymysql", ()),
         ("mcp", ()),
+        # Hook rules' MATCHES patterns run on RE2 (linear time), wherever hooks are evaluated.
+        ("google-re2", ()),
         # zoneinfo's database: schedules in IANA time zones must not depend on the runtime's files.
         ("tzdata", ()),
     ],

@@ -4,10 +4,11 @@ than defaulting to something that only breaks later."""
 from __future__ import annotations
 
 import os
+from fnmatch import fnmatchcase
 from functools import cache
-from typing import TypeVar
+from typing import Literal, TypeVar
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -28,6 +29,7 @@ class Tables(BaseModel):
     schedules: str = Field(alias="SCHEDULES_TABLE")
     settings: str = Field(alias="SETTINGS_TABLE")
     idempotency: str = Field(alias="IDEMPOTENCY_TABLE")
+    quotas: str = Field(alias="QUOTAS_TABLE")
 
 
 class Runtime(BaseModel):
@@ -36,9 +38,39 @@ class Runtime(BaseModel):
     messages_ttl_days: int | None = Field(default=None, ge=1, alias="STEPWISE_MESSAGES_TTL_DAYS")
     default_model: str = Field(default="scripted", min_length=1, alias="STEPWISE_MODEL")
 
+    # The operator's bound on the models tenants may name: comma-separated glob patterns.
+    allowed_models: tuple[str, ...] = Field(default=("*",), alias="STEPWISE_ALLOWED_MODELS")
+
+    @field_validator("allowed_models", mode="before")
+    @classmethod
+    def _patterns(cls, value: object) -> object:
+        if isinstance(value, str):
+            patterns = tuple(p.strip() for p in value.split(",") if p.strip())
+            if not patterns:
+                raise ValueError("STEPWISE_ALLOWED_MODELS needs at least one pattern ('*' allows any model)")
+            return patterns
+        return value
+
     @property
     def message_retention_days(self) -> int:
         return self.messages_ttl_days or self.events_ttl_days
+
+    def model_allowed(self, model: str) -> bool:
+        """Case-sensitive, like provider model ids: `bedrock/*` allows every Bedrock model."""
+        return any(fnmatchcase(model, pattern) for pattern in self.allowed_models)
+
+
+class Quotas(BaseModel):
+    """Per-tenant limits; each is counted on a counter item with a conditional update (store.quotas)."""
+
+    max_active_runs: int = Field(default=100, ge=1, alias="STEPWISE_MAX_ACTIVE_RUNS")
+    max_schedules: int = Field(default=100, ge=1, alias="STEPWISE_MAX_SCHEDULES")
+
+
+class Secrets(BaseModel):
+    """Where deployment secrets come from (stepwise.credentials): the environment, or Secrets Manager."""
+
+    source: Literal["env", "aws"] = Field(default="env", alias="STEPWISE_SECRETS")
 
 
 class Machine(BaseModel):
@@ -64,6 +96,8 @@ class Scheduling(BaseModel):
     function_arn: str = Field(alias="SCHEDULER_FUNCTION_ARN")
     role_arn: str = Field(alias="SCHEDULER_ROLE_ARN")
     group: str = Field(alias="SCHEDULE_GROUP")
+    # Where Scheduler sends a delivery it could not make within its retry policy.
+    dead_letter_arn: str = Field(alias="SCHEDULE_DLQ_ARN")
 
 
 class ApiTargets(BaseModel):
@@ -110,6 +144,16 @@ def settings_key() -> SettingsKey:
     return _load(SettingsKey)
 
 
+@cache
+def quotas() -> Quotas:
+    return _load(Quotas)
+
+
+@cache
+def secrets() -> Secrets:
+    return _load(Secrets)
+
+
 def reset() -> None:
     """Forget the cached environment (the local stack and tests set it after import)."""
     tables.cache_clear()
@@ -118,3 +162,5 @@ def reset() -> None:
     machine.cache_clear()
     scheduling.cache_clear()
     settings_key.cache_clear()
+    quotas.cache_clear()
+    secrets.cache_clear()

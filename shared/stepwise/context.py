@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from stepwise import safejson
 from stepwise.config import ConfigError
 from stepwise.llm import client as llm_client
 
@@ -159,7 +160,7 @@ def placeholder(content: Any) -> str | None:
     shorter (or it is a placeholder already)."""
     text = _text(content)
     try:
-        parsed = json.loads(text)
+        parsed = safejson.loads(text)
     except ValueError:
         parsed = None
     if isinstance(parsed, dict) and parsed.get("compacted") is True:

@@ -22,6 +22,10 @@ class ApiError(Exception):
             self.code = code
         self.details = details
 
+    def headers(self) -> dict[str, str]:
+        """Headers the error's response carries besides the body (e.g. Retry-After)."""
+        return {}
+
 
 class Malformed(ApiError):
     status = 400
@@ -73,6 +77,20 @@ class Unavailable(ApiError):
 class Unprocessable(ApiError):
     status = 422
     code = "validation_error"
+
+
+class QuotaExceeded(ApiError):
+    """A per-tenant limit is reached: 429 with `Retry-After` (seconds)."""
+
+    status = 429
+    code = "quota_exceeded"
+
+    def __init__(self, message: str, *, retry_after: int, details: Any = None) -> None:
+        super().__init__(message, details=details)
+        self.retry_after = retry_after
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(self.retry_after)}
 
 
 # --- Step errors: the ASL retries and catches these by name -----------------------------------
@@ -130,6 +148,12 @@ class BudgetExceeded(StepError):
     """The next model call would spend past the run's token budget."""
 
     code = "budget_exceeded"
+
+
+class ModelForbidden(ModelError):
+    """The run's model is outside the operator's AllowedModels (an agent stored before the bound)."""
+
+    code = "model_not_allowed"
 
 
 class ContextTooLong(ModelError):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import time
 from datetime import datetime
 
@@ -32,3 +33,35 @@ def derived_id(prefix: str, at: datetime, *key: str) -> str:
     inputs give the same id (a duplicate delivery is recognised), and ids still sort by `at`."""
     digest = hashlib.sha256("\x1f".join(key).encode()).digest()[:10]
     return f"{prefix}_{ulid(int(at.timestamp() * 1000), digest)}"
+
+
+# --- Patterns: what an id we issued looks like, checked wherever one comes back from outside ---------
+
+_ULID = "[0-9A-HJKMNP-TV-Z]{26}"  # Crockford base32 as ulid() writes it: upper case, no I, L, O, U
+AGENT_ID = rf"^agt_{_ULID}$"
+RUN_ID = rf"^run_{_ULID}$"
+SESSION_ID = rf"^ses_{_ULID}$"
+HOOK_ID = rf"^hook_{_ULID}$"
+SCHEDULE_ID = rf"^sch_{_ULID}$"
+# Derived from its run, step and call index (stepwise.loop.calls), so a retried step finds it again.
+INTERACTION_ID = rf"^int_{_ULID}_[0-9]{{1,4}}_[0-9]{{1,4}}$"
+
+# Tenant ids come from whoever issues keys (`stepwise keys create --tenant`, STEPWISE_LOCAL_API_KEYS),
+# so they are checked rather than trusted: they start every partition key, joined to the rest by "#"
+# (stepwise.store.tables.tenant_key), and a tenant id holding "#" could name another tenant's keys.
+TENANT_ID = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+_TENANT = re.compile(TENANT_ID)
+
+
+class InvalidTenant(ValueError):
+    """A tenant id outside TENANT_ID."""
+
+
+def valid_tenant(tenant_id: object) -> str:
+    """`tenant_id` itself when it matches TENANT_ID, else InvalidTenant."""
+    if not isinstance(tenant_id, str) or not _TENANT.fullmatch(tenant_id):
+        raise InvalidTenant(
+            f"tenant id {tenant_id!r} is not valid: 1 to 64 of letters, digits, '_', '.' and '-', "
+            "starting with a letter or digit"
+        )
+    return tenant_id

@@ -48,6 +48,8 @@ APPROVAL_WAIT_SECONDS = "ApprovalWaitSeconds"
 INPUT_TOKENS = "InputTokens"
 OUTPUT_TOKENS = "OutputTokens"
 CACHED_TOKENS = "CachedTokens"
+CACHE_WRITE_TOKENS = "CacheWriteTokens"
+COST_USD = "CostUSD"  # property `tenant_id`: what each tenant's model calls cost, from litellm's price map
 METRIC_NAMES = frozenset(
     {
         RUNS_STARTED,
@@ -242,12 +244,15 @@ def run_failed(code: str) -> None:
     logger.info("run failed", extra={"code": code})
 
 
-def step_taken(usage: Usage) -> None:
-    """One model call, and the tokens it spent."""
+def step_taken(usage: Usage, tenant_id: str) -> None:
+    """One model call, the tokens it spent and, when its model has a price, what it cost the tenant."""
     _add(STEPS, 1)
     _add(INPUT_TOKENS, usage.input_tokens)
     _add(OUTPUT_TOKENS, usage.output_tokens)
     _add(CACHED_TOKENS, usage.cached_tokens)
+    _add(CACHE_WRITE_TOKENS, usage.cache_write_tokens)
+    if usage.cost_usd is not None:
+        _emit(COST_USD, usage.cost_usd, MetricUnit.NoUnit, tenant_id=tenant_id)
     logger.info("model step", extra={"usage": usage.model_dump()})
 
 

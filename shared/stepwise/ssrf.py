@@ -10,6 +10,10 @@ resolved once, every answer is checked, and the connection goes to an address th
 that answers with a public address to an early check and a private one to the connect (DNS rebinding)
 therefore cannot slip through, and each redirect hop opens its own connection through the same check.
 `check_url` repeats the checks for early feedback when a URL is registered; it is advisory only.
+
+A guarded client is also bounded (stepwise.outbound): one wall-clock deadline over its whole exchange,
+DNS, connect, TLS, redirects and body included, and responses decoded in bounded pieces up to a byte
+limit, with stacked or unoffered content-codings refused.
 """
 
 from __future__ import annotations
@@ -26,6 +30,17 @@ from typing import Any, TypeAlias
 
 import httpcore
 import httpx
+
+from stepwise.outbound import (
+    ACCEPT_ENCODING,
+    RESPONSE_LIMIT,
+    BoundedBody,
+    Deadline,
+    DeadlineExceeded,
+    DeadlineStream,
+    OutboundRefused,
+    bounded,
+)
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -73,14 +88,13 @@ _LEGACY_IPV4 = re.compile(r"[0-9a-fx.]+", re.IGNORECASE)
 _BYPASSING_CLIENT_ARGS = frozenset({"transport", "mounts", "proxy", "trust_env", "app"})
 
 
-class BlockedDestination(Exception):
+class BlockedDestination(OutboundRefused):
     """A request the SSRF guard refuses; `code` is what a tool result or an API error shows."""
 
     code = "blocked_destination"
 
     def __init__(self, message: str, *, host: str | None = None) -> None:
         super().__init__(message)
-        self.message = message
         self.host = host
 
     @classmethod
@@ -283,6 +297,7 @@ class GuardedBackend(httpcore.SyncBackend):
     too (`server_hostname` in httpcore 1.0's `_sync/connection.py`), not from the socket, so connecting
     to the checked IP keeps SNI, certificate verification and the Host header on the original name.
     `inner`, when given, is handed the checked address instead of a real socket (tests pass a fake).
+    With a `deadline`, resolving, connecting and every later read and write on the socket end by it.
     """
 
     def __init__(
@@ -291,10 +306,12 @@ class GuardedBackend(httpcore.SyncBackend):
         *,
         resolver: Resolver = system_resolver,
         inner: httpcore.NetworkBackend | None = None,
+        deadline: Deadline | None = None,
     ) -> None:
         self._allow = as_allow_list(allow_hosts)
         self._resolver = resolver
         self._inner = inner
+        self._deadline = deadline
 
     def connect_tcp(
         self,
@@ -305,7 +322,9 @@ class GuardedBackend(httpcore.SyncBackend):
         socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
     ) -> httpcore.NetworkStream:
         try:
-            addresses = resolve_checked(host, port, self._allow, self._resolver)
+            addresses = self._resolve(host, port)
+        except DeadlineExceeded as exc:
+            raise httpcore.ConnectTimeout(str(exc)) from None
         except OSError as exc:
             raise httpcore.ConnectError(f"cannot resolve {host!r}: {exc}") from exc
         # Like socket.create_connection, try each address in turn, but only the ones checked above:
@@ -313,11 +332,28 @@ class GuardedBackend(httpcore.SyncBackend):
         error: Exception | None = None
         for address in addresses:
             try:
-                return self._open(str(address), port, timeout, local_address, socket_options)
+                stream = self._open(str(address), port, self._bound(timeout), local_address, socket_options)
             except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
                 error = exc
+                continue
+            return stream if self._deadline is None else DeadlineStream(stream, self._deadline)
         assert error is not None
         raise error
+
+    def _resolve(self, host: str, port: int) -> list[IPAddress]:
+        def check() -> list[IPAddress]:
+            return resolve_checked(host, port, self._allow, self._resolver)
+
+        # getaddrinfo has no timeout of its own, and a name server the peer runs can take its time.
+        return check() if self._deadline is None else self._deadline.run(check)
+
+    def _bound(self, timeout: float | None) -> float | None:
+        if self._deadline is None:
+            return timeout
+        try:
+            return self._deadline.bound(timeout)
+        except DeadlineExceeded as exc:
+            raise httpcore.ConnectTimeout(str(exc)) from None
 
     def connect_unix_socket(
         self,
@@ -341,9 +377,20 @@ class GuardedBackend(httpcore.SyncBackend):
 
 
 class GuardedTransport(httpx.HTTPTransport):
-    """httpx's transport with its connection pool built on a GuardedBackend."""
+    """httpx's transport with its connection pool built on a GuardedBackend, decoding bodies itself.
 
-    def __init__(self, backend: GuardedBackend, *, verify: ssl.SSLContext | bool = True) -> None:
+    It offers only the content-codings `outbound.BoundedBody` inflates in bounded pieces, and hands httpx
+    the decoded body without its Content-Encoding, so httpx's own (unbounded) decoders never run.
+    """
+
+    def __init__(
+        self,
+        backend: GuardedBackend,
+        *,
+        verify: ssl.SSLContext | bool = True,
+        response_limit: int = RESPONSE_LIMIT,
+    ) -> None:
+        self._response_limit = response_limit
         ssl_context = _default_ssl_context() if verify is True else httpx.create_ssl_context(verify=verify)
         limits = httpx.Limits()
         super().__init__(verify=ssl_context, limits=limits, trust_env=False)
@@ -357,6 +404,31 @@ class GuardedTransport(httpx.HTTPTransport):
             network_backend=backend,
         )
 
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        # Whatever the caller (or a model writing headers) asked for: only what we can decode safely.
+        request.headers["Accept-Encoding"] = ACCEPT_ENCODING
+        response = super().handle_request(request)
+        try:
+            body = BoundedBody.for_headers(response.headers, self._response_limit)
+        except OutboundRefused:
+            response.close()
+            raise
+        assert isinstance(response.stream, httpx.SyncByteStream)
+        response.stream = _DecodedStream(response.stream, body)
+        return response
+
+
+class _DecodedStream(httpx.SyncByteStream):
+    def __init__(self, raw: httpx.SyncByteStream, body: BoundedBody) -> None:
+        self._raw = raw
+        self._body = body
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield from bounded(self._raw, self._body)
+
+    def close(self) -> None:
+        self._raw.close()
+
 
 @functools.cache
 def _default_ssl_context() -> ssl.SSLContext:
@@ -367,6 +439,7 @@ def _default_ssl_context() -> ssl.SSLContext:
 def guarded_client(
     *,
     timeout: float,
+    max_response_bytes: int = RESPONSE_LIMIT,
     allow_hosts: AllowHosts = None,
     follow_redirects: bool = True,
     max_redirects: int = 5,
@@ -374,10 +447,15 @@ def guarded_client(
     connector: httpcore.NetworkBackend | None = None,
     **kw: Any,
 ) -> httpx.Client:
-    """An httpx.Client whose every connection, redirects included, goes through the SSRF guard.
+    """An httpx.Client for one exchange, whose every connection, redirects included, goes through the
+    SSRF guard.
 
-    `allow_hosts` None reads STEPWISE_ALLOW_HOSTS. `resolver` and `connector` are for tests (fake DNS,
-    no sockets). Other keyword arguments go to httpx.Client, except those that would bypass the guard.
+    `timeout` bounds the whole exchange in wall-clock time, from this call on: the client is built per
+    exchange, not kept. A body decoding to more than `max_response_bytes` raises
+    outbound.ResponseTooLarge, a stacked or unoffered content-coding outbound.UnsupportedEncoding (both
+    OutboundRefused, like BlockedDestination). `allow_hosts` None reads STEPWISE_ALLOW_HOSTS. `resolver`
+    and `connector` are for tests (fake DNS, no sockets). Other keyword arguments go to httpx.Client,
+    except those that would bypass the guard.
     """
     bypassing = _BYPASSING_CLIENT_ARGS & kw.keys()
     if bypassing:
@@ -386,9 +464,9 @@ def guarded_client(
     hooks = dict(kw.pop("event_hooks", None) or {})
     hooks["request"] = [_check_request, *hooks.get("request", [])]
     hooks["response"] = [_cap_redirect_body, *hooks.get("response", [])]
-    backend = GuardedBackend(allow_hosts, resolver=resolver, inner=connector)
+    backend = GuardedBackend(allow_hosts, resolver=resolver, inner=connector, deadline=Deadline(timeout))
     return httpx.Client(
-        transport=GuardedTransport(backend, verify=verify),
+        transport=GuardedTransport(backend, verify=verify, response_limit=max_response_bytes),
         timeout=timeout,
         follow_redirects=follow_redirects,
         max_redirects=max_redirects,

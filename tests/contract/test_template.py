@@ -127,11 +127,7 @@ def test_the_events_routes_are_served_by_the_light_events_function() -> None:
 
 
 def _writes_events(function: str) -> bool:
-    return any(
-        policy.get("DynamoDBCrudPolicy", {}).get("TableName") == {"Ref": "RunEventsTable"}
-        for policy in functions()[function]["Properties"].get("Policies", [])
-        if isinstance(policy, dict)
-    )
+    return {"Ref": "RunEventsAppendPolicy"} in functions()[function]["Properties"].get("Policies", [])
 
 
 @pytest.mark.parametrize("function", sorted(f for f in functions() if _writes_events(f)))
@@ -359,6 +355,14 @@ def test_private_routes_use_the_default_authorizer() -> None:
         # The API's own list of public paths (DESIGN.md: /v1/health, /v1/approvals/*, /v1/integrations/*).
         public = is_public(key.split(" ", 1)[1])
         assert authorizer == ("NONE" if public else auth["DefaultAuthorizer"]), key
+
+
+def test_the_authorizer_runs_for_every_request_with_or_without_a_key() -> None:
+    # An identity source would let API Gateway refuse a request without Authorization itself (a bare
+    # {"message": "Unauthorized"}); caching would let a revoked key in until the entry expires.
+    auth = template()["Resources"]["HttpApi"]["Properties"]["Auth"]
+    identity = auth["Authorizers"][auth["DefaultAuthorizer"]]["Identity"]
+    assert identity == {"ReauthorizeEvery": 0}
 
 
 def test_health_is_public() -> None:

@@ -31,9 +31,13 @@ def test_health_needs_no_key(stack: LocalStack) -> None:
     assert stack.invoke_api("GET", "/v1/health", key=None)[::2] == (200, {"status": "ok"})
 
 
-def test_a_missing_key_is_401_at_the_gateway(stack: LocalStack) -> None:
+def test_a_missing_key_is_401_with_the_error_shape(stack: LocalStack) -> None:
+    # The authorizer has no identity source (template.yaml), so API Gateway calls it for a request
+    # without Authorization too, and the API answers in the contract's shape, not the gateway's.
+    calls = stack.lambdas.invocations["AuthorizerFunction"]
     status, _, body = stack.invoke_api("GET", "/v1/agents", key=None)
-    assert status == 401 and body == {"message": "Unauthorized"}  # API Gateway's own answer
+    assert status == 401 and error_code(body) == "invalid_api_key"
+    assert stack.lambdas.invocations["AuthorizerFunction"] == calls + 1
 
 
 @pytest.mark.parametrize("key", ["sk-wrong", "sw_unknownkey", "   "])

@@ -24,6 +24,7 @@ from stepwise.tools.builtin import (
     _storage,
     database_query,
     database_write,
+    knowledge_search,
     storage_read,
     storage_write,
 )
@@ -479,3 +480,54 @@ def test_a_missing_file_or_bucket_is_a_readable_error(bucket: str, monkeypatch: 
     monkeypatch.setenv("STORAGE_BUCKET", f"{bucket}-gone")
     assert error_of(read("acme", operation="list"))[0] == "not_configured"
     assert error_of(save("acme", "a.txt", "x"))[0] == "not_configured"
+
+
+# --- knowledge_search: owners from bedrock-agent (moto) ------------------------------------------
+
+
+def _knowledge_base(client: Any, name: str, tags: dict[str, str] | None) -> str:
+    answer = client.create_knowledge_base(
+        name=name,
+        roleArn="arn:aws:iam::123456789012:role/kb",
+        knowledgeBaseConfiguration={
+            "type": "VECTOR",
+            "vectorKnowledgeBaseConfiguration": {
+                "embeddingModelArn": "arn:aws:bedrock:us-east-1::foundation-model/amazon.titan-embed-text-v2"
+            },
+        },
+        storageConfiguration={"type": "OPENSEARCH_SERVERLESS"},
+        **({"tags": tags} if tags else {}),
+    )
+    return str(answer["knowledgeBase"]["knowledgeBaseId"])
+
+
+def test_knowledge_base_owners_are_read_from_bedrock_agent_tags(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    with mock_aws():
+        client = boto3.client("bedrock-agent", region_name="us-east-1")
+        # moto's ids are the name plus 8 hex digits: two-letter names give Bedrock's 10-character form.
+        mine = _knowledge_base(client, "mi", {"stepwise:tenant": "t1"})
+        theirs = _knowledge_base(client, "th", {"stepwise:tenant": "t2"})
+        untagged = _knowledge_base(client, "un", None)
+        owners = knowledge_search.BedrockOwners(lambda region: client)
+
+        assert owners.owner(mine, "us-east-1") == "t1"
+        assert owners.owner(theirs, "us-east-1") == "t2"
+        assert owners.owner(untagged, "us-east-1") is None
+        assert owners.owner("NOSUCHKB00", "us-east-1") is None
+
+        # Through the tool: the other tenant's base is refused before Retrieve (which moto lacks)
+        config = knowledge_search.Config.model_validate(
+            {"knowledge_bases": [{"name": "mine", "id": mine}, {"name": "theirs", "id": theirs}]}
+        )
+        refused = knowledge_search.run(
+            {"query": "q"},
+            scope=ToolScope("t1", "a1", "r1", "s1"),
+            settings=StaticSettings(),
+            config=config,
+            client_factory=lambda region: pytest.fail("Retrieve must not be called"),
+            owners=owners,
+        )
+        assert refused.error is not None and refused.error.code == "knowledge_base_not_allowed"
+        assert "theirs" in refused.error.message

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from stepwise.hooks import ApprovalConfig, Hook, HookDecision, call_http_hook, evaluate
-from stepwise.hooks.http import HOOK_REPLY_LIMIT
+from stepwise.hooks.http import HOOK_PAYLOAD_LIMIT, HOOK_REPLY_LIMIT, HOOK_STRING_LIMIT
 
 Respond = Callable[[BaseHTTPRequestHandler], None]
 
@@ -317,7 +317,7 @@ def test_the_metadata_service_is_blocked() -> None:
 
 def test_the_engine_denies_with_a_fail_closed_hook_that_is_down_and_skips_one_that_fails_open() -> None:
     url = closed_port_url()
-    open_hook = http_hook(url, hook_id="hk_open")
+    open_hook = http_hook(url, hook_id="hk_open", fail_closed=False)
     closed_hook = http_hook(url, hook_id="hk_closed", fail_closed=True)
 
     skipped = evaluate([open_hook], event="PreToolUse", tool_name="t", arguments={})
@@ -327,3 +327,68 @@ def test_the_engine_denies_with_a_fail_closed_hook_that_is_down_and_skips_one_th
     assert [warning.split(":")[0] for warning in skipped.warnings] == ["http hook hk_open failed open"]
     assert (blocked.action, blocked.hook_id) == ("deny", "hk_closed")
     assert blocked.message is not None and blocked.message.startswith("hook unavailable: could not reach")
+
+
+# --- Failing in the safe direction ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("event", ["PreToolUse", "OnDelegation"])
+def test_a_gate_that_cannot_answer_denies_by_default(webhook: Webhook, event: str) -> None:
+    # The review's case: a webhook that answers an error status for bodies it finds too large.
+    webhook.respond = reply(413, b"{}")
+
+    decision = call_http_hook(http_hook(webhook.url, event=event), event=event, tool_name="t", data={})
+
+    assert decision.action == "deny"
+    assert decision.message == "hook unavailable: HTTP 413"
+
+
+def test_a_gate_told_to_fail_open_still_can(webhook: Webhook) -> None:
+    webhook.respond = reply(500, b"{}")
+
+    decision = call_http_hook(
+        http_hook(webhook.url, fail_closed=False), event="PreToolUse", tool_name="t", data={}
+    )
+
+    assert decision.action == "allow" and decision.warnings
+
+
+def test_long_strings_are_cut_with_a_marker_and_the_payload_says_so(webhook: Webhook) -> None:
+    webhook.respond = reply_json({"action": "allow"})
+    padded = "A" * (HOOK_STRING_LIMIT + 5000) + "rm -rf /"
+    data = {"command": padded, "nested": {"items": ["short", padded]}, "count": 3}
+
+    decision = call_http_hook(http_hook(webhook.url), event="PreToolUse", tool_name="shell", data=data)
+
+    assert decision.action == "allow"
+    sent = webhook.requests[0].json()
+    marker = f"\n…[truncated: {len(padded) - HOOK_STRING_LIMIT} of {len(padded)} characters omitted]"
+    assert sent["truncated"] is True
+    assert sent["data"]["command"] == "A" * HOOK_STRING_LIMIT + marker
+    assert sent["data"]["nested"]["items"] == ["short", "A" * HOOK_STRING_LIMIT + marker]
+    assert sent["data"]["count"] == 3
+    assert len(webhook.requests[0].body) <= HOOK_PAYLOAD_LIMIT
+
+
+def test_an_event_within_the_limits_is_sent_whole(webhook: Webhook) -> None:
+    data = {"command": "x" * HOOK_STRING_LIMIT}
+
+    call_http_hook(http_hook(webhook.url), event="PreToolUse", tool_name="shell", data=data)
+
+    sent = webhook.requests[0].json()
+    assert sent["data"] == data and "truncated" not in sent
+
+
+@pytest.mark.parametrize(("fail_closed", "action"), [(True, "deny"), (False, "allow")])
+def test_an_event_too_large_even_after_cutting_is_not_sent(
+    webhook: Webhook, fail_closed: bool, action: str
+) -> None:
+    data = {f"k{i}": "v" * 100 for i in range(HOOK_PAYLOAD_LIMIT // 100)}
+
+    decision = call_http_hook(
+        http_hook(webhook.url, fail_closed=fail_closed), event="PreToolUse", tool_name="t", data=data
+    )
+
+    assert decision.action == action
+    assert decision.message is not None and f"over the {HOOK_PAYLOAD_LIMIT:,} bytes" in decision.message
+    assert webhook.requests == []

@@ -66,6 +66,10 @@ def test_hooks_are_created_listed_and_deleted_and_typos_are_rejected(
         "POST", base, {**rule("PreToolUse", "q", "MATCHES", "(unclosed"), "type": "rule"}
     )
     assert status == 422
+    # A lookahead compiles in Python's re, not in RE2: refused with RE2's reason, not a 500 later.
+    status, _, body = stack.invoke_api("POST", base, rule("PreToolUse", "q", "MATCHES", "(?=x)y"))
+    assert status == 422 and body["error"]["code"] == "validation_error"
+    assert "invalid perl operator" in json.dumps(body) and "RE2" in json.dumps(body)
     status, _, body = stack.invoke_api("POST", base, {"event": "PreToolUse", "type": "webhook", "config": {}})
     assert status == 422 and "http" in json.dumps(body)
     assert stack.invoke_api("PATCH", f"{base}/{created['hook_id']}", {})[0] in (404, 405)  # immutable
@@ -194,8 +198,12 @@ def test_an_approval_hook_mails_and_posts_its_channels(
         assert time.monotonic() < deadline
         time.sleep(0.05)
 
+    # The Await step tells the humans after it emits the event (and marks the run waiting): wait for it.
     printed = capsys.readouterr().out
-    assert "ops@example.com" in printed and requested[0]["approval_url"] in printed
+    while not ("ops@example.com" in printed and requested[0]["approval_url"] in printed):
+        assert time.monotonic() < deadline, printed
+        time.sleep(0.05)
+        printed += capsys.readouterr().out
     stack.invoke_api("POST", f"/v1/runs/{accepted['run_id']}/approve", {"approved": True})
     assert wait_for_run(stack, accepted["run_id"])["status"] == "succeeded"
 

@@ -372,3 +372,18 @@ def test_each_run_folds_the_last_completed_one_into_its_history_once(
         ("assistant", "answer three"),
         ("user", "four"),
     ]
+
+
+def test_a_sessions_usage_sums_its_runs_and_the_scripted_model_costs_nothing(stack: LocalStack) -> None:
+    agent_id = agent_with(stack)
+    first = wait_for_run(stack, start(stack, agent_id, [{"text": "one"}])["run_id"])
+    body = {"message": "again", "session_id": first["session_id"], "script": [{"text": "two"}]}
+    _, _, accepted = stack.invoke_api("POST", f"/v1/agents/{agent_id}/runs", body)
+    second = wait_for_run(stack, accepted["run_id"])
+
+    assert first["usage"]["cost_usd"] == 0.0 and first["usage"]["cache_write_tokens"] == 0
+    status, _, session = stack.invoke_api("GET", f"/v1/sessions/{first['session_id']}")
+    assert status == 200
+    for field in ("input_tokens", "output_tokens", "cached_tokens", "cache_write_tokens"):
+        assert session["usage"][field] == first["usage"][field] + second["usage"][field]
+    assert session["usage"]["input_tokens"] > 0 and session["usage"]["cost_usd"] == 0.0

@@ -15,8 +15,9 @@ import pytest
 
 from stepwise import mcp
 from stepwise.local.stack import DEFAULT_TENANT, LocalStack
+from stepwise.masking import MASK
 from stepwise.mcp import servers
-from stepwise.mcp.models import MASK, MAX_SERVERS
+from stepwise.mcp.models import MAX_SERVERS
 from stepwise.store import agents
 from stepwise.store import mcp as store
 from tests.fakes.mcp_server import API_KEY_HEADER, FakeMcpServer
@@ -57,6 +58,11 @@ def test_registration_discovers_and_caches_the_tools_and_masks_headers(
 ) -> None:
     # When a server is registered with the header it requires
     body = register_fake(stack, agent_id, fake)
+    assert body["trusted"] is False  # unless registered so, its hints are not believed
+
+    # Then even its read-only tool asks first and is not effect-free
+    lookup = mcp.find(agents.get(DEFAULT_TENANT, agent_id), "mcp__fake__lookup")
+    assert lookup is not None and lookup.permission == "ask" and lookup.effect == "undeclared"
 
     # Then its tools were discovered (so the header was sent), with their annotations
     tools = {t["name"]: t for t in body["tools"]}
@@ -185,7 +191,9 @@ def test_a_disabled_server_is_not_discovered_declared_or_called(
 def test_call_tool_success_is_error_and_bad_arguments(
     stack: LocalStack, agent_id: str, fake: FakeMcpServer
 ) -> None:
-    register_fake(stack, agent_id, fake)
+    # A server registered as trusted: its readOnlyHint makes lookup parallel-safe
+    body = register_fake(stack, agent_id, fake, trusted=True)
+    assert body["trusted"] is True
     subject = agents.get(DEFAULT_TENANT, agent_id)
 
     # A call the model makes by its exposed name reaches the server's own tool, with the headers

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,9 +13,10 @@ from stepwise import errors
 from stepwise.agents.models import ScriptTurn
 from stepwise.llm.client import CONTINUE_PROMPT, MAX_CONTINUATIONS, ContextTooLong, ModelTurn, complete
 from stepwise.runs.models import Usage
+from tests.fakes.anthropic_server import AnthropicReply, FakeAnthropic
 from tests.fakes.openai_server import DEFAULT_TEXT, FakeOpenAI, Reply
 
-MODEL = "openai/fake-model"
+MODEL = "openai/fake-model"  # in no price map: its cost is null
 MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is the answer?"}]
 LOOKUP = {
     "type": "function",
@@ -96,7 +98,7 @@ def test_usage_comes_from_the_stream_with_cached_tokens(fake: FakeOpenAI) -> Non
 
     turn, _ = ask()
 
-    assert turn.usage == Usage(input_tokens=1200, output_tokens=30, cached_tokens=1024)
+    assert turn.usage == Usage(input_tokens=1200, output_tokens=30, cached_tokens=1024, cost_usd=None)
 
 
 def test_tools_temperature_and_max_tokens_are_sent_and_a_script_is_not(fake: FakeOpenAI) -> None:
@@ -185,7 +187,7 @@ def test_an_answer_cut_off_at_the_token_limit_is_continued_and_stitched(fake: Fa
     assert turn.text == "The answer, after much thought, is forty-two."
     assert "".join(deltas) == turn.text
     assert (turn.finish_reason, turn.continuations) == ("stop", 2)
-    assert turn.usage == Usage(input_tokens=350, output_tokens=14, cached_tokens=284)
+    assert turn.usage == Usage(input_tokens=350, output_tokens=14, cached_tokens=284, cost_usd=None)
     first, second, third = (body["messages"] for body in fake.bodies)
     assert first == MESSAGES
     assert second == [
@@ -240,7 +242,7 @@ def test_an_empty_turn_is_asked_again_once(fake: FakeOpenAI) -> None:
     turn, _ = ask(tools=[LOOKUP])
 
     assert turn.text == "Here it is."
-    assert turn.usage == Usage(input_tokens=100, output_tokens=4, cached_tokens=32)
+    assert turn.usage == Usage(input_tokens=100, output_tokens=4, cached_tokens=32, cost_usd=None)
     assert fake.bodies[0] == fake.bodies[1]  # the same request
 
 
@@ -251,7 +253,7 @@ def test_an_empty_turn_twice_is_returned_as_is(fake: FakeOpenAI) -> None:
     turn, deltas = ask()
 
     assert (turn.text, turn.tool_calls, turn.finish_reason) == (None, [], "stop")
-    assert turn.usage == Usage(input_tokens=100, output_tokens=1, cached_tokens=0)
+    assert turn.usage == Usage(input_tokens=100, output_tokens=1, cached_tokens=0, cost_usd=None)
     assert deltas == [] and len(fake.requests) == 2
 
 
@@ -289,3 +291,103 @@ def test_the_fake_answers_unstreamed_requests_too(fake: FakeOpenAI) -> None:
     assert message["tool_calls"][0]["function"] == {"name": "lookup", "arguments": '{"city": "Oslo"}'}
     assert payload["usage"]["prompt_tokens_details"]["cached_tokens"] == 32
     assert "stream" not in fake.bodies[0]
+
+
+# --- prompt caching and cost ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def anthropic(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeAnthropic]:
+    server = FakeAnthropic()
+    monkeypatch.setenv("ANTHROPIC_API_BASE", server.url)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-fake")
+    yield server
+    server.close()
+
+
+CLAUDE = "anthropic/claude-sonnet-4-5"
+CONVERSATION = [
+    {"role": "system", "content": "Be brief."},
+    {"role": "user", "content": "Weather in Paris?"},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}],
+    },
+    {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
+]
+SECOND_TOOL = {**LOOKUP, "function": {**LOOKUP["function"], "name": "zeta"}}
+
+
+def _marked(block: Any) -> bool:
+    return isinstance(block, dict) and block.get("cache_control") == {"type": "ephemeral"}
+
+
+def test_anthropic_gets_the_stable_prefix_and_the_newest_message_marked(anthropic: FakeAnthropic) -> None:
+    complete(model=CLAUDE, messages=CONVERSATION, tools=[LOOKUP, SECOND_TOOL])
+
+    (sent,) = anthropic.requests
+    assert [_marked(b) for b in sent["system"]] == [True]
+    assert [_marked(t) for t in sent["tools"]] == [False, True]  # the last declaration closes the prefix
+    last = sent["messages"][-1]["content"]
+    assert last[-1]["type"] == "tool_result" and _marked(last[-1])
+    blocks = [b for m in sent["messages"] if isinstance(m["content"], list) for b in m["content"]]
+    marks = sum(_marked(b) for b in blocks)
+    assert marks == 1  # one moving boundary; 3 of Anthropic's 4 marks in all
+
+
+def test_the_prefix_is_byte_identical_across_the_calls_of_a_run(anthropic: FakeAnthropic) -> None:
+    complete(model=CLAUDE, messages=CONVERSATION[:2], tools=[LOOKUP, SECOND_TOOL])
+    complete(model=CLAUDE, messages=CONVERSATION, tools=[LOOKUP, SECOND_TOOL])
+
+    first, second = anthropic.requests
+    assert json.dumps(first["system"]) == json.dumps(second["system"])
+    assert json.dumps(first["tools"]) == json.dumps(second["tools"])
+
+    # The first call's history (its mark aside) is the start of the second's.
+    def unmarked(message: dict[str, Any]) -> str:
+        blocks = message["content"] if isinstance(message["content"], list) else [message["content"]]
+        return json.dumps([{k: v for k, v in b.items() if k != "cache_control"} for b in blocks])
+
+    assert unmarked(first["messages"][0]) == unmarked(second["messages"][0])
+
+
+def test_openai_gets_no_cache_marks(fake: FakeOpenAI) -> None:
+    fake.text("ok")
+    complete(model=MODEL, messages=CONVERSATION, tools=[LOOKUP])
+
+    assert "cache_control" not in json.dumps(fake.bodies[0])
+    assert "cache_control_injection_points" not in fake.bodies[0]
+
+
+def test_cache_reads_and_writes_are_counted_and_priced_from_the_map(anthropic: FakeAnthropic) -> None:
+    reply = AnthropicReply(input_tokens=7, cache_read=1000, cache_write=200, output_tokens=5)
+    anthropic.replies.append(reply)
+
+    turn = complete(model=CLAUDE, messages=CONVERSATION, tools=[LOOKUP])
+
+    usage = turn.usage
+    assert (usage.input_tokens, usage.cached_tokens, usage.cache_write_tokens, usage.output_tokens) == (
+        1207,  # the whole prompt: uncached, read and written
+        1000,
+        200,
+        5,
+    )
+    price = litellm.model_cost["claude-sonnet-4-5"]
+    expected = (
+        7 * price["input_cost_per_token"]
+        + 1000 * price["cache_read_input_token_cost"]
+        + 200 * price["cache_creation_input_token_cost"]
+        + 5 * price["output_cost_per_token"]
+    )
+    assert usage.cost_usd == pytest.approx(expected)
+    assert usage.cost_usd < (1207 * price["input_cost_per_token"] + 5 * price["output_cost_per_token"])
+
+
+def test_a_model_without_a_price_costs_null_and_a_run_total_stays_null(fake: FakeOpenAI) -> None:
+    fake.text("ok")
+    turn = complete(model=MODEL, messages=MESSAGES, tools=None)
+
+    assert turn.usage.cost_usd is None
+    assert (Usage(cost_usd=0.5) + turn.usage).cost_usd is None  # a total is never a guess
+    assert (Usage(cost_usd=0.5) + Usage(cost_usd=0.25)).cost_usd == 0.75

@@ -72,7 +72,13 @@ def test_a_streamed_answer_arrives_as_a_few_batched_chunks(stack: LocalStack, mo
         sum(len(c["text"]) for c in chunks[:i]) for i in range(len(chunks))
     ]
     assert len(chunks) <= len(answer) // CHUNK_CHARS + 2 < 60  # batched, not one write per delta
-    assert run["usage"] == {"input_tokens": 50, "output_tokens": 700, "cached_tokens": 20}
+    assert run["usage"] == {
+        "input_tokens": 50,
+        "output_tokens": 700,
+        "cached_tokens": 20,
+        "cache_write_tokens": 0,
+        "cost_usd": None,  # the fake model has no price
+    }
     assert model.bodies[0]["stream"] is True
 
 
@@ -86,7 +92,13 @@ def test_tool_calls_assembled_from_deltas_reach_the_tool(
 
     assert run["status"] == "succeeded" and run["output"] == "found it"
     assert [r.json() for r in receiver.to("/lookup")] == [{"q": "split across deltas"}]
-    assert run["usage"] == {"input_tokens": 40, "output_tokens": 8, "cached_tokens": 10}
+    assert run["usage"] == {
+        "input_tokens": 40,
+        "output_tokens": 8,
+        "cached_tokens": 10,
+        "cache_write_tokens": 0,
+        "cost_usd": None,
+    }
     second = model.bodies[1]["messages"]
     assert second[-1]["role"] == "tool" and second[-2]["tool_calls"][0]["function"]["name"] == "lookup"
 

@@ -958,12 +958,105 @@ CHUNKS = {
 }
 
 
+class FakeOwners:
+    """The knowledge bases' stepwise:tenant tags, in memory; `failures` raise instead."""
+
+    def __init__(self, owners: dict[str, str], failures: dict[str, Exception] | None = None) -> None:
+        self.owners = owners
+        self.failures = failures or {}
+        self.asked: list[tuple[str, str | None]] = []
+
+    def owner(self, knowledge_base_id: str, region: str | None) -> str | None:
+        self.asked.append((knowledge_base_id, region))
+        if knowledge_base_id in self.failures:
+            raise self.failures[knowledge_base_id]
+        return self.owners.get(knowledge_base_id)
+
+
 def search(
-    arguments: dict[str, Any], fake: FakeBedrock, config: knowledge_search.Config = KB_CONFIG
+    arguments: dict[str, Any],
+    fake: FakeBedrock,
+    config: knowledge_search.Config = KB_CONFIG,
+    owners: FakeOwners | None = None,
 ) -> ToolResult:
     return knowledge_search.run(
-        arguments, scope=SCOPE, settings=StaticSettings(), config=config, client_factory=lambda region: fake
+        arguments,
+        scope=SCOPE,
+        settings=StaticSettings(),
+        config=config,
+        client_factory=lambda region: fake,
+        owners=owners or FakeOwners({HANDBOOK: SCOPE.tenant_id, POLICIES: SCOPE.tenant_id}),
     )
+
+
+@pytest.mark.parametrize("policies_owner", ["other-tenant", None])
+def test_a_knowledge_base_of_another_tenant_or_none_refuses_the_call_before_any_retrieve(
+    policies_owner: str | None,
+) -> None:
+    fake = FakeBedrock(CHUNKS)
+    owners = FakeOwners({HANDBOOK: SCOPE.tenant_id, **({POLICIES: policies_owner} if policies_owner else {})})
+
+    result = search({"query": "travel"}, fake, owners=owners)
+
+    code, message = error_of(result)
+    assert code == "knowledge_base_not_allowed"
+    assert "policies" in message and f"stepwise:tenant={SCOPE.tenant_id}" in message
+    assert "handbook" not in message
+    assert fake.calls == []  # nothing retrieved, not even from the tenant's own base
+
+
+def test_a_knowledge_base_whose_owner_cannot_be_checked_is_not_searched() -> None:
+    fake = FakeBedrock(CHUNKS)
+    throttled = ClientError(
+        {"Error": {"Code": "ThrottlingException", "Message": "slow down"}}, "GetKnowledgeBase"
+    )
+    owners = FakeOwners({HANDBOOK: SCOPE.tenant_id}, failures={POLICIES: throttled})
+
+    partial = search({"query": "vacation"}, fake, owners=owners)
+    assert partial.ok and [c["knowledgeBaseId"] for c in fake.calls] == [HANDBOOK]
+    assert partial.output["errors"] == [
+        {"knowledge_base": "policies", "message": "cannot check its owner: ThrottlingException: slow down"}
+    ]
+
+    only = search({"query": "x", "knowledge_base_names": ["policies"]}, FakeBedrock(CHUNKS), owners=owners)
+    assert error_of(only)[0] == "rate_limited"
+
+
+class FakeTagsClient:
+    """bedrock-agent's GetKnowledgeBase and ListTagsForResource, in memory, counting calls."""
+
+    def __init__(self, tags: dict[str, dict[str, str]]) -> None:
+        self.tags = tags
+        self.calls = 0
+
+    def get_knowledge_base(self, **kwargs: Any) -> dict[str, Any]:
+        self.calls += 1
+        base = kwargs["knowledgeBaseId"]
+        if base not in self.tags:
+            raise ClientError(
+                {"Error": {"Code": "ResourceNotFoundException", "Message": "no"}}, "GetKnowledgeBase"
+            )
+        return {"knowledgeBase": {"knowledgeBaseArn": f"arn:aws:bedrock:us-east-1:1:knowledge-base/{base}"}}
+
+    def list_tags_for_resource(self, **kwargs: Any) -> dict[str, Any]:
+        return {"tags": self.tags[kwargs["resourceArn"].rsplit("/", 1)[1]]}
+
+
+def test_owners_come_from_the_tenant_tag_and_are_cached_for_a_while() -> None:
+    now = [0.0]
+    client = FakeTagsClient({HANDBOOK: {"stepwise:tenant": "t1", "team": "hr"}, POLICIES: {"team": "legal"}})
+    owners = knowledge_search.BedrockOwners(lambda region: client, ttl=60, clock=lambda: now[0])
+
+    assert owners.owner(HANDBOOK, None) == "t1"
+    assert owners.owner(POLICIES, None) is None  # untagged: nobody's
+    assert owners.owner("MISSING000", None) is None
+    assert client.calls == 3
+
+    client.tags[HANDBOOK] = {"stepwise:tenant": "t2"}
+    now[0] = 59.0
+    assert owners.owner(HANDBOOK, None) == "t1" and client.calls == 3  # cached
+    now[0] = 61.0
+    assert owners.owner(HANDBOOK, None) == "t2" and client.calls == 4  # re-read after the TTL
 
 
 def test_knowledge_search_merges_every_linked_base_by_score() -> None:

@@ -545,3 +545,19 @@ def test_a_function_exception_is_500_with_the_traceback_logged(caplog: pytest.Lo
     [record] = caplog.records
     assert "Api" in record.getMessage()
     assert record.exc_info is not None and record.exc_info[0] is KeyError
+
+
+def test_without_identity_sources_the_authorizer_sees_every_request_and_nothing_is_cached() -> None:
+    # As API Gateway does for an authorizer without identity sources (template.yaml's), even a
+    # request with no Authorization reaches it, and a TTL cannot apply: there is no identity to key on.
+    gateway, lambdas = make(identity_headers=(), authorizer_ttl=300)
+
+    first = call(gateway, "GET", "/v1/agents", token=None)
+    second = call(gateway, "GET", "/v1/agents", token="Bearer sk-1")
+    call(gateway, "GET", "/v1/agents", token="Bearer sk-1")
+
+    assert first.status == second.status == 200
+    events = lambdas.events("Authorizer")
+    assert len(events) == 3
+    assert all("identitySource" not in e for e in events)
+    assert events[1]["headers"]["authorization"] == "Bearer sk-1"

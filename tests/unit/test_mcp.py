@@ -6,6 +6,7 @@ import json
 import re
 import subprocess
 import sys
+import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -15,13 +16,15 @@ from pydantic import ValidationError
 
 from stepwise.agents.models import Agent
 from stepwise.errors import Unprocessable
+from stepwise.masking import MASK
 from stepwise.mcp import declarations, find
-from stepwise.mcp.models import MASK, TOOLS_CACHE_LIMIT, McpServer, McpServerCreate, McpTool
+from stepwise.mcp.models import TOOLS_CACHE_LIMIT, McpServer, McpServerCreate, McpTool
 from stepwise.mcp.naming import NAME_LIMIT, exposed_name, exposed_names
 from stepwise.mcp.servers import _within_limit, check_destination
 from stepwise.mcp.transport import GuardedAsyncBackend
 from stepwise.ssrf import BlockedDestination
 from stepwise.tools.models import TOOL_NAME
+from stepwise.tools.registry import permission_for
 
 CREATED = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -175,21 +178,61 @@ def test_disabled_servers_and_servers_without_tools_declare_nothing() -> None:
     assert find(subject, "mcp__off__t") is None
 
 
-def test_find_returns_the_tool_with_its_hints_and_permission() -> None:
-    subject = agent(
-        server("srv", tool("lookup", readOnlyHint=True), tool("drop", destructiveHint=True), tool("plain"))
+def test_a_trusted_servers_hints_decide_with_the_specs_defaults() -> None:
+    tools = (
+        tool("lookup", readOnlyHint=True),
+        tool("drop", destructiveHint=True),
+        tool("append", destructiveHint=False),
+        tool("plain"),
     )
+    subject = agent(server("srv", *tools, trusted=True))
 
     lookup = find(subject, "mcp__srv__lookup")
     assert lookup is not None and lookup.tool.name == "lookup" and lookup.server.name == "srv"
-    assert lookup.parallel_safe and lookup.permission == "inherit"
+    assert lookup.read_only and lookup.parallel_safe and lookup.effect == "none"
+    assert lookup.permission == "inherit"
 
     drop = find(subject, "mcp__srv__drop")
     assert drop is not None and drop.destructive and not drop.parallel_safe and drop.permission == "ask"
 
+    append = find(subject, "mcp__srv__append")
+    assert append is not None and not append.destructive and append.permission == "inherit"
+    assert append.effect == "undeclared"
+
+    # No destructiveHint is the spec's default: destructive.
     plain = find(subject, "mcp__srv__plain")
-    assert plain is not None and not plain.parallel_safe and plain.permission == "inherit"
+    assert plain is not None and plain.destructive and not plain.parallel_safe and plain.permission == "ask"
     assert find(subject, "mcp__srv__missing") is None and find(subject, "lookup") is None
+
+
+@pytest.mark.parametrize("default", ["allow", "allow_reads"])
+def test_an_untrusted_servers_hints_never_take_caution_away(default: str) -> None:
+    subject = agent(
+        server("srv", tool("lookup", readOnlyHint=True), tool("append", destructiveHint=False)),
+        default=default,
+    )
+
+    for name in ("mcp__srv__lookup", "mcp__srv__append"):
+        ref = find(subject, name)
+        assert ref is not None
+        # Not read-only: not parallel-safe, not effect-free (the ledger runs it once), not allowed
+        # under allow_reads; and destructive whatever it says, so a human is asked first.
+        assert not ref.read_only and not ref.parallel_safe and ref.effect == "undeclared"
+        assert ref.destructive and ref.permission == "ask"
+        assert permission_for(subject, ref) == "ask"
+
+
+def test_an_untrusted_servers_tools_follow_an_explicit_server_permission() -> None:
+    subject = agent(server("srv", tool("lookup", readOnlyHint=True), permission="allow"))
+
+    ref = find(subject, "mcp__srv__lookup")
+    assert ref is not None and ref.permission == "allow" and ref.effect == "undeclared"
+
+
+def test_trusted_is_shown_and_defaults_to_false() -> None:
+    created = McpServerCreate(name="srv", url="https://srv.example.com/mcp")
+    assert created.trusted is False
+    assert server("srv", trusted=True).view().model_dump(mode="json")["trusted"] is True
 
 
 def test_find_resolves_a_cleaned_name_to_the_servers_own_name() -> None:
@@ -199,7 +242,7 @@ def test_find_resolves_a_cleaned_name_to_the_servers_own_name() -> None:
 
 def test_a_destructive_tool_is_denied_when_the_agent_denies_and_the_server_setting_wins() -> None:
     destructive = tool("drop", destructiveHint=True)
-    denied = find(agent(server("srv", destructive), default="deny"), "mcp__srv__drop")
+    denied = find(agent(server("srv", destructive, trusted=True), default="deny"), "mcp__srv__drop")
     assert denied is not None and denied.permission == "deny"
 
     allowed = find(agent(server("srv", destructive, permission="allow")), "mcp__srv__drop")
@@ -266,3 +309,23 @@ def test_the_api_and_a_runs_tool_set_never_import_the_sdk() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
     )
     assert out.stdout.split() == ["False", "False"]
+
+
+def test_a_slow_name_server_does_not_outlive_the_operations_deadline() -> None:
+    release = threading.Event()
+    answered: list[str] = []
+
+    def slow_resolver(host: str, port: int) -> list[str]:
+        release.wait(10)
+        answered.append(host)
+        return ["93.184.216.34"]
+
+    async def connect() -> None:
+        with anyio.fail_after(0.2):
+            await GuardedAsyncBackend([], resolver=slow_resolver).connect_tcp("slow.example", 443)
+
+    with pytest.raises(TimeoutError):
+        anyio.run(connect)
+    # The deadline ended the wait while the resolver was still blocked, not after it answered.
+    assert answered == []
+    release.set()

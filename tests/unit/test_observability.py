@@ -140,19 +140,36 @@ def log_lines() -> Iterator[Callable[[], list[dict[str, Any]]]]:
 def test_a_model_step_flushes_steps_and_tokens_as_one_emf_document(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    handler = handler_like_ours(
-        lambda _: observability.step_taken(Usage(input_tokens=120, output_tokens=30, cached_tokens=100))
-    )
+    usage = Usage(input_tokens=120, output_tokens=30, cached_tokens=100, cache_write_tokens=20, cost_usd=None)
+    handler = handler_like_ours(lambda _: observability.step_taken(usage, "acme"))
 
     handler({"tenant_id": "acme", "run_id": "run_1", "step": 0}, context())
 
-    (document,) = emf(capsys.readouterr().out)
-    assert metric_names(document) == {"Steps", "InputTokens", "OutputTokens", "CachedTokens"}
+    (document,) = emf(capsys.readouterr().out)  # no cost document: the model has no known price
     recorded = {name: value(document, name) for name in metric_names(document)}
-    assert recorded == {"Steps": 1, "InputTokens": 120, "OutputTokens": 30, "CachedTokens": 100}
+    assert recorded == {
+        "Steps": 1,
+        "InputTokens": 120,
+        "OutputTokens": 30,
+        "CachedTokens": 100,
+        "CacheWriteTokens": 20,
+    }
     (directive,) = document["_aws"]["CloudWatchMetrics"]
     assert directive["Namespace"] == NAMESPACE
     assert directive["Dimensions"] == [["service"]] and document["service"] == "stepwise"
+
+
+def test_a_priced_model_step_emits_its_cost_with_the_tenant_as_a_property(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    usage = Usage(input_tokens=1000, output_tokens=10, cost_usd=0.0042)
+    handler_like_ours(lambda _: observability.step_taken(usage, "acme"))({}, context())
+
+    documents = emf(capsys.readouterr().out)
+    (cost,) = [d for d in documents if "CostUSD" in metric_names(d)]
+    assert value(cost, "CostUSD") == 0.0042 and cost["tenant_id"] == "acme"
+    (directive,) = cost["_aws"]["CloudWatchMetrics"]
+    assert directive["Dimensions"] == [["service"]]  # tenants are properties, never dimensions
 
 
 def test_runs_started_and_succeeded_are_counted(capsys: pytest.CaptureFixture[str]) -> None:
@@ -213,7 +230,7 @@ def test_disabled_metrics_print_nothing_and_accumulate_nothing(
 
     def body(_: dict[str, Any]) -> None:
         for _ in range(150):  # past Powertools' 100 values, where it would print even when disabled
-            observability.step_taken(Usage(input_tokens=1))
+            observability.step_taken(Usage(input_tokens=1), "acme")
         observability.tool_called("web_search")
         observability.run_failed("internal_error")
 

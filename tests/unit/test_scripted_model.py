@@ -321,13 +321,19 @@ def test_usage_reads_openai_and_anthropic_cached_tokens() -> None:
         "input_tokens": 100,
         "output_tokens": 9,
         "cached_tokens": 64,
+        "cache_write_tokens": 0,
+        "cost_usd": 0.0,  # priced by the caller, who knows the model
     }
     assert usage_of(anthropic_style).model_dump() == {
         "input_tokens": 50,
         "output_tokens": 5,
         "cached_tokens": 32,
+        "cache_write_tokens": 0,
+        "cost_usd": 0.0,
     }
-    assert usage_of(None).model_dump() == {"input_tokens": 0, "output_tokens": 0, "cached_tokens": 0}
+    written = {"prompt_tokens": 50, "completion_tokens": 5, "cache_creation_input_tokens": 40}
+    assert usage_of(written).cache_write_tokens == 40
+    assert usage_of(None) == Usage()
 
 
 # --- real providers ---------------------------------------------------------------------------------
@@ -385,7 +391,13 @@ def test_a_real_model_is_streamed_with_no_script_no_retries_and_its_reply_is_par
     assert "extra_body" not in sent and "script" not in sent
     assert [(c.id, c.arguments) for c in turn.tool_calls] == [("c1", {"_raw": "{oops"}), ("c2", {})]
     assert turn.text is None
-    assert turn.usage.model_dump() == {"input_tokens": 120, "output_tokens": 8, "cached_tokens": 100}
+    assert turn.usage.model_dump(exclude={"cost_usd"}) == {
+        "input_tokens": 120,
+        "output_tokens": 8,
+        "cached_tokens": 100,
+        "cache_write_tokens": 0,
+    }
+    assert turn.usage.cost_usd is not None and turn.usage.cost_usd > 0  # gpt-4o is in the price map
     assert turn.assistant_message()["tool_calls"][0]["function"]["arguments"] == "{oops"
 
 

@@ -3,18 +3,21 @@
 from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import Response
-from aws_lambda_powertools.event_handler.openapi.params import Body
+from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from pydantic import BaseModel
 
+from stepwise.agents import bounds, weight
 from stepwise.agents.models import Agent, AgentCreate, AgentPatch
 from stepwise.api.context import tenant
+from stepwise.api.params import AgentId
 from stepwise.api.responses import json_response, model_content, responses
 from stepwise.errors import Unprocessable
 from stepwise.ids import new_id
+from stepwise.masking import public_hook, public_tool
 from stepwise.mcp.models import public_servers
 from stepwise.schedules import service as schedules
-from stepwise.store import agents
+from stepwise.store import agents, runs
 from stepwise.tools.models import Tool
 
 router = APIGatewayHttpRouter()
@@ -31,18 +34,32 @@ class ToolList(BaseModel):
 
 
 def view(agent: Agent) -> dict[str, Any]:
-    """An agent as the API shows it: MCP server headers (credentials) masked."""
-    return {**agent.model_dump(mode="json"), "mcp_servers": public_servers(agent)}
+    """An agent as the API shows it: the header values of its tools, hooks and MCP servers (credentials)
+    masked."""
+    shown = agent.model_dump(mode="json")
+    return {
+        **shown,
+        "tools": [public_tool(t) for t in shown["tools"]],
+        "hooks": [public_hook(h) for h in shown["hooks"]],
+        "mcp_servers": public_servers(agent),
+    }
 
 
 @router.post(
     "/v1/agents",
     summary="Create an agent",
     description="An agent is a model, a system prompt, tools and permissions; runs start from it.",
-    responses=responses(201, "The agent, with its `agent_id`", 400, 413),
+    responses=responses(
+        201,
+        "The agent, with its `agent_id`",
+        400,
+        413,
+        described={422: "Validation error; `model_not_allowed` when the model is outside AllowedModels"},
+    ),
     tags=AGENTS,
 )
 def create_agent(body: AgentCreate) -> Response[Agent]:
+    bounds.check_named(body.model)
     agent = agents.create(tenant(router), new_id("agt"), body)
     return json_response(view(agent), 201)
 
@@ -55,7 +72,7 @@ def list_agents() -> Response[AgentList]:
 @router.get(
     "/v1/agents/<agent_id>", summary="Get an agent", responses=responses(200, "The agent", 404), tags=AGENTS
 )
-def get_agent(agent_id: str) -> Response[Agent]:
+def get_agent(agent_id: AgentId) -> Response[Agent]:
     return json_response(view(agents.get(tenant(router), agent_id)))
 
 
@@ -63,11 +80,20 @@ def get_agent(agent_id: str) -> Response[Agent]:
     "/v1/agents/<agent_id>",
     summary="Change an agent",
     description="Only the fields sent change; `null` clears an optional field.",
-    responses=responses(200, "The changed agent", 400, 404, 409, 413),
+    responses=responses(
+        200,
+        "The changed agent",
+        400,
+        404,
+        409,
+        413,
+        described={422: "Validation error; `model_not_allowed` when the model is outside AllowedModels"},
+    ),
     tags=AGENTS,
 )
-def patch_agent(agent_id: str, body: AgentPatch) -> Response[Agent]:
+def patch_agent(agent_id: AgentId, body: AgentPatch) -> Response[Agent]:
     changes = body.model_dump(exclude_unset=True)
+    bounds.check_named(changes.get("model"))
     if "permissions" in changes and changes["permissions"] is None:
         # Clearing would silently fall back to the most permissive default; make the caller say so.
         raise Unprocessable(
@@ -84,13 +110,45 @@ def patch_agent(agent_id: str, body: AgentPatch) -> Response[Agent]:
     responses=responses(204, "Deleted", 404, content={}),
     tags=AGENTS,
 )
-def delete_agent(agent_id: str) -> Response[None]:
+def delete_agent(agent_id: AgentId) -> Response[None]:
     tenant_id = tenant(router)
     agents.get(tenant_id, agent_id)
     for schedule in schedules.list_for_agent(tenant_id, agent_id):  # nothing fires for a deleted agent
         schedules.delete(tenant_id, agent_id, schedule.schedule_id)
     agents.delete(tenant_id, agent_id)
     return Response(status_code=204)
+
+
+@router.get(
+    "/v1/agents/<agent_id>/weight",
+    summary="Weigh an agent's first call",
+    description="The input tokens of the system prompt and of each tool declaration for the agent's "
+    "model, counted offline: what every run's first call sends before the user's message.",
+    responses=responses(200, "The weights, heaviest tool first", 404),
+    tags=AGENTS,
+)
+def get_weight(agent_id: AgentId) -> Response[weight.AgentWeight]:
+    tenant_id = tenant(router)
+    return json_response(weight.weighed(tenant_id, agents.get(tenant_id, agent_id)).model_dump(mode="json"))
+
+
+@router.get(
+    "/v1/agents/<agent_id>/tool-usage",
+    summary="How often the latest runs called each tool",
+    description="The agent's declared tools with their calls over its last `last` runs (newest first); "
+    "a tool called but no longer declared shows with `declared: false`. A declared tool nobody calls "
+    "costs tokens on every call.",
+    responses=responses(200, "Declared tools and their calls", 404),
+    tags=AGENTS,
+)
+def get_tool_usage(
+    agent_id: AgentId, last: Annotated[int, Query(ge=1, le=100)] = 20
+) -> Response[weight.ToolUsage]:
+    tenant_id = tenant(router)
+    agent = agents.get(tenant_id, agent_id)
+    latest, _ = runs.list_runs(tenant_id, agent_id=agent_id, limit=last)
+    usage = weight.tool_usage(agent, [r.tools_executed for r in latest])
+    return json_response(usage.model_dump(mode="json"))
 
 
 @router.post(
@@ -101,10 +159,10 @@ def delete_agent(agent_id: str) -> Response[None]:
     responses=responses(201, "The tool as stored", 400, 404, 409, 413, content=model_content(Tool)),
     tags=TOOLS,
 )
-def add_tool(agent_id: str, body: Annotated[Tool, Body()]) -> Response[dict[str, Any]]:
+def add_tool(agent_id: AgentId, body: Annotated[Tool, Body()]) -> Response[dict[str, Any]]:
     agent = agents.add_tool(tenant(router), agent_id, body)
     tool = agent.tool(body.name)
-    return json_response(tool.model_dump(mode="json") if tool else None, 201)
+    return json_response(public_tool(tool.model_dump(mode="json")) if tool else None, 201)
 
 
 @router.get(
@@ -113,9 +171,9 @@ def add_tool(agent_id: str, body: Annotated[Tool, Body()]) -> Response[dict[str,
     responses=responses(200, "The agent's tools", 404, content=model_content(ToolList)),
     tags=TOOLS,
 )
-def list_tools(agent_id: str) -> Response[dict[str, list[dict[str, Any]]]]:
+def list_tools(agent_id: AgentId) -> Response[dict[str, list[dict[str, Any]]]]:
     agent = agents.get(tenant(router), agent_id)
-    return json_response({"tools": [t.model_dump(mode="json") for t in agent.tools]})
+    return json_response({"tools": [public_tool(t.model_dump(mode="json")) for t in agent.tools]})
 
 
 @router.delete(
@@ -124,6 +182,6 @@ def list_tools(agent_id: str) -> Response[dict[str, list[dict[str, Any]]]]:
     responses=responses(204, "Removed", 404, 409, content={}),
     tags=TOOLS,
 )
-def delete_tool(agent_id: str, name: str) -> Response[None]:
+def delete_tool(agent_id: AgentId, name: str) -> Response[None]:
     agents.remove_tool(tenant(router), agent_id, name)
     return Response(status_code=204)

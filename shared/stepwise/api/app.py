@@ -21,7 +21,7 @@ from stepwise.api import (
     settings,
 )
 from stepwise.api.auth import PUBLIC
-from stepwise.api.resolver import install_error_handlers, refused
+from stepwise.api.resolver import new_resolver, refused
 from stepwise.api.responses import json_response, responses
 
 TITLE = "Stepwise"
@@ -49,7 +49,7 @@ class Health(BaseModel):
 
 @cache
 def build() -> APIGatewayHttpResolver:
-    app = APIGatewayHttpResolver(enable_validation=True)
+    app = new_resolver()
     app.include_router(agents.router)
     app.include_router(runs.router)
     app.include_router(events.router)
@@ -77,7 +77,6 @@ def build() -> APIGatewayHttpResolver:
         return json_response(json.loads(spec(app)))
 
     app.enable_swagger(path="/v1/docs", **SPEC_INFO)
-    install_error_handlers(app)
     return app
 
 

@@ -210,7 +210,7 @@ def slack_interaction() -> Response[SlackReply]:
     try:
         secret = slack.signing_secret()
     except ConfigError:
-        # An empty SlackSigningSecret disables Slack buttons: anyone can post here, so that is the
+        # An unset Slack signing secret disables Slack buttons: anyone can post here, so that is the
         # caller's 404, not a 500 (and an error alarm) per anonymous request.
         logger.warning("a Slack interaction arrived but SLACK_SIGNING_SECRET is not set")
         raise NotFound("Slack interactions are not enabled here", code="slack_not_configured") from None

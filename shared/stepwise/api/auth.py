@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from stepwise.errors import Unauthorized
+from stepwise.ids import InvalidTenant, valid_tenant
 
 # Routes that API Gateway serves without the authorizer (template.yaml: `Auth: Authorizer: NONE`).
 PUBLIC_PATHS = frozenset({"/v1/health"})
@@ -23,9 +24,13 @@ def tenant_from_event(event: dict[str, Any]) -> str:
     the contract's 401 with its error shape (an HTTP API authorizer can only deny with a bare 403)."""
     context = ((event.get("requestContext") or {}).get("authorizer") or {}).get("lambda") or {}
     tenant = context.get("tenant_id")
-    if not tenant:
-        raise Unauthorized("a valid API key is required: Authorization: Bearer <key>", code="invalid_api_key")
-    return str(tenant)
+    try:
+        # Checked again here, not only by the authorizer: this is where the tenant enters every key.
+        return valid_tenant(tenant)
+    except InvalidTenant:
+        raise Unauthorized(
+            "a valid API key is required: Authorization: Bearer <key>", code="invalid_api_key"
+        ) from None
 
 
 def known_tenant(event: dict[str, Any]) -> str | None:

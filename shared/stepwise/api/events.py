@@ -9,6 +9,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Header, Query
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 
 from stepwise.api.context import tenant
+from stepwise.api.params import RunId
 from stepwise.api.responses import json_response, responses
 from stepwise.errors import Malformed
 from stepwise.follow import service as follow
@@ -41,7 +42,7 @@ SSE_EVENT: dict[str, Any] = {
     tags=RUNS,
 )
 def run_events(
-    run_id: str,
+    run_id: RunId,
     after: Annotated[int, Query(ge=0)] = 0,
     wait: Annotated[float, Query(ge=0, le=events.MAX_WAIT)] = 0,
 ) -> Response[events.EventPage]:
@@ -71,7 +72,7 @@ def _last_event_id(value: str | None) -> int:
     tags=RUNS,
 )
 def stream(
-    run_id: str,
+    run_id: RunId,
     after: Annotated[int | None, Query(ge=0)] = None,
     wait: Annotated[float, Query(ge=0, le=events.MAX_WAIT)] = STREAM_WAIT,
     last_event_id: Annotated[
@@ -109,6 +110,6 @@ def stream(
     responses=responses(200, "The URL to connect to", 404),
     tags=RUNS,
 )
-def follow_run(run_id: str, after: Annotated[int, Query(ge=0)] = 0) -> Response[follow.FollowUrl]:
+def follow_run(run_id: RunId, after: Annotated[int, Query(ge=0)] = 0) -> Response[follow.FollowUrl]:
     issued = follow.issue(tenant(router), run_id, after)
     return json_response(issued.model_dump(mode="json"))

@@ -7,9 +7,11 @@ from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from pydantic import BaseModel
 
 from stepwise.api.context import tenant
+from stepwise.api.params import AgentId, HookId
 from stepwise.api.responses import json_response, responses
 from stepwise.hooks.models import Hook, HookCreate
 from stepwise.ids import new_id
+from stepwise.masking import public_hook
 from stepwise.schema import utcnow
 from stepwise.store import agents
 
@@ -28,11 +30,11 @@ class HookList(BaseModel):
     responses=responses(201, "The hook, with its `hook_id`", 400, 404, 409, 413),
     tags=HOOKS,
 )
-def create_hook(agent_id: str, body: HookCreate) -> Response[Hook]:
+def create_hook(agent_id: AgentId, body: HookCreate) -> Response[Hook]:
     hook = Hook(**body.model_dump(), hook_id=new_id("hook"), created_at=utcnow())
     stored: dict[str, Any] = hook.model_dump(mode="json")
     agents.add_hook(tenant(router), agent_id, stored)
-    return json_response(stored, 201)
+    return json_response(public_hook(stored), 201)
 
 
 @router.get(
@@ -41,9 +43,9 @@ def create_hook(agent_id: str, body: HookCreate) -> Response[Hook]:
     responses=responses(200, "The hooks", 404),
     tags=HOOKS,
 )
-def list_hooks(agent_id: str) -> Response[HookList]:
+def list_hooks(agent_id: AgentId) -> Response[HookList]:
     agent = agents.get(tenant(router), agent_id)
-    return json_response({"hooks": agent.hooks})
+    return json_response({"hooks": [public_hook(h) for h in agent.hooks]})
 
 
 @router.delete(
@@ -52,6 +54,6 @@ def list_hooks(agent_id: str) -> Response[HookList]:
     responses=responses(204, "Deleted", 404, 409, content={}),
     tags=HOOKS,
 )
-def delete_hook(agent_id: str, hook_id: str) -> Response[None]:
+def delete_hook(agent_id: AgentId, hook_id: HookId) -> Response[None]:
     agents.remove_hook(tenant(router), agent_id, hook_id)
     return Response(status_code=204)

@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 
 from stepwise import answers
 from stepwise.api.context import tenant
+from stepwise.api.params import InteractionId, RunId, SessionId
 from stepwise.api.responses import json_response, responses
 from stepwise.errors import Conflict, Unprocessable
 from stepwise.schema import Strict
@@ -62,7 +63,7 @@ class InteractionList(BaseModel):
     tags=INTERACTIONS,
 )
 def list_interactions(
-    session_id: str, status: Annotated[Literal["pending", "answered", "expired"] | None, Query()] = None
+    session_id: SessionId, status: Annotated[Literal["pending", "answered", "expired"] | None, Query()] = None
 ) -> Response[InteractionList]:
     tenant_id = tenant(router)
     sessions.get(tenant_id, session_id)
@@ -81,7 +82,7 @@ def list_interactions(
     tags=INTERACTIONS,
 )
 def respond(
-    interaction_id: str,
+    interaction_id: InteractionId,
     body: RespondBody,
     # Required, but checked here so that its absence is the contract's 422 with its own code.
     key: Annotated[
@@ -114,7 +115,7 @@ def respond(
     responses=responses(200, "The answered approval", 400, 404, 409, 410, 413, 503),
     tags=INTERACTIONS,
 )
-def approve(run_id: str, body: ApproveBody) -> Response[InteractionView]:
+def approve(run_id: RunId, body: ApproveBody) -> Response[InteractionView]:
     tenant_id = tenant(router)
     runs.get(tenant_id, run_id)
     pending = [i for i in interactions.for_run(tenant_id, run_id, "pending") if i.kind == "approval"]

@@ -7,14 +7,13 @@ from typing import Any
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
 
 from stepwise.api import events
-from stepwise.api.resolver import install_error_handlers, refused
+from stepwise.api.resolver import new_resolver, refused
 
 
 @cache
 def build() -> APIGatewayHttpResolver:
-    app = APIGatewayHttpResolver(enable_validation=True)
+    app = new_resolver()
     app.include_router(events.router)
-    install_error_handlers(app)
     return app
 
 

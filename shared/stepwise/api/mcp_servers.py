@@ -7,6 +7,7 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 
 from stepwise.api.context import tenant
+from stepwise.api.params import AgentId
 from stepwise.api.responses import json_response, responses
 from stepwise.mcp import servers
 from stepwise.mcp.models import MCP_TIMEOUT, McpServerCreate, McpServerList, McpServerView
@@ -33,7 +34,7 @@ def _discovery_timeout() -> float:
     responses=responses(201, "The server with the tools found", 400, 404, 409, 413),
     tags=MCP,
 )
-def register_mcp_server(agent_id: str, body: McpServerCreate) -> Response[McpServerView]:
+def register_mcp_server(agent_id: AgentId, body: McpServerCreate) -> Response[McpServerView]:
     server = servers.register(tenant(router), agent_id, body, timeout=_discovery_timeout())
     return json_response(server.view().model_dump(mode="json"), 201)
 
@@ -44,7 +45,7 @@ def register_mcp_server(agent_id: str, body: McpServerCreate) -> Response[McpSer
     responses=responses(200, "The servers", 404),
     tags=MCP,
 )
-def list_mcp_servers(agent_id: str) -> Response[McpServerList]:
+def list_mcp_servers(agent_id: AgentId) -> Response[McpServerList]:
     found = store.list_servers(tenant(router), agent_id)
     return json_response({"mcp_servers": [s.view().model_dump(mode="json") for s in found]})
 
@@ -55,7 +56,7 @@ def list_mcp_servers(agent_id: str) -> Response[McpServerList]:
     responses=responses(200, "The server", 404),
     tags=MCP,
 )
-def get_mcp_server(agent_id: str, name: str) -> Response[McpServerView]:
+def get_mcp_server(agent_id: AgentId, name: str) -> Response[McpServerView]:
     return json_response(store.get_server(tenant(router), agent_id, name).view().model_dump(mode="json"))
 
 
@@ -65,7 +66,7 @@ def get_mcp_server(agent_id: str, name: str) -> Response[McpServerView]:
     responses=responses(204, "Removed", 404, 409, content={}),
     tags=MCP,
 )
-def delete_mcp_server(agent_id: str, name: str) -> Response[None]:
+def delete_mcp_server(agent_id: AgentId, name: str) -> Response[None]:
     store.remove_server(tenant(router), agent_id, name)
     return Response(status_code=204)
 
@@ -76,7 +77,7 @@ def delete_mcp_server(agent_id: str, name: str) -> Response[None]:
     responses=responses(200, "The server with the tools found, or `last_error`", 404, 409),
     tags=MCP,
 )
-def refresh_mcp_server(agent_id: str, name: str) -> Response[McpServerView]:
+def refresh_mcp_server(agent_id: AgentId, name: str) -> Response[McpServerView]:
     """Discover the server's tools now; the answer has the tools found, or `last_error`."""
     server = servers.refresh(tenant(router), agent_id, name, timeout=_discovery_timeout())
     return json_response(server.view().model_dump(mode="json"))

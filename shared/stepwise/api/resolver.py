@@ -10,7 +10,9 @@ from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 
+from stepwise import safejson
 from stepwise.api.auth import is_public, tenant_from_event
+from stepwise.api.params import NOT_FOUND
 from stepwise.api.responses import error_response, from_error
 from stepwise.errors import ApiError, Malformed, PayloadTooLarge
 
@@ -30,6 +32,25 @@ def _jsonable_errors(errors: Any) -> list[dict[str, Any]]:
     ]
 
 
+def new_resolver() -> APIGatewayHttpResolver:
+    """A resolver as every function of ours builds it: validating, reading bodies with the JSON depth
+    cap (a body nested too deep is a 422 `json_too_deep`, never a RecursionError), our error mapping."""
+    app = APIGatewayHttpResolver(enable_validation=True, json_body_deserializer=safejson.loads)
+    install_error_handlers(app)
+    return app
+
+
+def _unknown_path_id(errors: Any) -> str | None:
+    """The not-found code when a path id does not have the shape of the ids we issue."""
+    for e in errors:
+        loc = tuple(e.get("loc", ()))
+        if len(loc) == 2 and loc[0] == "path" and e.get("type") == "string_pattern_mismatch":
+            code = NOT_FOUND.get(str(loc[1]))
+            if code is not None:
+                return code
+    return None
+
+
 def install_error_handlers(app: APIGatewayHttpResolver) -> None:
     """Each domain error becomes its status in the contract's shape; nothing else leaks."""
 
@@ -37,11 +58,19 @@ def install_error_handlers(app: APIGatewayHttpResolver) -> None:
     def api_error(exc: ApiError) -> Response:
         return from_error(exc)
 
+    @app.exception_handler(safejson.TooDeep)
+    def too_deep(exc: safejson.TooDeep) -> Response:
+        return error_response(422, "json_too_deep", f"the request body is not accepted: {exc}")
+
     @app.exception_handler(RequestValidationError)
     def invalid(exc: RequestValidationError) -> Response:
         errors = exc.errors()
         if any(e.get("type") == "json_invalid" for e in errors):
             return error_response(400, "malformed_json", "the request body is not valid JSON")
+        unknown = _unknown_path_id(errors)
+        if unknown is not None:
+            # An id that cannot be ours names nothing: the same 404 as an id that does not exist.
+            return error_response(404, unknown, "no such resource (the id is not one this API issued)")
         return error_response(422, "validation_error", "the request is not valid", _jsonable_errors(errors))
 
     @app.not_found

@@ -19,12 +19,15 @@ def json_response(body: Any, status: int = 200, headers: dict[str, str] | None =
     return Response(status_code=status, content_type=JSON, body=body, headers=headers)
 
 
-def error_response(status: int, code: str, message: str, details: Any = None) -> Response:
-    return json_response({"error": {"code": code, "message": message, "details": details}}, status)
+def error_response(
+    status: int, code: str, message: str, details: Any = None, headers: dict[str, str] | None = None
+) -> Response:
+    body = {"error": {"code": code, "message": message, "details": details}}
+    return json_response(body, status, headers or None)
 
 
 def from_error(exc: ApiError) -> Response:
-    return error_response(exc.status, exc.code, exc.message, exc.details)
+    return error_response(exc.status, exc.code, exc.message, exc.details, exc.headers())
 
 
 # --- OpenAPI ---------------------------------------------------------------------------------------
@@ -42,12 +45,6 @@ class Error(BaseModel):
     error: ErrorInfo
 
 
-class GatewayError(BaseModel):
-    """API Gateway's own answer, given before any function runs (e.g. a 401 without Authorization)."""
-
-    message: str
-
-
 ERRORS: dict[int, str] = {
     400: "Malformed: the body is not JSON, or a value is not one this API issued",
     401: "No API key, or one that is not valid",
@@ -57,11 +54,10 @@ ERRORS: dict[int, str] = {
     410: "Gone",
     413: "The body is over 1 MiB",
     422: "Validation error: `details` lists the invalid fields",
+    429: "A per-tenant quota is reached (`quota_exceeded`); `Retry-After` says when to try again",
     502: "The model behind the call failed",
     503: "The model is rate limited or unavailable; retry later",
 }
-# The gateway answers 401 itself when the Authorization header is missing; the API when the key is bad.
-_ERROR_MODELS: dict[int, Any] = {401: Error | GatewayError}
 
 
 def responses(
@@ -82,9 +78,8 @@ def responses(
     if content is not None:
         documented[status]["content"] = content
     for code in sorted({*errors, 422} | (set() if public else {401})):
-        model = Error if public else _ERROR_MODELS.get(code, Error)
         wording = (described or {}).get(code, ERRORS[code])
-        documented[code] = {"description": wording, "content": {JSON: {"model": model}}}
+        documented[code] = {"description": wording, "content": {JSON: {"model": Error}}}
     return documented
 
 

@@ -10,6 +10,7 @@ from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 
 from stepwise import config
 from stepwise.api.context import tenant
+from stepwise.api.params import AgentId, AgentIdQuery, RunId, SessionIdQuery
 from stepwise.api.responses import json_response, responses
 from stepwise.errors import ApiError, BadGateway, Conflict, Unavailable, Unprocessable
 from stepwise.runs import cancel, replay, start
@@ -74,7 +75,7 @@ def _idempotent_start() -> tuple[Any, Callable[..., dict[str, Any]]]:
     tags=RUNS,
 )
 def create_run(
-    agent_id: str,
+    agent_id: AgentId,
     body: RunCreate,
     key: Annotated[
         str | None,
@@ -112,7 +113,7 @@ def create_run(
     responses=responses(200, "The cancelled run", 404, 409),
     tags=RUNS,
 )
-def cancel_run(run_id: str) -> Response[RunView]:
+def cancel_run(run_id: RunId) -> Response[RunView]:
     return json_response(cancel.cancel(tenant(router), run_id).public())
 
 
@@ -124,7 +125,7 @@ def cancel_run(run_id: str) -> Response[RunView]:
     responses=responses(201, "The new run", 404, 409, 410, 503),
     tags=RUNS,
 )
-def replay_run(run_id: str, force: Annotated[bool, Query()] = False) -> Response[RunAccepted]:
+def replay_run(run_id: RunId, force: Annotated[bool, Query()] = False) -> Response[RunAccepted]:
     run = replay.replay(tenant(router), run_id, force=force)
     return json_response(
         {
@@ -146,7 +147,7 @@ def replay_run(run_id: str, force: Annotated[bool, Query()] = False) -> Response
     responses=responses(200, "The run's output", 400, 404, 409, 413, 502, 503),
     tags=RUNS,
 )
-def run_sync(agent_id: str, body: SyncRunCreate) -> Response[SyncRunResult]:
+def run_sync(agent_id: AgentId, body: SyncRunCreate) -> Response[SyncRunResult]:
     run = start.run_sync(tenant(router), agent_id, body)
     if run.error is not None:
         failure = SYNC_FAILURES.get(run.error.code, BadGateway)
@@ -163,8 +164,8 @@ def run_sync(agent_id: str, body: SyncRunCreate) -> Response[SyncRunResult]:
     tags=RUNS,
 )
 def list_runs(
-    agent_id: Annotated[str | None, Query(max_length=64)] = None,
-    session_id: Annotated[str | None, Query(max_length=64)] = None,
+    agent_id: AgentIdQuery = None,
+    session_id: SessionIdQuery = None,
     status: Annotated[RunStatus | None, Query()] = None,
     limit: Annotated[int, Query(ge=1, le=100)] = runs.PAGE_LIMIT,
     next_token: Annotated[str | None, Query(max_length=2048)] = None,
@@ -181,5 +182,5 @@ def list_runs(
 
 
 @router.get("/v1/runs/<run_id>", summary="Get a run", responses=responses(200, "The run", 404), tags=RUNS)
-def get_run(run_id: str) -> Response[RunView]:
+def get_run(run_id: RunId) -> Response[RunView]:
     return json_response(runs.get(tenant(router), run_id).public())

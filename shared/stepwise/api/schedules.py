@@ -5,6 +5,7 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 
 from stepwise.api.context import tenant
+from stepwise.api.params import AgentId, ScheduleId
 from stepwise.api.responses import json_response, responses
 from stepwise.schedules import service
 from stepwise.schedules.models import Schedule, ScheduleCreate, ScheduleList
@@ -21,7 +22,7 @@ SCHEDULES = ["schedules"]
     responses=responses(201, "The schedule, with its `schedule_id`", 400, 404, 413, 503),
     tags=SCHEDULES,
 )
-def create_schedule(agent_id: str, body: ScheduleCreate) -> Response[Schedule]:
+def create_schedule(agent_id: AgentId, body: ScheduleCreate) -> Response[Schedule]:
     schedule = service.create(tenant(router), agent_id, body)
     return json_response(schedule.model_dump(mode="json"), 201)
 
@@ -32,7 +33,7 @@ def create_schedule(agent_id: str, body: ScheduleCreate) -> Response[Schedule]:
     responses=responses(200, "The schedules", 404),
     tags=SCHEDULES,
 )
-def list_schedules(agent_id: str) -> Response[ScheduleList]:
+def list_schedules(agent_id: AgentId) -> Response[ScheduleList]:
     schedules = service.list_for_agent(tenant(router), agent_id)
     return json_response({"schedules": [s.model_dump(mode="json") for s in schedules]})
 
@@ -43,6 +44,6 @@ def list_schedules(agent_id: str) -> Response[ScheduleList]:
     responses=responses(204, "Deleted", 404, content={}),
     tags=SCHEDULES,
 )
-def delete_schedule(agent_id: str, schedule_id: str) -> Response[None]:
+def delete_schedule(agent_id: AgentId, schedule_id: ScheduleId) -> Response[None]:
     service.delete(tenant(router), agent_id, schedule_id)
     return Response(status_code=204)

@@ -4,8 +4,10 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 
 from stepwise.api.context import tenant
+from stepwise.api.params import SessionId
 from stepwise.api.responses import json_response, responses
 from stepwise.errors import Conflict
+from stepwise.runs.models import Usage
 from stepwise.sessions.models import SessionView
 from stepwise.store import runs, sessions
 
@@ -20,13 +22,18 @@ SESSIONS = ["sessions"]
     responses=responses(200, "The session", 404),
     tags=SESSIONS,
 )
-def get_session(session_id: str) -> Response[SessionView]:
+def get_session(session_id: SessionId) -> Response[SessionView]:
     tenant_id = tenant(router)
     session = sessions.get(tenant_id, session_id)
-    session_runs, _ = runs.list_runs(tenant_id, session_id=session_id, limit=100)
+    session_runs, token = runs.list_runs(tenant_id, session_id=session_id, limit=100)
+    usage = sum((r.usage for r in session_runs), Usage())
+    while token:  # what the session spent counts every run, beyond the 100 it lists
+        more, token = runs.list_runs(tenant_id, session_id=session_id, limit=100, next_token=token)
+        usage = sum((r.usage for r in more), usage)
     return json_response(
         {
             **session.model_dump(mode="json"),
+            "usage": usage.model_dump(mode="json"),
             "runs": [r.public() for r in reversed(session_runs)],
             "messages": sessions.messages(tenant_id, session_id),
         }
@@ -40,7 +47,7 @@ def get_session(session_id: str) -> Response[SessionView]:
     responses=responses(204, "Deleted", 404, 409, content={}),
     tags=SESSIONS,
 )
-def delete_session(session_id: str) -> Response[None]:
+def delete_session(session_id: SessionId) -> Response[None]:
     tenant_id = tenant(router)
     sessions.get(tenant_id, session_id)
     active, _ = runs.list_runs(tenant_id, session_id=session_id, limit=100)

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
-import os
 import re
 import sys
 import urllib.parse
@@ -23,6 +21,7 @@ from typing import Any, TextIO
 
 import httpx
 
+from stepwise import credentials, safejson
 from stepwise.approvals import Decision
 from stepwise.approvals.display import (
     TRUNCATION_MARK,
@@ -34,9 +33,10 @@ from stepwise.approvals.display import (
 from stepwise.channels import ChannelError
 from stepwise.config import ConfigError
 from stepwise.errors import Malformed, Unauthorized
-from stepwise.ssrf import BlockedDestination, guarded_client
+from stepwise.outbound import OutboundRefused
+from stepwise.ssrf import guarded_client
 
-SIGNING_SECRET_ENV = "SLACK_SIGNING_SECRET"
+SIGNING_SECRET_ENV = credentials.SLACK_SIGNING_SECRET
 SIGNATURE_VERSION = "v0"
 REPLAY_WINDOW_SECONDS = 5 * 60  # Slack's own recommendation
 BLOCK_TEXT_LIMIT = 3000  # a section's text
@@ -78,8 +78,9 @@ class SlackAction:
 
 
 def signing_secret() -> str:
-    """`SLACK_SIGNING_SECRET`, read when called; unset is a ConfigError, never an open door."""
-    value = os.environ.get(SIGNING_SECRET_ENV, "")
+    """The Slack signing secret (`SLACK_SIGNING_SECRET` locally, its Secrets Manager secret in AWS),
+    read when called; unset is a ConfigError, never an open door."""
+    value = credentials.get(SIGNING_SECRET_ENV)
     if not value:
         raise ConfigError(f"{SIGNING_SECRET_ENV} is not set: Slack interactions cannot be verified")
     return value
@@ -125,7 +126,7 @@ def parse_interaction(form_body: str) -> SlackAction:
     if not raw or len(raw) != 1:
         raise MalformedSlackPayload("the Slack request has no payload field")
     try:
-        payload = json.loads(raw[0])
+        payload = safejson.loads(raw[0])
     except ValueError:
         raise MalformedSlackPayload("the Slack payload is not JSON") from None
     if not isinstance(payload, dict) or payload.get("type") != "block_actions":
@@ -257,9 +258,10 @@ def post_webhook(webhook_url: str, message: Mapping[str, Any], *, timeout: float
     the error; redirects are not followed (Slack does not redirect webhooks).
     """
     try:
-        with guarded_client(timeout=timeout, follow_redirects=False) as client:
+        # Slack answers "ok" or a short error: anything much bigger is not Slack.
+        with guarded_client(timeout=timeout, max_response_bytes=64 * 1024, follow_redirects=False) as client:
             response = client.post(webhook_url, json=dict(message))
-    except BlockedDestination as exc:
+    except OutboundRefused as exc:  # a blocked destination, an answer too large or in stacked encodings
         raise ChannelError(f"Slack webhook refused: {exc.message}") from None
     except httpx.HTTPError as exc:
         raise ChannelError(f"Slack webhook unreachable: {type(exc).__name__}") from None

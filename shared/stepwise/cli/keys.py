@@ -8,7 +8,7 @@ import argparse
 import json
 import os
 
-from stepwise.cli.context import Context
+from stepwise.cli.context import Context, UsageError
 
 
 def register(
@@ -25,10 +25,14 @@ def register(
 
 def create_key(ctx: Context) -> int:
     from stepwise import config
-    from stepwise.ids import new_id
+    from stepwise.ids import InvalidTenant, new_id, valid_tenant
     from stepwise.store import keys, tables
 
     tenant = ctx.args.tenant or new_id("ten")
+    try:
+        valid_tenant(tenant)  # before anything is written: the tenant starts every key of its items
+    except InvalidTenant as exc:
+        raise UsageError(str(exc)) from None
     os.environ.setdefault("API_KEYS_TABLE", ctx.args.table)
     for field in config.Tables.model_fields.values():  # the other tables: not touched by this command
         os.environ.setdefault(str(field.alias), "unused-by-this-command")

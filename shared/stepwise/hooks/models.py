@@ -27,6 +27,9 @@ TOOL_EVENTS: tuple[HookEvent, ...] = ("PreToolUse", "OnDelegation", "PostToolUse
 INPUT_EVENTS: tuple[HookEvent, ...] = ("PreToolUse",)  # hooks may replace the tool's arguments
 OUTPUT_EVENTS: tuple[HookEvent, ...] = ("PostToolUse", "PreResponse")  # there is an output to see or replace
 APPROVAL_EVENTS: tuple[HookEvent, ...] = ("PreToolUse",)  # a human can be asked before the tool runs
+# Gates: a hook here stands between the model and an effect, so one that cannot answer denies unless its
+# config says `fail_closed: false`. Elsewhere a broken hook is skipped with a warning unless it says true.
+FAIL_CLOSED_EVENTS: tuple[HookEvent, ...] = ("PreToolUse", "OnDelegation")
 
 OUTPUT_FIELD = "output"  # a rule field that names the output rather than an argument
 Operator = Literal["CONTAINS", "STARTS_WITH", "MATCHES", "IN"]
@@ -56,13 +59,24 @@ def _web_url(value: str, *, schemes: frozenset[str], what: str) -> str:
 
 
 class HttpConfig(Strict):
-    """POST the event to `url`; its JSON reply allows, denies or modifies."""
+    """POST the event to `url`; its JSON reply allows, denies or modifies.
+
+    `fail_closed`: whether a hook that cannot answer (an error status, a timeout, no connection, a reply
+    that is not the contract's) blocks (true) or is skipped with a warning (false). Left out, it is true
+    on PreToolUse and OnDelegation, where the hook gates a call, and false elsewhere; the hook as stored
+    and shown carries the value that applies.
+
+    What is sent is bounded (stepwise.hooks.http): every string anywhere in `data` and `output` longer
+    than 4,096 characters is cut there and ends with "…[truncated: N of M characters omitted]", the
+    payload then says `"truncated": true`, and a payload still over 64 KiB is not sent at all: that
+    counts as the hook failing (so a gate denies). A hook that must see whole values denies when
+    `truncated` is true.
+    """
 
     url: str = Field(min_length=1, max_length=2048)
     headers: dict[str, str] = Field(default_factory=dict, max_length=50)
     timeout_seconds: float = Field(default=5.0, ge=1, le=30)
-    # Whether an unreachable or broken hook blocks (true) or is skipped with a warning (false).
-    fail_closed: bool = False
+    fail_closed: bool | None = None  # None: the event's default, resolved when the hook is made
 
     @field_validator("url")
     @classmethod
@@ -212,6 +226,8 @@ class HookCreate(Strict):
             raise ValueError(
                 f"matcher only applies to tool events ({', '.join(TOOL_EVENTS)}); {self.event} has no tool"
             )
+        if isinstance(self.config, HttpConfig) and self.config.fail_closed is None:
+            self.config.fail_closed = self.event in FAIL_CLOSED_EVENTS
         if isinstance(self.config, ApprovalConfig) and self.event not in APPROVAL_EVENTS:
             raise ValueError(
                 f"approval hooks only apply to {', '.join(APPROVAL_EVENTS)}, where a tool call can wait "

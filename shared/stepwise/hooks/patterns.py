@@ -1,80 +1,48 @@
-"""Regular expressions that tenants write for MATCHES rules, kept from stalling a Lambda.
+"""Regular expressions that tenants write for MATCHES rules, run by RE2 so none can stall a Lambda.
 
-Python's `re` backtracks and has no timeout, so a pattern like `(a+)+$` takes exponential time on a
-few dozen characters. Three cheap limits bound the cost: the pattern's length, a refusal of repeated
-groups that themselves hold an unbounded quantifier (the shape behind exponential backtracking), and
-the amount of text a pattern is run against (which bounds the polynomial cases).
+Python's `re` backtracks and has no timeout: `(a+)+$`, `(a|a)*$` and shapes no heuristic recognises take
+exponential time on a few dozen characters. RE2 (google-re2) matches in time linear in the input, so the
+cost of a rule is bounded by the pattern's and the value's lengths, both capped here. The price is RE2's
+syntax: no backreferences (`\\1`) and no lookaround (`(?=…)`, `(?<!…)`), and `\\d`, `\\w`, `\\s` are ASCII.
+A pattern RE2 cannot compile is refused when the hook is made (a 422), with RE2's own reason.
 """
 
 from __future__ import annotations
 
-import re
+import functools
+
+import re2
 
 PATTERN_LIMIT = 512  # characters of a MATCHES pattern
 MATCH_INPUT_LIMIT = 10_000  # characters of a value a MATCHES pattern is run against
-
-# `*`, `+` and `{n,}`: quantifiers without an upper bound (a following `?` or `+` only changes greed).
-_UNBOUNDED = re.compile(r"[*+]|\{\d*,\}")
+PATTERN_MEMORY = 1 << 20  # bytes RE2 may spend on one compiled pattern: a rule, not a grammar
 
 
-def compile_pattern(pattern: str) -> re.Pattern[str]:
+def compile_pattern(pattern: str) -> re2._Regexp:
     """The compiled pattern, or ValueError saying why it is refused."""
     if len(pattern) > PATTERN_LIMIT:
         raise ValueError(f"MATCHES pattern is over {PATTERN_LIMIT} characters")
     try:
-        compiled = re.compile(pattern)
-    except re.error as exc:
-        raise ValueError(f"invalid regex {pattern!r}: {exc}") from None
-    if has_nested_quantifier(pattern):
+        return _compiled(pattern)
+    except re2.error as exc:
+        reason = exc.args[0] if exc.args else exc
+        if isinstance(reason, bytes):
+            reason = reason.decode("utf-8", errors="replace")
         raise ValueError(
-            f"regex {pattern!r} repeats a group that holds an unbounded quantifier, like (a+)+, which can "
-            "take exponential time; rewrite it without the nesting (e.g. (a+)+ as a+, "
-            "(\\w+\\s?)+ as [\\w\\s]+)"
-        )
-    return compiled
+            f"regex {pattern!r} is not one RE2 can run ({reason}); MATCHES uses RE2 syntax, which "
+            "matches in linear time and has no backreferences or lookaround"
+        ) from None
 
 
-def has_nested_quantifier(pattern: str) -> bool:
-    """Whether a group containing `*`, `+` or `{n,}` is itself repeated by one: `(a+)+`, `(?:\\w*\\s)*`.
-
-    A heuristic over a pattern that already compiles: it reads escapes and character classes, not the
-    full grammar, and it misses other slow shapes such as overlapping alternations (`(a|a)*`).
-    """
-    groups: list[bool] = []  # for each open group: whether it holds an unbounded quantifier so far
-    i = 0
-    while i < len(pattern):
-        char = pattern[i]
-        holds_unbounded = False
-        if char == "(":
-            groups.append(False)
-            i += 1
-            continue
-        if char == ")":
-            holds_unbounded = groups.pop() if groups else False
-            i += 1
-        elif char == "\\":
-            i += 2
-        elif char == "[":
-            i = _class_end(pattern, i)
-        else:
-            i += 1
-        quantifier = _UNBOUNDED.match(pattern, i)
-        if quantifier is not None:
-            if holds_unbounded:
-                return True
-            i = quantifier.end()
-        if (quantifier is not None or holds_unbounded) and groups:
-            groups[-1] = True
-    return False
+def search(pattern: str, text: str) -> bool:
+    """Whether `pattern` (one compile_pattern accepted) matches anywhere in the first
+    MATCH_INPUT_LIMIT characters of `text`."""
+    return _compiled(pattern).search(text[:MATCH_INPUT_LIMIT]) is not None
 
 
-def _class_end(pattern: str, start: int) -> int:
-    """The index just past the character class that opens at `start`."""
-    i = start + 1
-    if i < len(pattern) and pattern[i] == "^":
-        i += 1
-    if i < len(pattern) and pattern[i] == "]":  # a leading ] is a literal
-        i += 1
-    while i < len(pattern) and pattern[i] != "]":
-        i += 2 if pattern[i] == "\\" else 1
-    return i + 1
+@functools.lru_cache(maxsize=256)
+def _compiled(pattern: str) -> re2._Regexp:
+    options = re2.Options()
+    options.max_mem = PATTERN_MEMORY
+    options.log_errors = False  # the reason goes to the tenant in the 422, not to stderr
+    return re2.compile(pattern, options)

@@ -8,7 +8,8 @@ Semantics, in the order a hook's rules are written:
 - The value compared is the field's text: a string as it is, anything else as JSON with sorted keys
   (the same text the model sees for a structured tool result).
 - CONTAINS, STARTS_WITH and IN (the text equals one of the listed strings) are case-sensitive exact
-  comparisons; MATCHES is `re.search`, so `(?i)` makes it case-insensitive and `^…$` anchors it.
+  comparisons; MATCHES is a search with RE2 (stepwise.hooks.patterns: linear time, RE2 syntax), so
+  `(?i)` makes it case-insensitive and `^…$` anchors it.
 - The first rule that matches decides the hook, like a firewall's ordered rules: a deny blocks, an
   allow ends this hook's evaluation with allow, which is how an exception is written before a broader
   deny. With only deny rules this is exactly "the first matching deny wins". An allow never outlasts
@@ -21,12 +22,11 @@ Semantics, in the order a hook's rules are written:
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from stepwise.hooks.models import OUTPUT_FIELD, HookDecision, Rule
-from stepwise.hooks.patterns import MATCH_INPUT_LIMIT
+from stepwise.hooks.patterns import MATCH_INPUT_LIMIT, search
 
 
 class _Missing:
@@ -75,8 +75,8 @@ def matches(rule: Rule, text: str) -> bool:
         return value in text
     if rule.operator == "STARTS_WITH":
         return text.startswith(value)
-    # MATCHES: the pattern passed compile_pattern when the hook was made; re caches the compiled form.
-    return re.search(value, text[:MATCH_INPUT_LIMIT]) is not None
+    # MATCHES: the pattern passed compile_pattern when the hook was made.
+    return search(value, text)
 
 
 def resolve_field(field: str, *, arguments: Mapping[str, Any] | None, output: Any = None) -> Any:

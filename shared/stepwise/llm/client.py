@@ -11,6 +11,7 @@ ProviderUnavailable, with backoff and jitter), so litellm is told never to retry
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -19,7 +20,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from stepwise import errors
+from stepwise import credentials, errors, safejson
 from stepwise.agents.models import ScriptTurn
 from stepwise.runs.models import Usage
 
@@ -29,6 +30,10 @@ CONTINUE_PROMPT = "Continue exactly where you left off. Do not repeat anything."
 _DETAIL_CLIP = 500
 
 TextSink = Callable[[str], None]
+
+# litellm's provider → the deployment secret that holds its API key (stepwise.credentials). Bedrock
+# needs none: the model step's role signs its requests (bedrock:InvokeModel*).
+PROVIDER_KEYS = {"openai": credentials.OPENAI_API_KEY, "anthropic": credentials.ANTHROPIC_API_KEY}
 
 
 ContextTooLong = errors.ContextTooLong  # lives in errors so the lifecycle functions can name its code
@@ -155,6 +160,15 @@ def _request(
             # rides with the request exactly as a real model's inputs would.
             turns = [t.model_dump(mode="json", exclude_none=True) for t in script]
             request["extra_body"] = {scripted.SCRIPT_FIELD: turns}
+    else:
+        key = provider_key(model)
+        if key is not None:
+            # In AWS the key is not in the environment (where litellm would look): it comes from
+            # Secrets Manager, refreshed, and rides with each request.
+            request["api_key"] = key
+        points = cache_points(model)
+        if points:
+            request["cache_control_injection_points"] = points
     if tools:
         request["tools"] = tools
     if temperature is not None:
@@ -162,6 +176,44 @@ def _request(
     if max_tokens is not None:
         request["max_tokens"] = max_tokens
     return request
+
+
+def provider_key(model: str) -> str | None:
+    """The API key of `model`'s provider from the deployment's secrets, or None (none needed, or none
+    set: litellm then reports the missing key itself, as a ModelError)."""
+    litellm = _litellm()
+    try:
+        _, provider, _, _ = litellm.get_llm_provider(model)
+    except litellm.BadRequestError:  # a model litellm does not know: its own call will say so, classified
+        return None
+    name = PROVIDER_KEYS.get(provider)
+    return credentials.get(name) if name else None
+
+
+# Providers that cache a prompt only where it is marked. OpenAI, DeepSeek and Gemini's implicit cache
+# need nothing, and an unasked-for mark is at best ignored there.
+_MARKED_PROVIDERS = {"anthropic"}
+_MARKED_FAMILIES = {"bedrock": ("anthropic.", "claude", "nova"), "vertex_ai": ("claude",)}
+# The stable prefix (system prompt, then tool declarations: litellm marks the last tool) and the
+# moving boundary (the newest message), so each call reads what the previous one wrote. Three of the
+# four marks Anthropic allows; litellm translates them to Bedrock's cachePoints.
+CACHE_POINTS: tuple[dict[str, Any], ...] = (
+    {"location": "message", "role": "system"},
+    {"location": "tool_config"},
+    {"location": "message", "index": -1},
+)
+
+
+def cache_points(model: str) -> list[dict[str, Any]]:
+    """litellm's cache-control injection points for `model`, empty where caching needs no marks."""
+    try:
+        provider = _litellm().get_llm_provider(model)[1]
+    except Exception:  # noqa: BLE001 - a model litellm cannot place gets no marks; the call reports it
+        return []
+    name = model.lower()
+    if provider in _MARKED_PROVIDERS or any(f in name for f in _MARKED_FAMILIES.get(provider, ())):
+        return [dict(point) for point in CACHE_POINTS]
+    return []
 
 
 def _stream(
@@ -190,8 +242,9 @@ def _stream(
     except Exception as exc:  # a stream litellm itself cannot assemble would fail the same way again
         raise errors.ModelError(f"{model} sent a stream that could not be assembled: {_detail(exc)}") from exc
     if built is None:
-        return ModelTurn(text=None, tool_calls=[], usage=Usage(), finish_reason=None)
-    return _turn(built)
+        return ModelTurn(text=None, tool_calls=[], usage=Usage(), finish_reason=None)  # nothing reported
+    turn = _turn(built)
+    return dataclasses.replace(turn, usage=_priced(built, model, turn.usage))
 
 
 def _classified(stream: Iterable[Any], model: str) -> Iterator[Any]:
@@ -249,23 +302,40 @@ def parse_arguments(raw: str | None) -> dict[str, Any]:
     if raw is None or not raw.strip():
         return {}  # providers send "" for a call without arguments
     try:
-        parsed = json.loads(raw)
-    except json.JSONDecodeError:
+        parsed = safejson.loads(raw)
+    except ValueError:  # not JSON, or nested past the cap: the step answers it with an error result
         return {"_raw": raw}
     return parsed if isinstance(parsed, dict) else {"_raw": raw}
 
 
 def usage_of(usage: Any) -> Usage:
-    """Token counts from a litellm usage object (OpenAI- or Anthropic-style cached tokens)."""
+    """Token counts from a litellm usage object. litellm counts the whole prompt in `prompt_tokens`
+    for every provider (Anthropic's cache reads and writes included) and details the cached part
+    OpenAI-style or Anthropic-style. The cost is priced separately (`_priced`)."""
     if usage is None:
         return Usage()
     details = _field(usage, "prompt_tokens_details")
     cached = _field(details, "cached_tokens") or _field(usage, "cache_read_input_tokens") or 0
+    written = _field(details, "cache_write_tokens") or _field(usage, "cache_creation_input_tokens") or 0
     return Usage(
         input_tokens=_field(usage, "prompt_tokens") or 0,
         output_tokens=_field(usage, "completion_tokens") or 0,
         cached_tokens=cached,
+        cache_write_tokens=written,
     )
+
+
+def _priced(response: Any, model: str, usage: Usage) -> Usage:
+    """The call's cost from litellm's local cost map, each provider's cache-read and cache-write
+    prices included; None for a model the map does not price. The scripted model costs nothing."""
+    if is_scripted(model):
+        return usage.model_copy(update={"cost_usd": 0.0})
+    litellm = _litellm()
+    try:
+        cost = litellm.completion_cost(completion_response=response, model=model)
+    except Exception:  # noqa: BLE001 - litellm raises several kinds for "not priced"; none is a failure
+        return usage.model_copy(update={"cost_usd": None})
+    return usage.model_copy(update={"cost_usd": float(cost) if cost is not None else None})
 
 
 @functools.cache

@@ -295,7 +295,7 @@ class Gateway:
         invoke: Invoke,
         *,
         authorizer: str | None,
-        identity_header: str = "authorization",
+        identity_headers: tuple[str, ...] = ("authorization",),
         authorizer_ttl: float = 300,
         max_body_bytes: int = MAX_BODY_BYTES,
         clock: Callable[[], float] = time.monotonic,
@@ -308,11 +308,13 @@ class Gateway:
         self._routes = sorted(compiled, key=_CompiledRoute.sort_key)
         self._invoke = invoke
         self._authorizer = authorizer
-        self._identity_header = identity_header.lower()
-        self._ttl = authorizer_ttl
+        # Without identity sources API Gateway calls the authorizer for every request and caches
+        # nothing (caching needs an identity to key on).
+        self._identity_headers = tuple(h.lower() for h in identity_headers)
+        self._ttl = authorizer_ttl if self._identity_headers else 0
         self._clock = clock
         self.max_body_bytes = max_body_bytes
-        self._cache: dict[str, tuple[float, bool, Any]] = {}
+        self._cache: dict[tuple[str, ...], tuple[float, bool, Any]] = {}
         self._lock = threading.Lock()
 
     def handle(
@@ -340,10 +342,10 @@ class Gateway:
         context: Any = None
         guarded = route.authorized and self._authorizer is not None
         if guarded and self._authorizer is not None:
-            identity = request.headers.get(self._identity_header, "")
-            if not identity:  # a missing identity source is refused without invoking anything
+            identities = tuple(request.headers.get(h, "") for h in self._identity_headers)
+            if not all(identities):  # a missing identity source is refused without invoking anything
                 return error_response(401, rid)
-            decision = self._authorize(self._authorizer, identity, request, route, params)
+            decision = self._authorize(self._authorizer, identities, request, route, params)
             if decision is None:
                 return error_response(500, rid)
             allowed, context = decision
@@ -373,21 +375,27 @@ class Gateway:
         return None
 
     def _authorize(
-        self, function: str, identity: str, request: _Request, route: Route, params: dict[str, str]
+        self,
+        function: str,
+        identities: tuple[str, ...],
+        request: _Request,
+        route: Route,
+        params: dict[str, str],
     ) -> tuple[bool, Any] | None:
         """(allowed, context), or None when the authorizer failed; cached per identity like
-        `ReauthorizeEvery`, for every route that uses the authorizer."""
+        `ReauthorizeEvery`, for every route that uses the authorizer (never without identity sources)."""
         now = self._clock()
         with self._lock:
-            cached = self._cache.get(identity)
+            cached = self._cache.get(identities) if self._ttl > 0 else None
         if cached is not None and cached[0] > now:
             return cached[1], cached[2]
         event = request.common(route.key, params) | {
             "type": "REQUEST",
             "routeArn": f"arn:aws:execute-api:{REGION}:{ACCOUNT_ID}:{API_ID}/{STAGE}/"
             f"{request.method}{request.path}",
-            "identitySource": [identity],
         }
+        if identities:
+            event["identitySource"] = list(identities)
         try:
             result = _round_trip(self._invoke(function, _round_trip(event)))
         except Exception:
@@ -403,7 +411,7 @@ class Gateway:
         allowed, context = result["isAuthorized"], result.get("context")
         if self._ttl > 0:
             with self._lock:
-                self._cache[identity] = (now + self._ttl, allowed, context)
+                self._cache[identities] = (now + self._ttl, allowed, context)
         return allowed, context
 
 
@@ -447,6 +455,13 @@ class _Handler(BaseHTTPRequestHandler):
             sys.stderr.flush()
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _serve
+
+    def __getattr__(self, name: str) -> Any:
+        # Any other method (TRACE, PROPFIND, a made-up one) is routed like the rest, as API Gateway
+        # does: no route matches it, so 404 {"message":"Not Found"}, where http.server would say 501.
+        if name.startswith("do_"):
+            return self._serve
+        raise AttributeError(name)
 
     def _handle(self, path: str, query: str, body: bytes) -> Response:
         headers = [(k, v) for k, v in self.headers.items() if k.lower() != "transfer-encoding"]

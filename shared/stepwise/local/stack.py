@@ -21,6 +21,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from stepwise.ids import valid_tenant
 from stepwise.local.cfn_yaml import load_template
 from stepwise.local.gateway import Gateway, Route
 from stepwise.local.lambdas import (
@@ -51,8 +52,11 @@ SCHEDULE_TICK = 10.0
 FOLLOW_PORT_ENV = "STEPWISE_FOLLOW_PORT"
 FOLLOW_URL_ENV = "STEPWISE_FOLLOW_URL"
 
-# Environment a developer may set that wins over the template's parameter defaults.
-PARAMETER_ENV = {"DefaultModel": "STEPWISE_MODEL", "AllowHosts": "STEPWISE_ALLOW_HOSTS"}
+# Parameters that shape the deployment and reach no function, so no variable sets them locally. Every
+# other parameter is read from the variable its functions know it by (parameter_env).
+DEPLOY_ONLY_PARAMETERS = frozenset(
+    {"Stage", "AlarmEmail", "ApiThrottleRate", "ApiThrottleBurst", "StepReservedConcurrency"}
+)
 
 
 def local_api_keys(environ: dict[str, str] | None = None) -> dict[str, str]:
@@ -63,7 +67,7 @@ def local_api_keys(environ: dict[str, str] | None = None) -> dict[str, str]:
         key, sep, tenant = pair.rpartition(":")
         if not sep or not key or not tenant:
             raise ValueError(f"STEPWISE_LOCAL_API_KEYS entries are key:tenant, got {pair!r}")
-        keys[key] = tenant
+        keys[key] = valid_tenant(tenant)  # refused at start, not at the first request
     return keys
 
 
@@ -243,10 +247,34 @@ def _fake_credentials() -> None:
     os.environ.pop("AWS_PROFILE", None)
 
 
+def parameter_env(template: dict[str, Any]) -> dict[str, str]:
+    """Parameter → the environment variable the functions read it as: the `VAR: !Ref Param` entries of
+    Globals and of every function. Read from the template, so a parameter added there is honoured by
+    `make run` with no list here to keep in step."""
+    parameters = template.get("Parameters", {})
+    sources = [template.get("Globals", {}).get("Function", {})] + [
+        res.get("Properties", {})
+        for res in template.get("Resources", {}).values()
+        if res.get("Type") == "AWS::Serverless::Function"
+    ]
+    mapping: dict[str, str] = {}
+    for props in sources:
+        for variable, value in (props.get("Environment") or {}).get("Variables", {}).items():
+            if isinstance(value, dict) and set(value) == {"Ref"} and value["Ref"] in parameters:
+                known = mapping.setdefault(value["Ref"], variable)
+                if known != variable:
+                    raise ValueError(
+                        f"parameter {value['Ref']} reaches functions as both {known} and {variable}"
+                    )
+    return mapping
+
+
 def _parameters(template: dict[str, Any]) -> dict[str, str]:
+    """The template's parameters: from the developer's environment where set, else their defaults."""
+    env_of = parameter_env(template)
     params = {}
     for name, spec in template.get("Parameters", {}).items():
-        value = os.environ.get(PARAMETER_ENV.get(name, ""), None)
+        value = os.environ.get(env_of[name]) if name in env_of else None
         params[name] = str(value if value is not None else spec.get("Default", ""))
     return params
 
@@ -276,7 +304,7 @@ def _zip() -> bytes:
 def _bring_up(template: dict[str, Any], mock: Any, follow_port: int) -> LocalStack:
     import boto3
 
-    from stepwise import aws, config
+    from stepwise import aws, config, credentials
     from stepwise.schedules.local import LocalScheduler
     from stepwise.store import keys, tables
 
@@ -309,6 +337,11 @@ def _bring_up(template: dict[str, Any], mock: Any, follow_port: int) -> LocalSta
             # The local servers' URLs are set once they listen. A WebSocket API's management endpoint
             # (https://local.execute-api...) is moto's, which install_connections_api serves.
             resolver.physical[logical] = "local"
+        elif kind == "AWS::SQS::Queue":
+            queues = boto3.client("sqs")
+            url = queues.create_queue(QueueName=f"{STACK_NAME}-{logical}")["QueueUrl"]
+            attributes = queues.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]
+            resolver.physical[logical], resolver.arns[logical] = url, attributes["QueueArn"]
         elif kind == "AWS::S3::Bucket":
             name = f"{STACK_NAME}-{logical}".lower()
             s3.create_bucket(Bucket=name)
@@ -373,9 +406,13 @@ def _bring_up(template: dict[str, Any], mock: Any, follow_port: int) -> LocalSta
         )
     os.environ.update(env)
     os.environ["STEPWISE_CHANNELS"] = "console"  # approval mail and Slack messages are printed
+    # Deployment secrets stay environment variables locally (SLACK_SIGNING_SECRET, OPENAI_API_KEY, ...):
+    # the template's Secrets Manager secrets hold only placeholders here.
+    os.environ["STEPWISE_SECRETS"] = "env"
     # Approval links point at the local server; `make run` sets the port it actually bound.
     os.environ["STEPWISE_PUBLIC_URL"] = f"http://127.0.0.1:{os.environ.get('PORT', '3000')}"
     config.reset()
+    credentials.reset()
     aws.reset()
     tables.rebind()
 
@@ -414,7 +451,7 @@ def _bring_up(template: dict[str, Any], mock: Any, follow_port: int) -> LocalSta
 
     stack = LocalStack(
         lambdas=lambdas,
-        gateway=Gateway(_routes(functions), lambdas.invoke, authorizer=_authorizer(resources)),
+        gateway=_gateway(resources, functions, lambdas.invoke),
         resolver=resolver,
         state_machine_arn=state_machine_arn,
         api_keys=api_keys,
@@ -447,16 +484,23 @@ def _routes(functions: dict[str, Any]) -> list[Route]:
     return routes
 
 
-def _authorizer(resources: dict[str, Any]) -> str | None:
-    """The logical id of the HttpApi's default Lambda authorizer's function."""
+def _gateway(resources: dict[str, Any], functions: dict[str, Any], invoke: Any) -> Gateway:
+    """The HttpApi's routes behind its default Lambda authorizer, with the authorizer's identity
+    sources and result TTL as the template sets them (SAM's defaults: no sources, TTL 300)."""
     for res in resources.values():
         if res["Type"] != "AWS::Serverless::HttpApi":
             continue
         auth = res.get("Properties", {}).get("Auth", {})
-        default = auth.get("DefaultAuthorizer")
-        spec = auth.get("Authorizers", {}).get(default, {})
+        spec = auth.get("Authorizers", {}).get(auth.get("DefaultAuthorizer"), {})
         arn = spec.get("FunctionArn", {})
         if isinstance(arn, dict) and "Fn::GetAtt" in arn:
             target = arn["Fn::GetAtt"]
-            return str(target[0] if isinstance(target, list) else target.split(".")[0])
-    return None
+            identity = spec.get("Identity") or {}
+            return Gateway(
+                _routes(functions),
+                invoke,
+                authorizer=str(target[0] if isinstance(target, list) else target.split(".")[0]),
+                identity_headers=tuple(identity.get("Headers") or ()),
+                authorizer_ttl=float(identity.get("ReauthorizeEvery", 300)),
+            )
+    return Gateway(_routes(functions), invoke, authorizer=None)

@@ -64,10 +64,18 @@ def _tell_humans(tenant_id: str, interaction: Interaction, url: str) -> None:
                 )
                 recipients = list(channel.get("to") or [])
                 sender = os.environ.get("APPROVAL_SENDER", "")
-                if sender and not _console_only():
-                    email.send_email(sender, recipients, mail)
-                else:  # the local stack, or no SES identity configured: show what would be sent
+                if _console_only():  # the local stack: show what would be sent, links and all
                     email.print_email(recipients, mail)
+                elif sender:
+                    email.send_email(sender, recipients, mail)
+                else:
+                    # In AWS the function's output is a log: the signed link, a credential until it
+                    # expires, must never be written there. No sender means no mail, said without it.
+                    logger.warning(
+                        "approval email not sent: APPROVAL_SENDER (template parameter ApprovalSender) "
+                        "is not set; answer through the API",
+                        extra={"interaction_id": interaction.interaction_id, "recipients": len(recipients)},
+                    )
             elif channel.get("type") == "slack":
                 message = slack.approval_message(
                     agent_name=agent.name,
@@ -78,10 +86,15 @@ def _tell_humans(tenant_id: str, interaction: Interaction, url: str) -> None:
                     link_url=url,
                     expires_at=interaction.deadline,
                 )
-                if channel.get("webhook_url") and not _console_only():
-                    slack.post_webhook(str(channel["webhook_url"]), message)
-                else:  # the local stack: show what would be posted, with its buttons' link
+                if _console_only():  # the local stack: show what would be posted, with its link
                     slack.print_message(message)
+                elif channel.get("webhook_url"):
+                    slack.post_webhook(str(channel["webhook_url"]), message)
+                else:  # as for email: never the link in a log
+                    logger.warning(
+                        "approval Slack message not sent: the channel has no webhook_url",
+                        extra={"interaction_id": interaction.interaction_id},
+                    )
         except Exception:  # one broken channel must not strand the approval
             logger.exception("approval channel failed", extra={"channel": channel.get("type")})
 

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from aws_lambda_powertools import Logger
 
-from stepwise import ledger, observability
+from stepwise import ledger, observability, safejson
 from stepwise.agents.models import Agent
 from stepwise.loop.models import Wait
 from stepwise.mcp.models import McpToolRef
@@ -28,7 +28,7 @@ from stepwise.store.sessions import tool_slot
 from stepwise.tools import registry, results
 from stepwise.tools.base import TOOL_RESULT_LIMIT, ToolResult
 from stepwise.tools.builtin import ToolScope
-from stepwise.tools.models import BuiltinTool, ClientTool, HttpTool
+from stepwise.tools.models import BuiltinTool, ClientTool, CodeTool, HttpTool
 
 logger = Logger(service="stepwise")
 
@@ -37,7 +37,7 @@ DEFAULT_CLIENT_TIMEOUT = 3600
 PARALLEL_TOOL_CALLS = 10
 EVENT_OUTPUT_LIMIT = 50_000  # characters of an output copied into a tool_result event
 
-Executable = HttpTool | BuiltinTool | McpToolRef
+Executable = HttpTool | CodeTool | BuiltinTool | McpToolRef
 
 
 @dataclass
@@ -69,12 +69,15 @@ class Gated:
     message: dict[str, Any] | None = None  # the stored result, for "done"
 
 
-def _arguments(raw: str) -> dict[str, Any] | None:
+def _arguments(raw: str) -> dict[str, Any] | str:
+    """The call's arguments, or why they cannot be used (the model reads it as the call's error)."""
     try:
-        value = json.loads(raw or "{}")
+        value = safejson.loads(raw or "{}")
+    except safejson.TooDeep as exc:
+        return f"arguments must be a JSON object nested at most {exc.max_depth} levels deep"
     except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
+        return "arguments must be a JSON object"
+    return value if isinstance(value, dict) else "arguments must be a JSON object"
 
 
 def store_result(
@@ -153,7 +156,7 @@ def gate(scope: StepScope, ref: CallRef) -> Gated:
     data = {
         "tool_call_id": ref.id,
         "tool_name": ref.name,
-        "arguments": arguments if arguments is not None else raw_arguments,
+        "arguments": arguments if isinstance(arguments, dict) else raw_arguments,
     }
     events.emit(scope.tenant_id, scope.run.run_id, "tool_call", data)
     tool = registry.resolve(scope.agent, ref.name)
@@ -161,8 +164,8 @@ def gate(scope: StepScope, ref: CallRef) -> Gated:
         return _done(
             scope, ref, ToolResult.failure("unknown_tool", f"this agent has no tool named {ref.name!r}")
         )
-    if arguments is None:
-        return _done(scope, ref, ToolResult.failure("invalid_arguments", "arguments must be a JSON object"))
+    if isinstance(arguments, str):
+        return _done(scope, ref, ToolResult.failure("invalid_arguments", arguments))
     verdict = registry.before_tool_use(scope.tenant_id, scope.run, scope.agent, tool, arguments)
     if verdict.action == "deny":
         refusal = ToolResult.failure(verdict.code or "blocked", verdict.message or f"{tool.name} was blocked")

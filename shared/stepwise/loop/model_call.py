@@ -12,10 +12,11 @@ import os
 from dataclasses import asdict
 from typing import Any
 
-from stepwise import observability
+from stepwise import observability, safejson
+from stepwise.agents.bounds import allowed_for_step
 from stepwise.agents.models import Agent
 from stepwise.errors import BudgetExceeded, ContextTooLong, DoomLoop
-from stepwise.llm.client import ModelTurn, complete, resolve_model
+from stepwise.llm.client import ModelTurn, complete
 from stepwise.loop.working import Working
 from stepwise.prompt import build_messages, tool_declarations
 from stepwise.runs import events
@@ -34,8 +35,8 @@ RECOUNT_NEAR = 0.5
 
 def _signature(name: str, raw_arguments: Any) -> str:
     try:
-        arguments = json.dumps(json.loads(raw_arguments or "{}"), sort_keys=True)
-    except (TypeError, ValueError):
+        arguments = json.dumps(safejson.loads(raw_arguments or "{}"), sort_keys=True)
+    except (TypeError, ValueError):  # TooDeep is a ValueError: compared as the text the model wrote
         arguments = str(raw_arguments)
     return hashlib.sha256(f"{name}\0{arguments}".encode()).hexdigest()[:16] + f":{name}:{arguments[:200]}"
 
@@ -132,7 +133,7 @@ def call_model(
     events.emit(tenant_id, run.run_id, "step_started", {"step": step})
     events.flush()  # a model call takes seconds: followers see the step start
     declarations = tool_declarations(agent) if tools_allowed else []
-    model = resolve_model(agent.model)
+    model = allowed_for_step(agent.model)  # a run started before the bound was narrowed fails here
     messages = build_messages(agent, working.history)
     tokens = _estimate(model, context, messages, declarations)
     prompt, context = _fit(tenant_id, run.run_id, context, model, messages, declarations, tokens=tokens)
@@ -177,7 +178,7 @@ def call_model(
             "counted_messages": len(messages) if exact else 0,
         }
     )
-    observability.step_taken(turn.usage)
+    observability.step_taken(turn.usage, tenant_id)
     events.emit(
         tenant_id,
         run.run_id,

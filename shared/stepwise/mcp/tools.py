@@ -53,16 +53,15 @@ def find(agent: Agent, name: str) -> McpToolRef | None:
         return None
     for exposed, server, tool in _exposed(agent):
         if exposed == name:
-            return McpToolRef(
-                name=exposed, server=server, tool=tool, permission=_permission(agent, server, tool)
-            )
+            ref = McpToolRef(name=exposed, server=server, tool=tool, permission="inherit")
+            return ref.model_copy(update={"permission": _permission(agent, ref)})
     return None
 
 
-def _permission(agent: Agent, server: McpServer, tool: McpTool) -> Permission:
-    if server.permission != "inherit":
-        return server.permission
-    if tool.destructive:
+def _permission(agent: Agent, ref: McpToolRef) -> Permission:
+    if ref.server.permission != "inherit":
+        return ref.server.permission
+    if ref.destructive:  # as McpToolRef judges it: an untrusted server's tools all are
         # A destructive tool asks a human first, unless the agent denies by default anyway.
         return "deny" if agent.permissions.default == "deny" else "ask"
     return "inherit"

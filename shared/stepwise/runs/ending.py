@@ -47,6 +47,8 @@ def end_run(
             input_tokens=context.usage.input_tokens,
             output_tokens=context.usage.output_tokens,
             cached_tokens=context.usage.cached_tokens,
+            cache_write_tokens=context.usage.cache_write_tokens,
+            cost_usd=context.usage.cost_usd,
             tools_executed=list(context.tools_executed),
             compaction_failures=context.compaction_failures,
         )

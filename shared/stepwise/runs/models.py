@@ -9,6 +9,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, Field, field_validator
 
 from stepwise.agents.models import DEFAULT_MAX_STEPS, MAX_STEPS_LIMIT, ScriptTurn
+from stepwise.ids import SESSION_ID
 from stepwise.schema import Strict
 
 RunStatus = Literal["queued", "running", "waiting", "succeeded", "failed", "cancelled", "timed_out"]
@@ -54,7 +55,7 @@ def _fits_an_item(message: str) -> str:
 
 class RunCreate(Strict):
     message: str = Field(min_length=1, max_length=MESSAGE_LIMIT)
-    session_id: str | None = Field(default=None, min_length=1, max_length=64)
+    session_id: str | None = Field(default=None, pattern=SESSION_ID)
     max_steps: int | None = Field(default=None, ge=1, le=MAX_STEPS_LIMIT)
     max_tokens_budget: int | None = Field(default=None, ge=1)
     metadata: dict[str, Any] = Field(default_factory=dict)
@@ -69,25 +70,35 @@ class SyncRunCreate(Strict):
     message: str = Field(min_length=1, max_length=MESSAGE_LIMIT)
     _message_fits = field_validator("message")(_fits_an_item)
     _metadata_small = field_validator("metadata")(_small_metadata)
-    session_id: str | None = Field(default=None, min_length=1, max_length=64)
+    session_id: str | None = Field(default=None, pattern=SESSION_ID)
     metadata: dict[str, Any] = Field(default_factory=dict)
     script: list[ScriptTurn] | None = None
 
 
 class Usage(BaseModel):
+    """What model calls spent. `input_tokens` is the whole prompt, of which `cached_tokens` were read
+    from the provider's cache and `cache_write_tokens` written to it; `cost_usd` is priced from
+    litellm's cost map (cache reads and writes at their own prices) and null as soon as any call was
+    of a model without a known price: a total is never a guess."""
+
     input_tokens: int = 0
     output_tokens: int = 0
     cached_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost_usd: float | None = 0.0
 
     @property
     def total(self) -> int:
         return self.input_tokens + self.output_tokens
 
     def __add__(self, other: Usage) -> Usage:
+        cost = None if self.cost_usd is None or other.cost_usd is None else self.cost_usd + other.cost_usd
         return Usage(
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
             cached_tokens=self.cached_tokens + other.cached_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+            cost_usd=cost,
         )
 
 

@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 from stepwise import aws, config, observability
+from stepwise.agents import bounds
 from stepwise.agents.models import DEFAULT_MAX_STEPS, Agent
 from stepwise.errors import Conflict
 from stepwise.ids import new_id
@@ -33,10 +34,12 @@ def _busy(session: Session) -> Conflict:
     )
 
 
-def _session_for(tenant_id: str, agent_id: str, session_id: str | None, run_id: str) -> tuple[Session, bool]:
+def _session_for(
+    tenant_id: str, agent_id: str, session_id: str | None, run_id: str, new_session_id: str
+) -> tuple[Session, bool]:
     """The run's session, and whether the run already holds it (a new session is born held)."""
     if session_id is None:
-        return sessions.create(tenant_id, new_id("ses"), agent_id, active_run_id=run_id), True
+        return sessions.create(tenant_id, new_session_id, agent_id, active_run_id=run_id), True
     session = sessions.get(tenant_id, session_id)
     if session.agent_id != agent_id:
         raise Conflict(
@@ -56,20 +59,20 @@ def _record(
     trigger_id: str | None = None,
     replay_of: str | None = None,
 ) -> tuple[Run, bool]:
+    # Before anything is written: an agent stored before AllowedModels was narrowed (or one that names
+    # no model while the default is outside it) starts nothing.
+    bounds.check_effective(agent.model)
     budget = getattr(body, "max_tokens_budget", None) or agent.max_tokens_budget
     if run_id is not None and runs.exists(tenant_id, run_id):
         raise runs.RunExists(f"run {run_id} exists already", code="run_exists")
     run_id = run_id or new_id("run")
     strategy = getattr(body, "multitask_strategy", "enqueue")
-    session, held = _session_for(tenant_id, agent.agent_id, body.session_id, run_id)
-    if not held and strategy == "reject" and session.active_run_id:
-        raise _busy(session)  # before anything is written: a refused start leaves nothing behind
     run = Run(
         run_id=run_id,
         trigger_id=trigger_id or run_id,
         replay_of=replay_of,
         agent_id=agent.agent_id,
-        session_id=session.session_id,
+        session_id=body.session_id or new_id("ses"),
         status="queued",
         input=body.message,
         max_steps=max_steps,
@@ -79,6 +82,10 @@ def _record(
         script=body.script,
         created_at=utcnow(),
     )
+    runs.check_fits(tenant_id, run)  # before anything is written: a refused start leaves nothing behind
+    session, held = _session_for(tenant_id, agent.agent_id, body.session_id, run_id, run.session_id)
+    if not held and strategy == "reject" and session.active_run_id:
+        raise _busy(session)  # likewise
     return runs.create(tenant_id, run), held
 
 

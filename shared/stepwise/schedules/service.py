@@ -72,6 +72,7 @@ def _create_twin(tenant_id: str, schedule: Schedule) -> None:
             "RoleArn": where.role_arn,
             "Input": delivery_input(tenant_id, schedule),
             "RetryPolicy": RETRY_POLICY,
+            "DeadLetterConfig": {"Arn": where.dead_letter_arn},
         },
     }
     if not isinstance(expressions.parse(schedule.expression), At):

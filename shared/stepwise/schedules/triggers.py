@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from stepwise.agents.bounds import ModelNotAllowed
 from stepwise.errors import NotFound
 from stepwise.ids import derived_id
 from stepwise.runs.models import MESSAGE_LIMIT, RunCreate
@@ -121,6 +122,8 @@ def _start(tenant_id: str, agent_id: str, body: RunCreate, run_id: str, trigger_
         if exc.code != "agent_not_found":
             raise
         return _skipped(run_id, f"agent {agent_id} was deleted")
+    except ModelNotAllowed as exc:  # the operator's bound: retrying the delivery cannot help
+        return _skipped(run_id, exc.message)
     return Outcome(status="started", run_id=run_id)
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from stepwise.runs.models import RunView
+from stepwise.runs.models import RunView, Usage
 
 
 class Session(BaseModel):
@@ -21,5 +21,6 @@ class Session(BaseModel):
 
 
 class SessionView(Session):
+    usage: Usage  # every run of the session, summed (cost null when any run's is unknown)
     runs: list[RunView]
     messages: list[dict[str, Any]]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from pynamodb.exceptions import DoesNotExist, PutError, UpdateError
@@ -9,10 +10,14 @@ from pynamodb.exceptions import DoesNotExist, PutError, UpdateError
 from stepwise.agents.models import Agent, AgentCreate
 from stepwise.errors import AgentGone, Conflict, NotFound
 from stepwise.schema import utcnow
-from stepwise.store.tables import AgentItem, bind, condition_failed
-from stepwise.tools.models import BuiltinTool, ClientTool, HttpTool
+from stepwise.store.tables import AgentItem, bind, check_fits, condition_failed
+from stepwise.tools.models import BuiltinTool, ClientTool, CodeTool, HttpTool
 
 LIST_LIMIT = 100
+# Version races one edit survives before it is a 409: each retry re-reads and re-applies the change,
+# so only an agent edited this many times over within one request's few milliseconds gets there.
+MAX_ATTEMPTS = 5
+WHAT = "the agent (its prompt, script, tools, hooks and MCP servers together)"
 
 
 def _not_found(agent_id: str) -> NotFound:
@@ -31,9 +36,9 @@ def create(tenant_id: str, agent_id: str, spec: AgentCreate) -> Agent:
     bind()
     now = utcnow()
     agent = Agent(**spec.model_dump(), agent_id=agent_id, created_at=now, updated_at=now)
-    AgentItem(tenant_id, agent_id, doc=agent.model_dump(mode="json")).save(
-        condition=AgentItem.agent_id.does_not_exist()
-    )
+    item = AgentItem(tenant_id, agent_id, doc=agent.model_dump(mode="json"))
+    check_fits(item, WHAT)
+    item.save(condition=AgentItem.agent_id.does_not_exist())
     return agent
 
 
@@ -59,43 +64,65 @@ def delete(tenant_id: str, agent_id: str) -> None:
     item.delete()
 
 
+Change = Callable[[Agent], dict[str, Any] | None]
+
+
+def modify(tenant_id: str, agent_id: str, change: Change) -> Agent:
+    """Apply `change` to the agent as stored and save it under its version: one read, one
+    version-checked write. `change` gets the current agent and returns the fields to set (None: nothing
+    to do); it may raise (a name taken, a hook not found), judged on that same agent. When another edit
+    lands between the read and the write, the whole change is applied again to the fresh agent, so
+    neither edit is lost; after MAX_ATTEMPTS such races it is a 409 `conflict`."""
+    for _ in range(MAX_ATTEMPTS):
+        item = _item(tenant_id, agent_id)
+        current = Agent.model_validate(item.doc)
+        changes = change(current)
+        if changes is None:
+            return current
+        agent = Agent.model_validate({**current.model_dump(), **changes, "updated_at": utcnow()})
+        item.doc = agent.model_dump(mode="json")
+        check_fits(item, WHAT)
+        try:
+            item.save()  # pynamodb adds `version = <the version read>` as the write's condition
+        except (PutError, UpdateError) as exc:
+            if condition_failed(exc):
+                continue  # changed (or deleted: the next read says 404) since the read
+            raise
+        return agent
+    raise Conflict(f"agent {agent_id} kept changing while this edit was applied; retry", code="conflict")
+
+
 def update(tenant_id: str, agent_id: str, changes: dict[str, Any]) -> Agent:
-    """Apply field changes under optimistic locking; a concurrent edit makes this a 409, not a lost write."""
-    item = _item(tenant_id, agent_id)
-    current = Agent.model_validate(item.doc)
-    merged = {**current.model_dump(), **changes, "updated_at": utcnow()}
-    agent = Agent.model_validate(merged)
-    item.doc = agent.model_dump(mode="json")
-    try:
-        item.save()
-    except (PutError, UpdateError) as exc:
-        if condition_failed(exc):
-            raise Conflict(f"agent {agent_id} changed concurrently; retry", code="concurrent_update") from exc
-        raise
-    return agent
+    """Set fields (a PATCH): merged into the agent as stored when it is saved, never into an older read."""
+    return modify(tenant_id, agent_id, lambda _: changes)
 
 
-def add_tool(tenant_id: str, agent_id: str, tool: HttpTool | ClientTool | BuiltinTool) -> Agent:
-    agent = get(tenant_id, agent_id)
-    if agent.tool(tool.name) is not None:
-        raise Conflict(f"agent {agent_id} already has a tool named {tool.name}", code="tool_exists")
-    return update(tenant_id, agent_id, {"tools": [*agent.tools, tool]})
+def add_tool(tenant_id: str, agent_id: str, tool: HttpTool | ClientTool | CodeTool | BuiltinTool) -> Agent:
+    def adding(agent: Agent) -> dict[str, Any]:
+        if agent.tool(tool.name) is not None:
+            raise Conflict(f"agent {agent_id} already has a tool named {tool.name}", code="tool_exists")
+        return {"tools": [*agent.tools, tool]}
+
+    return modify(tenant_id, agent_id, adding)
 
 
 def add_hook(tenant_id: str, agent_id: str, hook: dict[str, Any]) -> Agent:
-    agent = get(tenant_id, agent_id)
-    return update(tenant_id, agent_id, {"hooks": [*agent.hooks, hook]})
+    return modify(tenant_id, agent_id, lambda agent: {"hooks": [*agent.hooks, hook]})
 
 
 def remove_hook(tenant_id: str, agent_id: str, hook_id: str) -> Agent:
-    agent = get(tenant_id, agent_id)
-    if not any(h.get("hook_id") == hook_id for h in agent.hooks):
-        raise NotFound(f"agent {agent_id} has no hook {hook_id}", code="hook_not_found")
-    return update(tenant_id, agent_id, {"hooks": [h for h in agent.hooks if h.get("hook_id") != hook_id]})
+    def removing(agent: Agent) -> dict[str, Any]:
+        if not any(h.get("hook_id") == hook_id for h in agent.hooks):
+            raise NotFound(f"agent {agent_id} has no hook {hook_id}", code="hook_not_found")
+        return {"hooks": [h for h in agent.hooks if h.get("hook_id") != hook_id]}
+
+    return modify(tenant_id, agent_id, removing)
 
 
 def remove_tool(tenant_id: str, agent_id: str, name: str) -> Agent:
-    agent = get(tenant_id, agent_id)
-    if agent.tool(name) is None:
-        raise NotFound(f"agent {agent_id} has no tool named {name}", code="tool_not_found")
-    return update(tenant_id, agent_id, {"tools": [t for t in agent.tools if t.name != name]})
+    def removing(agent: Agent) -> dict[str, Any]:
+        if agent.tool(name) is None:
+            raise NotFound(f"agent {agent_id} has no tool named {name}", code="tool_not_found")
+        return {"tools": [t for t in agent.tools if t.name != name]}
+
+    return modify(tenant_id, agent_id, removing)

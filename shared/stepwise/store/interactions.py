@@ -13,7 +13,7 @@ from pynamodb.exceptions import DoesNotExist, PutError, UpdateError
 
 from stepwise.errors import NotFound
 from stepwise.schema import utcnow
-from stepwise.store.tables import InteractionItem, bind, condition_failed, tenant_key
+from stepwise.store.tables import InteractionItem, bind, condition_failed, same_tenant, tenant_key
 
 
 class Interaction(BaseModel):
@@ -209,11 +209,11 @@ def for_session(tenant_id: str, session_id: str, status: str | None = None) -> l
     bind()
     condition = InteractionItem.status == status if status else None
     items = InteractionItem.by_session.query(tenant_key(tenant_id, session_id), filter_condition=condition)
-    return [_model(i) for i in items]
+    return [_model(i) for i in same_tenant(items, tenant_id)]
 
 
 def for_run(tenant_id: str, run_id: str, status: str | None = None) -> list[Interaction]:
     bind()
     condition = InteractionItem.status == status if status else None
     items = InteractionItem.by_run.query(tenant_key(tenant_id, run_id), filter_condition=condition)
-    return [_model(i) for i in items]
+    return [_model(i) for i in same_tenant(items, tenant_id)]

@@ -7,6 +7,7 @@ import secrets
 
 from pynamodb.exceptions import DoesNotExist
 
+from stepwise.ids import InvalidTenant, valid_tenant
 from stepwise.schema import utcnow
 from stepwise.store.tables import ApiKeyItem, bind
 
@@ -22,16 +23,24 @@ def generate_key() -> str:
 
 
 def store_key(api_key: str, tenant_id: str) -> None:
-    """Register a key for a tenant (idempotent for the same key and tenant)."""
+    """Register a key for a tenant (idempotent for the same key and tenant); InvalidTenant for a tenant
+    id that could not start a partition key."""
+    valid_tenant(tenant_id)
     bind()
     ApiKeyItem(hash_key(api_key), tenant_id=tenant_id, key_prefix=api_key[:8], created_at=utcnow()).save()
 
 
 def tenant_for(api_key: str) -> str | None:
-    """The tenant a key belongs to, or None for an unknown or revoked key."""
+    """The tenant a key belongs to, or None for an unknown or revoked key, or one stored for a tenant id
+    that is not valid (written around store_key: it must not reach a partition key)."""
     bind()
     try:
         item = ApiKeyItem.get(hash_key(api_key), consistent_read=False)
     except DoesNotExist:
         return None
-    return None if item.revoked_at is not None else item.tenant_id
+    if item.revoked_at is not None:
+        return None
+    try:
+        return valid_tenant(item.tenant_id)
+    except InvalidTenant:
+        return None

@@ -1,11 +1,12 @@
 """MCP servers, kept as entries of their agent's item (`Agent.mcp_servers`) with their cached tools, so a
 run reads its agent, its tools and its MCP servers' tools in one read. Writes go through
-`agents.update`, under the agent's optimistic lock."""
+`agents.modify`: each change is applied to the agent as stored and saved under its version."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from stepwise.agents.models import Agent
 from stepwise.errors import Conflict, NotFound
 from stepwise.mcp.models import MAX_SERVERS, McpServer, servers_of
 from stepwise.store import agents
@@ -46,17 +47,23 @@ def _check_addable(agent_id: str, current: list[McpServer], name: str) -> None:
 
 
 def add_server(tenant_id: str, agent_id: str, server: McpServer) -> McpServer:
-    current = list_servers(tenant_id, agent_id)
-    _check_addable(agent_id, current, server.name)
-    agents.update(tenant_id, agent_id, {"mcp_servers": _stored([*current, server])})
+    def adding(agent: Agent) -> dict[str, Any]:
+        current = servers_of(agent)
+        _check_addable(agent_id, current, server.name)
+        return {"mcp_servers": _stored([*current, server])}
+
+    agents.modify(tenant_id, agent_id, adding)
     return server
 
 
 def remove_server(tenant_id: str, agent_id: str, name: str) -> None:
-    current = list_servers(tenant_id, agent_id)
-    if not any(s.name == name for s in current):
-        raise _not_found(agent_id, name)
-    agents.update(tenant_id, agent_id, {"mcp_servers": _stored([s for s in current if s.name != name])})
+    def removing(agent: Agent) -> dict[str, Any]:
+        current = servers_of(agent)
+        if not any(s.name == name for s in current):
+            raise _not_found(agent_id, name)
+        return {"mcp_servers": _stored([s for s in current if s.name != name])}
+
+    agents.modify(tenant_id, agent_id, removing)
 
 
 def save_discoveries(tenant_id: str, agent_id: str, discovered: list[McpServer]) -> list[McpServer]:
@@ -66,19 +73,23 @@ def save_discoveries(tenant_id: str, agent_id: str, discovered: list[McpServer])
     `created_at`): a server deleted, or deleted and registered again, meanwhile is left as it is.
     """
     fresh = {(s.name, s.created_at): s for s in discovered}
-    current = list_servers(tenant_id, agent_id)
-    merged: list[McpServer] = []
-    for server in current:
-        found = fresh.get((server.name, server.created_at))
-        if found is not None:
-            server = server.model_copy(
-                update={
-                    "tools": found.tools,
-                    "discovered_at": found.discovered_at,
-                    "last_error": found.last_error,
-                }
-            )
-        merged.append(server)
-    if any((s.name, s.created_at) in fresh for s in current):
-        agents.update(tenant_id, agent_id, {"mcp_servers": _stored(merged)})
-    return [s for s in merged if (s.name, s.created_at) in fresh]
+    stored: list[McpServer] = []
+
+    def merging(agent: Agent) -> dict[str, Any] | None:
+        merged: list[McpServer] = []
+        for server in servers_of(agent):
+            found = fresh.get((server.name, server.created_at))
+            if found is not None:
+                server = server.model_copy(
+                    update={
+                        "tools": found.tools,
+                        "discovered_at": found.discovered_at,
+                        "last_error": found.last_error,
+                    }
+                )
+            merged.append(server)
+        stored[:] = [s for s in merged if (s.name, s.created_at) in fresh]
+        return {"mcp_servers": _stored(merged)} if stored else None
+
+    agents.modify(tenant_id, agent_id, merging)
+    return stored

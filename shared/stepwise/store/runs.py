@@ -10,15 +10,25 @@ from collections.abc import Set as AbstractSet
 from datetime import datetime
 from typing import Any
 
-from pynamodb.exceptions import DoesNotExist, PutError, UpdateError
+from pynamodb.exceptions import DoesNotExist, TransactWriteError, UpdateError
 from pynamodb.expressions.update import Action
+from pynamodb.transactions import TransactWrite
 
+from stepwise import config, safejson
 from stepwise.agents.models import ScriptTurn
 from stepwise.errors import Conflict, Malformed, NotFound
 from stepwise.runs.models import ACTIVE_STATUSES, TERMINAL_STATUSES, Run, RunError, RunStatus, Usage
 from stepwise.schema import utcnow
-from stepwise.store import run_context
-from stepwise.store.tables import RunContextItem, RunItem, bind, condition_failed, tenant_key
+from stepwise.store import quotas, run_context, tables
+from stepwise.store.tables import (
+    RunContextItem,
+    RunItem,
+    bind,
+    condition_failed,
+    connection,
+    same_tenant,
+    tenant_key,
+)
 
 PAGE_LIMIT = 50
 
@@ -40,6 +50,8 @@ def _to_model(item: RunItem) -> Run:
             input_tokens=int(item.input_tokens),
             output_tokens=int(item.output_tokens),
             cached_tokens=int(item.cached_tokens),
+            cache_write_tokens=int(item.cache_write_tokens or 0),
+            cost_usd=float(item.cost_usd) if item.cost_usd is not None else None,
         ),
         tools_executed=list(item.tools_executed) if item.tools_executed is not None else None,
         replay_of=item.replay_of,
@@ -55,9 +67,12 @@ class RunExists(Conflict):
     """A run with this id was recorded before: a duplicate delivery of what started it."""
 
 
-def create(tenant_id: str, run: Run) -> Run:
+RUN = "the run (its message, metadata and script together)"
+
+
+def _new_item(tenant_id: str, run: Run) -> RunItem:
     bind()
-    item = RunItem(
+    return RunItem(
         tenant_id,
         run.run_id,
         agent_id=run.agent_id,
@@ -69,25 +84,46 @@ def create(tenant_id: str, run: Run) -> Run:
         max_steps=run.max_steps,
         max_tokens_budget=run.max_tokens_budget,
         tools_executed=run.tools_executed,
+        cost_usd=run.usage.cost_usd,
         replay_of=run.replay_of,
         trigger_id=run.trigger_id or run.run_id,
         metadata=run.metadata,
         script=[t.model_dump(exclude_none=True) for t in run.script] if run.script else None,
         created_at=run.created_at,
     )
+
+
+def check_fits(tenant_id: str, run: Run) -> None:
+    """413 `item_too_large` for a run DynamoDB could not store: for callers to ask before they write
+    anything else for it (its session)."""
+    tables.check_fits(_new_item(tenant_id, run), RUN)
+
+
+def create(tenant_id: str, run: Run) -> Run:
+    item = _new_item(tenant_id, run)
+    tables.check_fits(item, RUN)
+    # A new run is active (queued): it takes one of the tenant's active-run slots in the same write.
+    limit = config.quotas().max_active_runs
     try:
-        item.save(condition=RunItem.run_id.does_not_exist())
-    except PutError as exc:
-        if condition_failed(exc):
+        with TransactWrite(connection=connection()) as tx:
+            tx.save(item, condition=RunItem.run_id.does_not_exist())
+            quotas.take(tx, tenant_id, quotas.ACTIVE_RUNS, limit)
+    except TransactWriteError as exc:
+        if quotas.refused_by(exc, 0):
             raise RunExists(f"run {run.run_id} exists already", code="run_exists") from exc
+        if quotas.refused_by(exc, 1):
+            raise quotas.exceeded(quotas.ACTIVE_RUNS, limit) from exc
         raise
     return run
 
 
 def delete(tenant_id: str, run_id: str) -> None:
-    """Only for a run whose start was refused before it began (nothing else references it)."""
+    """Only for a run whose start was refused before it began (nothing else references it); its
+    active-run slot is given back with it."""
     bind()
-    RunItem(tenant_id, run_id).delete(condition=RunItem.status == "queued")
+    with TransactWrite(connection=connection()) as tx:
+        tx.delete(RunItem(tenant_id, run_id), condition=RunItem.status == "queued")
+        quotas.give_back(tx, tenant_id, quotas.ACTIVE_RUNS)
 
 
 def exists(tenant_id: str, run_id: str) -> bool:
@@ -146,7 +182,7 @@ def _decode_token(token: str | None, expected: dict[str, str]) -> dict[str, Any]
         return None
     forged = Malformed("next_token is not one this API issued", code="invalid_next_token")
     try:
-        key = json.loads(base64.urlsafe_b64decode(token.encode()))
+        key = safejson.loads(base64.urlsafe_b64decode(token.encode()))
     except (ValueError, UnicodeDecodeError) as exc:
         raise forged from exc
     if not isinstance(key, dict) or set(key) != {*expected, "run_id"}:
@@ -187,7 +223,7 @@ def list_runs(
         result = RunItem.by_agent.query(tenant_key(tenant_id, agent_id), **query_args)
     else:
         result = RunItem.query(tenant_id, **query_args)
-    runs = _with_contexts(tenant_id, [_to_model(item) for item in result])
+    runs = _with_contexts(tenant_id, [_to_model(item) for item in same_tenant(result, tenant_id)])
     return runs, _encode_token(result.last_evaluated_key)
 
 
@@ -212,12 +248,26 @@ def transition(
     for name, value in fields.items():
         attr = getattr(RunItem, name)
         actions.append(attr.remove() if value is None else attr.set(value))
-    if to in TERMINAL_STATUSES:
-        actions.append(RunItem.finished_at.set(utcnow()))
+    condition = RunItem.run_id.exists() & RunItem.status.is_in(*allowed_from)
+    if to not in TERMINAL_STATUSES:
+        try:
+            item.update(actions=actions, condition=condition)
+        except UpdateError as exc:
+            if condition_failed(exc):
+                return False
+            raise
+        return True
+    actions.append(RunItem.finished_at.set(utcnow()))
+    if not set(allowed_from) <= ACTIVE_STATUSES:
+        raise ValueError("a terminal transition starts from active statuses only (it frees a quota slot)")
+    # The run leaves the active set: its slot is given back in the same write, exactly once (only the
+    # transition that wins the condition commits).
     try:
-        item.update(actions=actions, condition=RunItem.run_id.exists() & RunItem.status.is_in(*allowed_from))
-    except UpdateError as exc:
-        if condition_failed(exc):
+        with TransactWrite(connection=connection()) as tx:
+            tx.update(item, actions=actions, condition=condition)
+            quotas.give_back(tx, tenant_id, quotas.ACTIVE_RUNS)
+    except TransactWriteError as exc:
+        if quotas.refused_by(exc, 0):
             return False
         raise
     return True

@@ -3,11 +3,14 @@ tenant's partition rather than an index."""
 
 from __future__ import annotations
 
-from pynamodb.exceptions import DoesNotExist
+from pynamodb.exceptions import DoesNotExist, TransactWriteError
+from pynamodb.transactions import TransactWrite
 
+from stepwise import config
 from stepwise.errors import NotFound
 from stepwise.schedules.models import Schedule
-from stepwise.store.tables import ScheduleItem, bind
+from stepwise.store import quotas
+from stepwise.store.tables import ScheduleItem, bind, connection
 
 
 def _to_model(item: ScheduleItem) -> Schedule:
@@ -23,8 +26,10 @@ def _to_model(item: ScheduleItem) -> Schedule:
 
 
 def create(tenant_id: str, schedule: Schedule) -> Schedule:
+    """Store the schedule; it takes one of the tenant's schedule slots in the same write (429 when none
+    is left)."""
     bind()
-    ScheduleItem(
+    item = ScheduleItem(
         tenant_id,
         schedule.schedule_id,
         agent_id=schedule.agent_id,
@@ -33,7 +38,16 @@ def create(tenant_id: str, schedule: Schedule) -> Schedule:
         message=schedule.message,
         enabled=schedule.enabled,
         created_at=schedule.created_at,
-    ).save(condition=ScheduleItem.schedule_id.does_not_exist())
+    )
+    limit = config.quotas().max_schedules
+    try:
+        with TransactWrite(connection=connection()) as tx:
+            tx.save(item, condition=ScheduleItem.schedule_id.does_not_exist())
+            quotas.take(tx, tenant_id, quotas.SCHEDULES, limit)
+    except TransactWriteError as exc:
+        if quotas.refused_by(exc, 1) and not quotas.refused_by(exc, 0):
+            raise quotas.exceeded(quotas.SCHEDULES, limit) from exc
+        raise
     return schedule
 
 
@@ -62,5 +76,12 @@ def list_for_agent(tenant_id: str, agent_id: str) -> list[Schedule]:
 
 
 def delete(tenant_id: str, schedule_id: str) -> None:
+    """Remove the schedule and give its slot back, once: deleting it again changes nothing."""
     bind()
-    ScheduleItem(tenant_id, schedule_id).delete()
+    try:
+        with TransactWrite(connection=connection()) as tx:
+            tx.delete(ScheduleItem(tenant_id, schedule_id), condition=ScheduleItem.schedule_id.exists())
+            quotas.give_back(tx, tenant_id, quotas.SCHEDULES)
+    except TransactWriteError as exc:
+        if not quotas.refused_by(exc, 0):
+            raise

@@ -7,9 +7,11 @@ set the environment after importing.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Iterator
 from functools import cache
-from typing import Any
+from typing import Any, TypeVar
 
+from aws_lambda_powertools import Logger
 from pynamodb.attributes import (
     BinaryAttribute,
     BooleanAttribute,
@@ -21,16 +23,22 @@ from pynamodb.attributes import (
     UTCDateTimeAttribute,
     VersionAttribute,
 )
+from pynamodb.connection import Connection
 from pynamodb.exceptions import PynamoDBException
 from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 
 from stepwise import config
+from stepwise.errors import PayloadTooLarge
+from stepwise.ids import valid_tenant
+
+logger = Logger(service="stepwise")
 
 
 def tenant_key(tenant_id: str, ident: str) -> str:
-    """A partition key scoped to a tenant; '#' cannot occur in tenant ids or our generated ids."""
-    return f"{tenant_id}#{ident}"
+    """A partition key scoped to a tenant. The tenant id is checked here, where keys are made: with no
+    "#" in it, the first "#" of a key ends its tenant, so no tenant's key can spell another's."""
+    return f"{valid_tenant(tenant_id)}#{ident}"
 
 
 class ApiKeyItem(Model):
@@ -114,6 +122,8 @@ class RunItem(Model):
     input_tokens = NumberAttribute(default=0)
     output_tokens = NumberAttribute(default=0)
     cached_tokens = NumberAttribute(default=0)
+    cache_write_tokens = NumberAttribute(default=0)
+    cost_usd = NumberAttribute(null=True)  # absent: no known price (or recorded before costs were)
     # Absent means unknown; an empty list means checked and none. Appended before each tool runs.
     tools_executed = ListAttribute(of=UnicodeAttribute, null=True)
     replay_of = UnicodeAttribute(null=True)
@@ -306,11 +316,78 @@ class SettingItem(Model):
     updated_at = UTCDateTimeAttribute()
 
 
+class QuotaItem(Model):
+    """A tenant's usage of one quota (quota = "active_runs" | "schedules"): a counter moved in the same
+    transaction as the item it counts, so it can neither drift nor be raced past its limit."""
+
+    class Meta:
+        table_name = "QuotasTable"
+
+    tenant_id = UnicodeAttribute(hash_key=True)
+    quota = UnicodeAttribute(range_key=True)
+    used = NumberAttribute(default=0)
+
+
+def _region() -> str:
+    return os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+
+
+_Owned = TypeVar("_Owned", RunItem, InteractionItem)  # the items that index queries return
+
+
+def same_tenant(items: Iterable[_Owned], tenant_id: str) -> Iterator[_Owned]:
+    """The items of a query that belong to `tenant_id`. Defence in depth for index queries: their keys
+    already carry the tenant, so an item of another tenant here is a bug, logged and never returned."""
+    for item in items:
+        if item.tenant_id == tenant_id:
+            yield item
+        else:
+            logger.error("a query returned another tenant's item; dropped", table=item.Meta.table_name)
+
+
+ITEM_LIMIT = 400 * 1024  # DynamoDB's item size limit, names and values together
+
+
+def item_size(item: Model) -> int:
+    """The item's size as DynamoDB counts it against ITEM_LIMIT (attribute names plus values; nested
+    lists and maps 3 bytes each, plus 1 per element), from its serialized attributes."""
+    return sum(len(name.encode()) + _value_size(value) for name, value in item.serialize().items())
+
+
+def _value_size(value: dict[str, Any]) -> int:
+    ((kind, data),) = value.items()
+    if kind == "S":
+        return len(str(data).encode())
+    if kind == "N":
+        return len(str(data).lstrip("-").replace(".", "")) // 2 + 2  # DynamoDB's own upper bound
+    if kind == "B":
+        return len(data)
+    if kind in ("BOOL", "NULL"):
+        return 1
+    if kind == "L":
+        return 3 + sum(1 + _value_size(v) for v in data)
+    if kind == "M":
+        return 3 + sum(1 + len(k.encode()) + _value_size(v) for k, v in data.items())
+    return sum(len(str(v).encode()) for v in data)  # SS, NS, BS
+
+
+def check_fits(item: Model, what: str) -> None:
+    """A 413 `item_too_large` for an item DynamoDB would refuse, before the write: what a tenant sends
+    (a schema, a script) must not reach DynamoDB as a ValidationException and answer as a 500."""
+    size = item_size(item)
+    if size > ITEM_LIMIT:
+        raise PayloadTooLarge(
+            f"{what} would take {size} bytes, over the {ITEM_LIMIT} bytes DynamoDB stores in one item",
+            code="item_too_large",
+            details={"size": size, "limit": ITEM_LIMIT},
+        )
+
+
 @cache
 def bind() -> None:
     """Point the models at the tables named in the environment (once per process)."""
     names = config.tables()
-    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+    region = _region()
     for model, name in (
         (ApiKeyItem, names.api_keys),
         (AgentItem, names.agents),
@@ -324,6 +401,7 @@ def bind() -> None:
         (EffectItem, names.effects),
         (ScheduleItem, names.schedules),
         (SettingItem, names.settings),
+        (QuotaItem, names.quotas),
     ):
         meta: Any = model.Meta
         meta.table_name = name
@@ -334,7 +412,15 @@ def bind() -> None:
 def rebind() -> None:
     """Re-read table names (tests and the local stack change the environment)."""
     bind.cache_clear()
+    connection.cache_clear()
     bind()
+
+
+@cache
+def connection() -> Connection:
+    """The connection transactions use (TransactWrite names no model to take one from)."""
+    bind()
+    return Connection(region=_region())
 
 
 def condition_failed(exc: PynamoDBException) -> bool:

@@ -1,5 +1,5 @@
-"""Tools as an agent declares them: HTTP, client and builtin tools (MCP tools are discovered from the
-agent's MCP servers, see stepwise.mcp)."""
+"""Tools as an agent declares them: HTTP, client, code and builtin tools (MCP tools are discovered from
+the agent's MCP servers, see stepwise.mcp)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 from stepwise.schema import Strict
 
 TOOL_NAME = r"^[a-zA-Z0-9_-]{1,64}$"  # what every major model provider accepts as a function name
+CODE_SOURCE_LIMIT = 64_000  # characters of a code tool's source
 
 Permission = Literal["allow", "ask", "deny", "inherit"]
 Effect = Literal["none", "idempotent", "undeclared"]
@@ -83,6 +84,41 @@ class ClientTool(ToolBase):
         return self.read_only
 
 
+class CodeTool(ToolBase):
+    """The tenant's own function (`def run(args)` in Python, `export function run(args)` in JavaScript),
+    stored with the agent and run in the tenant's code sandbox with the model's validated arguments; its
+    JSON return value is the result. The source never runs inside a Stepwise function (not even to
+    check it: Python is only parsed)."""
+
+    type: Literal["code"]
+    description: str = Field(min_length=1, max_length=4096)
+    input_schema: dict[str, Any]
+    language: Literal["python", "javascript"]
+    # Tools live in the agent's item (400 KB with everything else), so one source stays well under it.
+    source: str = Field(min_length=1, max_length=CODE_SOURCE_LIMIT)
+    timeout_seconds: int = Field(default=30, ge=1, le=120)
+    read_only: bool = False
+    effect: Effect = "undeclared"
+    key_fields: list[str] = Field(default_factory=list)
+
+    _schema = field_validator("input_schema")(lambda v: valid_input_schema(v))
+
+    @model_validator(mode="after")
+    def _defines_run(self) -> CodeTool:
+        if self.key_fields and self.effect != "idempotent":
+            raise ValueError("key_fields only apply to tools with effect 'idempotent'")
+        from stepwise.tools.code_source import entry_problem
+
+        problem = entry_problem(self.language, self.source)
+        if problem is not None:
+            raise ValueError(problem)
+        return self
+
+    @property
+    def parallel_safe(self) -> bool:
+        return self.read_only
+
+
 class BuiltinTool(ToolBase):
     """A builtin (`{name, config?, permission?}`): its description, schema and behaviour are Stepwise's;
     `config` is the tool's own per-agent settings, validated at creation."""
@@ -132,6 +168,7 @@ def _tool_type(value: Any) -> str:
 Tool = Annotated[
     Annotated[HttpTool, Tag("http")]
     | Annotated[ClientTool, Tag("client")]
+    | Annotated[CodeTool, Tag("code")]
     | Annotated[BuiltinTool, Tag("builtin")],
     Discriminator(_tool_type),
 ]

@@ -12,7 +12,7 @@ from stepwise.mcp.models import McpToolRef
 from stepwise.runs.models import Run
 from stepwise.tools.base import TOOL_RESULT_LIMIT, ToolResult
 from stepwise.tools.builtin import ToolScope, catalog
-from stepwise.tools.models import BuiltinTool, ClientTool, HttpTool
+from stepwise.tools.models import BuiltinTool, ClientTool, CodeTool, HttpTool
 
 Decision = Literal["allow", "ask", "deny"]
 
@@ -28,14 +28,16 @@ class Verdict(BaseModel):
     channels: list[dict[str, Any]] | None = None
 
 
-def resolve(agent: Agent, name: str) -> HttpTool | ClientTool | BuiltinTool | McpToolRef | None:
+def resolve(agent: Agent, name: str) -> HttpTool | ClientTool | CodeTool | BuiltinTool | McpToolRef | None:
     """The tool a name refers to: one of the agent's own, or one of its MCP servers' tools."""
     from stepwise import mcp
 
     return agent.tool(name) or mcp.find(agent, name)
 
 
-def permission_for(agent: Agent, tool: HttpTool | ClientTool | BuiltinTool | McpToolRef) -> Decision:
+def permission_for(
+    agent: Agent, tool: HttpTool | ClientTool | CodeTool | BuiltinTool | McpToolRef
+) -> Decision:
     """A tool's own permission wins; `inherit` takes the agent's default."""
     if tool.permission != "inherit":
         return tool.permission
@@ -49,7 +51,7 @@ def before_tool_use(
     tenant_id: str,
     run: Run,
     agent: Agent,
-    tool: HttpTool | ClientTool | BuiltinTool | McpToolRef,
+    tool: HttpTool | ClientTool | CodeTool | BuiltinTool | McpToolRef,
     arguments: dict[str, Any],
 ) -> Verdict:
     """Permission first (a denied tool calls no hook), then PreToolUse hooks, which may block, rewrite
@@ -92,7 +94,7 @@ def after_tool_use(
 
 
 def execute(
-    tool: HttpTool | BuiltinTool | McpToolRef,
+    tool: HttpTool | CodeTool | BuiltinTool | McpToolRef,
     arguments: dict[str, Any],
     *,
     scope: ToolScope,
@@ -107,8 +109,13 @@ def execute(
         from stepwise import mcp
 
         return mcp.call_tool(tool.server, tool.tool.name, arguments)
-    module = catalog.load(tool.name)  # each builtin checks its arguments against its own schema first
     from stepwise.settings.accessor import tenant_settings
+
+    if isinstance(tool, CodeTool):
+        from stepwise.tools.code_tool import call_code_tool
+
+        return call_code_tool(tool, arguments, settings=tenant_settings(scope.tenant_id))
+    module = catalog.load(tool.name)  # each builtin checks its arguments against its own schema first
 
     config = module.Config.model_validate(tool.config)
     result: ToolResult = module.run(
@@ -117,7 +124,7 @@ def execute(
     return result
 
 
-def result_limit(tool: HttpTool | ClientTool | BuiltinTool | McpToolRef | None) -> int | None:
+def result_limit(tool: HttpTool | ClientTool | CodeTool | BuiltinTool | McpToolRef | None) -> int | None:
     """How much of a result the model sees; knowledge search (and delegation) are never cut."""
     if isinstance(tool, BuiltinTool) and not getattr(catalog.load(tool.name), "TRUNCATE", True):
         return None

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from typing import Any
 
 import httpx
 
-from stepwise.ssrf import AllowHosts, BlockedDestination, guarded_client
+from stepwise import safejson
+from stepwise.outbound import OutboundRefused, ResponseTooLarge
+from stepwise.ssrf import AllowHosts, guarded_client
 from stepwise.tools.base import ToolResult
 from stepwise.tools.builtin import Settings
 from stepwise.tools.http_tool import USER_AGENT, schema_problem
@@ -94,8 +95,8 @@ def post_json(
     """POST `payload` as JSON to a provider and return its JSON answer as the output, or a failure.
 
     Redirects are not followed: a provider's API has no reason to redirect a POST, and following one would
-    carry the API key to wherever it points. `timeout` bounds each network operation and, checked between
-    chunks, the whole answer.
+    carry the API key to wherever it points. `timeout` bounds the whole exchange, and the answer may decode
+    to at most PROVIDER_RESPONSE_BYTES (ssrf.guarded_client).
     """
     body = json.dumps(payload, ensure_ascii=False).encode()
     request_headers = {
@@ -104,15 +105,23 @@ def post_json(
         "Content-Type": "application/json",
         **headers,
     }
-    deadline = time.monotonic() + timeout
     try:
         with (
-            guarded_client(timeout=timeout, allow_hosts=allow_hosts, follow_redirects=False) as client,
+            guarded_client(
+                timeout=timeout,
+                max_response_bytes=PROVIDER_RESPONSE_BYTES,
+                allow_hosts=allow_hosts,
+                follow_redirects=False,
+            ) as client,
             client.stream("POST", url, headers=request_headers, content=body) as response,
         ):
-            raw = read_bounded(response, PROVIDER_RESPONSE_BYTES, deadline)
+            raw = response.read()
             status = response.status_code
-    except BlockedDestination as exc:
+    except ResponseTooLarge:
+        return ToolResult.failure(
+            "provider_error", f"{provider} answered with more than {PROVIDER_RESPONSE_BYTES} bytes"
+        )
+    except OutboundRefused as exc:  # a blocked destination, or an answer in stacked encodings
         return ToolResult.failure(exc.code, f"{provider}: {exc.message}")
     except UnicodeEncodeError:
         # Only the tenant's settings (keys) reach these headers; the model's words go in the body.
@@ -121,10 +130,6 @@ def post_json(
         )
     except httpx.TimeoutException:
         return ToolResult.failure("timeout", f"{provider} did not answer within {timeout:g} seconds")
-    except ResponseTooLarge:
-        return ToolResult.failure(
-            "provider_error", f"{provider} answered with more than {PROVIDER_RESPONSE_BYTES} bytes"
-        )
     except (httpx.NetworkError, httpx.RemoteProtocolError) as exc:
         return ToolResult.failure("unreachable", f"could not reach {provider}: {exc}")
     except (httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:
@@ -136,7 +141,7 @@ def post_json(
     if not 200 <= status < 300:
         return status_failure(provider, status, text, response.headers.get("retry-after"))
     try:
-        return ToolResult(output=json.loads(text))
+        return ToolResult(output=safejson.loads(text))
     except ValueError:
         return ToolResult.failure(
             "provider_error", f"{provider} answered HTTP {status} with a body that is not JSON"
@@ -166,7 +171,7 @@ def status_failure(provider: str, status: int, body: str, retry_after: str | Non
 def error_detail(body: str) -> str:
     """The message in a provider's error body (`error`, `message` or `detail`, as JSON), else the body."""
     try:
-        parsed = json.loads(body)
+        parsed = safejson.loads(body)
     except ValueError:
         return cap(body.strip(), ERROR_DETAIL_LIMIT)
     if isinstance(parsed, dict):
@@ -178,22 +183,3 @@ def error_detail(body: str) -> str:
                 text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
                 return cap(text, ERROR_DETAIL_LIMIT)
     return cap(body.strip(), ERROR_DETAIL_LIMIT)
-
-
-class ResponseTooLarge(Exception):
-    pass
-
-
-def read_bounded(response: httpx.Response, limit: int, deadline: float) -> bytes:
-    """The whole body, or ResponseTooLarge past `limit` bytes; stops reading there, like the deadline
-    stops a server trickling bytes just fast enough to beat the per-read timeout."""
-    parts: list[bytes] = []
-    size = 0
-    for chunk in response.iter_bytes():
-        size += len(chunk)
-        if size > limit:
-            raise ResponseTooLarge
-        parts.append(chunk)
-        if time.monotonic() > deadline:
-            raise httpx.ReadTimeout("the response took longer than the timeout")
-    return b"".join(parts)

@@ -15,14 +15,15 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-import time
 from collections.abc import Callable
 from typing import Any, Literal
 
 import httpx
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from stepwise.ssrf import AllowHosts, BlockedDestination, guarded_client
+from stepwise import safejson
+from stepwise.outbound import OutboundRefused
+from stepwise.ssrf import AllowHosts, guarded_client
 from stepwise.tools.base import ToolResult
 from stepwise.tools.builtin import Settings, ToolScope
 from stepwise.tools.builtin._provider import http_url, invalid_arguments
@@ -131,19 +132,18 @@ def send(
     }
     if config.allowed_hosts is not None:
         hooks["request"].insert(0, _only_hosts(frozenset(config.allowed_hosts)))
-    deadline = time.monotonic() + timeout
     try:
         with (
             guarded_client(timeout=timeout, allow_hosts=allow_hosts, event_hooks=hooks) as client,
             client.stream(method, url, headers=headers, content=content) as response,
         ):
-            text, truncated = _read_capped(response, deadline)
+            text, truncated = _read_capped(response)
     except HostNotAllowed as exc:
         allowed = ", ".join(config.allowed_hosts or []) or "none"
         return ToolResult.failure(
             "host_not_allowed", f"host {exc.host!r} is not one this agent may request (allowed: {allowed})"
         )
-    except BlockedDestination as exc:
+    except OutboundRefused as exc:  # a blocked destination, a body too large or in stacked encodings
         return ToolResult.failure(exc.code, exc.message)
     except httpx.TimeoutException:
         return ToolResult.failure("timeout", f"no response from {url.host} within {timeout:g} seconds")
@@ -159,7 +159,7 @@ def send(
     body: Any = text + TRUNCATION_MARKER if truncated else text
     if not truncated and text and _is_json(response):
         with contextlib.suppress(ValueError):  # a body that only claims to be JSON stays text
-            body = json.loads(text)
+            body = safejson.loads(text)
     kept = {name: response.headers[name] for name in RESPONSE_HEADERS if name in response.headers}
     return ToolResult(output={"status": response.status_code, "headers": kept, "body": body})
 

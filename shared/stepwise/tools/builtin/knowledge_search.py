@@ -12,13 +12,23 @@ The results of all of them are merged, sorted by score (best first) and cut to `
 When some knowledge bases fail and others answer, the answer carries `errors` beside the results; when
 all fail, the call fails with `knowledge_base_error` (`rate_limited` when Bedrock throttles).
 
+Knowledge bases belong to tenants. A knowledge base is searched only when it carries the tag
+`stepwise:tenant` equal to the calling tenant, read with bedrock-agent's GetKnowledgeBase and
+ListTagsForResource and cached for OWNER_TTL seconds; one that is not (or does not exist, which looks the
+same) refuses the whole call with `knowledge_base_not_allowed` before anything is retrieved. An agent's
+config naming a knowledge base id is not enough: config is tenant-written. The IAM grant matches, Retrieve
+only on knowledge bases that carry the tag at all (template.yaml).
+
 Knowledge-base excerpts are what the model needs whole, so the result is exempt from the 50,000-character
 cut (`TRUNCATE = False`). The client comes from `client_factory` (by default a cached boto3
-`bedrock-agent-runtime` client in the configured region, else the function's), so tests pass a fake.
+`bedrock-agent-runtime` client in the configured region, else the function's), the owners from `owners`
+(by default BedrockOwners, cached per process), so tests pass fakes.
 """
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
 from functools import cache
 from typing import Any, Literal, Protocol
@@ -58,6 +68,8 @@ READ_ONLY = True
 EFFECT: Literal["none"] = "none"
 KEY_FIELDS: list[str] = []
 TRUNCATE = False
+TENANT_TAG = "stepwise:tenant"
+OWNER_TTL = 300.0  # seconds an owner lookup is believed: a re-tag takes effect within this
 
 
 class KnowledgeBase(BaseModel):
@@ -102,6 +114,72 @@ def bedrock_client(region: str | None) -> RetrieveClient:
     return client
 
 
+class KnowledgeBaseOwners(Protocol):
+    """Which tenant a knowledge base belongs to (None: no tenant, or no such knowledge base); raises
+    botocore's errors when it cannot tell."""
+
+    def owner(self, knowledge_base_id: str, region: str | None) -> str | None: ...
+
+
+class TagsClient(Protocol):
+    """The two calls of bedrock-agent the owner lookup makes."""
+
+    def get_knowledge_base(self, **kwargs: Any) -> dict[str, Any]: ...
+
+    def list_tags_for_resource(self, **kwargs: Any) -> dict[str, Any]: ...
+
+
+@cache
+def bedrock_agent_client(region: str | None) -> TagsClient:
+    client: TagsClient = aws.client("bedrock-agent", region_name=region)
+    return client
+
+
+class BedrockOwners:
+    """Owners from the knowledge bases' `stepwise:tenant` tags, each answer kept for `ttl` seconds."""
+
+    def __init__(
+        self,
+        client_factory: Callable[[str | None], TagsClient] = bedrock_agent_client,
+        *,
+        ttl: float = OWNER_TTL,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._client_factory = client_factory
+        self._ttl = ttl
+        self._clock = clock
+        self._cache: dict[tuple[str | None, str], tuple[float, str | None]] = {}
+        self._lock = threading.Lock()
+
+    def owner(self, knowledge_base_id: str, region: str | None) -> str | None:
+        key = (region, knowledge_base_id)
+        with self._lock:
+            hit = self._cache.get(key)
+        if hit is not None and hit[0] > self._clock():
+            return hit[1]
+        owner = self._look_up(knowledge_base_id, region)
+        with self._lock:
+            self._cache[key] = (self._clock() + self._ttl, owner)
+        return owner
+
+    def _look_up(self, knowledge_base_id: str, region: str | None) -> str | None:
+        client = self._client_factory(region)
+        try:
+            base = client.get_knowledge_base(knowledgeBaseId=knowledge_base_id)["knowledgeBase"]
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
+                return None
+            raise
+        tags = client.list_tags_for_resource(resourceArn=base["knowledgeBaseArn"]).get("tags") or {}
+        owner = tags.get(TENANT_TAG)
+        return owner if isinstance(owner, str) else None
+
+
+@cache
+def default_owners() -> KnowledgeBaseOwners:
+    return BedrockOwners()
+
+
 def run(
     arguments: dict[str, Any],
     *,
@@ -109,6 +187,7 @@ def run(
     settings: Settings,
     config: Config,
     client_factory: ClientFactory = bedrock_client,
+    owners: KnowledgeBaseOwners | None = None,
 ) -> ToolResult:
     failure = invalid_arguments(INPUT_SCHEMA, arguments)
     if failure is not None:
@@ -122,27 +201,38 @@ def run(
             f"no knowledge base named {', '.join(unknown)} (known: {', '.join(by_name)})",
         )
     top_k: int = arguments.get("top_k", DEFAULT_TOP_K)
-    client = client_factory(config.region)
 
-    results: list[tuple[float, int, int, dict[str, Any]]] = []  # sort key, then the result
     errors: list[dict[str, str]] = []
     throttled = False
-    for order, name in enumerate(selected):
+    searchable: list[str] = []
+    foreign: list[str] = []
+    for name in selected:
+        try:
+            owner = (owners or default_owners()).owner(by_name[name].id, config.region)
+        except (ClientError, BotoCoreError) as exc:
+            throttled = throttled or _throttled(exc)
+            errors.append({"knowledge_base": name, "message": f"cannot check its owner: {_describe(exc)}"})
+            continue
+        (searchable if owner == scope.tenant_id else foreign).append(name)
+    if foreign:
+        return ToolResult.failure(
+            "knowledge_base_not_allowed",
+            f"knowledge base {', '.join(foreign)} is not bound to this tenant: a Bedrock knowledge base is "
+            f"searched only when it is tagged {TENANT_TAG}={scope.tenant_id}",
+        )
+
+    client = client_factory(config.region)
+    results: list[tuple[float, int, int, dict[str, Any]]] = []  # sort key, then the result
+    for order, name in enumerate(searchable):
         try:
             answer = client.retrieve(
                 knowledgeBaseId=by_name[name].id,
                 retrievalQuery={"text": arguments["query"]},
                 retrievalConfiguration={"vectorSearchConfiguration": {"numberOfResults": top_k}},
             )
-        except ClientError as exc:
-            error = exc.response.get("Error", {})
-            throttled = throttled or error.get("Code") == "ThrottlingException"
-            errors.append({"knowledge_base": name, "message": f"{error.get('Code')}: {error.get('Message')}"})
-            continue
-        except BotoCoreError as exc:
-            errors.append(
-                {"knowledge_base": name, "message": f"Bedrock is unreachable: {type(exc).__name__}"}
-            )
+        except (ClientError, BotoCoreError) as exc:
+            throttled = throttled or _throttled(exc)
+            errors.append({"knowledge_base": name, "message": _describe(exc)})
             continue
         for rank, item in enumerate(answer.get("retrievalResults", [])):
             result = _result(name, item)
@@ -156,6 +246,17 @@ def run(
     if errors:
         output["errors"] = errors
     return ToolResult(output=output)
+
+
+def _throttled(exc: Exception) -> bool:
+    return isinstance(exc, ClientError) and exc.response.get("Error", {}).get("Code") == "ThrottlingException"
+
+
+def _describe(exc: ClientError | BotoCoreError) -> str:
+    if isinstance(exc, ClientError):
+        error = exc.response.get("Error", {})
+        return f"{error.get('Code')}: {error.get('Message')}"
+    return f"Bedrock is unreachable: {type(exc).__name__}"
 
 
 def _result(knowledge_base: str, item: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,35 @@
+"""What the API shows of the secrets tenants configure: header names, never their values.
+
+Headers on custom HTTP tools, http hooks and MCP servers usually carry credentials (`Authorization`,
+`X-Api-Key`). They are stored as given and sent as given, but every answer that shows a tool, a hook or
+a server shows them through `mask_headers`, the one place that decides how a secret looks when shown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+MASK = "********"
+
+
+def mask_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """The header names, each with the value replaced by MASK."""
+    return dict.fromkeys(headers, MASK)
+
+
+def public_tool(tool: Mapping[str, Any]) -> dict[str, Any]:
+    """A tool's JSON as the API shows it (a custom HTTP tool's header values masked)."""
+    shown = dict(tool)
+    if isinstance(shown.get("headers"), Mapping):
+        shown["headers"] = mask_headers(shown["headers"])
+    return shown
+
+
+def public_hook(hook: Mapping[str, Any]) -> dict[str, Any]:
+    """A hook's JSON as the API shows it (an http hook's header values masked)."""
+    shown = dict(hook)
+    config = shown.get("config")
+    if isinstance(config, Mapping) and isinstance(config.get("headers"), Mapping):
+        shown["config"] = {**config, "headers": mask_headers(config["headers"])}
+    return shown

@@ -1,0 +1,98 @@
+"""A fake Anthropic Messages API on loopback: records every request body and streams scripted replies
+as the real API does (message_start carrying the prompt's usage, cache reads and writes included)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class AnthropicReply:
+    text: str = "Done."
+    input_tokens: int = 10  # the uncached part of the prompt, as Anthropic counts it
+    cache_read: int = 0
+    cache_write: int = 0
+    output_tokens: int = 5
+
+
+class FakeAnthropic:
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self.replies: list[AnthropicReply] = []
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)) or b"{}")
+                fake.requests.append(body)
+                reply = fake.replies.pop(0) if fake.replies else AnthropicReply()
+                if not body.get("stream"):
+                    self._send(200, "application/json", json.dumps(_message(body, reply)).encode())
+                    return
+                frames = [f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in _events(body, reply)]
+                events = "".join(frames)
+                self._send(200, "text/event-stream", events.encode())
+
+            def _send(self, status: int, kind: str, data: bytes) -> None:
+                self.send_response(status)
+                self.send_header("content-type", kind)
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def _usage(reply: AnthropicReply) -> dict[str, Any]:
+    return {
+        "input_tokens": reply.input_tokens,
+        "cache_creation_input_tokens": reply.cache_write,
+        "cache_read_input_tokens": reply.cache_read,
+        "output_tokens": reply.output_tokens,
+    }
+
+
+def _message(body: dict[str, Any], reply: AnthropicReply) -> dict[str, Any]:
+    return {
+        "id": "msg_fake",
+        "type": "message",
+        "role": "assistant",
+        "model": body.get("model", "claude-fake"),
+        "content": [{"type": "text", "text": reply.text}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": _usage(reply),
+    }
+
+
+def _events(body: dict[str, Any], reply: AnthropicReply) -> list[dict[str, Any]]:
+    start = {**_message(body, reply), "content": [], "stop_reason": None}
+    start["usage"] = {**_usage(reply), "output_tokens": 1}
+    return [
+        {"type": "message_start", "message": start},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": reply.text}},
+        {"type": "content_block_stop", "index": 0},
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+            "usage": {"output_tokens": reply.output_tokens},
+        },
+        {"type": "message_stop"},
+    ]

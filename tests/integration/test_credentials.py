@@ -1,0 +1,108 @@
+"""Deployment secrets: Secrets Manager through Powertools Parameters in AWS (refreshed after
+MAX_AGE_SECONDS), the environment locally; the placeholder the template creates means "not set"."""
+
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from typing import Any
+
+import boto3
+import pytest
+from aws_lambda_powertools.utilities import parameters
+from aws_lambda_powertools.utilities.parameters import base
+from moto import mock_aws
+
+from stepwise import credentials
+from stepwise.channels import slack
+from stepwise.config import ConfigError
+from stepwise.llm import client
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(name, "testing")
+    monkeypatch.setenv("STEPWISE_SECRETS", "aws")
+    for name in credentials.NAMES:
+        monkeypatch.delenv(name, raising=False)
+    credentials.reset()
+    parameters.clear_caches()
+    with mock_aws():
+        yield boto3.client("secretsmanager", region_name="us-east-1")
+    monkeypatch.undo()
+    credentials.reset()
+    parameters.clear_caches()
+
+
+def put(sm: Any, monkeypatch: pytest.MonkeyPatch, name: str, value: str | None) -> str:
+    args = {"Name": f"stepwise-{name}"} | ({"SecretString": value} if value is not None else {})
+    arn = str(sm.create_secret(**args)["ARN"])
+    monkeypatch.setenv(name + credentials.ARN_SUFFIX, arn)
+    return arn
+
+
+def test_in_aws_the_value_comes_from_secrets_manager_not_the_environment(
+    aws: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    put(aws, monkeypatch, "SLACK_SIGNING_SECRET", "from-secrets-manager")
+    monkeypatch.setenv("SLACK_SIGNING_SECRET", "from-the-environment")
+
+    assert slack.signing_secret() == "from-secrets-manager"
+
+
+def test_a_rotated_value_is_read_again_after_max_age(aws: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    arn = put(aws, monkeypatch, "OPENAI_API_KEY", "sk-old-key-000")
+    assert credentials.get("OPENAI_API_KEY") == "sk-old-key-000"
+    aws.put_secret_value(SecretId=arn, SecretString="sk-new-key-111")
+
+    assert credentials.get("OPENAI_API_KEY") == "sk-old-key-000"  # cached: no read per request
+    later = datetime.now() + timedelta(seconds=credentials.MAX_AGE_SECONDS + 1)
+    monkeypatch.setattr(base, "datetime", _Clock(later))  # Powertools' cache clock, moved past max_age
+    assert credentials.get("OPENAI_API_KEY") == "sk-new-key-111"
+
+
+class _Clock:
+    def __init__(self, now: datetime) -> None:
+        self._now = now
+
+    def now(self) -> datetime:
+        return self._now
+
+
+def test_the_templates_placeholder_and_a_secret_without_a_value_are_not_set(
+    aws: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    put(aws, monkeypatch, "SLACK_SIGNING_SECRET", credentials.PLACEHOLDER)
+    put(aws, monkeypatch, "ANTHROPIC_API_KEY", None)
+
+    assert credentials.get("ANTHROPIC_API_KEY") is None
+    with pytest.raises(ConfigError, match="SLACK_SIGNING_SECRET"):
+        slack.signing_secret()  # Slack stays off (the API answers 404 slack_not_configured)
+
+
+def test_a_function_given_no_arn_has_no_such_secret(aws: Any) -> None:
+    assert credentials.get("OPENAI_API_KEY") is None
+
+
+def test_the_providers_key_rides_with_the_request(aws: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    put(aws, monkeypatch, "OPENAI_API_KEY", "sk-openai-from-sm")
+    put(aws, monkeypatch, "ANTHROPIC_API_KEY", "sk-ant-from-sm")
+
+    assert client._request("openai/gpt-4o", None, None, None, None)["api_key"] == "sk-openai-from-sm"
+    assert client._request("gpt-4o", None, None, None, None)["api_key"] == "sk-openai-from-sm"
+    anthropic = client._request("anthropic/claude-3-5-haiku-20241022", None, None, None, None)
+    assert anthropic["api_key"] == "sk-ant-from-sm"
+    # Bedrock signs with the function's role; the scripted model needs nothing.
+    assert "api_key" not in client._request("bedrock/amazon.nova-lite-v1:0", None, None, None, None)
+    assert "api_key" not in client._request("scripted", None, None, None, None)
+
+
+def test_locally_the_environment_is_read_on_every_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("STEPWISE_SECRETS", raising=False)
+    credentials.reset()
+    monkeypatch.setenv("SLACK_SIGNING_SECRET", "one")
+    assert slack.signing_secret() == "one"
+    monkeypatch.setenv("SLACK_SIGNING_SECRET", "two")
+    assert slack.signing_secret() == "two"
+    with pytest.raises(ConfigError, match="not a deployment secret"):
+        credentials.get("DATABASE_URL")
+    credentials.reset()
