@@ -29,6 +29,7 @@ from stepwise_sdk.errors import connection_error
 from stepwise_sdk.models import (
     Agent,
     AgentList,
+    AgentWeight,
     FollowUrl,
     Health,
     Hook,
@@ -50,6 +51,7 @@ from stepwise_sdk.models import (
     SyncRunResult,
     Tool,
     ToolList,
+    ToolUsage,
 )
 
 T = TypeVar("T")
@@ -151,6 +153,14 @@ class Agents(_Resource):
 
     async def delete(self, agent_id: str) -> None:
         await self._client.send(op.DELETE_AGENT.call({"agent_id": agent_id}))
+
+    async def weight(self, agent_id: str) -> AgentWeight:
+        """What the agent's first model call weighs in tokens: system prompt, tools, each tool."""
+        return await self._client.send(op.AGENT_WEIGHT.call({"agent_id": agent_id}))
+
+    async def tool_usage(self, agent_id: str, *, last: int | None = None) -> ToolUsage:
+        """Which declared tools the agent's latest `last` runs called, and how often."""
+        return await self._client.send(op.TOOL_USAGE.call({"agent_id": agent_id}, params={"last": last}))
 
     async def add_tool(self, agent_id: str, body: Body = None, /, **fields: Any) -> Tool:
         return await self._client.send(op.ADD_TOOL.call({"agent_id": agent_id}, body=merge(body, fields)))

@@ -13,6 +13,7 @@ from stepwise_sdk.models import (
     AgentCreate,
     AgentList,
     AgentPatch,
+    AgentWeight,
     ApproveBody,
     EventPage,
     FollowUrl,
@@ -41,6 +42,7 @@ from stepwise_sdk.models import (
     SyncRunResult,
     Tool,
     ToolList,
+    ToolUsage,
 )
 
 CREATE_AGENT = Operation[Agent]("POST", "/v1/agents", Agent, AgentCreate)
@@ -48,6 +50,8 @@ LIST_AGENTS = Operation[AgentList]("GET", "/v1/agents", AgentList)
 GET_AGENT = Operation[Agent]("GET", "/v1/agents/{agent_id}", Agent)
 UPDATE_AGENT = Operation[Agent]("PATCH", "/v1/agents/{agent_id}", Agent, AgentPatch)
 DELETE_AGENT = Operation[None]("DELETE", "/v1/agents/{agent_id}", None)
+AGENT_WEIGHT = Operation[AgentWeight]("GET", "/v1/agents/{agent_id}/weight", AgentWeight)
+TOOL_USAGE = Operation[ToolUsage]("GET", "/v1/agents/{agent_id}/tool-usage", ToolUsage)
 
 ADD_TOOL = Operation[Tool]("POST", "/v1/agents/{agent_id}/tools", Tool, Tool)
 LIST_TOOLS = Operation[ToolList]("GET", "/v1/agents/{agent_id}/tools", ToolList)

@@ -28,6 +28,7 @@ from stepwise_sdk.errors import connection_error
 from stepwise_sdk.models import (
     Agent,
     AgentList,
+    AgentWeight,
     FollowUrl,
     Health,
     Hook,
@@ -49,6 +50,7 @@ from stepwise_sdk.models import (
     SyncRunResult,
     Tool,
     ToolList,
+    ToolUsage,
 )
 
 T = TypeVar("T")
@@ -150,6 +152,14 @@ class Agents(_Resource):
 
     def delete(self, agent_id: str) -> None:
         self._client.send(op.DELETE_AGENT.call({"agent_id": agent_id}))
+
+    def weight(self, agent_id: str) -> AgentWeight:
+        """What the agent's first model call weighs in tokens: system prompt, tools, each tool."""
+        return self._client.send(op.AGENT_WEIGHT.call({"agent_id": agent_id}))
+
+    def tool_usage(self, agent_id: str, *, last: int | None = None) -> ToolUsage:
+        """Which declared tools the agent's latest `last` runs called, and how often."""
+        return self._client.send(op.TOOL_USAGE.call({"agent_id": agent_id}, params={"last": last}))
 
     def add_tool(self, agent_id: str, body: Body = None, /, **fields: Any) -> Tool:
         return self._client.send(op.ADD_TOOL.call({"agent_id": agent_id}, body=merge(body, fields)))

@@ -109,7 +109,23 @@ class HttpTool(Model):
     key_fields: list[str] = Field(default_factory=list)
 
 
-Tool = HttpTool | ClientTool | BuiltinTool
+class CodeTool(Model):
+    """The tenant's own `run(args)` in Python or JavaScript, run in the tenant's code sandbox."""
+
+    name: str
+    permission: Permission = "inherit"
+    type: Literal["code"]
+    description: str
+    input_schema: dict[str, Any]
+    language: Literal["python", "javascript"]
+    source: str
+    timeout_seconds: int = 30
+    read_only: bool = False
+    effect: Literal["none", "idempotent", "undeclared"] = "undeclared"
+    key_fields: list[str] = Field(default_factory=list)
+
+
+Tool = HttpTool | ClientTool | CodeTool | BuiltinTool
 
 
 class Agent(Model):
@@ -228,7 +244,7 @@ class HttpConfig(Model):
     url: str
     headers: dict[str, str] = Field(default_factory=dict)
     timeout_seconds: float = 5.0
-    fail_closed: bool = False
+    fail_closed: bool | None = None
 
 
 class Rule(Model):
@@ -290,13 +306,19 @@ class InteractionList(Model):
 
 
 class McpServerCreate(Request):
-    """`POST /v1/agents/{agent_id}/mcp-servers`: a remote MCP server speaking streamable HTTP."""
+    """A remote MCP server speaking streamable HTTP at `url`, or (`transport: "stdio"`, when the operator
+    allows it) a process spawned from `command` and `args` with `env`."""
 
     name: str
-    url: str
+    transport: Literal["streamable_http", "stdio"] = "streamable_http"
+    url: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
     enabled: bool = True
     permission: Permission = "inherit"
+    trusted: bool = False
 
 
 class McpToolView(Model):
@@ -308,13 +330,18 @@ class McpToolView(Model):
 
 
 class McpServerView(Model):
-    """A server as the API shows it: header names with their values masked."""
+    """A server as the API shows it: header and environment names with their values masked."""
 
     name: str
-    url: str
+    transport: Literal["streamable_http", "stdio"]
+    url: str | None
     headers: dict[str, str]
+    command: str | None
+    args: list[str]
+    env: dict[str, str]
     enabled: bool
     permission: Permission
+    trusted: bool
     created_at: datetime
     tools: list[McpToolView]
     discovered_at: datetime | None
@@ -352,9 +379,13 @@ class RunError(Model):
 
 
 class Usage(Model):
+    """`cost_usd` is null when any call was of a model without a known price."""
+
     input_tokens: int = 0
     output_tokens: int = 0
     cached_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost_usd: float | None = 0.0
 
 
 class RunView(Model):
@@ -412,6 +443,7 @@ class SessionView(Model):
     completed_runs: list[str] = Field(default_factory=list)
     active_run_id: str | None = None
     queue: list[str] = Field(default_factory=list)
+    usage: Usage
     runs: list[RunView]
     messages: list[dict[str, Any]]
 
@@ -446,3 +478,27 @@ class SyncRunResult(Model):
 
 class ToolList(Model):
     tools: list[Tool]
+
+
+class ToolWeight(Model):
+    name: str
+    tokens: int
+
+
+class AgentWeight(Model):
+    model: str
+    system_tokens: int
+    tools_tokens: int
+    first_call_tokens: int
+    tools: list[ToolWeight]
+
+
+class ToolUse(Model):
+    name: str
+    declared: bool
+    calls: int
+
+
+class ToolUsage(Model):
+    runs: int
+    tools: list[ToolUse]
