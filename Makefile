@@ -27,11 +27,14 @@ help:
 	@echo "make lint   ruff and mypy"
 	@echo "make bench  benchmarks (figures printed and saved under bench/results)"
 
-$(STAMP): requirements/main.lock requirements/bootstrap.lock pyproject.toml
+# The SDK (sdk/python) is installed like the main package: editable, no deps (httpx and pydantic are in
+# main.lock); the CLI is built on it.
+$(STAMP): requirements/main.lock requirements/bootstrap.lock pyproject.toml sdk/python/pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check --require-hashes --no-deps -r requirements/bootstrap.lock
 	$(UV) pip sync --quiet --python $(PY) --require-hashes requirements/main.lock
 	$(UV) pip install --quiet --python $(PY) --no-deps --no-build-isolation -e .
+	$(UV) pip install --quiet --python $(PY) --no-deps --no-build-isolation -e sdk/python
 	@touch $@
 
 $(SAM_STAMP): requirements/sam.lock requirements/bootstrap.lock

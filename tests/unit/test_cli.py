@@ -15,13 +15,15 @@ import pytest
 
 from stepwise.cli import main
 from stepwise.cli.app import build_parser
-from stepwise.cli.client import Api, ApiFailure, Target, Unreachable, resolve_target
+from stepwise.cli.client import Target, resolve_target
 from stepwise.cli.context import Context
-from stepwise.cli.follow import SocketUnavailable, follow, poll
+from stepwise.cli.follow import SocketUnavailable, follow
 from stepwise.cli.render import Display, Hints, clip, detail_lines, event_lines, summarize_arguments, table
+from stepwise_sdk import RetryPolicy
 
 RUN = "run_1"
 HINTS = Hints(run_id=RUN)
+NO_WAIT = RetryPolicy(initial_delay=0.0)  # the SDK's retries, without the backoff's sleeps
 
 
 def event(seq: int, kind: str, **data: Any) -> dict[str, Any]:
@@ -70,6 +72,7 @@ def cli(api: FakeApi, *argv: str, stdin: str = "") -> Outcome:
         ["--url", "http://stepwise.test", *argv],
         environ={},
         transport=httpx.MockTransport(api),
+        retries=NO_WAIT,
         stdin=io.StringIO(stdin),
         stdout=out,
         stderr=err,
@@ -78,8 +81,26 @@ def cli(api: FakeApi, *argv: str, stdin: str = "") -> Outcome:
 
 
 def finished(status: str, **fields: Any) -> dict[str, Any]:
-    usage = {"input_tokens": 10, "output_tokens": 5, "cached_tokens": 0}
-    return {"run_id": RUN, "status": status, "steps": 2, "usage": usage, "error": None, **fields}
+    """A run as `GET /v1/runs/{id}` shows it (the SDK checks the shape)."""
+    return {
+        "run_id": RUN,
+        "agent_id": "agt_1",
+        "session_id": "ses_1",
+        "status": status,
+        "input": "hello",
+        "output": None,
+        "error": None,
+        "steps": 2,
+        "max_steps": 10,
+        "max_tokens_budget": None,
+        "usage": {"input_tokens": 10, "output_tokens": 5, "cached_tokens": 0},
+        "tools_executed": [],
+        "replay_of": None,
+        "metadata": {},
+        "created_at": "2026-01-01T00:00:00Z",
+        "finished_at": "2026-01-01T00:00:05Z",
+        **fields,
+    }
 
 
 # --- Parsing and the target ---------------------------------------------------------------------
@@ -296,6 +317,7 @@ def test_connection_refused_exits_2_with_a_hint_to_start_the_local_stack() -> No
         ["agents", "list"],
         environ={},
         transport=httpx.MockTransport(refuse),
+        retries=NO_WAIT,
         stdout=io.StringIO(),
         stderr=err,
     )
@@ -337,7 +359,16 @@ def test_a_setting_read_from_stdin_is_sent_and_never_printed() -> None:
 
 def test_respond_sends_an_idempotency_key_and_reuses_a_given_one() -> None:
     api = FakeApi()
-    answered = {"interaction_id": "int_1", "run_id": RUN, "tool_name": "pick", "status": "answered"}
+    answered = {
+        "interaction_id": "int_1",
+        "run_id": RUN,
+        "kind": "client_tool",
+        "status": "answered",
+        "tool_call_id": "call_1",
+        "tool_name": "pick",
+        "arguments": {},
+        "created_at": "2026-01-01T00:00:00Z",
+    }
     api.routes["POST /v1/sessions/interactions/int_1/respond"] = (202, answered)
 
     first = cli(api, "respond", "int_1", "--tool-call-id", "call_1", "--output", '{"choice": "b"}')
@@ -386,32 +417,31 @@ def test_an_ambiguous_approval_names_the_waiting_calls() -> None:
 # --- Following survives a dropped long poll -----------------------------------------------------
 
 
-def test_a_long_poll_is_retried_after_a_5xx_but_not_after_a_4xx() -> None:
-    page = {"events": [], "next": 0, "done": True}
-    replies: list[Reply] = [(503, {"message": "Service Unavailable"}), (200, page)]
+def test_a_long_poll_is_sent_again_after_a_5xx_from_the_last_seq_shown() -> None:
+    replies: list[Reply] = [
+        (200, {"events": [event(1, "step_started", step=1)], "next": 1, "done": False}),
+        (503, {"message": "Service Unavailable"}),
+        (200, {"events": [event(2, "run_completed", output="x")], "next": 2, "done": True}),
+    ]
     api = FakeApi(routes={f"GET /v1/runs/{RUN}/events": lambda request: replies.pop(0)})
-    client = Api(Target("http://stepwise.test", "k", False), httpx.MockTransport(api))
-    pauses: list[float] = []
+    api.routes[f"GET /v1/runs/{RUN}"] = (200, finished("succeeded", output="x"))
 
-    assert poll(client, RUN, 0, pause=pauses.append) == page
-    assert pauses == [1.0]
+    outcome = cli(api, "runs", "follow", RUN)
 
+    assert outcome.code == 0, outcome.err
+    polls = [r.url.params["after"] for r in api.requests if r.url.path.endswith("/events")]
+    assert polls == ["0", "1", "1"]
+    assert outcome.out.count("step 1") == 1
+
+
+def test_a_4xx_on_a_long_poll_ends_the_follow_with_its_error() -> None:
+    api = FakeApi()
     api.routes[f"GET /v1/runs/{RUN}/events"] = (404, {"error": {"code": "run_not_found", "message": "no"}})
-    with pytest.raises(ApiFailure):
-        poll(client, RUN, 0, pause=pauses.append)
-    assert pauses == [1.0]
 
+    outcome = cli(api, "runs", "follow", RUN)
 
-def test_an_unreachable_api_is_retried_then_reported() -> None:
-    def refuse(request: httpx.Request) -> httpx.Response:
-        raise httpx.ConnectError("[Errno 111] Connection refused", request=request)
-
-    client = Api(Target("http://stepwise.test", "k", False), httpx.MockTransport(refuse))
-    pauses: list[float] = []
-
-    with pytest.raises(Unreachable):
-        poll(client, RUN, 0, pause=pauses.append)
-    assert pauses == [1.0, 2.0]
+    assert (outcome.code, outcome.err) == (2, "error: run_not_found: no\n")
+    assert len([r for r in api.requests if r.url.path.endswith("/events")]) == 1
 
 
 def test_ctrl_c_while_following_says_how_to_resume_from_the_last_event() -> None:
@@ -446,8 +476,9 @@ def follow_with(api: FakeApi, socket: Callable[[str], Any], after: int = 0) -> t
         stderr=io.StringIO(),
         stdin=io.StringIO(),
         transport=httpx.MockTransport(api),
+        retries=NO_WAIT,
     )
-    return follow(ctx, RUN, after, pause=lambda _: None, socket=socket), out.getvalue()
+    return follow(ctx, RUN, after, socket=socket), out.getvalue()
 
 
 def issue_follow_urls(api: FakeApi) -> list[str]:

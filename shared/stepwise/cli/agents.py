@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from stepwise.cli.client import seg
+from stepwise.cli.client import data
 from stepwise.cli.context import Context, UsageError, read_json
 from stepwise.cli.render import block, clip, table, when
 
@@ -60,7 +60,7 @@ def create_body(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def create_agent(ctx: Context) -> int:
-    agent = ctx.api.post("/v1/agents", create_body(ctx.args))
+    agent = data(ctx.client.agents.create(create_body(ctx.args)))
     tools = ", ".join(t.get("name", "?") for t in agent.get("tools", [])) or "none"
     ctx.show(
         agent,
@@ -73,7 +73,7 @@ def create_agent(ctx: Context) -> int:
 
 
 def list_agents(ctx: Context) -> int:
-    listed = ctx.api.get("/v1/agents")
+    listed = data(ctx.client.agents.list())
     agents = listed.get("agents", [])
     rows = [
         [
@@ -114,12 +114,12 @@ def agent_lines(agent: dict[str, Any]) -> list[str]:
 
 
 def get_agent(ctx: Context) -> int:
-    agent = ctx.api.get(f"/v1/agents/{seg(ctx.args.agent_id)}")
+    agent = data(ctx.client.agents.get(ctx.args.agent_id))
     ctx.show(agent, agent_lines(agent))
     return 0
 
 
 def delete_agent(ctx: Context) -> int:
-    ctx.api.delete(f"/v1/agents/{seg(ctx.args.agent_id)}")
+    ctx.client.agents.delete(ctx.args.agent_id)
     ctx.show({"agent_id": ctx.args.agent_id, "deleted": True}, [f"deleted agent {ctx.args.agent_id}"])
     return 0

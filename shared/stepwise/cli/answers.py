@@ -6,11 +6,12 @@ from __future__ import annotations
 import argparse
 import json
 import uuid
-from typing import Any
+from typing import Any, Literal
 
-from stepwise.cli.client import ApiFailure, seg
+from stepwise.cli.client import Hinted, data
 from stepwise.cli.context import Context, UsageError
 from stepwise.cli.render import call, table, when
+from stepwise_sdk import ConflictError
 
 
 def register(
@@ -56,16 +57,17 @@ def register(
 
 def decide_approval(ctx: Context) -> int:
     args = ctx.args
-    body: dict[str, Any] = {"approved": args.approved}
-    body.update({k: v for k, v in (("tool_call_id", args.tool_call_id), ("reason", args.reason)) if v})
     try:
-        decided = ctx.api.post(f"/v1/runs/{seg(args.run_id)}/approve", body)
-    except ApiFailure as exc:
-        if exc.code == "ambiguous_approval":
-            exc.hint = (
-                f"name one: {ctx.cli} {'approve' if args.approved else 'deny'} {args.run_id} --tool-call ID"
+        decided = data(
+            ctx.client.approvals.decide(
+                args.run_id, approved=args.approved, tool_call_id=args.tool_call_id, reason=args.reason
             )
-        raise
+        )
+    except ConflictError as exc:
+        if exc.code != "ambiguous_approval":
+            raise
+        verb = "approve" if args.approved else "deny"
+        raise Hinted(exc, f"name one: {ctx.cli} {verb} {args.run_id} --tool-call ID") from exc
     verdict = "approved" if args.approved else "denied"
     ctx.show(
         decided,
@@ -87,13 +89,11 @@ def parse_output(text: str) -> Any:
         ) from None
 
 
-def respond_body(args: argparse.Namespace, output: Any) -> dict[str, Any]:
+def answer(args: argparse.Namespace, output: Any) -> dict[str, Any]:
     return {
-        "answer": {
-            "tool_call_id": args.tool_call_id,
-            "outcome": "error" if args.error else "completed",
-            "output": output,
-        }
+        "tool_call_id": args.tool_call_id,
+        "outcome": "error" if args.error else "completed",
+        "output": output,
     }
 
 
@@ -101,10 +101,8 @@ def respond_client_tool(ctx: Context) -> int:
     args = ctx.args
     output = parse_output(ctx.stdin.read() if args.output == "-" else args.output)
     key = args.idempotency_key or f"cli-{uuid.uuid4()}"
-    answered = ctx.api.post(
-        f"/v1/sessions/interactions/{seg(args.interaction_id)}/respond",
-        respond_body(args, output),
-        headers={"Idempotency-Key": key},
+    answered = data(
+        ctx.client.interactions.respond(args.interaction_id, answer(args, output), idempotency_key=key)
     )
     ctx.show(
         answered,
@@ -118,8 +116,8 @@ def respond_client_tool(ctx: Context) -> int:
 
 
 def list_interactions(ctx: Context) -> int:
-    status = "pending" if ctx.args.pending else None
-    listed = ctx.api.get(f"/v1/sessions/{seg(ctx.args.session_id)}/interactions", status=status)
+    status: Literal["pending"] | None = "pending" if ctx.args.pending else None
+    listed = data(ctx.client.interactions.list(ctx.args.session_id, status=status))
     found = listed.get("interactions", [])
     rows = [
         [

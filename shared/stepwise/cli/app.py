@@ -15,11 +15,13 @@ from collections.abc import Mapping, Sequence
 from typing import TextIO
 
 import httpx
+import pydantic
 
 from stepwise.cli import agents, answers, keys, runs, schedules, settings
-from stepwise.cli.client import ApiFailure, Unreachable, resolve_target
+from stepwise.cli.client import Hinted, error_body, resolve_target, unreachable_hint
 from stepwise.cli.context import EXIT_ERROR, EXIT_INTERRUPTED, Context, UsageError
 from stepwise.cli.render import detail_lines
+from stepwise_sdk import ApiConnectionError, ApiStatusError, RetryPolicy, StepwiseError
 
 DESCRIPTION = """\
 Drive a Stepwise stack from a terminal: agents, runs followed live, approvals, client tools,
@@ -70,12 +72,13 @@ def main(
     *,
     environ: Mapping[str, str] | None = None,
     transport: httpx.BaseTransport | None = None,
+    retries: RetryPolicy | None = None,
     stdin: TextIO | None = None,
     stdout: TextIO | None = None,
     stderr: TextIO | None = None,
 ) -> int:
     """Runs one command and returns its exit code. The keyword arguments are seams for tests: another
-    environment, an in-memory HTTP transport, other streams."""
+    environment, an in-memory HTTP transport, another retry policy, other streams."""
     args = build_parser().parse_args(argv)
     target = resolve_target(args.url, args.key, os.environ if environ is None else environ)
     ctx = Context(
@@ -85,22 +88,28 @@ def main(
         stderr=stderr or sys.stderr,
         stdin=stdin or sys.stdin,
         transport=transport,
+        retries=retries,
     )
     try:
         return int(args.handler(ctx))
-    except ApiFailure as exc:
-        ctx.note(f"error: {exc.code}: {exc.message}")
-        if ctx.json:
-            ctx.note(json.dumps(exc.body(), ensure_ascii=False))
-        else:
-            for line in detail_lines(exc.details):
-                ctx.note(f"  {line}")
-        if exc.hint:
-            ctx.note(f"hint: {exc.hint}")
-        return EXIT_ERROR
-    except Unreachable as exc:
-        ctx.note(f"error: cannot reach {exc.url}: {exc.reason}")
+    except Hinted as exc:
+        _report(ctx, exc.error)
         ctx.note(f"hint: {exc.hint}")
+        return EXIT_ERROR
+    except ApiStatusError as exc:
+        _report(ctx, exc)
+        return EXIT_ERROR
+    except ApiConnectionError as exc:
+        ctx.note(f"error: cannot reach {exc.url}: {exc.reason}")
+        ctx.note(f"hint: {unreachable_hint(exc)}")
+        return EXIT_ERROR
+    except StepwiseError as exc:  # an answer not in the spec's shape
+        ctx.note(f"error: {exc.code}: {exc.message}")
+        return EXIT_ERROR
+    except pydantic.ValidationError as exc:  # the SDK checked the request before sending it
+        ctx.note(f"error: invalid request: {exc.error_count()} problem(s)")
+        for error in exc.errors():
+            ctx.note(f"  {'.'.join(map(str, error['loc']))}: {error['msg']}")
         return EXIT_ERROR
     except UsageError as exc:
         ctx.note(f"error: {exc}")
@@ -112,6 +121,15 @@ def main(
         return EXIT_ERROR
     finally:
         ctx.close()
+
+
+def _report(ctx: Context, exc: ApiStatusError) -> None:
+    ctx.note(f"error: {exc.code}: {exc.message}")
+    if ctx.json:
+        ctx.note(json.dumps(error_body(exc), ensure_ascii=False))
+    else:
+        for line in detail_lines(exc.details):
+            ctx.note(f"  {line}")
 
 
 def _silence(stream: TextIO) -> None:

@@ -10,7 +10,8 @@ from typing import Any, TextIO
 
 import httpx
 
-from stepwise.cli.client import Api, Target
+from stepwise.cli.client import Target, connect
+from stepwise_sdk import RetryPolicy, Stepwise
 
 # Exit codes: a followed run that succeeded or any other command that worked; a followed run that ended
 # another way; an error (the API's, the connection's, the command line's); Ctrl-C.
@@ -29,17 +30,18 @@ class Context:
     stderr: TextIO
     stdin: TextIO
     transport: httpx.BaseTransport | None = None
-    _api: Api | None = field(default=None, init=False)
+    retries: RetryPolicy | None = None
+    _client: Stepwise | None = field(default=None, init=False)
 
     @property
-    def api(self) -> Api:
-        if self._api is None:  # built on first use: `keys create` talks to DynamoDB, not to the API
-            self._api = Api(self.target, self.transport)
-        return self._api
+    def client(self) -> Stepwise:
+        if self._client is None:  # built on first use: `keys create` talks to DynamoDB, not to the API
+            self._client = connect(self.target, self.transport, self.retries)
+        return self._client
 
     def close(self) -> None:
-        if self._api is not None:
-            self._api.close()
+        if self._client is not None:
+            self._client.close()
 
     @property
     def json(self) -> bool:

@@ -1,6 +1,6 @@
-"""Following a run: over the follow WebSocket (`POST /v1/runs/{id}/follow`), else by long-polling
-`GET /v1/runs/{id}/events?after=N&wait=S` until the log says done; write each event as it arrives, and
-end with the run's final status as the exit code.
+"""Following a run: over the follow WebSocket (`POST /v1/runs/{id}/follow`), else with the SDK's event
+iterator (long polls of `GET /v1/runs/{id}/events` that resume by seq); write each event as it arrives,
+and end with the run's final status as the exit code.
 
 The socket is the cheap way (no function runs while the run waits); long-polling is the way that always
 works. A socket that cannot be opened, or that ends before the run's terminal event (API Gateway closes
@@ -10,16 +10,14 @@ idle ones after 10 minutes), hands over to long-polling from the last seq receiv
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from stepwise.cli.client import Api, ApiFailure, Unreachable
+from stepwise.cli.client import data
 from stepwise.cli.context import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED, Context
 from stepwise.cli.render import Display, Hints, run_outcome
+from stepwise_sdk import Stepwise, StepwiseError
 
-WAIT = 20  # seconds per long poll: under API Gateway's 30 s integration timeout
-ATTEMPTS = 3  # per poll: a dropped connection or a 5xx on a long poll is retried, not fatal
 ENDED_AS = {"run_completed": "succeeded", "run_failed": "failed", "run_cancelled": "cancelled"}
 OPEN_TIMEOUT = 10.0  # seconds to open the socket before falling back to long-polling
 
@@ -52,32 +50,14 @@ def exit_code(run: dict[str, Any]) -> int:
     return EXIT_OK if run.get("status") == "succeeded" else EXIT_RUN_FAILED
 
 
-def poll(
-    api: Api, run_id: str, after: int, *, wait: float = WAIT, pause: Callable[[float], None] = time.sleep
-) -> dict[str, Any]:
-    attempt = 1
-    while True:
-        try:
-            page: dict[str, Any] = api.call(
-                "GET", f"/v1/runs/{run_id}/events", params={"after": after, "wait": wait}, timeout=wait + 30
-            )
-            return page
-        except (Unreachable, ApiFailure) as exc:
-            transient = isinstance(exc, Unreachable) or exc.status >= 500
-            if not transient or attempt == ATTEMPTS:
-                raise
-        pause(float(attempt))
-        attempt += 1
-
-
-def socket_events(api: Api, run_id: str, after: int, socket: Socket) -> Iterator[dict[str, Any]]:
+def socket_events(client: Stepwise, run_id: str, after: int, socket: Socket) -> Iterator[dict[str, Any]]:
     """The run's events after `after` over the follow socket; SocketUnavailable when there is none."""
     try:
-        issued: dict[str, Any] = api.post(f"/v1/runs/{run_id}/follow", params={"after": after})
-    except (ApiFailure, Unreachable) as exc:  # an older server, or one the socket cannot reach
+        issued = client.runs.follow(run_id, after=after)
+    except StepwiseError as exc:  # an older server, or one the socket cannot reach
         raise SocketUnavailable(str(exc)) from exc
     try:
-        for message in socket(str(issued["url"])):
+        for message in socket(issued.url):
             yield json.loads(message)
     except (OSError, ValueError) as exc:
         raise SocketUnavailable(str(exc)) from exc
@@ -88,7 +68,6 @@ def follow(
     run_id: str,
     after: int = 0,
     *,
-    pause: Callable[[float], None] = time.sleep,
     socket: Socket | None = None,
 ) -> int:
     """Writes the run's events after seq `after`, then returns its exit code."""
@@ -111,20 +90,17 @@ def follow(
 
     try:
         try:
-            for event in socket_events(ctx.api, run_id, after, socket or websocket):
+            for event in socket_events(ctx.client, run_id, after, socket or websocket):
                 show(event)
         except SocketUnavailable:
             pass
-        while not done:
-            page = poll(ctx.api, run_id, after, pause=pause)
-            for event in page.get("events", []):
-                show(event)
-            after = max(after, int(page.get("next", after)))
-            done = done or bool(page.get("done"))
+        if not done:
+            for polled in ctx.client.runs.events(run_id, after=after):
+                show(data(polled))
     except KeyboardInterrupt:
         ctx.note(f"\nstopped following; resume with: {ctx.cli} runs follow {run_id} --after {after}")
         return EXIT_INTERRUPTED
-    run: dict[str, Any] = ctx.api.get(f"/v1/runs/{run_id}")
+    run = data(ctx.client.runs.get(run_id))
     if ctx.json:
         ctx.write(json.dumps(run, ensure_ascii=False) + "\n")
     elif ended_as != run.get("status"):  # its terminal event was not shown, or said less (timed_out)

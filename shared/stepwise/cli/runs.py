@@ -6,10 +6,11 @@ import argparse
 import json
 from typing import Any
 
-from stepwise.cli.client import ApiFailure, seg
+from stepwise.cli.client import Hinted, data
 from stepwise.cli.context import Context, UsageError, read_json
 from stepwise.cli.follow import follow
 from stepwise.cli.render import run_block, runs_table
+from stepwise_sdk import ConflictError
 
 
 def register(
@@ -82,7 +83,7 @@ def run_body(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def start_run(ctx: Context) -> int:
-    accepted = ctx.api.post(f"/v1/agents/{seg(ctx.args.agent_id)}/runs", run_body(ctx.args))
+    accepted = data(ctx.client.runs.create(ctx.args.agent_id, run_body(ctx.args)))
     run_id = accepted["run_id"]
     if ctx.args.follow:
         if ctx.json:
@@ -100,13 +101,14 @@ def start_run(ctx: Context) -> int:
 
 def list_runs(ctx: Context) -> int:
     args = ctx.args
-    listed = ctx.api.get(
-        "/v1/runs",
-        agent_id=args.agent,
-        session_id=args.session,
-        status=args.status,
-        limit=args.limit,
-        next_token=args.next_token,
+    listed = data(
+        ctx.client.runs.list(
+            agent_id=args.agent,
+            session_id=args.session,
+            status=args.status,
+            limit=args.limit,
+            next_token=args.next_token,
+        )
     )
     runs = listed.get("runs", [])
     lines = runs_table(runs) if runs else ["no runs"]
@@ -124,7 +126,7 @@ def list_runs(ctx: Context) -> int:
 
 
 def get_run(ctx: Context) -> int:
-    run = ctx.api.get(f"/v1/runs/{seg(ctx.args.run_id)}")
+    run = data(ctx.client.runs.get(ctx.args.run_id))
     ctx.show(run, run_block(run))
     return 0
 
@@ -134,19 +136,18 @@ def follow_run(ctx: Context) -> int:
 
 
 def cancel_run(ctx: Context) -> int:
-    run = ctx.api.post(f"/v1/runs/{seg(ctx.args.run_id)}/cancel")
+    run = data(ctx.client.runs.cancel(ctx.args.run_id))
     ctx.show(run, [f"run {run.get('run_id')} is {run.get('status')}"])
     return 0
 
 
 def replay_run(ctx: Context) -> int:
-    params = {"force": "true"} if ctx.args.force else None
     try:
-        accepted = ctx.api.post(f"/v1/runs/{seg(ctx.args.run_id)}/replay", params=params)
-    except ApiFailure as exc:
-        if exc.status == 409 and not ctx.args.force:
-            exc.hint = f"to replay anyway: {ctx.cli} runs replay {ctx.args.run_id} --force"
-        raise
+        accepted = data(ctx.client.runs.replay(ctx.args.run_id, force=ctx.args.force))
+    except ConflictError as exc:
+        if ctx.args.force:
+            raise
+        raise Hinted(exc, f"to replay anyway: {ctx.cli} runs replay {ctx.args.run_id} --force") from exc
     run_id = accepted["run_id"]
     ctx.show(
         accepted,

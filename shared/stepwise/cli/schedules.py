@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from stepwise.cli.client import seg
+from stepwise.cli.client import data
 from stepwise.cli.context import Context
 from stepwise.cli.render import clip, table, when
 
@@ -48,7 +48,7 @@ def create_body(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def create_schedule(ctx: Context) -> int:
-    schedule = ctx.api.post(f"/v1/agents/{seg(ctx.args.agent_id)}/schedules", create_body(ctx.args))
+    schedule = data(ctx.client.schedules.create(ctx.args.agent_id, create_body(ctx.args)))
     ctx.show(
         schedule,
         [
@@ -66,7 +66,7 @@ def _next(schedule: dict[str, Any]) -> str:
 
 
 def list_schedules(ctx: Context) -> int:
-    listed = ctx.api.get(f"/v1/agents/{seg(ctx.args.agent_id)}/schedules")
+    listed = data(ctx.client.schedules.list(ctx.args.agent_id))
     schedules = listed.get("schedules", [])
     rows = [
         [
@@ -85,7 +85,7 @@ def list_schedules(ctx: Context) -> int:
 
 def delete_schedule(ctx: Context) -> int:
     args = ctx.args
-    ctx.api.delete(f"/v1/agents/{seg(args.agent_id)}/schedules/{seg(args.schedule_id)}")
+    ctx.client.schedules.delete(args.agent_id, args.schedule_id)
     ctx.show(
         {"agent_id": args.agent_id, "schedule_id": args.schedule_id, "deleted": True},
         [f"deleted schedule {args.schedule_id}"],

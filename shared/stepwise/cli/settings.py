@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import getpass
 
-from stepwise.cli.client import seg
+from stepwise.cli.client import data
 from stepwise.cli.context import Context, UsageError
 from stepwise.cli.render import table, when
 
@@ -50,13 +50,13 @@ def read_value(ctx: Context) -> str:
 
 
 def put_setting(ctx: Context) -> int:
-    info = ctx.api.put(f"/v1/settings/{seg(ctx.args.setting)}", {"value": read_value(ctx)})
+    info = data(ctx.client.settings.put(ctx.args.setting, read_value(ctx)))
     ctx.show(info, [f"set {info.get('key')} (updated {when(info.get('updated_at'))} UTC)"])
     return 0
 
 
 def list_settings(ctx: Context) -> int:
-    listed = ctx.api.get("/v1/settings")
+    listed = data(ctx.client.settings.list())
     found = listed.get("settings", [])
     rows = [[s.get("key"), when(s.get("updated_at"))] for s in found]
     ctx.show(listed, table(["KEY", "UPDATED"], rows) if found else ["no settings"])
@@ -64,6 +64,6 @@ def list_settings(ctx: Context) -> int:
 
 
 def delete_setting(ctx: Context) -> int:
-    ctx.api.delete(f"/v1/settings/{seg(ctx.args.setting)}")
+    ctx.client.settings.delete(ctx.args.setting)
     ctx.show({"key": ctx.args.setting, "deleted": True}, [f"deleted {ctx.args.setting}"])
     return 0

@@ -1,0 +1,366 @@
+"""`AsyncStepwise`: `_sync.py`'s surface with every call awaited (`async with AsyncStepwise(...)`)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from types import TracebackType
+from typing import Any, Literal, TypeVar
+
+import httpx
+
+from stepwise_sdk import _operations as op
+from stepwise_sdk._core import (
+    DEFAULT_TIMEOUT,
+    IDEMPOTENCY_HEADER,
+    Body,
+    Call,
+    RetryPolicy,
+    check,
+    headers,
+    merge,
+    resolve,
+)
+from stepwise_sdk._events import EVENT_WAIT, Cursor
+from stepwise_sdk.errors import connection_error
+from stepwise_sdk.models import (
+    Agent,
+    AgentList,
+    AgentWeight,
+    FollowUrl,
+    Health,
+    Hook,
+    HookList,
+    InteractionList,
+    InteractionView,
+    McpServerList,
+    McpServerView,
+    RunAccepted,
+    RunEvent,
+    RunList,
+    RunStatus,
+    RunView,
+    Schedule,
+    ScheduleList,
+    SessionView,
+    SettingInfo,
+    SettingList,
+    SyncRunResult,
+    Tool,
+    ToolList,
+    ToolUsage,
+)
+
+T = TypeVar("T")
+
+
+class AsyncStepwise:
+    """A client of one Stepwise API with one key.
+
+    `base_url` and `api_key` default to STEPWISE_URL and STEPWISE_API_KEY. Failed idempotent calls are
+    retried per `retries`; `transport` swaps the HTTP transport (tests use httpx.MockTransport)."""
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        retries: RetryPolicy | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        default_headers: Mapping[str, str] | None = None,
+    ) -> None:
+        self.base_url, api_key = resolve(base_url, api_key, os.environ)
+        self.retries = retries or RetryPolicy()
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url,
+            headers=headers(api_key, default_headers),
+            timeout=timeout,
+            transport=transport,
+        )
+        self.agents = Agents(self)
+        self.runs = Runs(self)
+        self.sessions = Sessions(self)
+        self.interactions = Interactions(self)
+        self.approvals = Approvals(self)
+        self.hooks = Hooks(self)
+        self.mcp_servers = McpServers(self)
+        self.schedules = Schedules(self)
+        self.settings = Settings(self)
+
+    async def send(self, call: Call[T]) -> T:
+        """Sends `call`, again while the retry policy allows, and parses the answer."""
+        attempt = 0
+        while True:
+            try:
+                response = await self._http.request(
+                    call.operation.method,
+                    call.path,
+                    json=call.json,
+                    params=call.params,
+                    headers=call.headers,
+                    timeout=call.timeout if call.timeout is not None else httpx.USE_CLIENT_DEFAULT,
+                )
+            except httpx.TransportError as exc:
+                delay = self.retries.after_failure(call, attempt, exc)
+                if delay is None:
+                    raise connection_error(self.base_url, exc) from exc
+            else:
+                delay = self.retries.after_response(call, attempt, response)
+                if delay is None:
+                    return check(call, response)
+                await response.aclose()
+            await asyncio.sleep(delay)
+            attempt += 1
+
+    async def health(self) -> Health:
+        return await self.send(op.HEALTH.call())
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncStepwise:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+
+class _Resource:
+    def __init__(self, client: AsyncStepwise) -> None:
+        self._client = client
+
+
+class Agents(_Resource):
+    async def create(self, body: Body = None, /, **fields: Any) -> Agent:
+        """`POST /v1/agents`: `name` and any of AgentCreate's fields, as keywords or a model."""
+        return await self._client.send(op.CREATE_AGENT.call(body=merge(body, fields)))
+
+    async def list(self) -> AgentList:
+        return await self._client.send(op.LIST_AGENTS.call())
+
+    async def get(self, agent_id: str) -> Agent:
+        return await self._client.send(op.GET_AGENT.call({"agent_id": agent_id}))
+
+    async def update(self, agent_id: str, body: Body = None, /, **fields: Any) -> Agent:
+        """`PATCH`: the fields given change, `None` clears an optional one, the rest stay."""
+        return await self._client.send(op.UPDATE_AGENT.call({"agent_id": agent_id}, body=merge(body, fields)))
+
+    async def delete(self, agent_id: str) -> None:
+        await self._client.send(op.DELETE_AGENT.call({"agent_id": agent_id}))
+
+    async def weight(self, agent_id: str) -> AgentWeight:
+        """What the agent's first model call weighs in tokens: system prompt, tools, each tool."""
+        return await self._client.send(op.AGENT_WEIGHT.call({"agent_id": agent_id}))
+
+    async def tool_usage(self, agent_id: str, *, last: int | None = None) -> ToolUsage:
+        """Which declared tools the agent's latest `last` runs called, and how often."""
+        return await self._client.send(op.TOOL_USAGE.call({"agent_id": agent_id}, params={"last": last}))
+
+    async def add_tool(self, agent_id: str, body: Body = None, /, **fields: Any) -> Tool:
+        return await self._client.send(op.ADD_TOOL.call({"agent_id": agent_id}, body=merge(body, fields)))
+
+    async def list_tools(self, agent_id: str) -> ToolList:
+        return await self._client.send(op.LIST_TOOLS.call({"agent_id": agent_id}))
+
+    async def delete_tool(self, agent_id: str, name: str) -> None:
+        await self._client.send(op.DELETE_TOOL.call({"agent_id": agent_id, "name": name}))
+
+
+class Runs(_Resource):
+    async def create(
+        self, agent_id: str, body: Body = None, /, *, idempotency_key: str | None = None, **fields: Any
+    ) -> RunAccepted:
+        """`POST /v1/agents/{agent_id}/runs` with `message` and RunCreate's other fields. It carries an
+        Idempotency-Key (a new one unless given), so a retry after a lost answer starts no second run."""
+        key = idempotency_key or f"sdk-{uuid.uuid4()}"
+        return await self._client.send(
+            op.CREATE_RUN.call(
+                {"agent_id": agent_id}, body=merge(body, fields), headers={IDEMPOTENCY_HEADER: key}
+            )
+        )
+
+    async def run(self, agent_id: str, body: Body = None, /, **fields: Any) -> SyncRunResult:
+        """`POST /v1/agents/{agent_id}/run`: one model call without tools, answered with its output."""
+        return await self._client.send(op.RUN_SYNC.call({"agent_id": agent_id}, body=merge(body, fields)))
+
+    async def list(
+        self,
+        *,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+        status: RunStatus | None = None,
+        limit: int | None = None,
+        next_token: str | None = None,
+    ) -> RunList:
+        """A page of runs, newest first; pass the page's `next_token` for the next one."""
+        params = {
+            "agent_id": agent_id,
+            "session_id": session_id,
+            "status": status,
+            "limit": limit,
+            "next_token": next_token,
+        }
+        return await self._client.send(op.LIST_RUNS.call(params=params))
+
+    async def get(self, run_id: str) -> RunView:
+        return await self._client.send(op.GET_RUN.call({"run_id": run_id}))
+
+    async def cancel(self, run_id: str) -> RunView:
+        return await self._client.send(op.CANCEL_RUN.call({"run_id": run_id}))
+
+    async def replay(self, run_id: str, *, force: bool = False) -> RunAccepted:
+        """A new run on `run_id`'s input; ConflictError when it could repeat a side effect, unless
+        `force`; GoneError when the input is no longer stored."""
+        params = {"force": True} if force else None
+        return await self._client.send(op.REPLAY_RUN.call({"run_id": run_id}, params=params))
+
+    async def follow(self, run_id: str, *, after: int = 0) -> FollowUrl:
+        """A signed single-use WebSocket URL streaming the events after `after` (see the API docs)."""
+        return await self._client.send(op.FOLLOW_RUN.call({"run_id": run_id}, params={"after": after}))
+
+    def events(self, run_id: str, *, after: int = 0, wait: float = EVENT_WAIT) -> AsyncEventStream:
+        """The run's events after seq `after`, in order, each once, until its terminal event."""
+        return AsyncEventStream(self._client, Cursor(run_id, after, wait))
+
+    async def wait(self, run_id: str, *, timeout: float | None = None) -> RunView:
+        """Blocks until the run has ended and returns it; WaitTimeout after `timeout` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        async for _ in AsyncEventStream(self._client, Cursor(run_id, deadline=deadline)):
+            pass
+        return await self.get(run_id)
+
+
+class AsyncEventStream(AsyncIterator[RunEvent]):
+    """An iterator of a run's events that long-polls `GET /v1/runs/{id}/events`. A poll that fails on
+    the way is sent again from the last seq given (`after`), so nothing repeats and nothing is lost;
+    after an error the caller can also resume with `runs.events(run_id, after=stream.after)`."""
+
+    def __init__(self, client: AsyncStepwise, cursor: Cursor) -> None:
+        self._client, self._cursor = client, cursor
+        self._pending: list[RunEvent] = []
+
+    @property
+    def after(self) -> int:
+        return self._cursor.after
+
+    def __aiter__(self) -> AsyncEventStream:
+        return self
+
+    async def __anext__(self) -> RunEvent:
+        while not self._pending:
+            if self._cursor.ended:
+                raise StopAsyncIteration
+            self._pending = self._cursor.take(await self._client.send(self._cursor.next_call()))
+        return self._pending.pop(0)
+
+
+class Sessions(_Resource):
+    async def get(self, session_id: str) -> SessionView:
+        return await self._client.send(op.GET_SESSION.call({"session_id": session_id}))
+
+    async def delete(self, session_id: str) -> None:
+        await self._client.send(op.DELETE_SESSION.call({"session_id": session_id}))
+
+
+class Interactions(_Resource):
+    async def list(
+        self, session_id: str, *, status: Literal["pending", "answered", "expired"] | None = None
+    ) -> InteractionList:
+        """The approvals and client tools a session's runs asked for."""
+        call = op.LIST_INTERACTIONS.call({"session_id": session_id}, params={"status": status})
+        return await self._client.send(call)
+
+    async def respond(
+        self, interaction_id: str, answer: Body, *, idempotency_key: str | None = None
+    ) -> InteractionView:
+        """Answers an approval (`{"approved", "reason"?}`) or a client tool (`{"tool_call_id",
+        "outcome", "output"}`). The Idempotency-Key (a new one unless given) makes a retry safe: the
+        same key and answer change nothing twice."""
+        key = idempotency_key or f"sdk-{uuid.uuid4()}"
+        call = op.RESPOND.call(
+            {"interaction_id": interaction_id},
+            body={"answer": answer},
+            headers={IDEMPOTENCY_HEADER: key},
+        )
+        return await self._client.send(call)
+
+
+class Approvals(_Resource):
+    async def decide(
+        self, run_id: str, *, approved: bool, tool_call_id: str | None = None, reason: str | None = None
+    ) -> InteractionView:
+        """`POST /v1/runs/{run_id}/approve`; without `tool_call_id`, the run's only pending approval."""
+        body = {"approved": approved, "tool_call_id": tool_call_id, "reason": reason}
+        call = op.APPROVE.call({"run_id": run_id}, body={k: v for k, v in body.items() if v is not None})
+        return await self._client.send(call)
+
+    async def approve(
+        self, run_id: str, *, tool_call_id: str | None = None, reason: str | None = None
+    ) -> InteractionView:
+        return await self.decide(run_id, approved=True, tool_call_id=tool_call_id, reason=reason)
+
+    async def deny(
+        self, run_id: str, *, tool_call_id: str | None = None, reason: str | None = None
+    ) -> InteractionView:
+        return await self.decide(run_id, approved=False, tool_call_id=tool_call_id, reason=reason)
+
+
+class Hooks(_Resource):
+    async def create(self, agent_id: str, body: Body = None, /, **fields: Any) -> Hook:
+        return await self._client.send(op.CREATE_HOOK.call({"agent_id": agent_id}, body=merge(body, fields)))
+
+    async def list(self, agent_id: str) -> HookList:
+        return await self._client.send(op.LIST_HOOKS.call({"agent_id": agent_id}))
+
+    async def delete(self, agent_id: str, hook_id: str) -> None:
+        await self._client.send(op.DELETE_HOOK.call({"agent_id": agent_id, "hook_id": hook_id}))
+
+
+class McpServers(_Resource):
+    async def create(self, agent_id: str, body: Body = None, /, **fields: Any) -> McpServerView:
+        call = op.ADD_MCP_SERVER.call({"agent_id": agent_id}, body=merge(body, fields))
+        return await self._client.send(call)
+
+    async def list(self, agent_id: str) -> McpServerList:
+        return await self._client.send(op.LIST_MCP_SERVERS.call({"agent_id": agent_id}))
+
+    async def get(self, agent_id: str, name: str) -> McpServerView:
+        return await self._client.send(op.GET_MCP_SERVER.call({"agent_id": agent_id, "name": name}))
+
+    async def refresh(self, agent_id: str, name: str) -> McpServerView:
+        return await self._client.send(op.REFRESH_MCP_SERVER.call({"agent_id": agent_id, "name": name}))
+
+    async def delete(self, agent_id: str, name: str) -> None:
+        await self._client.send(op.DELETE_MCP_SERVER.call({"agent_id": agent_id, "name": name}))
+
+
+class Schedules(_Resource):
+    async def create(self, agent_id: str, body: Body = None, /, **fields: Any) -> Schedule:
+        """`expression` (rate(), cron() or at()), `message`, and optionally `timezone` and `enabled`."""
+        call = op.CREATE_SCHEDULE.call({"agent_id": agent_id}, body=merge(body, fields))
+        return await self._client.send(call)
+
+    async def list(self, agent_id: str) -> ScheduleList:
+        return await self._client.send(op.LIST_SCHEDULES.call({"agent_id": agent_id}))
+
+    async def delete(self, agent_id: str, schedule_id: str) -> None:
+        await self._client.send(op.DELETE_SCHEDULE.call({"agent_id": agent_id, "schedule_id": schedule_id}))
+
+
+class Settings(_Resource):
+    """Per-tenant secrets: values go in and never come out."""
+
+    async def put(self, key: str, value: str) -> SettingInfo:
+        return await self._client.send(op.PUT_SETTING.call({"key": key}, body={"value": value}))
+
+    async def list(self) -> SettingList:
+        return await self._client.send(op.LIST_SETTINGS.call())
+
+    async def delete(self, key: str) -> None:
+        await self._client.send(op.DELETE_SETTING.call({"key": key}))

@@ -1,0 +1,105 @@
+"""The API's routes this SDK calls, one `Operation` each, with the models of their bodies.
+
+tests/contract/test_sdk_models.py checks every entry against `/v1/openapi.json` (the route exists, its
+request and success bodies are these models) and that every route of the spec is here or is left out on
+purpose (the HTML approval pages, Slack's callback, the SSE stream that `runs.events` long-polls instead).
+"""
+
+from __future__ import annotations
+
+from stepwise_sdk._core import Operation
+from stepwise_sdk.models import (
+    Agent,
+    AgentCreate,
+    AgentList,
+    AgentPatch,
+    AgentWeight,
+    ApproveBody,
+    EventPage,
+    FollowUrl,
+    Health,
+    Hook,
+    HookCreate,
+    HookList,
+    InteractionList,
+    InteractionView,
+    McpServerCreate,
+    McpServerList,
+    McpServerView,
+    RespondBody,
+    RunAccepted,
+    RunCreate,
+    RunList,
+    RunView,
+    Schedule,
+    ScheduleCreate,
+    ScheduleList,
+    SessionView,
+    SettingInfo,
+    SettingList,
+    SettingPut,
+    SyncRunCreate,
+    SyncRunResult,
+    Tool,
+    ToolList,
+    ToolUsage,
+)
+
+CREATE_AGENT = Operation[Agent]("POST", "/v1/agents", Agent, AgentCreate)
+LIST_AGENTS = Operation[AgentList]("GET", "/v1/agents", AgentList)
+GET_AGENT = Operation[Agent]("GET", "/v1/agents/{agent_id}", Agent)
+UPDATE_AGENT = Operation[Agent]("PATCH", "/v1/agents/{agent_id}", Agent, AgentPatch)
+DELETE_AGENT = Operation[None]("DELETE", "/v1/agents/{agent_id}", None)
+AGENT_WEIGHT = Operation[AgentWeight]("GET", "/v1/agents/{agent_id}/weight", AgentWeight)
+TOOL_USAGE = Operation[ToolUsage]("GET", "/v1/agents/{agent_id}/tool-usage", ToolUsage)
+
+ADD_TOOL = Operation[Tool]("POST", "/v1/agents/{agent_id}/tools", Tool, Tool)
+LIST_TOOLS = Operation[ToolList]("GET", "/v1/agents/{agent_id}/tools", ToolList)
+DELETE_TOOL = Operation[None]("DELETE", "/v1/agents/{agent_id}/tools/{name}", None)
+
+CREATE_HOOK = Operation[Hook]("POST", "/v1/agents/{agent_id}/hooks", Hook, HookCreate)
+LIST_HOOKS = Operation[HookList]("GET", "/v1/agents/{agent_id}/hooks", HookList)
+DELETE_HOOK = Operation[None]("DELETE", "/v1/agents/{agent_id}/hooks/{hook_id}", None)
+
+ADD_MCP_SERVER = Operation[McpServerView](
+    "POST", "/v1/agents/{agent_id}/mcp-servers", McpServerView, McpServerCreate
+)
+LIST_MCP_SERVERS = Operation[McpServerList]("GET", "/v1/agents/{agent_id}/mcp-servers", McpServerList)
+GET_MCP_SERVER = Operation[McpServerView]("GET", "/v1/agents/{agent_id}/mcp-servers/{name}", McpServerView)
+DELETE_MCP_SERVER = Operation[None]("DELETE", "/v1/agents/{agent_id}/mcp-servers/{name}", None)
+REFRESH_MCP_SERVER = Operation[McpServerView](
+    "POST", "/v1/agents/{agent_id}/mcp-servers/{name}/refresh", McpServerView
+)
+
+CREATE_SCHEDULE = Operation[Schedule]("POST", "/v1/agents/{agent_id}/schedules", Schedule, ScheduleCreate)
+LIST_SCHEDULES = Operation[ScheduleList]("GET", "/v1/agents/{agent_id}/schedules", ScheduleList)
+DELETE_SCHEDULE = Operation[None]("DELETE", "/v1/agents/{agent_id}/schedules/{schedule_id}", None)
+
+CREATE_RUN = Operation[RunAccepted]("POST", "/v1/agents/{agent_id}/runs", RunAccepted, RunCreate)
+RUN_SYNC = Operation[SyncRunResult]("POST", "/v1/agents/{agent_id}/run", SyncRunResult, SyncRunCreate)
+LIST_RUNS = Operation[RunList]("GET", "/v1/runs", RunList)
+GET_RUN = Operation[RunView]("GET", "/v1/runs/{run_id}", RunView)
+RUN_EVENTS = Operation[EventPage]("GET", "/v1/runs/{run_id}/events", EventPage)
+FOLLOW_RUN = Operation[FollowUrl]("POST", "/v1/runs/{run_id}/follow", FollowUrl)
+CANCEL_RUN = Operation[RunView]("POST", "/v1/runs/{run_id}/cancel", RunView)
+REPLAY_RUN = Operation[RunAccepted]("POST", "/v1/runs/{run_id}/replay", RunAccepted)
+APPROVE = Operation[InteractionView]("POST", "/v1/runs/{run_id}/approve", InteractionView, ApproveBody)
+
+GET_SESSION = Operation[SessionView]("GET", "/v1/sessions/{session_id}", SessionView)
+DELETE_SESSION = Operation[None]("DELETE", "/v1/sessions/{session_id}", None)
+LIST_INTERACTIONS = Operation[InteractionList](
+    "GET", "/v1/sessions/{session_id}/interactions", InteractionList
+)
+RESPOND = Operation[InteractionView](
+    "POST", "/v1/sessions/interactions/{interaction_id}/respond", InteractionView, RespondBody
+)
+
+PUT_SETTING = Operation[SettingInfo]("PUT", "/v1/settings/{key}", SettingInfo, SettingPut)
+LIST_SETTINGS = Operation[SettingList]("GET", "/v1/settings", SettingList)
+DELETE_SETTING = Operation[None]("DELETE", "/v1/settings/{key}", None)
+
+HEALTH = Operation[Health]("GET", "/v1/health", Health)
+
+ALL: tuple[Operation[object], ...] = tuple(
+    value for value in list(globals().values()) if isinstance(value, Operation)
+)

@@ -1,0 +1,504 @@
+"""The API's request, response and event shapes, as `/v1/openapi.json` describes them.
+
+Each class is named after the spec's component it mirrors; tests/contract/test_sdk_models.py fails when
+a field, its type or whether it is required differs from the spec (constraints such as lengths are left
+to the server, which answers a 422 that raises `UnprocessableError`).
+
+Responses keep fields a newer server adds (`extra="allow"`, read them from `model_extra`), so an older SDK
+still parses them; a request body refuses unknown fields, so a misspelt keyword fails before any request.
+An event's `type` is open for the same reason: a newer server may send types this SDK does not name.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+RunStatus = Literal["queued", "running", "waiting", "succeeded", "failed", "cancelled", "timed_out"]
+EventType = Literal[
+    "run_started",
+    "step_started",
+    "chunk",
+    "tool_call",
+    "tool_result",
+    "approval_requested",
+    "approval_decided",
+    "client_tool_requested",
+    "client_tool_answered",
+    "hook_blocked",
+    "compaction",
+    "step_completed",
+    "run_completed",
+    "run_failed",
+    "run_cancelled",
+]
+TERMINAL_EVENTS: frozenset[str] = frozenset({"run_completed", "run_failed", "run_cancelled"})
+TERMINAL_STATUSES: frozenset[str] = frozenset({"succeeded", "failed", "cancelled", "timed_out"})
+Permission = Literal["allow", "ask", "deny", "inherit"]
+HookEvent = Literal["OnRunStart", "PreToolUse", "OnDelegation", "PostToolUse", "PreResponse", "OnRunComplete"]
+
+
+class Model(BaseModel):
+    """A shape the API answers with."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class Request(BaseModel):
+    """A request body: only fields that were set are sent, so the server's defaults apply."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class Health(Model):
+    status: Literal["ok"]
+
+
+class Permissions(Model):
+    default: Literal["allow", "ask", "deny", "allow_reads"] = "allow"
+
+
+class ScriptedToolCall(Model):
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class ScriptTurn(Model):
+    """One model step of a script: either text or tool calls."""
+
+    text: str | None = None
+    tool_calls: list[ScriptedToolCall] | None = None
+
+
+class BuiltinTool(Model):
+    """A builtin (`{name, config?, permission?}`): its description, schema and behaviour are Stepwise's;
+    `config` is the tool's own per-agent settings, validated at creation."""
+
+    name: str
+    permission: Permission = "inherit"
+    type: Literal["builtin"] = "builtin"
+    config: dict[str, Any] = Field(default_factory=dict)
+
+
+class ClientTool(Model):
+    """A tool the calling app runs itself: the run pauses until the app answers with its result."""
+
+    name: str
+    permission: Permission = "inherit"
+    type: Literal["client"]
+    description: str
+    input_schema: dict[str, Any]
+    read_only: bool = False
+
+
+class HttpTool(Model):
+    """A custom HTTP tool: the model's arguments are POSTed as JSON to `endpoint`."""
+
+    name: str
+    permission: Permission = "inherit"
+    type: Literal["http"]
+    description: str
+    input_schema: dict[str, Any]
+    endpoint: str
+    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "POST"
+    headers: dict[str, str] = Field(default_factory=dict)
+    read_only: bool = False
+    effect: Literal["none", "idempotent", "undeclared"] = "undeclared"
+    key_fields: list[str] = Field(default_factory=list)
+
+
+class CodeTool(Model):
+    """The tenant's own `run(args)` in Python or JavaScript, run in the tenant's code sandbox."""
+
+    name: str
+    permission: Permission = "inherit"
+    type: Literal["code"]
+    description: str
+    input_schema: dict[str, Any]
+    language: Literal["python", "javascript"]
+    source: str
+    timeout_seconds: int = 30
+    read_only: bool = False
+    effect: Literal["none", "idempotent", "undeclared"] = "undeclared"
+    key_fields: list[str] = Field(default_factory=list)
+
+
+Tool = HttpTool | ClientTool | CodeTool | BuiltinTool
+
+
+class Agent(Model):
+    model: str | None = None
+    system_prompt: str | None = None
+    temperature: float | None = None
+    max_steps: int | None = None
+    max_tokens_budget: int | None = None
+    permissions: Permissions = Field(default_factory=Permissions)
+    script: list[ScriptTurn] | None = None
+    name: str
+    tools: list[Tool] = Field(default_factory=list)
+    agent_id: str
+    created_at: datetime
+    updated_at: datetime
+    hooks: list[dict[str, Any]] = Field(default_factory=list)
+    mcp_servers: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class AgentCreate(Request):
+    model: str | None = None
+    system_prompt: str | None = None
+    temperature: float | None = None
+    max_steps: int | None = None
+    max_tokens_budget: int | None = None
+    permissions: Permissions = Field(default_factory=Permissions)
+    script: list[ScriptTurn] | None = None
+    name: str
+    tools: list[Tool] = Field(default_factory=list)
+
+
+class AgentList(Model):
+    agents: list[Agent]
+
+
+class AgentPatch(Request):
+    """Fields to change; `null` clears an optional field, an absent field is left alone."""
+
+    name: str | None = None
+    model: str | None = None
+    system_prompt: str | None = None
+    temperature: float | None = None
+    max_steps: int | None = None
+    max_tokens_budget: int | None = None
+    permissions: Permissions | None = None
+    script: list[ScriptTurn] | None = None
+
+
+class ApprovalAnswer(Model):
+    approved: bool
+    reason: str | None = None
+
+
+class EmailChannel(Model):
+    type: Literal["email"]
+    to: list[str]
+
+
+class SlackChannel(Model):
+    type: Literal["slack"]
+    webhook_url: str
+
+
+class ApprovalConfig(Model):
+    """Ask a human before the tool runs; no answer within `timeout` seconds blocks the call."""
+
+    timeout: int = 300
+    channels: list[EmailChannel | SlackChannel] = Field(default_factory=list)
+
+
+class ApproveBody(Request):
+    approved: bool
+    tool_call_id: str | None = None
+    reason: str | None = None
+
+
+class ClientToolAnswer(Model):
+    tool_call_id: str
+    outcome: Literal["completed", "error"]
+    output: Any = None
+
+
+class ErrorInfo(Model):
+    code: str
+    message: str
+    details: Any = None
+
+
+class Error(Model):
+    """Every error the API answers itself."""
+
+    error: ErrorInfo
+
+
+class RunEvent(Model):
+    seq: int
+    type: EventType | str
+    data: dict[str, Any] = Field(default_factory=dict)
+    at: datetime
+
+
+class EventPage(Model):
+    events: list[RunEvent]
+    next: int
+    done: bool
+
+
+class FollowUrl(Model):
+    url: str
+    expires_at: datetime
+
+
+class HttpConfig(Model):
+    """POST the event to `url`; its JSON reply allows, denies or modifies."""
+
+    url: str
+    headers: dict[str, str] = Field(default_factory=dict)
+    timeout_seconds: float = 5.0
+    fail_closed: bool | None = None
+
+
+class Rule(Model):
+    """One condition on an argument (dotted path) or on the output, and what a match means."""
+
+    field: str
+    operator: Literal["CONTAINS", "STARTS_WITH", "MATCHES", "IN"]
+    value: str | list[str]
+    action: Literal["deny", "allow"] = "deny"
+    message: str | None = None
+
+
+class RuleConfig(Model):
+    rules: list[Rule]
+
+
+HookConfig = HttpConfig | RuleConfig | ApprovalConfig
+
+
+class Hook(Model):
+    event: HookEvent
+    type: Literal["http", "rule", "approval"]
+    matcher: str | None = None
+    config: HookConfig
+    enabled: bool = True
+    position: int = 0
+    hook_id: str
+    created_at: datetime
+
+
+class HookCreate(Request):
+    """The body of `POST /v1/agents/{agent_id}/hooks`."""
+
+    event: HookEvent
+    type: Literal["http", "rule", "approval"]
+    matcher: str | None = None
+    config: HookConfig
+    enabled: bool = True
+    position: int = 0
+
+
+class HookList(Model):
+    hooks: list[Hook]
+
+
+class InteractionView(Model):
+    interaction_id: str
+    run_id: str
+    kind: str
+    status: str
+    tool_call_id: str
+    tool_name: str
+    arguments: dict[str, Any]
+    created_at: str
+
+
+class InteractionList(Model):
+    interactions: list[InteractionView]
+
+
+class McpServerCreate(Request):
+    """A remote MCP server speaking streamable HTTP at `url`, or (`transport: "stdio"`, when the operator
+    allows it) a process spawned from `command` and `args` with `env`."""
+
+    name: str
+    transport: Literal["streamable_http", "stdio"] = "streamable_http"
+    url: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    enabled: bool = True
+    permission: Permission = "inherit"
+    trusted: bool = False
+
+
+class McpToolView(Model):
+    name: str
+    description: str = ""
+    input_schema: dict[str, Any] = Field(default_factory=dict)
+    annotations: dict[str, Any] = Field(default_factory=dict)
+    exposed_name: str
+
+
+class McpServerView(Model):
+    """A server as the API shows it: header and environment names with their values masked."""
+
+    name: str
+    transport: Literal["streamable_http", "stdio"]
+    url: str | None
+    headers: dict[str, str]
+    command: str | None
+    args: list[str]
+    env: dict[str, str]
+    enabled: bool
+    permission: Permission
+    trusted: bool
+    created_at: datetime
+    tools: list[McpToolView]
+    discovered_at: datetime | None
+    last_error: str | None
+
+
+class McpServerList(Model):
+    mcp_servers: list[McpServerView]
+
+
+class RespondBody(Request):
+    answer: ApprovalAnswer | ClientToolAnswer
+
+
+class RunAccepted(Model):
+    run_id: str
+    session_id: str
+    status: RunStatus
+    replay_of: str | None = None
+
+
+class RunCreate(Request):
+    message: str
+    session_id: str | None = None
+    max_steps: int | None = None
+    max_tokens_budget: int | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    script: list[ScriptTurn] | None = None
+    multitask_strategy: Literal["enqueue", "reject", "interrupt"] = "enqueue"
+
+
+class RunError(Model):
+    code: str
+    message: str
+
+
+class Usage(Model):
+    """`cost_usd` is null when any call was of a model without a known price."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost_usd: float | None = 0.0
+
+
+class RunView(Model):
+    """A run as `GET /v1/runs/{run_id}` shows it."""
+
+    run_id: str
+    agent_id: str
+    session_id: str
+    status: RunStatus
+    input: str
+    output: str | None
+    error: RunError | None
+    steps: int
+    max_steps: int
+    max_tokens_budget: int | None
+    usage: Usage
+    tools_executed: list[str] | None
+    replay_of: str | None
+    metadata: dict[str, Any]
+    created_at: datetime
+    finished_at: datetime | None
+
+
+class RunList(Model):
+    runs: list[RunView]
+    next_token: str | None
+
+
+class Schedule(Model):
+    schedule_id: str
+    agent_id: str
+    expression: str
+    timezone: str
+    message: str
+    enabled: bool
+    created_at: datetime
+    next_run: datetime | None = None
+
+
+class ScheduleCreate(Request):
+    expression: str
+    timezone: str = "UTC"
+    message: str
+    enabled: bool = True
+
+
+class ScheduleList(Model):
+    schedules: list[Schedule]
+
+
+class SessionView(Model):
+    session_id: str
+    agent_id: str
+    created_at: datetime
+    completed_runs: list[str] = Field(default_factory=list)
+    active_run_id: str | None = None
+    queue: list[str] = Field(default_factory=list)
+    usage: Usage
+    runs: list[RunView]
+    messages: list[dict[str, Any]]
+
+
+class SettingInfo(Model):
+    """A setting's name and when it last changed; never its value."""
+
+    key: str
+    updated_at: datetime
+
+
+class SettingList(Model):
+    settings: list[SettingInfo]
+
+
+class SettingPut(Request):
+    value: str
+
+
+class SyncRunCreate(Request):
+    message: str
+    session_id: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    script: list[ScriptTurn] | None = None
+
+
+class SyncRunResult(Model):
+    run_id: str
+    session_id: str
+    output: str | None
+
+
+class ToolList(Model):
+    tools: list[Tool]
+
+
+class ToolWeight(Model):
+    name: str
+    tokens: int
+
+
+class AgentWeight(Model):
+    model: str
+    system_tokens: int
+    tools_tokens: int
+    first_call_tokens: int
+    tools: list[ToolWeight]
+
+
+class ToolUse(Model):
+    name: str
+    declared: bool
+    calls: int
+
+
+class ToolUsage(Model):
+    runs: int
+    tools: list[ToolUse]
