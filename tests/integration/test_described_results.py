@@ -124,3 +124,19 @@ def test_a_later_run_of_the_session_reads_it_and_another_session_cannot(
     refused = json.loads(tool_messages(other_second)[-1]["content"])
     assert refused["error"]["code"] == "result_not_found"
     assert described.load("other", run["session_id"], call_id) is None  # another tenant's key
+
+
+def test_a_table_beyond_an_item_is_read_back_from_storage(stack: LocalStack) -> None:
+    from stepwise.tools import results
+
+    rows = [{**row, "note": "n" * 200} for row in ROWS * 10]  # about 900 KB: past what an item holds
+    text = json.dumps(rows)
+    assert results.offload("local", "run_big", "call_big", text) is not None
+
+    assert described.save("local", "ses_big", "run_big", "call_big", text, in_s3=True)
+    assert described.load("local", "ses_big", "call_big") == text
+    page = tables.page(text, "call_big", offset=2_990, limit=50)
+    assert page is not None and page["rows"] == rows[2_990:] and page["total_rows"] == 3_000
+    # Nowhere to keep it (no object in storage, too large for an item): the model is not promised it.
+    assert not described.save("local", "ses_big", "run_big", "call_none", text, in_s3=False)
+    assert described.load("local", "ses_big", "call_none") is None
