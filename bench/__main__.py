@@ -24,7 +24,7 @@ from bench.harness import Section, close_local
 
 # In this order: cold_imports before any stack exists; loop_overhead first on the stack, so its first
 # run is the cold one; streaming last, as it points litellm at a fake server for a while; package_sizes
-# reads (or builds) the Lambda zips in dist/ and touches no stack.
+# reads (or builds) the Lambda zips in dist/ and touches no stack; tokens replays prompts offline (no stack).
 BENCHMARKS = [
     "cold_imports",
     "loop_overhead",
@@ -35,6 +35,7 @@ BENCHMARKS = [
     "following",
     "streaming",
     "package_sizes",
+    "tokens",
 ]
 RESULTS = Path(__file__).resolve().parent / "results"
 NAME_WIDTH = 64

@@ -43,6 +43,10 @@ KEEP_TURNS = 3
 
 SUMMARY_PREFIX = "Summary of the earlier conversation:\n"
 PLACEHOLDER_NOTE = "Shortened to save context; call the tool again if you need the full result."
+# A described table's whole is stored: reading it again costs no new call of the tool that made it.
+DESCRIBED_PLACEHOLDER_NOTE = (
+    "Shortened to save context; call result_read with this tool_call_id to read its rows."
+)
 PREVIEW_CHARS = 200  # of a text tool result, in its placeholder
 SHORT_VALUE_CHARS = 80  # a string field this short is kept whatever its name
 NAMED_VALUE_CHARS = 200  # an identifier-like field is kept, clipped to this
@@ -177,7 +181,8 @@ def placeholder(content: Any) -> str | None:
     else:
         short["preview"] = _clip(text, PREVIEW_CHARS)
     short["original_chars"] = len(text)
-    short["note"] = PLACEHOLDER_NOTE
+    described = isinstance(parsed, dict) and parsed.get("described") is True
+    short["note"] = DESCRIBED_PLACEHOLDER_NOTE if described else PLACEHOLDER_NOTE
     rendered = json.dumps(short, ensure_ascii=False)
     return rendered if len(rendered) < len(text) else None
 

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from stepwise.agents.models import Agent
+from stepwise.tools import tables
 from stepwise.tools.builtin import catalog
 from stepwise.tools.models import BuiltinTool, DeclaredTool
 
@@ -22,11 +23,20 @@ def _canonical(function: dict[str, Any]) -> dict[str, Any]:
     return {"type": "function", "function": json.loads(json.dumps(function, sort_keys=True))}
 
 
-def tool_declarations(agent: Agent) -> list[dict[str, Any]]:
-    """OpenAI-style function declarations, sorted by name so the prefix is byte-for-byte stable."""
+def tool_declarations(agent: Agent, history: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """OpenAI-style function declarations, sorted by name so the prefix is byte-for-byte stable.
+
+    `result_read` joins them once `history` (the stored conversation, not a compacted copy, so it stays
+    declared for the rest of the session) holds a tool result the model read as a description: declaring
+    it to every agent would cost each first call its tokens, and the scripted model would call it.
+    """
     from stepwise import mcp  # the cached MCP tools of the agent's enabled servers (never a connection)
 
     own = [_canonical(_function(tool)) for tool in agent.tools]
+    if agent.tool(tables.RESULT_READ) is None and any(
+        m.get("role") == "tool" and tables.is_description(m.get("content")) for m in history or []
+    ):
+        own.append(_canonical(catalog.declaration(tables.RESULT_READ)))
     return sorted([*own, *mcp.declarations(agent)], key=lambda d: str(d["function"]["name"]))
 
 

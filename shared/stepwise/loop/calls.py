@@ -23,12 +23,12 @@ from stepwise.loop.models import Wait
 from stepwise.mcp.models import McpToolRef
 from stepwise.runs import delegation, events
 from stepwise.runs.models import Run, Usage
-from stepwise.store import interactions
+from stepwise.store import described, interactions
 from stepwise.store.interactions import Interaction
 from stepwise.store.ports import stores
 from stepwise.store.run_context import CallRef
 from stepwise.store.sessions import tool_slot
-from stepwise.tools import registry
+from stepwise.tools import registry, tables
 from stepwise.tools.base import TOOL_RESULT_LIMIT, ToolResult
 from stepwise.tools.builtin import ToolScope
 from stepwise.tools.models import AgentTool, BuiltinTool, ClientTool, CodeTool, HttpTool
@@ -95,7 +95,9 @@ def store_result(
     run = scope.run
     whole = result.for_model(None)
     stored = stores().results.offload(scope.tenant_id, run.run_id, ref.id, whole)  # beyond what an item holds
-    message = {"role": "tool", "tool_call_id": ref.id, "content": result.for_model(limit)}
+    description = _description(scope, ref, result, whole, in_s3=stored is not None)
+    content = description if description is not None else result.for_model(limit)
+    message = {"role": "tool", "tool_call_id": ref.id, "content": content}
     stores().sessions.put_message(
         scope.tenant_id, run.session_id, run.run_id, scope.step, tool_slot(ref.index), message
     )
@@ -108,9 +110,26 @@ def store_result(
         payload["output"] = result.output
     if stored is not None:
         payload["output_ref"] = stored
+    if description is not None:
+        payload["described"] = True  # the model read a description and can page with result_read
     payload.update(flags or {})
     events.emit(scope.tenant_id, run.run_id, "tool_result", payload)
     return message
+
+
+def _description(
+    scope: StepScope, ref: CallRef, result: ToolResult, whole: str, *, in_s3: bool
+) -> str | None:
+    """What the model reads instead of a large table (the whole kept for result_read), or None to
+    send the result itself. result_read's own pages are never described again."""
+    if not result.ok or ref.name == registry.RESULT_READ:
+        return None
+    text = tables.describe(whole, ref.id)
+    if text is None:
+        return None
+    run = scope.run
+    kept = described.save(scope.tenant_id, run.session_id, run.run_id, ref.id, whole, in_s3=in_s3)
+    return text if kept else None
 
 
 def _done(scope: StepScope, ref: CallRef, result: ToolResult) -> Gated:

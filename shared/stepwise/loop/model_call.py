@@ -132,7 +132,7 @@ def call_model(
     run = working.run
     events.emit(tenant_id, run.run_id, "step_started", {"step": step})
     events.flush()  # a model call takes seconds: followers see the step start
-    declarations = tool_declarations(agent) if tools_allowed else []
+    declarations = tool_declarations(agent, working.history) if tools_allowed else []
     model = allowed_for_step(agent.model)  # a run started before the bound was narrowed fails here
     messages = build_messages(agent, working.history)
     tokens = _estimate(model, context, messages, declarations)

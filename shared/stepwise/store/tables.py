@@ -64,7 +64,8 @@ class AgentItem(Model):
 
 class SessionItem(Model):
     """The session shell (sk = "session"), its messages (sk = "msg#<run_id>#<step>#<slot>") and, per
-    run, the history of the earlier runs as that run began (sk = "ckpt#<run_id>", in `messages`)."""
+    run, the history of the earlier runs as that run began (sk = "ckpt#<run_id>", in `messages`), and the
+    whole of each tool result the model read as a description (sk = "result#<tool_call_id>", in `result`)."""
 
     class Meta:
         table_name = "SessionsTable"
@@ -80,6 +81,7 @@ class SessionItem(Model):
     run_id = UnicodeAttribute(null=True)
     message = JSONAttribute(null=True)
     messages = JSONAttribute(null=True)
+    result = JSONAttribute(null=True)  # {"text": ...} inline, or {"stored": true} when the text is in S3
     expires_at = TTLAttribute(null=True)
 
 

@@ -10,11 +10,13 @@ from stepwise.agents.models import Agent
 from stepwise.hooks.run import fire
 from stepwise.mcp.models import McpToolRef
 from stepwise.runs.models import Run
+from stepwise.tools import tables
 from stepwise.tools.base import TOOL_RESULT_LIMIT, ToolResult
 from stepwise.tools.builtin import ToolScope, catalog
 from stepwise.tools.models import AgentTool, BuiltinTool, CodeTool, DeclaredTool, HttpTool
 
 Decision = Literal["allow", "ask", "deny"]
+RESULT_READ = tables.RESULT_READ
 
 
 class Verdict(BaseModel):
@@ -28,11 +30,17 @@ class Verdict(BaseModel):
     channels: list[dict[str, Any]] | None = None
 
 
+def implicit(name: str) -> BuiltinTool | None:
+    """A tool every agent has without declaring it: result_read, which only reads what the run's own
+    session already received (so it is allowed whatever the agent's default permission)."""
+    return BuiltinTool(name=RESULT_READ, permission="allow") if name == RESULT_READ else None
+
+
 def resolve(agent: Agent, name: str) -> DeclaredTool | McpToolRef | None:
-    """The tool a name refers to: one of the agent's own, or one of its MCP servers' tools."""
+    """The tool a name refers to: the agent's own, its MCP servers' tools, or an implicit one."""
     from stepwise import mcp
 
-    return agent.tool(name) or mcp.find(agent, name)
+    return agent.tool(name) or mcp.find(agent, name) or implicit(name)
 
 
 def permission_for(agent: Agent, tool: DeclaredTool | McpToolRef) -> Decision:

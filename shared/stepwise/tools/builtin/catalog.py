@@ -15,6 +15,7 @@ BUILTINS: dict[str, str] = {
         "database_write",
         "http_request",
         "knowledge_search",
+        "result_read",
         "storage_read",
         "storage_write",
         "web_scrape",

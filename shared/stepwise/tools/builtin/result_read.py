@@ -1,0 +1,74 @@
+"""result_read: page through a tool result that reached the model as a description (a large table; see
+stepwise.tools.tables). Every agent gets it, declared from the first call whose conversation holds such
+a description: the agent asked for the table, so reading the rest of it needs no registration. It reads
+only results of the run's own session (the scope is injected, the model names only the call).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from stepwise.store import described
+from stepwise.tools import tables
+from stepwise.tools.base import ToolResult
+from stepwise.tools.builtin import Settings, ToolScope
+from stepwise.tools.builtin._provider import invalid_arguments
+
+NAME = tables.RESULT_READ
+DESCRIPTION = (
+    "Read rows of an earlier tool result that was described instead of shown in full (its description "
+    "says so and gives its tool_call_id). Returns {total_rows, offset, columns, rows, next_offset}; "
+    "next_offset is null after the last row."
+)
+INPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "tool_call_id": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 256,
+            "description": "The tool_call_id given in the description.",
+        },
+        "offset": {"type": "integer", "minimum": 0, "description": "First row to read (0-based). Default 0."},
+        "limit": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": tables.MAX_PAGE,
+            "description": f"Rows to read. Default {tables.DEFAULT_PAGE}.",
+        },
+    },
+    "required": ["tool_call_id"],
+    "additionalProperties": False,
+}
+READ_ONLY = True
+EFFECT: Literal["none"] = "none"
+KEY_FIELDS: list[str] = []
+
+
+class Config(BaseModel):
+    """result_read takes no configuration."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+def run(arguments: dict[str, Any], *, scope: ToolScope, settings: Settings, config: Config) -> ToolResult:
+    failure = invalid_arguments(INPUT_SCHEMA, arguments)
+    if failure is not None:
+        return failure
+    tool_call_id = arguments["tool_call_id"]
+    text = described.load(scope.tenant_id, scope.session_id, tool_call_id)
+    if text is None:
+        return ToolResult.failure(
+            "result_not_found", f"no described result with tool_call_id {tool_call_id!r} in this session"
+        )
+    offset = arguments.get("offset", 0)
+    answer = tables.page(text, tool_call_id, offset, arguments.get("limit", tables.DEFAULT_PAGE))
+    if answer is None:  # stored because it was a table: only a change of the table rules gets here
+        return ToolResult.failure("result_not_a_table", f"the result of {tool_call_id!r} is not a table")
+    if offset and offset >= answer["total_rows"]:
+        return ToolResult.failure(
+            "offset_out_of_range", f"offset {offset}: the result has {answer['total_rows']} rows"
+        )
+    return ToolResult(output=answer)
