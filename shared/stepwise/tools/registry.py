@@ -106,7 +106,9 @@ def execute(
     if isinstance(tool, McpToolRef):
         from stepwise import mcp
 
-        return mcp.call_tool(tool.server, tool.tool.name, arguments)
+        return mcp.call_tool(
+            tool.server, tool.tool.name, arguments, tenant_id=scope.tenant_id, agent_id=scope.agent_id
+        )
     module = catalog.load(tool.name)  # each builtin checks its arguments against its own schema first
     from stepwise.settings.accessor import tenant_settings
 
