@@ -177,7 +177,13 @@ def test_a_disabled_server_is_not_discovered_declared_or_called(
     assert status == 201 and body["enabled"] is False and body["tools"] == []
     assert fake.requests == before
     assert mcp.declarations(agents.get(DEFAULT_TENANT, agent_id)) == []
-    result = mcp.call_tool(store.get_server(DEFAULT_TENANT, agent_id, "off"), "lookup", {"q": "x"}, tenant_id=DEFAULT_TENANT, agent_id=agent_id)
+    result = mcp.call_tool(
+        store.get_server(DEFAULT_TENANT, agent_id, "off"),
+        "lookup",
+        {"q": "x"},
+        tenant_id=DEFAULT_TENANT,
+        agent_id=agent_id,
+    )
     assert result.error is not None and result.error.code == "mcp_unavailable"
     assert fake.requests == before
 
@@ -191,7 +197,9 @@ def test_call_tool_success_is_error_and_bad_arguments(
     # A call the model makes by its exposed name reaches the server's own tool, with the headers
     ref = mcp.find(subject, "mcp__fake__lookup")
     assert ref is not None and ref.parallel_safe
-    result = mcp.call_tool(ref.server, ref.tool.name, {"q": "stepwise"}, tenant_id=DEFAULT_TENANT, agent_id=agent_id)
+    result = mcp.call_tool(
+        ref.server, ref.tool.name, {"q": "stepwise"}, tenant_id=DEFAULT_TENANT, agent_id=agent_id
+    )
     assert result.ok and result.output == "found: stepwise"
     assert {"q": "stepwise"} in fake.tool_calls("lookup")
 

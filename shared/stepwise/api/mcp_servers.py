@@ -10,6 +10,7 @@ import os
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.types import (
+    OpenAPIResponse,
     OpenAPIResponseContentModel,
     OpenAPIResponseContentSchema,
 )
@@ -128,6 +129,18 @@ _CALLBACK_PAGE: dict[str, OpenAPIResponseContentSchema | OpenAPIResponseContentM
 }
 
 
+def _callback_responses() -> dict[int, OpenAPIResponse]:
+    """Every answer is a page for the person the authorization server sent back."""
+    documented = responses(200, "A page: connected", public=True, content=_CALLBACK_PAGE)
+    for status, what in (
+        (400, "denied, or the code refused"),
+        (403, "not a state Stepwise issued"),
+        (410, "the state was used already or expired"),
+    ):
+        documented[status] = {"description": f"A page: {what}", "content": _CALLBACK_PAGE}
+    return documented
+
+
 @router.get(
     "/v1/integrations/mcp/oauth/callback",
     summary="OAuth callback of MCP servers",
@@ -135,12 +148,7 @@ _CALLBACK_PAGE: dict[str, OpenAPIResponseContentSchema | OpenAPIResponseContentM
     "The state (single use, valid 10 minutes) names the tenant, agent and server; the tokens are stored "
     "encrypted and never shown. Answers an HTML page: 200 connected, 400 refused or denied, 403 a state "
     "we never issued, 410 a state used or expired.",
-    responses={
-        200: {"description": "Connected", "content": _CALLBACK_PAGE},
-        400: {"description": "The authorization was denied or the code refused", "content": _CALLBACK_PAGE},
-        403: {"description": "Not a state Stepwise issued", "content": _CALLBACK_PAGE},
-        410: {"description": "The state was used already or expired", "content": _CALLBACK_PAGE},
-    },
+    responses=_callback_responses(),
     tags=MCP,
     openapi_extensions=PUBLIC,
 )
