@@ -24,7 +24,7 @@ import json
 import secrets
 from datetime import datetime, timedelta
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, urlencode, urlparse
 
 import httpx2
 import mcp_types
@@ -194,8 +194,11 @@ async def start(
 
 
 async def _challenge(http: httpx2.AsyncClient, server_url: str) -> httpx2.Response:
-    """The server's answer to an unauthenticated initialize: a 401 (or 403) with WWW-Authenticate."""
-    body = {
+    """The server's 401 (or 403) with WWW-Authenticate to an unauthenticated client: to initialize, or,
+    for a server that lets anyone initialize and guards only its operations, to tools/list."""
+    # No MCP-Protocol-Version header: it belongs to requests after the version is negotiated.
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    initialize = {
         "jsonrpc": "2.0",
         "id": 0,
         "method": "initialize",
@@ -205,11 +208,18 @@ async def _challenge(http: httpx2.AsyncClient, server_url: str) -> httpx2.Respon
             "clientInfo": {"name": CLIENT_NAME, "version": "1"},
         },
     }
-    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-    response = await _send(http, httpx2.Request("POST", server_url, json=body, headers=headers))
+    response = await _send(http, httpx2.Request("POST", server_url, json=initialize, headers=headers))
+    initialized = response.status_code < 400
+    if initialized:
+        session = response.headers.get("mcp-session-id")
+        if session:
+            headers["Mcp-Session-Id"] = session
+        listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+        response = await _send(http, httpx2.Request("POST", server_url, json=listing, headers=headers))
     if response.status_code in (401, 403):
         return response
-    if response.status_code < 400:
+    if initialized or response.status_code < 400:
+        # It let an unauthenticated client in (what else it refuses is not about authorization).
         raise OAuthFailure(NOT_REQUIRED, "the MCP server answered without asking for authorization")
     raise OAuthFailure(DISCOVERY_FAILED, f"the MCP server answered HTTP {response.status_code}, not 401")
 
@@ -230,7 +240,20 @@ async def _authorization_server(
                 except OAuthFlowError as exc:
                     raise OAuthFailure(DISCOVERY_FAILED, str(exc)) from exc
             return metadata
-    raise OAuthFailure(DISCOVERY_FAILED, f"no authorization server metadata found for {issuer or server_url}")
+    if issuer is None:
+        # The 2025-03-26 spec's fallback for a server that publishes neither kind of metadata: the
+        # authorization server is the MCP server's origin, at its default paths.
+        parsed = urlparse(server_url)
+        origin = f"{parsed.scheme}://{parsed.netloc}"
+        return OAuthMetadata.model_validate(
+            {
+                "issuer": origin,
+                "authorization_endpoint": f"{origin}/authorize",
+                "token_endpoint": f"{origin}/token",
+                "registration_endpoint": f"{origin}/register",
+            }
+        )
+    raise OAuthFailure(DISCOVERY_FAILED, f"no authorization server metadata found for {issuer}")
 
 
 def _given_client(
