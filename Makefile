@@ -19,12 +19,13 @@ export LITELLM_LOCAL_MODEL_COST_MAP := True
 # SAM CLI would try to send telemetry to AWS; nothing leaves this machine.
 export SAM_CLI_TELEMETRY := 0
 
-.PHONY: help run test unit integration e2e contract lint bench lock clean postgres nodejs
+.PHONY: help run test unit integration e2e contract lint bench lock clean postgres nodejs conformance
 
 help:
 	@echo "make run    start the local stack on 127.0.0.1:$${PORT:-3000}"
 	@echo "make test   lint, contract checks and all tests"
 	@echo "make lint   ruff and mypy"
+	@echo "make conformance  the MCP conformance suite against Stepwise's MCP client"
 	@echo "make bench  benchmarks (figures printed and saved under bench/results)"
 
 # The SDK (sdk/python) is installed like the main package: editable, no deps (httpx and pydantic are in
@@ -66,10 +67,21 @@ nodejs:
 	@command -v node >/dev/null 2>&1 \
 		|| { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq nodejs >/dev/null; }
 
+# The official MCP conformance suite runs against Stepwise's MCP client (tests/conformance): pinned with
+# its lockfile, installed from the npm registry when missing or stale. It needs Node 22, which the lock
+# brings as an npm package too (Linux x64 and arm64), so the machine's node only has to run npm.
+CONFORMANCE_STAMP := tests/conformance/node_modules/.installed
+$(CONFORMANCE_STAMP): tests/conformance/package.json tests/conformance/package-lock.json
+	npm ci --prefix tests/conformance --no-audit --no-fund --loglevel=error
+	@touch $@
+
+conformance: $(STAMP) $(CONFORMANCE_STAMP)
+	$(PY) -m pytest tests/conformance
+
 run: $(STAMP)
 	$(PY) -m stepwise.local
 
-test: lint contract $(CHROMIUM) postgres nodejs
+test: lint contract $(CHROMIUM) postgres nodejs $(CONFORMANCE_STAMP)
 	$(PY) -m pytest tests
 
 unit: $(STAMP)

@@ -28,6 +28,7 @@ class Tables(BaseModel):
     effects: str = Field(alias="EFFECTS_TABLE")
     schedules: str = Field(alias="SCHEDULES_TABLE")
     settings: str = Field(alias="SETTINGS_TABLE")
+    mcp_auth: str = Field(alias="MCP_AUTH_TABLE")
     idempotency: str = Field(alias="IDEMPOTENCY_TABLE")
     quotas: str = Field(alias="QUOTAS_TABLE")
 

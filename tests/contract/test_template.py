@@ -39,7 +39,9 @@ LOCK = ROOT / "requirements" / "main.lock"
 # Partition keys that are the tenant id, or "<tenant_id>#<id>" composites built by tables.tenant_key.
 TENANT_KEYS = {"tenant_id", "pk", "run_key", "agent_key", "session_key"}
 # Looked up by the hash of the presented key, before any tenant is known; the item names the tenant.
-TENANTLESS_TABLES = {"ApiKeysTable": "key_hash"}
+# McpAuthTable likewise: the public OAuth callback finds an authorization by its state's hash; grants in
+# it are "grant#<tenant_id>#...", and every value is ciphertext bound to its tenant.
+TENANTLESS_TABLES = {"ApiKeysTable": "key_hash", "McpAuthTable": "id"}
 # Owned by Powertools' idempotency utility (no pynamodb model); its key hashes the tenant with the
 # Idempotency-Key, so another tenant's identical key is another item.
 POWERTOOLS_TABLES = {"IdempotencyTable": "id"}

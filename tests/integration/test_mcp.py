@@ -183,7 +183,13 @@ def test_a_disabled_server_is_not_discovered_declared_or_called(
     assert status == 201 and body["enabled"] is False and body["tools"] == []
     assert fake.requests == before
     assert mcp.declarations(agents.get(DEFAULT_TENANT, agent_id)) == []
-    result = mcp.call_tool(store.get_server(DEFAULT_TENANT, agent_id, "off"), "lookup", {"q": "x"})
+    result = mcp.call_tool(
+        store.get_server(DEFAULT_TENANT, agent_id, "off"),
+        "lookup",
+        {"q": "x"},
+        tenant_id=DEFAULT_TENANT,
+        agent_id=agent_id,
+    )
     assert result.error is not None and result.error.code == "mcp_unavailable"
     assert fake.requests == before
 
@@ -199,20 +205,22 @@ def test_call_tool_success_is_error_and_bad_arguments(
     # A call the model makes by its exposed name reaches the server's own tool, with the headers
     ref = mcp.find(subject, "mcp__fake__lookup")
     assert ref is not None and ref.parallel_safe
-    result = mcp.call_tool(ref.server, ref.tool.name, {"q": "stepwise"})
+    result = mcp.call_tool(
+        ref.server, ref.tool.name, {"q": "stepwise"}, tenant_id=DEFAULT_TENANT, agent_id=agent_id
+    )
     assert result.ok and result.output == "found: stepwise"
     assert {"q": "stepwise"} in fake.tool_calls("lookup")
 
     # A tool that fails reports isError, which the model reads as mcp_tool_error
     failing = mcp.find(subject, "mcp__fake__fail")
     assert failing is not None
-    failed = mcp.call_tool(failing.server, failing.tool.name, {})
+    failed = mcp.call_tool(failing.server, failing.tool.name, {}, tenant_id=DEFAULT_TENANT, agent_id=agent_id)
     assert failed.error is not None and failed.error.code == "mcp_tool_error"
     assert "failed on purpose" in failed.error.message
 
     # Arguments that break the cached schema never leave
     calls = len(fake.calls)
-    bad = mcp.call_tool(ref.server, "lookup", {"q": 1})
+    bad = mcp.call_tool(ref.server, "lookup", {"q": 1}, tenant_id=DEFAULT_TENANT, agent_id=agent_id)
     assert bad.error is not None and bad.error.code == "invalid_arguments" and len(fake.calls) == calls
 
     # A destructive tool asks first
@@ -226,7 +234,7 @@ def test_call_tool_when_the_server_is_down_or_refuses_the_key(stack: LocalStack,
     server = store.get_server(DEFAULT_TENANT, agent_id, "fake")
 
     own.api_key = "rotated"
-    refused = mcp.call_tool(server, "lookup", {"q": "x"})
+    refused = mcp.call_tool(server, "lookup", {"q": "x"}, tenant_id=DEFAULT_TENANT, agent_id=agent_id)
     assert (
         refused.error is not None
         and refused.error.code == "mcp_unavailable"
@@ -234,7 +242,7 @@ def test_call_tool_when_the_server_is_down_or_refuses_the_key(stack: LocalStack,
     )
 
     own.close()
-    down = mcp.call_tool(server, "lookup", {"q": "x"})
+    down = mcp.call_tool(server, "lookup", {"q": "x"}, tenant_id=DEFAULT_TENANT, agent_id=agent_id)
     assert down.error is not None and down.error.code == "mcp_unavailable"
     assert "could not reach" in down.error.message
 

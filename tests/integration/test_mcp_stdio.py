@@ -21,6 +21,11 @@ from stepwise.store import mcp as store
 from tests.fakes.mcp_stdio_server import STDIO_SERVER
 from tests.integration.support import wait_for_run
 
+
+def call(server: Any, tool: str, arguments: dict[str, Any], agent_id: str) -> Any:
+    return mcp.call_tool(server, tool, arguments, tenant_id=DEFAULT_TENANT, agent_id=agent_id)
+
+
 SERVER = {"name": "local", "transport": "stdio", "command": sys.executable, "args": [STDIO_SERVER]}
 
 
@@ -117,7 +122,7 @@ def test_the_process_sees_only_the_env_its_config_names(
     server = store.get_server(DEFAULT_TENANT, agent_id, "local")
 
     def env(name: str) -> Any:
-        return mcp.call_tool(server, "env", {"name": name}).output
+        return call(server, "env", {"name": name}, agent_id).output
 
     # Then the process sees what its config names, and not the function's secrets or credentials
     assert env("GREETING") == "hi"
@@ -132,8 +137,8 @@ def test_each_call_is_a_fresh_process_in_a_fresh_directory_that_is_gone_afterwar
     register(stack, agent_id, SERVER)
     server = store.get_server(DEFAULT_TENANT, agent_id, "local")
 
-    first, second = (int(mcp.call_tool(server, "pid", {}).output) for _ in range(2))
-    workdir = mcp.call_tool(server, "cwd", {}).output
+    first, second = (int(call(server, "pid", {}, agent_id).output) for _ in range(2))
+    workdir = call(server, "cwd", {}, agent_id).output
 
     assert first != second and gone(first) and gone(second)
     assert Path(workdir).name.startswith("mcp-stdio-") and not Path(workdir).exists()
@@ -148,7 +153,14 @@ def test_a_call_past_its_time_limit_is_cut_and_the_process_killed(
     pidfile = tmp_path / "pid"
 
     started = time.monotonic()
-    result = mcp.call_tool(server, "slow", {"seconds": 60, "pidfile": str(pidfile)}, timeout=2)
+    result = mcp.call_tool(
+        server,
+        "slow",
+        {"seconds": 60, "pidfile": str(pidfile)},
+        tenant_id=DEFAULT_TENANT,
+        agent_id=agent_id,
+        timeout=2,
+    )
 
     assert result.error is not None and result.error.code == "mcp_unavailable"
     assert "did not answer within 2 s" in result.error.message
@@ -182,7 +194,9 @@ def test_turning_stdio_off_stops_stored_servers_at_once(
     monkeypatch.setenv(ALLOW_ENV, "false")
     pidfile = tmp_path / "pid"
 
-    result = mcp.call_tool(server, "slow", {"seconds": 0, "pidfile": str(pidfile)})
+    result = mcp.call_tool(
+        server, "slow", {"seconds": 0, "pidfile": str(pidfile)}, tenant_id=DEFAULT_TENANT, agent_id=agent_id
+    )
 
     assert result.error is not None and result.error.code == "mcp_unavailable"
     assert ALLOW_ENV in result.error.message

@@ -1,19 +1,33 @@
-"""/v1/agents/{id}/mcp-servers: register, list, show, delete and refresh an agent's MCP servers.
+"""/v1/agents/{id}/mcp-servers: register, list, show, delete, refresh and authorize an agent's MCP
+servers, and the public callback that completes an OAuth authorization.
 
 Header values are secrets (they usually carry credentials): no response shows them, only their names.
+Nor does any response show an OAuth server's tokens or client secret.
 """
 
+import os
+
+from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.openapi.types import (
+    OpenAPIResponse,
+    OpenAPIResponseContentModel,
+    OpenAPIResponseContentSchema,
+)
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 
+from stepwise.api.auth import PUBLIC
 from stepwise.api.context import tenant
 from stepwise.api.params import AgentId
-from stepwise.api.responses import json_response, responses
+from stepwise.api.responses import HTML, json_response, responses
+from stepwise.approvals import pages
+from stepwise.errors import NotFound
 from stepwise.mcp import servers
 from stepwise.mcp.models import MCP_TIMEOUT, McpServerCreate, McpServerList, McpServerView
 from stepwise.store import mcp as store
 
 router = APIGatewayHttpRouter()
+logger = Logger(service="stepwise")
 MCP = ["mcp-servers"]
 
 RESPONSE_MARGIN = 5.0  # seconds of the Lambda's time kept for storing and answering after a discovery
@@ -30,13 +44,18 @@ def _discovery_timeout() -> float:
     "/v1/agents/<agent_id>/mcp-servers",
     summary="Register an MCP server",
     description="Discovers the server's tools right away; a discovery that fails is kept as `last_error`. "
-    "Header values are never shown again, only their names.",
+    'Header values are never shown again, only their names. With `auth: {type: "oauth"}` the answer '
+    "carries an `authorization_url` for a person to open once; the tools are discovered when the "
+    "authorization completes (`status` is `needs_authorization` until then).",
     responses=responses(201, "The server with the tools found", 400, 404, 409, 413),
     tags=MCP,
 )
 def register_mcp_server(agent_id: AgentId, body: McpServerCreate) -> Response[McpServerView]:
-    server = servers.register(tenant(router), agent_id, body, timeout=_discovery_timeout())
-    return json_response(server.view().model_dump(mode="json"), 201)
+    tenant_id = tenant(router)
+    server, url = servers.register(
+        tenant_id, agent_id, body, public_url=_public_url(), timeout=_discovery_timeout()
+    )
+    return json_response(servers.view(tenant_id, agent_id, server, url).model_dump(mode="json"), 201)
 
 
 @router.get(
@@ -45,9 +64,11 @@ def register_mcp_server(agent_id: AgentId, body: McpServerCreate) -> Response[Mc
     responses=responses(200, "The servers", 404),
     tags=MCP,
 )
-def list_mcp_servers(agent_id: AgentId) -> Response[McpServerList]:
-    found = store.list_servers(tenant(router), agent_id)
-    return json_response({"mcp_servers": [s.view().model_dump(mode="json") for s in found]})
+def list_mcp_servers(agent_id: str) -> Response[McpServerList]:
+    tenant_id = tenant(router)
+    found = store.list_servers(tenant_id, agent_id)
+    views = [servers.view(tenant_id, agent_id, s).model_dump(mode="json") for s in found]
+    return json_response({"mcp_servers": views})
 
 
 @router.get(
@@ -57,7 +78,9 @@ def list_mcp_servers(agent_id: AgentId) -> Response[McpServerList]:
     tags=MCP,
 )
 def get_mcp_server(agent_id: AgentId, name: str) -> Response[McpServerView]:
-    return json_response(store.get_server(tenant(router), agent_id, name).view().model_dump(mode="json"))
+    tenant_id = tenant(router)
+    server = store.get_server(tenant_id, agent_id, name)
+    return json_response(servers.view(tenant_id, agent_id, server).model_dump(mode="json"))
 
 
 @router.delete(
@@ -67,7 +90,7 @@ def get_mcp_server(agent_id: AgentId, name: str) -> Response[McpServerView]:
     tags=MCP,
 )
 def delete_mcp_server(agent_id: AgentId, name: str) -> Response[None]:
-    store.remove_server(tenant(router), agent_id, name)
+    servers.remove(tenant(router), agent_id, name)
     return Response(status_code=204)
 
 
@@ -79,5 +102,108 @@ def delete_mcp_server(agent_id: AgentId, name: str) -> Response[None]:
 )
 def refresh_mcp_server(agent_id: AgentId, name: str) -> Response[McpServerView]:
     """Discover the server's tools now; the answer has the tools found, or `last_error`."""
-    server = servers.refresh(tenant(router), agent_id, name, timeout=_discovery_timeout())
-    return json_response(server.view().model_dump(mode="json"))
+    tenant_id = tenant(router)
+    server = servers.refresh(tenant_id, agent_id, name, timeout=_discovery_timeout())
+    return json_response(servers.view(tenant_id, agent_id, server).model_dump(mode="json"))
+
+
+@router.post(
+    "/v1/agents/<agent_id>/mcp-servers/<name>/authorize",
+    summary="Authorize an MCP server behind OAuth (again)",
+    description="A new `authorization_url` for a person to open once, e.g. after the server's status "
+    "became `needs_authorization`. Tokens that still work are used until the new authorization replaces "
+    "them.",
+    responses=responses(200, "The server with its `authorization_url`", 404),
+    tags=MCP,
+)
+def authorize_mcp_server(agent_id: str, name: str) -> Response[McpServerView]:
+    tenant_id = tenant(router)
+    server = store.get_server(tenant_id, agent_id, name)
+    url = servers.start_authorization(
+        tenant_id, agent_id, server, _public_url(), timeout=_discovery_timeout()
+    )
+    return json_response(servers.view(tenant_id, agent_id, server, url).model_dump(mode="json"))
+
+
+_CALLBACK_PAGE: dict[str, OpenAPIResponseContentSchema | OpenAPIResponseContentModel] = {
+    HTML: {"schema": {"type": "string"}}
+}
+
+
+def _callback_responses() -> dict[int, OpenAPIResponse]:
+    """Every answer is a page for the person the authorization server sent back."""
+    documented = responses(200, "A page: connected", public=True, content=_CALLBACK_PAGE)
+    for status, what in (
+        (400, "denied, or the code refused"),
+        (403, "not a state Stepwise issued"),
+        (410, "the state was used already or expired"),
+    ):
+        documented[status] = {"description": f"A page: {what}", "content": _CALLBACK_PAGE}
+    return documented
+
+
+@router.get(
+    "/v1/integrations/mcp/oauth/callback",
+    summary="OAuth callback of MCP servers",
+    description="Public: where the authorization server sends the person back with `code` and `state`. "
+    "The state (single use, valid 10 minutes) names the tenant, agent and server; the tokens are stored "
+    "encrypted and never shown. Answers an HTML page: 200 connected, 400 refused or denied, 403 a state "
+    "we never issued, 410 a state used or expired.",
+    responses=_callback_responses(),
+    tags=MCP,
+    openapi_extensions=PUBLIC,
+)
+def mcp_oauth_callback() -> Response[str]:
+    from stepwise.mcp.authorization import StateRejected, take
+    from stepwise.mcp.oauth import OAuthFailure
+    from stepwise.store.mcp_auth import DynamoGrantStore
+
+    query = router.current_event.query_string_parameters or {}
+    state, code = query.get("state"), query.get("code")
+    if not state:
+        return _notice(400, "Not connected", "This link has no state, so it cannot be matched to a request.")
+    try:
+        if not code:
+            # Denied (or failed) at the authorization server: spend the state, keep the server as it is.
+            take(DynamoGrantStore(), state)
+            reason = query.get("error_description") or query.get("error") or "no code was returned"
+            return _notice(400, "Not connected", f"The authorization server did not authorize: {reason}.")
+        server = servers.complete_authorization(
+            state, code, iss=query.get("iss"), timeout=_discovery_timeout()
+        )
+    except StateRejected as exc:
+        logger.warning("MCP OAuth callback refused", extra={"problem": exc.problem})
+        if exc.problem == "unknown":
+            return _notice(403, "Not connected", "This authorization was not started by Stepwise.")
+        used = "was used already" if exc.problem == "used" else "has expired"
+        return _notice(410, "Not connected", f"This authorization link {used}: start it again.")
+    except OAuthFailure as exc:
+        return _notice(400, "Not connected", exc.message)
+    except NotFound:
+        return _notice(410, "Not connected", "The MCP server was removed before the authorization completed.")
+    tools = len(server.tools)
+    detail = (
+        f"{tools} tool{'s' if tools != 1 else ''} found." if server.last_error is None else server.last_error
+    )
+    return _notice(
+        200, "Connected", f"MCP server {server.name} is authorized. You can close this page.", detail
+    )
+
+
+def _notice(status: int, title: str, message: str, detail: str | None = None) -> Response[str]:
+    return Response(
+        status_code=status,
+        content_type=HTML,
+        body=pages.notice_page(title, message, detail),
+        headers=pages.PAGE_HEADERS,
+    )
+
+
+def _public_url() -> str:
+    """The API's origin, which the OAuth callback is under: STEPWISE_PUBLIC_URL when set (the local stack,
+    a custom domain), else the host this request came to (API Gateway's own domain)."""
+    configured = os.environ.get("STEPWISE_PUBLIC_URL", "").rstrip("/")
+    if configured:
+        return configured
+    domain = router.current_event.request_context.domain_name
+    return f"https://{domain}" if domain else ""

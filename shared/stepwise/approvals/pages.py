@@ -181,6 +181,14 @@ def result_page(
     return _document(outcome.title, body)
 
 
+def notice_page(title: str, message: str, detail: str | None = None) -> str:
+    """A page that only tells the person what happened (e.g. after authorizing an MCP server)."""
+    body = f'<h1>{_e(title)}</h1>\n<p role="status">{_e(message)}</p>'
+    if detail:
+        body += f"\n<p>{_e(detail)}</p>"
+    return _document(title, body)
+
+
 def parse_form(body: str) -> dict[str, str]:
     """`{"decision": "approve"|"deny", "reason": str}` from an `application/x-www-form-urlencoded` body.
 

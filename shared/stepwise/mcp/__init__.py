@@ -22,10 +22,20 @@ __all__ = ["McpServer", "McpTool", "McpToolRef", "call_tool", "declarations", "f
 
 
 def call_tool(
-    server: McpServer, tool_name: str, arguments: dict[str, Any], *, timeout: float = MCP_TIMEOUT
+    server: McpServer,
+    tool_name: str,
+    arguments: dict[str, Any],
+    *,
+    tenant_id: str,
+    agent_id: str,
+    timeout: float = MCP_TIMEOUT,
 ) -> ToolResult:
-    """tools/call `tool_name` (the server's own name) on `server`; never raises for what the server does
-    (`mcp_tool_error`, `mcp_unavailable`, `blocked_destination`, `invalid_arguments`)."""
+    """tools/call `tool_name` (the server's own name) on `server`, an MCP server of the tenant's agent;
+    never raises for what the server does (`mcp_tool_error`, `mcp_unavailable`, `blocked_destination`,
+    `invalid_arguments`, `mcp_needs_authorization`)."""
+    from stepwise.mcp.authorization import token_source
     from stepwise.mcp.client import call_tool as call  # the SDK loads on the first MCP call
+    from stepwise.store.mcp_auth import DynamoGrantStore
 
-    return call(server, tool_name, arguments, timeout=timeout)
+    token = token_source(DynamoGrantStore(), tenant_id, agent_id, server)
+    return call(server, tool_name, arguments, timeout=timeout, token=token)

@@ -10,6 +10,7 @@ connect (initialize), do one thing, disconnect, all within one deadline and thro
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -27,7 +28,9 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 from referencing.exceptions import Unresolvable
 
+from stepwise.mcp.authorization import TokenSource, oauth_client
 from stepwise.mcp.models import DESCRIPTION_LIMIT, MCP_TIMEOUT, McpServer, McpTool
+from stepwise.mcp.oauth import NEEDS_AUTHORIZATION, OAuthFailure
 from stepwise.mcp.transport import guarded_async_client
 from stepwise.outbound import OutboundRefused
 from stepwise.ssrf import AllowHosts
@@ -36,6 +39,7 @@ from stepwise.tools.http_tool import USER_AGENT, schema_problem
 
 # Errors the SDK raises about the connection rather than the call.
 _TRANSPORT_CODES = frozenset({mcp_types.REQUEST_TIMEOUT, mcp_types.CONNECTION_CLOSED})
+_CHALLENGE_FIELD = re.compile(r'(\w+)="?([^",]*)"?')  # the auth-params of a WWW-Authenticate
 MAX_PAGES = 20  # of a tools/list: a server that keeps handing out cursors is cut off here
 UNAVAILABLE = "mcp_unavailable"
 TOOL_ERROR = "mcp_tool_error"
@@ -60,22 +64,44 @@ class _Exchange:
     server: McpServer
     timeout: float
     allow_hosts: AllowHosts
+    token: TokenSource | None = None  # the server's OAuth tokens, for a server behind OAuth
+    refreshed: bool = False  # the token was refreshed after a 401: no second try
     failed_statuses: list[int] = field(default_factory=list)
     stderr: list[str] = field(default_factory=list)  # a stdio server's, quoted when the exchange fails
+    challenge: str | None = None  # the WWW-Authenticate of a 401 or 403
 
     async def record(self, response: httpx2.Response) -> None:
         if response.status_code >= 400:
             self.failed_statuses.append(response.status_code)
+        if response.status_code in (401, 403):
+            self.challenge = response.headers.get("WWW-Authenticate")
+
+    def refused_token(self) -> bool:
+        return self.token is not None and 401 in self.failed_statuses
+
+    def insufficient_scope(self) -> str | None:
+        """The scope a 403 insufficient_scope asks for (RFC 6750 §3.1), else None."""
+        if self.token is None or 403 not in self.failed_statuses or not self.challenge:
+            return None
+        fields = dict(_CHALLENGE_FIELD.findall(self.challenge))
+        if fields.get("error") != "insufficient_scope":
+            return None
+        return fields.get("scope") or ""
 
 
 # --- Operations -----------------------------------------------------------------------------------
 
 
 def discover(
-    server: McpServer, *, timeout: float = MCP_TIMEOUT, allow_hosts: AllowHosts = None
+    server: McpServer,
+    *,
+    timeout: float = MCP_TIMEOUT,
+    allow_hosts: AllowHosts = None,
+    token: TokenSource | None = None,
 ) -> list[McpTool]:
-    """The server's tools (initialize, then tools/list page by page); raises McpFailure when it cannot."""
-    exchange = _Exchange(server, timeout, allow_hosts)
+    """The server's tools (initialize, then tools/list page by page); raises McpFailure when it cannot.
+    `token` is required for a server behind OAuth (stepwise.mcp.authorization.token_source)."""
+    exchange = _Exchange(server, timeout, allow_hosts, token)
     listed = _run(exchange, _list_tools)
     return [_tool(t) for t in listed]
 
@@ -87,12 +113,14 @@ def call_tool(
     *,
     timeout: float = MCP_TIMEOUT,
     allow_hosts: AllowHosts = None,
+    token: TokenSource | None = None,
 ) -> ToolResult:
     """Call `tool_name` (the server's own name for it, not the mcp__… one) with `arguments`.
 
     Never raises for anything the server does: its `isError` results are `mcp_tool_error`, a server that
     cannot be reached or answers late or with an HTTP error is `mcp_unavailable`, a destination the SSRF
-    guard refuses is `blocked_destination`. Content blocks come back as their text joined by newlines.
+    guard refuses is `blocked_destination`, one behind OAuth without a usable token (or asking for more
+    scopes) is `mcp_needs_authorization`. Content blocks come back as their text joined by newlines.
     """
     if not server.enabled:
         return ToolResult.failure(UNAVAILABLE, f"MCP server {server.name} is disabled")
@@ -104,7 +132,7 @@ def call_tool(
             problem = None  # the server validates what we cannot
         if problem is not None:
             return ToolResult.failure("invalid_arguments", problem)
-    exchange = _Exchange(server, timeout, allow_hosts)
+    exchange = _Exchange(server, timeout, allow_hosts, token)
 
     async def call(session: ClientSession) -> mcp_types.CallToolResult:
         try:
@@ -174,8 +202,14 @@ async def _transport(exchange: _Exchange) -> AsyncIterator[TransportStreams]:
             yield streams
         return
     assert server.url is not None  # the model requires one for streamable HTTP
+    headers = {"User-Agent": USER_AGENT, **server.headers}
+    if exchange.token is not None:
+        # The token endpoint is another origin: it gets its own client, without the server's headers.
+        async with oauth_client(exchange.timeout, exchange.allow_hosts) as http:
+            access = await exchange.token.token(http, force=exchange.refreshed)
+        headers["Authorization"] = f"Bearer {access}"
     client = guarded_async_client(
-        headers={"User-Agent": USER_AGENT, **server.headers},
+        headers=headers,
         timeout=exchange.timeout,
         allow_hosts=exchange.allow_hosts,
         on_response=exchange.record,
@@ -199,13 +233,29 @@ async def _list_tools(session: ClientSession) -> list[mcp_types.Tool]:
 
 def _run(exchange: _Exchange, operation: Callable[[ClientSession], Awaitable[T]]) -> T:
     """Connect, run `operation`, disconnect, all within the exchange's timeout; every failure becomes
-    an McpFailure."""
+    an McpFailure. A server behind OAuth that refuses the access token (401) is tried once more with a
+    refreshed one; refused again, or asking for more scopes (403 insufficient_scope), its grant is
+    marked as needing a person (`mcp_needs_authorization`)."""
 
     async def main() -> T:
         with anyio.fail_after(exchange.timeout):
             async with _session(exchange) as session:
                 return await operation(session)
 
+    try:
+        return _once(exchange, main)
+    except McpFailure as failure:
+        if not (exchange.refused_token() and not exchange.refreshed):
+            raise _authorization_failure(exchange, failure) from None
+    exchange.refreshed = True
+    exchange.failed_statuses.clear()
+    try:
+        return _once(exchange, main)
+    except McpFailure as failure:
+        raise _authorization_failure(exchange, failure) from None
+
+
+def _once(exchange: _Exchange, main: Callable[[], Awaitable[T]]) -> T:
     try:
         return anyio.run(main)
     except Exception as exc:
@@ -215,6 +265,30 @@ def _run(exchange: _Exchange, operation: Callable[[ClientSession], Awaitable[T]]
         raise failure from exc
 
 
+def _authorization_failure(exchange: _Exchange, failure: McpFailure) -> McpFailure:
+    """`failure`, or `mcp_needs_authorization` when the server refused the token or wants more scopes
+    (the grant is then marked so, for the API's status and the next call)."""
+    name, token = exchange.server.name, exchange.token
+    if token is None:
+        return failure
+    if exchange.refused_token():
+        token.revoked("the server refused its access token, even refreshed")
+        return McpFailure(NEEDS_AUTHORIZATION, _needs_authorization(name, "it refused the access token"))
+    scope = exchange.insufficient_scope()
+    if scope is not None:
+        token.revoked(f"the server asks for more scopes: {scope or 'unnamed'}", scope=scope)
+        why = f"it asks for the scopes {scope!r}"
+        return McpFailure(NEEDS_AUTHORIZATION, _needs_authorization(name, why))
+    return failure
+
+
+def _needs_authorization(name: str, why: str) -> str:
+    return (
+        f"MCP server {name} needs authorization: {why}. A person must authorize it again "
+        f"(POST .../mcp-servers/{name}/authorize gives the link); until then its tools cannot be called"
+    )
+
+
 def _failure(exc: Exception, exchange: _Exchange) -> McpFailure:
     """What went wrong, from the exceptions anyio's task groups bundled."""
     name = exchange.server.name
@@ -222,6 +296,10 @@ def _failure(exc: Exception, exchange: _Exchange) -> McpFailure:
     for leaf in leaves:
         if isinstance(leaf, McpFailure):
             return leaf
+        if isinstance(leaf, OAuthFailure):
+            if leaf.code == NEEDS_AUTHORIZATION:
+                return McpFailure(NEEDS_AUTHORIZATION, _needs_authorization(name, leaf.message))
+            return McpFailure(leaf.code, f"MCP server {name}: {leaf.message}")
         if isinstance(leaf, OutboundRefused):  # a blocked destination, an answer too large or stacked
             return McpFailure(leaf.code, f"MCP server {name}: {leaf.message}")
     if exchange.failed_statuses:

@@ -48,6 +48,45 @@ _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")  # an RFC 9110
 _HEADER_VALUE = re.compile(r"^[\x20-\x7e\t]{0,4096}$")  # visible ASCII: no CR/LF, nothing to smuggle
 
 
+ServerStatus = Literal["ready", "needs_authorization", "failing"]
+_SCOPE = r"^[\x21\x23-\x5b\x5d-\x7e]{1,256}$"  # RFC 6749 §3.3 scope-token
+
+
+class McpOAuth(Strict):
+    """`auth: {type: "oauth"}`: the server is behind the MCP authorization flow (OAuth 2.1 with PKCE).
+
+    Without `client_id` Stepwise registers itself with the authorization server (dynamic client
+    registration); with one, it uses that pre-registered client (and `client_secret`, for a confidential
+    one). `scopes` None asks for what the server advertises. The secret is kept encrypted with the
+    server's tokens, never in the agent's item, and no answer shows it.
+    """
+
+    type: Literal["oauth"]
+    scopes: list[str] | None = Field(default=None, max_length=32)
+    client_id: str | None = Field(default=None, min_length=1, max_length=512)
+    client_secret: str | None = Field(default=None, min_length=1, max_length=2048)
+
+    @field_validator("scopes")
+    @classmethod
+    def _scope_tokens(cls, scopes: list[str] | None) -> list[str] | None:
+        for scope in scopes or []:
+            if not re.match(_SCOPE, scope):
+                raise ValueError(f"{scope!r} is not an OAuth scope (no spaces, quotes or backslashes)")
+        return scopes
+
+    @model_validator(mode="after")
+    def _secret_needs_client(self) -> McpOAuth:
+        if self.client_secret is not None and self.client_id is None:
+            raise ValueError("auth.client_secret is given only with the auth.client_id it belongs to")
+        return self
+
+
+class McpOAuthView(BaseModel):
+    type: Literal["oauth"]
+    scopes: list[str] | None
+    client_id: str | None  # the tenant's own, when given; a registered one is not shown
+
+
 class McpServerCreate(Strict):
     """`POST /v1/agents/{agent_id}/mcp-servers`: a remote MCP server speaking streamable HTTP at `url`,
     or (`transport: "stdio"`) a process spawned from `command` and `args` with only `env` added to a
@@ -67,6 +106,15 @@ class McpServerCreate(Strict):
     # Whether the server's annotations are believed (see McpToolRef). A server is somebody else's code:
     # by default its hints can only add caution, never take it away.
     trusted: bool = False
+    auth: McpOAuth | None = None
+
+    @model_validator(mode="after")
+    def _one_authorization(self) -> McpServerCreate:
+        if self.auth is not None and any(name.lower() == "authorization" for name in self.headers):
+            raise ValueError("an OAuth server's Authorization header comes from its tokens: leave it out")
+        if self.auth is not None and self.transport == "stdio":
+            raise ValueError("auth is for MCP servers reached over HTTP; a stdio server takes env instead")
+        return self
 
     @model_validator(mode="after")
     def _fields_of_the_transport(self) -> McpServerCreate:
@@ -166,15 +214,30 @@ class McpServer(McpServerCreate):
     discovered_at: datetime | None = None  # the last discovery that reached the server
     last_error: str | None = None  # why the last discovery failed (or was cut short); None when it did not
 
+    def status(self, needs_authorization: bool = False) -> ServerStatus:
+        """`needs_authorization` comes from the server's grant (stepwise.mcp.authorization), not the item."""
+        if self.auth is not None and needs_authorization:
+            return "needs_authorization"
+        return "failing" if self.last_error is not None else "ready"
+
     def stale(self, max_age: timedelta = STALE_AFTER, now: datetime | None = None) -> bool:
         return self.discovered_at is None or (now or utcnow()) - self.discovered_at > max_age
 
-    def view(self) -> McpServerView:
+    def view(
+        self, *, needs_authorization: bool = False, authorization_url: str | None = None
+    ) -> McpServerView:
+        """The API's view; for an OAuth server, `needs_authorization` is its grant's state."""
         from stepwise.mcp.naming import exposed_names
 
         names = exposed_names(self.name, [t.name for t in self.tools])
+        auth = None
+        if self.auth is not None:
+            auth = McpOAuthView(type="oauth", scopes=self.auth.scopes, client_id=self.auth.client_id)
         return McpServerView(
-            **self.model_dump(exclude={"headers", "env", "tools"}),
+            **self.model_dump(exclude={"headers", "env", "tools", "auth"}),
+            auth=auth,
+            status=self.status(needs_authorization),
+            authorization_url=authorization_url,
             headers=mask_headers(self.headers),
             env=mask_headers(self.env),  # the same secrets in another place: API keys, tokens
             tools=[McpToolView(**t.model_dump(), exposed_name=names[t.name]) for t in self.tools],
@@ -202,6 +265,10 @@ class McpServerView(BaseModel):
     tools: list[McpToolView]
     discovered_at: datetime | None
     last_error: str | None
+    auth: McpOAuthView | None = None
+    status: ServerStatus
+    # Only in the answer that starts an authorization: the link a person opens, once, to approve.
+    authorization_url: str | None = None
 
 
 class McpServerList(BaseModel):

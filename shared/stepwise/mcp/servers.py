@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from aws_lambda_powertools import Logger
 
@@ -21,11 +22,15 @@ from stepwise.mcp.models import (
     TOOLS_CACHE_LIMIT,
     McpServer,
     McpServerCreate,
+    McpServerView,
     McpTool,
 )
 from stepwise.schema import utcnow
 from stepwise.ssrf import AllowHosts, BlockedDestination, check_url
 from stepwise.store import mcp as store
+
+if TYPE_CHECKING:
+    from stepwise.mcp.authorization import GrantStore
 
 logger = Logger(service="stepwise")
 
@@ -39,11 +44,18 @@ def check_destination(url: str, allow_hosts: AllowHosts = None) -> None:
 
 
 def register(
-    tenant_id: str, agent_id: str, spec: McpServerCreate, *, timeout: float = MCP_TIMEOUT
-) -> McpServer:
+    tenant_id: str,
+    agent_id: str,
+    spec: McpServerCreate,
+    *,
+    public_url: str = "",
+    timeout: float = MCP_TIMEOUT,
+) -> tuple[McpServer, str | None]:
     """Add the server to the agent with its tools discovered (an enabled one), or the error that stopped
-    discovery. 404 for an agent not the tenant's, 409 for a name taken, 422 for a blocked URL or a stdio
-    server where the operator does not allow them."""
+    discovery; with the authorization URL for a server behind OAuth, whose tools are discovered once a
+    person has authorized. 404 for an agent not the tenant's, 409 for a name taken, 422 for a blocked
+    URL, a stdio server where the operator does not allow them, or an OAuth server whose authorization
+    cannot start (nothing is kept then)."""
     if spec.transport == "stdio":
         from stepwise.mcp.stdio import ensure_allowed
 
@@ -52,16 +64,117 @@ def register(
         assert spec.url is not None  # the model requires one for streamable HTTP
         check_destination(spec.url)
     store.ensure_addable(tenant_id, agent_id, spec.name)  # before the wait, not only after it
-    server = McpServer(**spec.model_dump(), created_at=utcnow())
+    secret = spec.auth.client_secret if spec.auth else None
+    # The secret goes to the encrypted grant only, never into the agent's item.
+    auth = spec.auth.model_copy(update={"client_secret": None}) if spec.auth else None
+    server = McpServer(**spec.model_dump(exclude={"auth"}), auth=auth, created_at=utcnow())
+    if server.auth is not None:
+        from stepwise.mcp import authorization  # its SDK models load only where OAuth is used
+
+        url = start_authorization(
+            tenant_id, agent_id, server, public_url, client_secret=secret, timeout=timeout
+        )
+        try:
+            return store.add_server(tenant_id, agent_id, server), url
+        except Exception:
+            authorization.forget(_grants(), tenant_id, agent_id, server)
+            raise
     if server.enabled:
         server = discovered(server, timeout=timeout)
-    return store.add_server(tenant_id, agent_id, server)
+    return store.add_server(tenant_id, agent_id, server), None
+
+
+def start_authorization(
+    tenant_id: str,
+    agent_id: str,
+    server: McpServer,
+    public_url: str,
+    *,
+    client_secret: str | None = None,
+    timeout: float = MCP_TIMEOUT,
+) -> str:
+    """The link a person opens to authorize the server (again); 422 when the flow cannot start."""
+    from stepwise.mcp import authorization  # its SDK models load only where OAuth is used
+    from stepwise.mcp.oauth import OAuthFailure
+
+    if server.auth is None:
+        raise Unprocessable(
+            f"MCP server {server.name} is not configured with auth", code="mcp_oauth_not_configured"
+        )
+    if not public_url:
+        raise Unprocessable(
+            "the API's public URL is unknown, so no callback can be named", code="mcp_oauth_no_callback"
+        )
+    try:
+        return authorization.authorize(
+            _grants(),
+            tenant_id,
+            agent_id,
+            server,
+            authorization.callback_url(public_url),
+            client_secret=client_secret,
+            timeout=timeout,
+        )
+    except OAuthFailure as exc:
+        raise Unprocessable(f"MCP server {server.name}: {exc.message}", code=exc.code) from None
+
+
+def complete_authorization(
+    state: str, code: str, *, iss: str | None = None, timeout: float = MCP_TIMEOUT
+) -> McpServer:
+    """The callback: store the tokens for the server `state` was issued for, then discover its tools.
+    StateRejected for a state that cannot be used; OAuthFailure when the token endpoint refuses."""
+    from stepwise.mcp import authorization  # its SDK models load only where OAuth is used
+
+    record = authorization.complete(_grants(), state, code, iss=iss, timeout=timeout)
+    server = store.get_server(record.tenant_id, record.agent_id, record.server)
+    if server.created_at != record.server_created_at:
+        raise authorization.StateRejected("expired")  # removed and registered again meanwhile
+    fresh = discovered(server, timeout=timeout, tenant_id=record.tenant_id, agent_id=record.agent_id)
+    saved = store.save_discoveries(record.tenant_id, record.agent_id, [fresh])
+    return saved[0] if saved else server
+
+
+def remove(tenant_id: str, agent_id: str, name: str) -> None:
+    """Remove the server and, for one behind OAuth, its grant (client and tokens)."""
+    server = store.get_server(tenant_id, agent_id, name)
+    store.remove_server(tenant_id, agent_id, name)
+    if server.auth is not None:
+        from stepwise.mcp import authorization  # its SDK models load only where OAuth is used
+
+        authorization.forget(_grants(), tenant_id, agent_id, server)
+
+
+def needs_authorization(tenant_id: str, agent_id: str, server: McpServer) -> bool:
+    if server.auth is None:
+        return False
+    from stepwise.mcp import authorization  # its SDK models load only where OAuth is used
+
+    return authorization.needs_authorization(_grants(), tenant_id, agent_id, server)
+
+
+def view(
+    tenant_id: str, agent_id: str, server: McpServer, authorization_url: str | None = None
+) -> McpServerView:
+    """The server as the API shows it, its status from its grant for a server behind OAuth."""
+    return server.view(
+        needs_authorization=needs_authorization(tenant_id, agent_id, server),
+        authorization_url=authorization_url,
+    )
+
+
+def _grants() -> GrantStore:
+
+    from stepwise.store.mcp_auth import DynamoGrantStore
+
+    return DynamoGrantStore()
 
 
 def refresh(tenant_id: str, agent_id: str, name: str, *, timeout: float = MCP_TIMEOUT) -> McpServer:
     """Discover the server's tools again now (even a disabled one: it was asked for by name)."""
     server = store.get_server(tenant_id, agent_id, name)
-    saved = store.save_discoveries(tenant_id, agent_id, [discovered(server, timeout=timeout)])
+    fresh = discovered(server, timeout=timeout, tenant_id=tenant_id, agent_id=agent_id)
+    saved = store.save_discoveries(tenant_id, agent_id, [fresh])
     if not saved:
         raise NotFound(f"MCP server {name} was removed during the refresh", code="mcp_server_not_found")
     return saved[0]
@@ -76,16 +189,25 @@ def refresh_if_stale(
     if not stale:
         return []
     with ThreadPoolExecutor(max_workers=len(stale), thread_name_prefix="mcp-discovery") as pool:
-        fresh = list(pool.map(lambda s: discovered(s, timeout=timeout), stale))
+        fresh = list(
+            pool.map(lambda s: discovered(s, timeout=timeout, tenant_id=tenant_id, agent_id=agent_id), stale)
+        )
     return store.save_discoveries(tenant_id, agent_id, fresh)
 
 
-def discovered(server: McpServer, *, timeout: float = MCP_TIMEOUT) -> McpServer:
-    """`server` with the outcome of a discovery now: its tools, or no tools and the error (fail-open)."""
+def discovered(
+    server: McpServer, *, timeout: float = MCP_TIMEOUT, tenant_id: str = "", agent_id: str = ""
+) -> McpServer:
+    """`server` with the outcome of a discovery now: its tools, or no tools and the error (fail-open).
+    A server behind OAuth is discovered with the tenant's tokens for it (`tenant_id`, `agent_id`)."""
+    from stepwise.mcp import authorization  # its SDK models load only where OAuth is used
     from stepwise.mcp.client import McpFailure, discover  # the SDK loads only where MCP is used
 
+    token = authorization.token_source(_grants(), tenant_id, agent_id, server) if tenant_id else None
+    if server.auth is not None and token is None:
+        raise ValueError("an OAuth server is discovered only with its tenant and agent")
     try:
-        tools = discover(server, timeout=timeout)
+        tools = discover(server, timeout=timeout, token=token)
     except McpFailure as exc:
         logger.warning("MCP discovery failed", server=server.name, code=exc.code, error=exc.message)
         return server.model_copy(update={"tools": [], "last_error": exc.message})

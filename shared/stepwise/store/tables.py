@@ -392,6 +392,22 @@ def check_fits(item: Model, what: str) -> None:
         )
 
 
+class McpAuthItem(Model):
+    """MCP servers' OAuth grants (id = "grant#<tenant_id>#<agent>/<server>/<created_at>") and the
+    authorizations in flight (id = "state#<sha256 of the state>", with a TTL). Both hold only KMS
+    ciphertext (stepwise.settings.crypto) under the context {tenant_id, key: "mcp-oauth/..."}."""
+
+    class Meta:
+        table_name = "McpAuthTable"
+
+    id = UnicodeAttribute(hash_key=True)
+    tenant_id = UnicodeAttribute()
+    ciphertext = ListAttribute(of=BinaryAttribute)
+    used_at = UTCDateTimeAttribute(null=True)  # a state, once its callback arrived
+    updated_at = UTCDateTimeAttribute()
+    expires_at = TTLAttribute(null=True)
+
+
 @cache
 def bind() -> None:
     """Point the models at the tables named in the environment (once per process)."""
@@ -411,6 +427,7 @@ def bind() -> None:
         (ScheduleItem, names.schedules),
         (SettingItem, names.settings),
         (QuotaItem, names.quotas),
+        (McpAuthItem, names.mcp_auth),
     ):
         meta: Any = model.Meta
         meta.table_name = name

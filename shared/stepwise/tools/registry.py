@@ -128,7 +128,9 @@ def execute(
     if isinstance(tool, McpToolRef):
         from stepwise import mcp
 
-        return mcp.call_tool(tool.server, tool.tool.name, arguments)
+        return mcp.call_tool(
+            tool.server, tool.tool.name, arguments, tenant_id=scope.tenant_id, agent_id=scope.agent_id
+        )
     from stepwise.settings.accessor import tenant_settings
 
     if isinstance(tool, CodeTool):

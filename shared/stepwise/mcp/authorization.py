@@ -1,0 +1,299 @@
+"""MCP servers behind OAuth, for a tenant: start an authorization, complete it from the callback, and hand
+calls a fresh access token (refreshing it before it expires, and once more when the server answers 401).
+
+The grants and the authorizations in flight live behind `GrantStore` (stepwise.store.mcp_auth keeps them
+encrypted in DynamoDB; tests and the conformance client use an in-memory one). A grant belongs to one
+registration of one server (tenant, agent, server name and its `created_at`), so a server removed and
+registered again never inherits the old tokens. A grant that cannot be refreshed is marked
+`needs_authorization`: calls then fail with that code, which the model reads, and the API shows it as
+the server's `status` until a person authorizes again.
+
+`state` is 256 random bits, stored only as its SHA-256, bound to the tenant, agent and server that started
+it, single use and valid for `STATE_TTL`. A code delivered with another flow's state fails at the token
+endpoint: PKCE binds each code to the verifier of the flow that asked for it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Literal, Protocol, TypeVar
+
+import anyio
+import httpx2
+from pydantic import BaseModel
+
+from stepwise.mcp import oauth
+from stepwise.mcp.models import MCP_TIMEOUT, McpServer
+from stepwise.mcp.oauth import Grant, OAuthFailure, Pending
+from stepwise.mcp.transport import guarded_async_client
+from stepwise.schema import utcnow
+from stepwise.ssrf import AllowHosts, BlockedDestination
+
+STATE_TTL = timedelta(minutes=10)
+CALLBACK_PATH = "/v1/integrations/mcp/oauth/callback"
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class GrantKey:
+    """One registration of one server: a server registered again under the same name is another key."""
+
+    agent_id: str
+    server: str
+    created_at: datetime
+
+    @classmethod
+    def of(cls, agent_id: str, server: McpServer) -> GrantKey:
+        return cls(agent_id, server.name, server.created_at)
+
+    @property
+    def id(self) -> str:
+        return f"{self.agent_id}/{self.server}/{self.created_at.isoformat()}"
+
+
+class StoredGrant(BaseModel):
+    grant: Grant
+    needs_authorization: bool = True
+    reason: str | None = None  # why it needs authorization again
+
+
+class PendingAuthorization(BaseModel):
+    """An authorization in flight, found again by its state when the callback arrives."""
+
+    tenant_id: str
+    agent_id: str
+    server: str
+    server_created_at: datetime
+    pending: Pending
+    expires_at: datetime
+
+    @property
+    def key(self) -> GrantKey:
+        return GrantKey(self.agent_id, self.server, self.server_created_at)
+
+
+StateProblem = Literal["unknown", "used", "expired"]
+
+
+class StateRejected(Exception):
+    """The callback's state is not one we issued (`unknown`), was already used, or has expired."""
+
+    def __init__(self, problem: StateProblem) -> None:
+        super().__init__(problem)
+        self.problem = problem
+
+
+class GrantStore(Protocol):
+    """Where grants and authorizations in flight are kept (encrypted at rest in the real one)."""
+
+    def load(self, tenant_id: str, key: GrantKey) -> StoredGrant | None: ...
+
+    def save(self, tenant_id: str, key: GrantKey, stored: StoredGrant) -> None: ...
+
+    def delete(self, tenant_id: str, key: GrantKey) -> None: ...
+
+    def put_pending(self, state_hash: str, record: PendingAuthorization) -> None: ...
+
+    def take_pending(self, state_hash: str) -> PendingAuthorization:
+        """The record, marked used in the same write so that only one caller ever gets it; raises
+        StateRejected("unknown" | "used") otherwise (expiry is the caller's check)."""
+        ...
+
+
+def state_hash(state: str) -> str:
+    return hashlib.sha256(state.encode()).hexdigest()
+
+
+def callback_url(public_url: str) -> str:
+    return f"{public_url.rstrip('/')}{CALLBACK_PATH}"
+
+
+# --- the flow --------------------------------------------------------------------------------------
+
+
+def authorize(
+    store: GrantStore,
+    tenant_id: str,
+    agent_id: str,
+    server: McpServer,
+    redirect_uri: str,
+    *,
+    client_secret: str | None = None,
+    allow_hosts: AllowHosts = None,
+    timeout: float = MCP_TIMEOUT,
+) -> str:
+    """Start (or restart) the server's authorization; the URL a person opens to approve it.
+
+    A restart keeps the registered client and asks for at least the scopes asked for before. Raises
+    OAuthFailure when the server or its authorization server cannot be discovered or registered with.
+    """
+    if server.auth is None or server.url is None:  # a stdio server has no HTTP endpoint to authorize
+        raise OAuthFailure(oauth.NOT_REQUIRED, f"MCP server {server.name} is not configured with auth")
+    url = server.url
+    key = GrantKey.of(agent_id, server)
+    prior = store.load(tenant_id, key)
+    secret = client_secret or (prior.grant.client.client_secret if prior and server.auth.client_id else None)
+    started = _run(
+        lambda http: oauth.start(
+            http,
+            url,
+            redirect_uri,
+            scopes=server.auth.scopes if server.auth else None,
+            client_id=server.auth.client_id if server.auth else None,
+            client_secret=secret,
+            prior=prior.grant if prior else None,
+        ),
+        allow_hosts=allow_hosts,
+        timeout=timeout,
+    )
+    grant = started.grant
+    if prior is not None and prior.grant.tokens is not None:
+        # Tokens that still work keep working until the new authorization replaces them.
+        grant = grant.model_copy(update={"tokens": prior.grant.tokens, "expires_at": prior.grant.expires_at})
+    reason = prior.reason if prior else None
+    store.save(tenant_id, key, StoredGrant(grant=grant, needs_authorization=True, reason=reason))
+    store.put_pending(
+        state_hash(started.state),
+        PendingAuthorization(
+            tenant_id=tenant_id,
+            agent_id=agent_id,
+            server=server.name,
+            server_created_at=server.created_at,
+            pending=started.pending,
+            expires_at=utcnow() + STATE_TTL,
+        ),
+    )
+    return started.authorization_url
+
+
+def complete(
+    store: GrantStore,
+    state: str,
+    code: str,
+    *,
+    iss: str | None = None,
+    allow_hosts: AllowHosts = None,
+    timeout: float = MCP_TIMEOUT,
+) -> PendingAuthorization:
+    """Finish the authorization `state` names: exchange `code` for tokens and store them. Returns whose
+    server it was. StateRejected for a state not ours, used or expired; OAuthFailure when the token
+    endpoint refuses (the state is spent either way: a person starts again)."""
+    record = take(store, state)
+    stored = store.load(record.tenant_id, record.key)
+    if stored is None:
+        raise StateRejected("expired")  # the server was removed meanwhile
+    grant = _run(
+        lambda http: oauth.exchange(http, stored.grant, record.pending, code, iss),
+        allow_hosts=allow_hosts,
+        timeout=timeout,
+    )
+    store.save(record.tenant_id, record.key, StoredGrant(grant=grant, needs_authorization=False))
+    return record
+
+
+def take(store: GrantStore, state: str) -> PendingAuthorization:
+    """The authorization `state` names, spent now; StateRejected when it cannot be used."""
+    record = store.take_pending(state_hash(state))
+    if record.expires_at <= utcnow():
+        raise StateRejected("expired")
+    return record
+
+
+def needs_authorization(store: GrantStore, tenant_id: str, agent_id: str, server: McpServer) -> bool:
+    if server.auth is None:
+        return False
+    stored = store.load(tenant_id, GrantKey.of(agent_id, server))
+    return stored is None or stored.needs_authorization
+
+
+def forget(store: GrantStore, tenant_id: str, agent_id: str, server: McpServer) -> None:
+    """Drop the server's grant (its tokens and client) when the server is removed."""
+    if server.auth is not None:
+        store.delete(tenant_id, GrantKey.of(agent_id, server))
+
+
+# --- tokens for calls ------------------------------------------------------------------------------
+
+
+@dataclass
+class TokenSource:
+    """The access token for one server's calls, as the MCP client asks for it (stepwise.mcp.client).
+
+    `token()` refreshes a token that expires within oauth.REFRESH_MARGIN first; `token(force=True)` after
+    the server answered 401 to the current one. When there is no usable token it marks the grant
+    `needs_authorization` and raises OAuthFailure(NEEDS_AUTHORIZATION).
+    """
+
+    store: GrantStore
+    tenant_id: str
+    key: GrantKey
+
+    async def token(self, http: httpx2.AsyncClient, *, force: bool = False) -> str:
+        stored = self.store.load(self.tenant_id, self.key)
+        if stored is None:
+            raise OAuthFailure(oauth.NEEDS_AUTHORIZATION, "it has not been authorized yet")
+        grant = stored.grant
+        if stored.needs_authorization and not grant.fresh():
+            raise OAuthFailure(oauth.NEEDS_AUTHORIZATION, stored.reason or "it has not been authorized yet")
+        if grant.tokens is not None and grant.fresh() and not force:
+            return grant.tokens.access_token
+        try:
+            grant = await oauth.refresh(http, grant)
+        except OAuthFailure as exc:
+            self.revoked(exc.message, stored)
+            raise OAuthFailure(oauth.NEEDS_AUTHORIZATION, exc.message) from exc
+        self.store.save(self.tenant_id, self.key, StoredGrant(grant=grant, needs_authorization=False))
+        assert grant.tokens is not None
+        return grant.tokens.access_token
+
+    def revoked(self, reason: str, stored: StoredGrant | None = None, *, scope: str | None = None) -> None:
+        """Mark the grant as needing a person again (with `scope`, the more the server asked for)."""
+        stored = stored or self.store.load(self.tenant_id, self.key)
+        if stored is None:
+            return
+        grant = stored.grant
+        if scope:
+            grant = grant.model_copy(update={"scope": oauth.union_scopes(grant.scope, scope)})
+        self.store.save(
+            self.tenant_id, self.key, StoredGrant(grant=grant, needs_authorization=True, reason=reason)
+        )
+
+
+def token_source(store: GrantStore, tenant_id: str, agent_id: str, server: McpServer) -> TokenSource | None:
+    """The server's token source, or None for a server without auth."""
+    if server.auth is None:
+        return None
+    return TokenSource(store, tenant_id, GrantKey.of(agent_id, server))
+
+
+# --- running the async flow from sync code ------------------------------------------------------------
+
+
+def _run(step: Callable[[httpx2.AsyncClient], Awaitable[T]], *, allow_hosts: AllowHosts, timeout: float) -> T:
+    async def main() -> T:
+        with anyio.fail_after(timeout):
+            async with oauth_client(timeout, allow_hosts) as http:
+                return await step(http)
+
+    try:
+        return anyio.run(main)
+    except OAuthFailure:
+        raise
+    except BlockedDestination as exc:
+        raise OAuthFailure(exc.code, exc.message) from exc
+    except TimeoutError as exc:
+        raise OAuthFailure(
+            oauth.DISCOVERY_FAILED, f"the authorization did not finish within {timeout:g} s"
+        ) from exc
+    except httpx2.HTTPError as exc:
+        raise OAuthFailure(oauth.DISCOVERY_FAILED, f"could not reach the server: {exc}") from exc
+
+
+def oauth_client(timeout: float, allow_hosts: AllowHosts = None) -> httpx2.AsyncClient:
+    """The SSRF-guarded client every OAuth request goes through."""
+    from stepwise.tools.http_tool import USER_AGENT
+
+    return guarded_async_client(headers={"User-Agent": USER_AGENT}, timeout=timeout, allow_hosts=allow_hosts)

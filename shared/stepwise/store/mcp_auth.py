@@ -1,0 +1,86 @@
+"""MCP servers' OAuth grants and authorizations in flight (stepwise.mcp.authorization.GrantStore) in
+McpAuthTable, encrypted like settings: the item holds only KMS ciphertext, bound by its encryption context
+to its tenant and its id, so a ciphertext copied to another item or tenant does not decrypt."""
+
+from __future__ import annotations
+
+from pynamodb.exceptions import DoesNotExist, UpdateError
+
+from stepwise.mcp.authorization import GrantKey, PendingAuthorization, StateRejected, StoredGrant
+from stepwise.schema import utcnow
+from stepwise.settings import crypto
+from stepwise.store.tables import McpAuthItem, bind, condition_failed
+
+# The encryption context's key: the API may decrypt only under this prefix (template.yaml), never a
+# tenant's settings.
+CONTEXT_PREFIX = "mcp-oauth/"
+
+
+def _grant_id(tenant_id: str, key: GrantKey) -> str:
+    return f"grant#{tenant_id}#{key.id}"
+
+
+def _state_id(state_hash: str) -> str:
+    return f"state#{state_hash}"
+
+
+def _context_key(item_id: str) -> str:
+    return CONTEXT_PREFIX + item_id
+
+
+class DynamoGrantStore:
+    """The GrantStore of the deployed stack and the local one."""
+
+    def load(self, tenant_id: str, key: GrantKey) -> StoredGrant | None:
+        bind()
+        item_id = _grant_id(tenant_id, key)
+        try:
+            item = McpAuthItem.get(item_id, consistent_read=True)
+        except DoesNotExist:
+            return None
+        plain = crypto.decrypt(tenant_id, _context_key(item_id), [bytes(p) for p in item.ciphertext])
+        return StoredGrant.model_validate_json(plain)
+
+    def save(self, tenant_id: str, key: GrantKey, stored: StoredGrant) -> None:
+        bind()
+        item_id = _grant_id(tenant_id, key)
+        parts, _ = crypto.encrypt(tenant_id, _context_key(item_id), stored.model_dump_json())
+        McpAuthItem(item_id, tenant_id=tenant_id, ciphertext=parts, updated_at=utcnow()).save()
+
+    def delete(self, tenant_id: str, key: GrantKey) -> None:
+        bind()
+        McpAuthItem(_grant_id(tenant_id, key)).delete()
+
+    def put_pending(self, state_hash: str, record: PendingAuthorization) -> None:
+        bind()
+        item_id = _state_id(state_hash)
+        parts, _ = crypto.encrypt(record.tenant_id, _context_key(item_id), record.model_dump_json())
+        McpAuthItem(
+            item_id,
+            tenant_id=record.tenant_id,
+            ciphertext=parts,
+            updated_at=utcnow(),
+            expires_at=record.expires_at,
+        ).save(condition=McpAuthItem.id.does_not_exist())
+
+    def take_pending(self, state_hash: str) -> PendingAuthorization:
+        bind()
+        item_id = _state_id(state_hash)
+        item = McpAuthItem(item_id)
+        try:
+            # One conditional write spends the state: of two callbacks racing, one gets it.
+            item.update(
+                actions=[McpAuthItem.used_at.set(utcnow())],
+                condition=McpAuthItem.id.exists() & McpAuthItem.used_at.does_not_exist(),
+            )
+        except UpdateError as exc:
+            if not condition_failed(exc):
+                raise
+            try:
+                McpAuthItem.get(item_id, consistent_read=True, attributes_to_get=["id"])
+            except DoesNotExist:
+                raise StateRejected("unknown") from None
+            raise StateRejected("used") from None
+        item.refresh(consistent_read=True)
+        plain = crypto.decrypt(item.tenant_id, _context_key(item_id), [bytes(p) for p in item.ciphertext])
+        return PendingAuthorization.model_validate_json(plain)

@@ -1,0 +1,274 @@
+"""MCP servers behind OAuth on the local stack, against an MCP server and its authorization server on
+loopback (tests.fakes.oauth_server): registration answers an authorization URL, the public callback
+stores the tokens encrypted, calls refresh them before expiry, a revoked grant turns the server into
+`needs_authorization`, and a state works once, for the server it was issued for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+import boto3
+import httpx
+import pytest
+
+from stepwise import config, mcp
+from stepwise.local.stack import DEFAULT_TENANT, LocalStack
+from stepwise.store import agents
+from stepwise.store import mcp as store
+from tests.fakes.mcp_server import FakeMcpServer
+from tests.fakes.oauth_server import SCOPES, FakeOAuthMcpServer
+from tests.integration.support import OTHER_KEY
+
+CALLBACK = "/v1/integrations/mcp/oauth/callback"
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeOAuthMcpServer]:
+    server = FakeOAuthMcpServer()
+    yield server
+    server.close()
+
+
+def new_agent(stack: LocalStack, key: str | None = None) -> str:
+    extra = {"key": key} if key else {}
+    status, _, body = stack.invoke_api("POST", "/v1/agents", {"name": "oauth"}, **extra)
+    assert status == 201, body
+    return str(body["agent_id"])
+
+
+def register(
+    stack: LocalStack, agent_id: str, url: str, key: str | None = None, **auth: Any
+) -> tuple[int, Any]:
+    extra = {"key": key} if key else {}
+    body = {"name": "linear", "url": url, "auth": {"type": "oauth", **auth}}
+    status, _, answer = stack.invoke_api("POST", f"/v1/agents/{agent_id}/mcp-servers", body, **extra)
+    return status, answer
+
+
+def approve(authorization_url: str) -> dict[str, str]:
+    """What a person's browser does: open the link; the fake approves at once and redirects back."""
+    response = httpx.get(authorization_url, follow_redirects=False)
+    assert response.status_code == 302, response.text
+    location = urlparse(response.headers["location"])
+    assert location.path == CALLBACK
+    return {k: v[0] for k, v in parse_qs(location.query).items()}
+
+
+def callback(stack: LocalStack, params: dict[str, str]) -> tuple[int, str]:
+    query = "&".join(f"{k}={v}" for k, v in params.items())
+    status, _, page = stack.invoke_api("GET", f"{CALLBACK}?{query}", key=None)
+    return status, str(page)
+
+
+def server_view(stack: LocalStack, agent_id: str, key: str | None = None) -> Any:
+    extra = {"key": key} if key else {}
+    status, _, body = stack.invoke_api("GET", f"/v1/agents/{agent_id}/mcp-servers/linear", **extra)
+    assert status == 200, body
+    return body
+
+
+def call(agent_id: str, tool: str = "lookup", tenant_id: str = DEFAULT_TENANT) -> Any:
+    server = store.get_server(tenant_id, agent_id, "linear")
+    return mcp.call_tool(server, tool, {"q": "issue"}, tenant_id=tenant_id, agent_id=agent_id)
+
+
+def authorized(stack: LocalStack, fake: FakeOAuthMcpServer, **auth: Any) -> str:
+    agent_id = new_agent(stack)
+    status, body = register(stack, agent_id, fake.url, **auth)
+    assert status == 201, body
+    status, page = callback(stack, approve(body["authorization_url"]))
+    assert status == 200, page
+    return agent_id
+
+
+def test_registration_authorization_and_calls_end_to_end(stack: LocalStack, fake: FakeOAuthMcpServer) -> None:
+    # When a server behind OAuth is registered
+    agent_id = new_agent(stack)
+    status, body = register(stack, agent_id, fake.url)
+
+    # Then it waits for a person, with a link to the authorization server found from the server's metadata
+    assert status == 201, body
+    assert body["status"] == "needs_authorization" and body["tools"] == []
+    assert body["auth"] == {"type": "oauth", "scopes": None, "client_id": None}
+    link = urlparse(body["authorization_url"])
+    query = {k: v[0] for k, v in parse_qs(link.query).items()}
+    assert f"{link.scheme}://{link.netloc}{link.path}" == f"{fake.origin}/authorize"
+    assert query["code_challenge_method"] == "S256" and len(query["code_challenge"]) == 43
+    assert query["resource"] == fake.url and query["scope"] == " ".join(SCOPES)
+    assert query["redirect_uri"].endswith(CALLBACK) and len(query["state"]) >= 43
+    # registered dynamically, as a confidential client
+    assert query["client_id"] in fake.clients
+
+    # When the person approves and the authorization server sends them back
+    status, page = callback(stack, approve(body["authorization_url"]))
+
+    # Then the server is connected and its tools were discovered with the new token
+    assert status == 200 and "Connected" in page and "3 tools found" in page
+    view = server_view(stack, agent_id)
+    assert view["status"] == "ready" and {t["name"] for t in view["tools"]} == {
+        "lookup",
+        "delete_item",
+        "fail",
+    }
+
+    # And a call carries the token
+    result = call(agent_id)
+    assert result.error is None and result.output == "found: issue"
+
+    # And no token or secret is in any answer, in the agent's item or in plain text at rest
+    token = next(iter(fake.access))
+    secret = fake.clients[query["client_id"]]["client_secret"]
+    shown = str(view) + str(stack.invoke_api("GET", f"/v1/agents/{agent_id}")[2])
+    stored = str(agents.get(DEFAULT_TENANT, agent_id).mcp_servers)
+    items = boto3.client("dynamodb").scan(TableName=config.tables().mcp_auth)["Items"]
+    assert items and all(token not in s and secret not in s for s in (shown, stored, str(items)))
+
+
+def test_a_state_is_single_use_and_unknown_ones_are_refused(
+    stack: LocalStack, fake: FakeOAuthMcpServer
+) -> None:
+    agent_id = new_agent(stack)
+    _, body = register(stack, agent_id, fake.url)
+    params = approve(body["authorization_url"])
+    assert callback(stack, params)[0] == 200
+
+    # The same callback again is refused (410), and a state Stepwise never issued is forbidden (403)
+    again, page = callback(stack, params)
+    assert again == 410 and "used already" in page
+    assert callback(stack, {**params, "state": "forged-state-value"})[0] == 403
+    assert callback(stack, {"code": "x"})[0] == 400
+
+
+def test_another_tenants_state_cannot_authorize_its_server(
+    stack: LocalStack, fake: FakeOAuthMcpServer
+) -> None:
+    # Given two tenants, each registering a server behind the same authorization server
+    ours, theirs = new_agent(stack), new_agent(stack, OTHER_KEY)
+    _, mine = register(stack, ours, fake.url)
+    _, other = register(stack, theirs, fake.url, key=OTHER_KEY)
+
+    # When our state comes back with the code the authorization server issued for the other tenant's flow
+    their_code = approve(other["authorization_url"])["code"]
+    our_state = approve(mine["authorization_url"])["state"]
+    status, page = callback(stack, {"code": their_code, "state": our_state})
+
+    # Then the token endpoint refuses it (the code is bound to their PKCE verifier and client)
+    assert status == 400 and "refused the code" in page
+    # and neither server is authorized, nor are our tokens or tools anywhere near theirs
+    assert server_view(stack, ours)["status"] == "needs_authorization"
+    assert server_view(stack, theirs, key=OTHER_KEY)["status"] == "needs_authorization"
+    assert call(ours).error.code == "mcp_needs_authorization"
+    # and another tenant's agent is not found from our key at all
+    assert stack.invoke_api("GET", f"/v1/agents/{theirs}/mcp-servers/linear")[0] == 404
+
+
+def test_a_token_about_to_expire_is_refreshed_before_the_call(stack: LocalStack) -> None:
+    fake = FakeOAuthMcpServer(access_ttl=30)  # within Stepwise's 60 s margin: refreshed before use
+    try:
+        agent_id = authorized(stack, fake)
+        refreshes = len(fake.grants("refresh_token"))
+
+        result = call(agent_id)
+
+        assert result.error is None and result.output == "found: issue"
+        assert len(fake.grants("refresh_token")) == refreshes + 1
+        assert fake.grants("refresh_token")[-1]["resource"] == fake.url
+    finally:
+        fake.close()
+
+
+def test_revoked_tokens_make_the_server_need_authorization_again(
+    stack: LocalStack, fake: FakeOAuthMcpServer
+) -> None:
+    agent_id = authorized(stack, fake)
+    assert call(agent_id).error is None
+
+    # When the user revokes Stepwise's access at the provider (access and refresh tokens both die)
+    fake.revoke()
+    result = call(agent_id)
+
+    # Then the call is an error result the model can read, after one refresh was tried
+    assert result.error is not None and result.error.code == "mcp_needs_authorization"
+    assert "authorize" in result.error.message
+    assert fake.grants("refresh_token"), "a refresh was attempted before giving up"
+    # and the API shows the server's status
+    view = server_view(stack, agent_id)
+    assert view["status"] == "needs_authorization"
+
+    # When a person authorizes again from a new link
+    status, _, again = stack.invoke_api("POST", f"/v1/agents/{agent_id}/mcp-servers/linear/authorize")
+    assert status == 200 and again["authorization_url"]
+    assert callback(stack, approve(again["authorization_url"]))[0] == 200
+
+    # Then calls work again, with the same registered client (no second registration)
+    assert server_view(stack, agent_id)["status"] == "ready"
+    assert call(agent_id).output == "found: issue"
+    assert len(fake.clients) == 1
+
+
+def test_more_scopes_asked_by_the_server_mean_a_new_authorization(
+    stack: LocalStack, fake: FakeOAuthMcpServer
+) -> None:
+    agent_id = authorized(stack, fake, scopes=["mcp:read"])
+    fake.required_scope = "mcp:admin"
+
+    result = call(agent_id)
+
+    assert result.error.code == "mcp_needs_authorization" and "mcp:admin" in result.error.message
+    _, _, again = stack.invoke_api("POST", f"/v1/agents/{agent_id}/mcp-servers/linear/authorize")
+    scope = parse_qs(urlparse(again["authorization_url"]).query)["scope"][0]
+    assert scope.split() == ["mcp:read", "mcp:admin"]  # the earlier grant plus what is asked for
+
+
+def test_a_pre_registered_client_is_used_and_its_secret_never_shown(stack: LocalStack) -> None:
+    fake = FakeOAuthMcpServer(registration=False)
+    fake.add_client("tenant-app", "tenant-secret")
+    try:
+        agent_id = authorized(stack, fake, client_id="tenant-app", client_secret="tenant-secret")
+
+        assert set(fake.clients) == {"tenant-app"}  # no dynamic registration
+        view = server_view(stack, agent_id)
+        assert view["auth"]["client_id"] == "tenant-app" and "tenant-secret" not in str(view)
+        assert "tenant-secret" not in str(agents.get(DEFAULT_TENANT, agent_id).mcp_servers)
+        assert call(agent_id).output == "found: issue"
+    finally:
+        fake.close()
+
+
+def test_an_authorization_server_without_registration_needs_a_client_id(stack: LocalStack) -> None:
+    fake = FakeOAuthMcpServer(registration=False)
+    try:
+        agent_id = new_agent(stack)
+        status, body = register(stack, agent_id, fake.url)
+        assert status == 422 and "client_id" in body["error"]["message"]
+        assert stack.invoke_api("GET", f"/v1/agents/{agent_id}/mcp-servers")[2]["mcp_servers"] == []
+    finally:
+        fake.close()
+
+
+def test_bad_auth_configurations_are_refused(stack: LocalStack) -> None:
+    agent_id = new_agent(stack)
+    plain = FakeMcpServer()
+    try:
+        status, body = register(stack, agent_id, plain.url)
+        assert status == 422 and body["error"]["code"] == "mcp_oauth_not_required"
+    finally:
+        plain.close()
+    status, body = register(stack, agent_id, "http://127.0.0.1:9/mcp", client_secret="s")
+    assert status == 422 and "client_id" in str(body)
+    status, _, body = stack.invoke_api(
+        "POST",
+        f"/v1/agents/{agent_id}/mcp-servers",
+        {
+            "name": "x",
+            "url": "http://127.0.0.1:9/mcp",
+            "headers": {"Authorization": "t"},
+            "auth": {"type": "oauth"},
+        },
+    )
+    assert status == 422 and "Authorization" in str(body)
+    status, body = register(stack, agent_id, "http://127.0.0.1:9/mcp", scopes=["has space"])
+    assert status == 422
