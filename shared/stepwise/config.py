@@ -30,6 +30,7 @@ class Tables(BaseModel):
     settings: str = Field(alias="SETTINGS_TABLE")
     idempotency: str = Field(alias="IDEMPOTENCY_TABLE")
     quotas: str = Field(alias="QUOTAS_TABLE")
+    webhooks: str = Field(alias="WEBHOOKS_TABLE")
 
 
 class Runtime(BaseModel):
@@ -100,6 +101,12 @@ class Scheduling(BaseModel):
     dead_letter_arn: str = Field(alias="SCHEDULE_DLQ_ARN")
 
 
+class WebhookQueue(BaseModel):
+    """Where run events that a webhook asks for are queued for WebhookFunction to deliver."""
+
+    queue_url: str = Field(min_length=1, alias="WEBHOOK_QUEUE_URL")
+
+
 class ApiTargets(BaseModel):
     """What only the API function needs: where sync calls go."""
 
@@ -135,6 +142,11 @@ def machine() -> Machine:
 
 
 @cache
+def webhook_queue() -> WebhookQueue:
+    return _load(WebhookQueue)
+
+
+@cache
 def api_targets() -> ApiTargets:
     return _load(ApiTargets)
 
@@ -164,3 +176,4 @@ def reset() -> None:
     settings_key.cache_clear()
     quotas.cache_clear()
     secrets.cache_clear()
+    webhook_queue.cache_clear()

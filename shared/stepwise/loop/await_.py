@@ -13,8 +13,10 @@ from pydantic import BaseModel
 from stepwise import answers, observability
 from stepwise.loop.models import Wait
 from stepwise.runs import events
+from stepwise.runs.models import EventType
 from stepwise.store import agents, interactions, runs
 from stepwise.store.interactions import Interaction
+from stepwise.webhooks.enqueue import enqueue
 
 logger = Logger(service="stepwise")
 
@@ -115,9 +117,13 @@ def handle(event: dict[str, Any]) -> dict[str, Any]:
     if interaction.kind == "approval":
         data["approval_url"] = approval_link(wait.tenant_id, interaction)
         data["expires_at"] = interaction.deadline.isoformat()
-        events.emit(wait.tenant_id, wait.run_id, "approval_requested", data)
+        requested: EventType = "approval_requested"
     else:
-        events.emit(wait.tenant_id, wait.run_id, "client_tool_requested", data)
+        requested = "client_tool_requested"
+    events.emit(wait.tenant_id, wait.run_id, requested, data)
+    # Keyed on the interaction: Await retried for the same wait queues no second delivery.
+    target = runs.target(wait.tenant_id, wait.run_id)
+    enqueue(wait.tenant_id, target, requested, data, key=interaction_id, at=interaction.created_at)
     if interaction.status == "answered":  # the answer beat the token (the app read the interaction list)
         answers.deliver(wait.tenant_id, interaction_id)
         return {"interaction_id": interaction_id, "status": "answered"}

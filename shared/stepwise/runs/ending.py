@@ -18,6 +18,7 @@ from stepwise.runs import events
 from stepwise.runs.models import ACTIVE_STATUSES, EventType, RunError, RunStatus
 from stepwise.runs.queue import start_next
 from stepwise.store import agents, interactions, run_context, runs, sessions
+from stepwise.webhooks.enqueue import enqueue
 
 logger = Logger(service="stepwise")
 
@@ -78,7 +79,10 @@ def end_run(
         data = {"error": error.model_dump() if error else None}
         if status == "cancelled":
             data["reason"] = error.message if error else None
-    events.emit(tenant_id, run_id, _terminal_event(status), data)
+    terminal = _terminal_event(status)
+    events.emit(tenant_id, run_id, terminal, data)
+    # Keyed on the ending itself: only the ending that won the transition gets here, once per run.
+    enqueue(tenant_id, run.target(), terminal, {"status": status, **data}, key="ending", at=run.created_at)
     _hand_on(tenant_id, run.session_id, run_id)
     _on_run_complete(tenant_id, run.agent_id, run_id, status, output)
     return True
