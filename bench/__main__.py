@@ -33,6 +33,7 @@ BENCHMARKS = [
     "dynamodb_ops",
     "canonical",
     "following",
+    "webhooks",
     "streaming",
     "package_sizes",
     "tokens",

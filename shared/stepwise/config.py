@@ -31,6 +31,7 @@ class Tables(BaseModel):
     mcp_auth: str = Field(alias="MCP_AUTH_TABLE")
     idempotency: str = Field(alias="IDEMPOTENCY_TABLE")
     quotas: str = Field(alias="QUOTAS_TABLE")
+    webhooks: str = Field(alias="WEBHOOKS_TABLE")
 
 
 class Runtime(BaseModel):
@@ -101,6 +102,12 @@ class Scheduling(BaseModel):
     dead_letter_arn: str = Field(alias="SCHEDULE_DLQ_ARN")
 
 
+class WebhookQueue(BaseModel):
+    """Where run events that a webhook asks for are queued for WebhookFunction to deliver."""
+
+    queue_url: str = Field(min_length=1, alias="WEBHOOK_QUEUE_URL")
+
+
 class ApiTargets(BaseModel):
     """What only the API function needs: where sync calls go."""
 
@@ -136,6 +143,11 @@ def machine() -> Machine:
 
 
 @cache
+def webhook_queue() -> WebhookQueue:
+    return _load(WebhookQueue)
+
+
+@cache
 def api_targets() -> ApiTargets:
     return _load(ApiTargets)
 
@@ -165,3 +177,4 @@ def reset() -> None:
     settings_key.cache_clear()
     quotas.cache_clear()
     secrets.cache_clear()
+    webhook_queue.cache_clear()

@@ -50,6 +50,8 @@ OUTPUT_TOKENS = "OutputTokens"
 CACHED_TOKENS = "CachedTokens"
 CACHE_WRITE_TOKENS = "CacheWriteTokens"
 COST_USD = "CostUSD"  # property `tenant_id`: what each tenant's model calls cost, from litellm's price map
+WEBHOOK_ATTEMPTS = "WebhookAttempts"  # property `outcome`: delivered | retrying | failed
+WEBHOOK_LATENCY = "WebhookLatencyMs"  # from the event's enqueueing to the receiver's 2xx
 METRIC_NAMES = frozenset(
     {
         RUNS_STARTED,
@@ -270,3 +272,12 @@ def answered(interaction: Interaction) -> None:
     waited = max((interaction.answered_at - interaction.created_at).total_seconds(), 0.0)
     _add(APPROVAL_WAIT_SECONDS, waited, MetricUnit.Seconds)
     logger.info("approval decided", extra={"waited_seconds": waited})
+
+
+def webhook_attempted(outcome: str, *, attempts: int, latency_ms: int | None) -> None:
+    """A webhook delivery attempt ended `outcome`; `latency_ms` (delivered only) runs from when its
+    event was queued to the receiver's answer, retries included."""
+    _emit(WEBHOOK_ATTEMPTS, 1, outcome=outcome)
+    if latency_ms is not None:
+        _add(WEBHOOK_LATENCY, latency_ms, MetricUnit.Milliseconds)
+    logger.info("webhook attempt", extra={"outcome": outcome, "attempts": attempts, "latency_ms": latency_ms})

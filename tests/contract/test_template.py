@@ -392,3 +392,30 @@ def test_sample_http_events_name_declared_routes(name: str) -> None:
 )
 def test_sample_step_events_are_valid_payloads(name: str, model: type[RunState | WaitEvent]) -> None:
     model.model_validate_json((ROOT / "events" / f"{name}.json").read_text())
+
+
+def test_the_sample_webhook_batch_is_what_the_worker_reads() -> None:
+    from aws_lambda_powertools.utilities.data_classes import SQSEvent
+
+    from stepwise.webhooks.deliver import Message
+
+    event = SQSEvent(json.loads((ROOT / "events" / "webhook_deliveries.json").read_text()))
+    for record in event.records:
+        Message.model_validate_json(record.body)
+
+
+def test_the_webhook_queue_outlasts_the_retry_window_and_its_function() -> None:
+    from stepwise.webhooks import deliver, retry
+
+    queue = resources("AWS::SQS::Queue")["WebhookQueue"]["Properties"]
+    function = functions()["WebhookFunction"]["Properties"]
+    mapping = function["Events"]["Deliveries"]["Properties"]
+
+    assert queue["MessageRetentionPeriod"] > retry.WINDOW.total_seconds() + max(retry.SCHEDULE)
+    assert queue["VisibilityTimeout"] >= 6 * function["Timeout"]  # what Lambda asks of a polled queue
+    assert max(retry.SCHEDULE) * (1 + retry.JITTER) <= 12 * 3600  # SQS hides a message 12 h at most
+    assert "ReportBatchItemFailures" in mapping["FunctionResponseTypes"]
+    # A batch's attempts, one after another, end before the function's timeout; a lease outlives an
+    # attempt, so no second worker starts it, and ends before the message would come back on its own.
+    assert mapping["BatchSize"] * deliver.ATTEMPT_TIMEOUT < function["Timeout"]
+    assert deliver.ATTEMPT_TIMEOUT < deliver.LEASE_SECONDS < queue["VisibilityTimeout"]

@@ -34,6 +34,7 @@ class Receiver:
     def __init__(self) -> None:
         self.requests: list[Received] = []
         self.replies: dict[str, Reply] = {}
+        self.once: dict[str, list[Reply]] = {}  # answered first, one each, before `replies` apply
         self._lock = threading.Lock()
         receiver = self
 
@@ -48,7 +49,9 @@ class Receiver:
                             self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body
                         )
                     )
-                reply = receiver.replies.get(path, Reply())
+                with receiver._lock:
+                    queued = receiver.once.get(path)
+                    reply = queued.pop(0) if queued else receiver.replies.get(path, Reply())
                 if reply.delay:
                     time.sleep(reply.delay)
                 payload = reply.body if isinstance(reply.body, bytes) else json.dumps(reply.body).encode()
@@ -69,6 +72,11 @@ class Receiver:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def then(self, path: str, *replies: Reply) -> None:
+        """Answer the next requests to `path` with `replies`, in order, then as before."""
+        with self._lock:
+            self.once.setdefault(path, []).extend(replies)
 
     def to(self, path: str) -> list[Received]:
         return [r for r in self.requests if r.path.split("?")[0] == path]

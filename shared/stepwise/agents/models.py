@@ -9,6 +9,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from stepwise.schema import Strict
 from stepwise.tools.models import TOOL_NAME, DeclaredTool, Tool
+from stepwise.webhooks.models import WebhookConfig
 
 DEFAULT_MAX_STEPS = 25
 MAX_STEPS_LIMIT = 200
@@ -44,6 +45,7 @@ class AgentFields(Strict):
     max_tokens_budget: int | None = Field(default=None, ge=1)
     permissions: Permissions = Field(default_factory=Permissions)
     script: list[ScriptTurn] | None = None
+    webhook: WebhookConfig | None = None  # for the agent's runs that name none themselves
 
 
 class AgentCreate(AgentFields):
@@ -71,6 +73,7 @@ class AgentPatch(Strict):
     max_tokens_budget: int | None = Field(default=None, ge=1)
     permissions: Permissions | None = None
     script: list[ScriptTurn] | None = None
+    webhook: WebhookConfig | None = None
 
     @field_validator("name")
     @classmethod

@@ -19,6 +19,7 @@ from stepwise.mcp.models import public_servers
 from stepwise.schedules import service as schedules
 from stepwise.store import agents, runs
 from stepwise.tools.models import AgentTool, Tool
+from stepwise.webhooks import keys as webhook_keys
 
 router = APIGatewayHttpRouter()
 AGENTS = ["agents"]
@@ -66,13 +67,18 @@ def _check_delegates(tenant_id: str, tools: list[Any]) -> None:
         "The agent, with its `agent_id`",
         400,
         413,
-        described={422: "Validation error; `model_not_allowed` when the model is outside AllowedModels"},
+        described={
+            422: "Validation error; `model_not_allowed` when the model is outside AllowedModels, "
+            "`webhook_secret_missing` for a `webhook` before POST /v1/webhooks/secret"
+        },
     ),
     tags=AGENTS,
 )
 def create_agent(body: AgentCreate) -> Response[Agent]:
     bounds.check_named(body.model)
     _check_delegates(tenant(router), body.tools)
+    if body.webhook is not None:
+        webhook_keys.require(tenant(router))
     agent = agents.create(tenant(router), new_id("agt"), body)
     return json_response(view(agent), 201)
 
@@ -100,13 +106,18 @@ def get_agent(agent_id: AgentId) -> Response[Agent]:
         404,
         409,
         413,
-        described={422: "Validation error; `model_not_allowed` when the model is outside AllowedModels"},
+        described={
+            422: "Validation error; `model_not_allowed` when the model is outside AllowedModels, "
+            "`webhook_secret_missing` for a `webhook` before POST /v1/webhooks/secret"
+        },
     ),
     tags=AGENTS,
 )
 def patch_agent(agent_id: AgentId, body: AgentPatch) -> Response[Agent]:
     changes = body.model_dump(exclude_unset=True)
     bounds.check_named(changes.get("model"))
+    if changes.get("webhook") is not None:
+        webhook_keys.require(tenant(router))
     if "permissions" in changes and changes["permissions"] is None:
         # Clearing would silently fall back to the most permissive default; make the caller say so.
         raise Unprocessable(

@@ -31,6 +31,7 @@ from stepwise.local.lambdas import (
     make_dynamodb_writes_atomic,
     make_stop_execution_safe,
 )
+from stepwise.local.queues import LocalQueues, mappings
 from stepwise.local.websocket import SocketGateway, install_connections_api, websocket_api
 
 if TYPE_CHECKING:
@@ -147,6 +148,7 @@ class LocalStack:
     api_keys: dict[str, str]
     scheduler: LocalScheduler  # fires the schedules in moto's EventBridge Scheduler
     sockets: SocketGateway | None  # the follow WebSocket API, on its own loopback port
+    queues: LocalQueues  # Lambda's SQS pollers: WebhookQueue → WebhookFunction
     definition: str = ""  # the state machine's ASL, substitutions applied
     _cleanup: list[Any] = field(default_factory=list)
 
@@ -181,6 +183,8 @@ class LocalStack:
         stack.scheduler.interval = schedule_tick
         stack.scheduler.start()
         stack._cleanup.append(stack.scheduler.stop)  # cleanup runs backwards: the ticker stops first
+        stack.queues.start()
+        stack._cleanup.append(stack.queues.stop)
         return stack
 
     def fire_due(self, now: datetime | None = None) -> list[Delivery]:
@@ -294,6 +298,19 @@ def _create_table(ddb: Any, name: str, props: dict[str, Any]) -> None:
         ddb.update_time_to_live(TableName=name, TimeToLiveSpecification=ttl)
 
 
+# What SQS does locally as in AWS: how long a received message stays hidden, how long one is kept, and
+# where one received too often goes. SSE and tags mean nothing to moto.
+_QUEUE_ATTRIBUTES = ("VisibilityTimeout", "MessageRetentionPeriod", "DelaySeconds", "RedrivePolicy")
+
+
+def _queue_attributes(props: dict[str, Any]) -> dict[str, str]:
+    return {
+        name: json.dumps(props[name]) if isinstance(props[name], dict) else str(props[name])
+        for name in _QUEUE_ATTRIBUTES
+        if name in props
+    }
+
+
 def _zip() -> bytes:
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:
@@ -339,7 +356,9 @@ def _bring_up(template: dict[str, Any], mock: Any, follow_port: int) -> LocalSta
             resolver.physical[logical] = "local"
         elif kind == "AWS::SQS::Queue":
             queues = boto3.client("sqs")
-            url = queues.create_queue(QueueName=f"{STACK_NAME}-{logical}")["QueueUrl"]
+            url = queues.create_queue(
+                QueueName=f"{STACK_NAME}-{logical}", Attributes=_queue_attributes(resolver.resolve(props))
+            )["QueueUrl"]
             attributes = queues.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]
             resolver.physical[logical], resolver.arns[logical] = url, attributes["QueueArn"]
         elif kind == "AWS::S3::Bucket":
@@ -449,7 +468,11 @@ def _bring_up(template: dict[str, Any], mock: Any, follow_port: int) -> LocalSta
         undo_connections = install_connections_api(sockets)
         os.environ[FOLLOW_URL_ENV] = sockets.url  # follow URLs point at the local socket server
 
+    urls = {
+        resolver.arns[k]: resolver.physical[k] for k, r in resources.items() if r["Type"] == "AWS::SQS::Queue"
+    }
     stack = LocalStack(
+        queues=LocalQueues(mappings(functions, resolver.resolve, urls.__getitem__), lambdas.invoke),
         lambdas=lambdas,
         gateway=_gateway(resources, functions, lambdas.invoke),
         resolver=resolver,

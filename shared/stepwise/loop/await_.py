@@ -17,6 +17,7 @@ from stepwise.runs.models import EventType
 from stepwise.runs.queue import StartFailed, launch
 from stepwise.store.interactions import Interaction
 from stepwise.store.ports import stores
+from stepwise.webhooks.enqueue import enqueue
 
 logger = Logger(service="stepwise")
 
@@ -124,6 +125,8 @@ def handle(event: dict[str, Any]) -> dict[str, Any]:
     run = stores().runs.get(wait.tenant_id, wait.run_id)
     if run.root_run_id:  # a descendant's human wait shows in the stream the app watches, the root's
         events.emit(wait.tenant_id, run.root_run_id, etype, {**data, "run_id": run.run_id})
+    # Keyed on the interaction: Await retried for the same wait queues no second delivery.
+    enqueue(wait.tenant_id, run.target(), etype, data, key=interaction_id, at=interaction.created_at)
     if interaction.status == "answered":  # the answer beat the token (the app read the interaction list)
         answers.deliver(wait.tenant_id, interaction_id)
         return {"interaction_id": interaction_id, "status": "answered"}

@@ -20,6 +20,7 @@ from stepwise.runs.queue import start_next, stop
 from stepwise.store.interactions import Interaction
 from stepwise.store.ports import stores
 from stepwise.store.run_context import RunContext
+from stepwise.webhooks.enqueue import enqueue
 
 logger = Logger(service="stepwise")
 
@@ -85,7 +86,10 @@ def end_run(
         data = {"error": error.model_dump() if error else None}
         if status == "cancelled":
             data["reason"] = error.message if error else None
-    events.emit(tenant_id, run_id, _terminal_event(status), data)
+    terminal = _terminal_event(status)
+    events.emit(tenant_id, run_id, terminal, data)
+    # Keyed on the ending itself: only the ending that won the transition gets here, once per run.
+    enqueue(tenant_id, run.target(), terminal, {"status": status, **data}, key="ending", at=run.created_at)
     delegation.report(tenant_id, run)  # a child's parent resumes with its outcome
     _hand_on(tenant_id, run.session_id, run_id)
     _on_run_complete(tenant_id, run.agent_id, run_id, status, output)

@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field, field_validator
 from stepwise.agents.models import DEFAULT_MAX_STEPS, MAX_STEPS_LIMIT, ScriptTurn
 from stepwise.ids import SESSION_ID
 from stepwise.schema import Strict
+from stepwise.webhooks.models import RunTarget, WebhookConfig
 
 RunStatus = Literal["queued", "running", "waiting", "succeeded", "failed", "cancelled", "timed_out"]
 TERMINAL_STATUSES: frozenset[str] = frozenset({"succeeded", "failed", "cancelled", "timed_out"})
@@ -63,6 +64,7 @@ class RunCreate(Strict):
     metadata: dict[str, Any] = Field(default_factory=dict)
     script: list[ScriptTurn] | None = None
     multitask_strategy: Literal["enqueue", "reject", "interrupt"] = "enqueue"
+    webhook: WebhookConfig | None = None  # else the agent's (the run keeps the one that applies)
 
     _message_fits = field_validator("message")(_fits_an_item)
     _metadata_small = field_validator("metadata")(_small_metadata)
@@ -129,6 +131,7 @@ class Run(BaseModel):
     trigger_id: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     script: list[ScriptTurn] | None = None
+    webhook: WebhookConfig | None = None
     created_at: datetime
     finished_at: datetime | None = None
     # Delegation: a child run of an agent tool call knows its parent, the tree's root and its depth (the
@@ -154,6 +157,16 @@ class Run(BaseModel):
     @property
     def total_usage(self) -> Usage:
         return self.usage + self.descendants_usage
+
+    def target(self) -> RunTarget:
+        """What the run's webhook deliveries say about it."""
+        return RunTarget(
+            run_id=self.run_id,
+            agent_id=self.agent_id,
+            session_id=self.session_id,
+            metadata=self.metadata,
+            webhook=self.webhook,
+        )
 
     def public(self) -> dict[str, Any]:
         """The run as the API shows it (the script is input plumbing, not part of the record)."""
@@ -189,6 +202,7 @@ class RunView(BaseModel):
     tools_executed: list[str] | None
     replay_of: str | None
     metadata: dict[str, Any]
+    webhook: WebhookConfig | None = None
     created_at: datetime
     finished_at: datetime | None
     trigger: Literal["api", "schedule", "event", "delegation"]

@@ -23,6 +23,7 @@ from stepwise.runs.queue import launch
 from stepwise.schema import utcnow
 from stepwise.sessions.models import Session
 from stepwise.store import agents, runs, sessions
+from stepwise.webhooks import keys as webhook_keys
 
 
 def _busy(session: Session) -> Conflict:
@@ -67,6 +68,10 @@ def _record(
         raise runs.RunExists(f"run {run_id} exists already", code="run_exists")
     run_id = run_id or new_id("run")
     strategy = getattr(body, "multitask_strategy", "enqueue")
+    # Fixed for the run's life when it starts: an agent's webhook changed later applies to later runs.
+    webhook = getattr(body, "webhook", None) or agent.webhook
+    if webhook is not None:
+        webhook_keys.require(tenant_id)
     run = Run(
         run_id=run_id,
         trigger_id=trigger_id or run_id,
@@ -80,6 +85,7 @@ def _record(
         tools_executed=[],
         metadata=body.metadata,
         script=body.script,
+        webhook=webhook,
         created_at=utcnow(),
     )
     runs.check_fits(tenant_id, run)  # before anything is written: a refused start leaves nothing behind

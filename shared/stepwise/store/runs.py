@@ -29,6 +29,7 @@ from stepwise.store.tables import (
     same_tenant,
     tenant_key,
 )
+from stepwise.webhooks.models import RunTarget, WebhookConfig
 
 PAGE_LIMIT = 50
 
@@ -58,6 +59,7 @@ def _to_model(item: RunItem) -> Run:
         trigger_id=item.trigger_id or item.run_id,
         metadata=item.metadata or {},
         script=[ScriptTurn.model_validate(t) for t in item.script] if item.script else None,
+        webhook=WebhookConfig.model_validate(item.webhook) if item.webhook else None,
         created_at=item.created_at,
         finished_at=item.finished_at,
         parent_run_id=item.parent_run_id,
@@ -96,6 +98,7 @@ def _new_item(tenant_id: str, run: Run) -> RunItem:
         trigger_id=run.trigger_id or run.run_id,
         metadata=run.metadata,
         script=[t.model_dump(exclude_none=True) for t in run.script] if run.script else None,
+        webhook=run.webhook.model_dump(mode="json") if run.webhook else None,
         created_at=run.created_at,
         parent_run_id=run.parent_run_id,
         root_run_id=run.root_run_id,
@@ -171,6 +174,27 @@ def _with_context(run: Run, context: run_context.RunContext | None) -> Run:
 def get(tenant_id: str, run_id: str) -> Run:
     run = _to_model(_item(tenant_id, run_id))
     return run if run.done else _with_context(run, run_context.peek(tenant_id, run_id))
+
+
+def target(tenant_id: str, run_id: str) -> RunTarget:
+    """What a webhook delivery needs of the run, in one small read (not its input or script)."""
+    bind()
+    try:
+        item = RunItem.get(
+            tenant_id,
+            run_id,
+            consistent_read=True,
+            attributes_to_get=["run_id", "agent_id", "session_id", "metadata", "webhook"],
+        )
+    except DoesNotExist:
+        raise NotFound(f"run {run_id} not found", code="run_not_found") from None
+    return RunTarget(
+        run_id=item.run_id,
+        agent_id=item.agent_id,
+        session_id=item.session_id,
+        metadata=item.metadata or {},
+        webhook=WebhookConfig.model_validate(item.webhook) if item.webhook else None,
+    )
 
 
 def _with_contexts(tenant_id: str, found: list[Run]) -> list[Run]:

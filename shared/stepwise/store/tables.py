@@ -139,6 +139,7 @@ class RunItem(Model):
     trigger_id = UnicodeAttribute(null=True)
     metadata = JSONAttribute(null=True)
     script = JSONAttribute(null=True)
+    webhook = JSONAttribute(null=True)  # the webhook that applies to the run: its own, else its agent's
     created_at = UTCDateTimeAttribute()
     finished_at = UTCDateTimeAttribute(null=True)
 
@@ -337,6 +338,50 @@ class QuotaItem(Model):
     used = NumberAttribute(default=0)
 
 
+class WebhookDeliveryItem(Model):
+    """One webhook delivery of a run (pk = "<tenant_id>#<run_id>", sk = its webhook id): the body it
+    sends, where it stands, and its recent attempts. Expires with the run's events."""
+
+    class Meta:
+        table_name = "WebhooksTable"
+
+    pk = UnicodeAttribute(hash_key=True)
+    sk = UnicodeAttribute(range_key=True)
+    run_id = UnicodeAttribute()
+    event = UnicodeAttribute()
+    url = UnicodeAttribute()
+    body = UnicodeAttribute()
+    status = UnicodeAttribute()  # pending | retrying | delivered | failed
+    attempts = NumberAttribute(default=0)
+    created_at = UTCDateTimeAttribute()
+    gives_up_at = UTCDateTimeAttribute()
+    next_attempt_at = UTCDateTimeAttribute(null=True)
+    # Epoch seconds until which the worker that claimed the next attempt alone may make it.
+    lease_until = NumberAttribute(null=True)
+    last_status_code = NumberAttribute(null=True)
+    last_error = UnicodeAttribute(null=True)
+    delivered_at = UTCDateTimeAttribute(null=True)
+    history = JSONAttribute(null=True)  # the most recent attempts, oldest first
+    expires_at = TTLAttribute(null=True)
+
+
+class WebhookSecretItem(Model):
+    """A tenant's webhook signing secret (pk = tenant_id, sk = "secret"), as SettingsKey ciphertext
+    (stepwise.settings.crypto, under the name "webhook_secret"), and the one it replaced while that one
+    still signs."""
+
+    class Meta:
+        table_name = "WebhooksTable"
+
+    pk = UnicodeAttribute(hash_key=True)
+    sk = UnicodeAttribute(range_key=True)
+    current = ListAttribute(of=BinaryAttribute)
+    created_at = UTCDateTimeAttribute()
+    previous = ListAttribute(of=BinaryAttribute, null=True)
+    previous_until = UTCDateTimeAttribute(null=True)
+    kms_key_id = UnicodeAttribute()
+
+
 def _region() -> str:
     return os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
 
@@ -428,6 +473,8 @@ def bind() -> None:
         (SettingItem, names.settings),
         (QuotaItem, names.quotas),
         (McpAuthItem, names.mcp_auth),
+        (WebhookDeliveryItem, names.webhooks),
+        (WebhookSecretItem, names.webhooks),
     ):
         meta: Any = model.Meta
         meta.table_name = name

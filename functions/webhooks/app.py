@@ -1,0 +1,17 @@
+"""WebhookFunction: deliver queued webhook deliveries, one attempt each (see stepwise.webhooks.deliver)."""
+
+from typing import Any
+
+from stepwise import observability
+from stepwise.observability import logger
+from stepwise.webhooks import deliver
+
+tracer = observability.tracer()
+metrics = observability.metrics()
+
+
+@logger.inject_lambda_context(clear_state=True)
+@metrics.log_metrics
+@tracer.capture_lambda_handler
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    return deliver.handle(event, context)
