@@ -30,6 +30,7 @@ class Tables(BaseModel):
     settings: str = Field(alias="SETTINGS_TABLE")
     idempotency: str = Field(alias="IDEMPOTENCY_TABLE")
     quotas: str = Field(alias="QUOTAS_TABLE")
+    memories: str = Field(alias="MEMORIES_TABLE")
 
 
 class Runtime(BaseModel):

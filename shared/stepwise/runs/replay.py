@@ -56,6 +56,7 @@ def replay(tenant_id: str, run_id: str, *, force: bool = False) -> Run:
         max_tokens_budget=original.max_tokens_budget,
         metadata=original.metadata,
         script=original.script,
+        user_id=original.user_id,  # the same user's memories, in a fresh session of theirs
     )
     return start_run(
         tenant_id, original.agent_id, body, trigger_id=original.trigger_id, replay_of=original.run_id
