@@ -134,7 +134,7 @@ def search(
     store: MemoryStore | None = None,
     embed: Embed | None = None,
 ) -> list[Hit]:
-    """The user's `top_k` memories most relevant to `query`, best first (ties: older first). Lexical
+    """The user's `top_k` memories most relevant to `query`, best first (ties: saved first). Lexical
     scores are BM25's; with `embed`, BM25 and cosine similarity are fused by reciprocal rank, so a
     memory found by either way ranks, and one found by both ranks first."""
     entry = _indexed(owner, store or default_store())
@@ -151,7 +151,8 @@ def search(
         for ranks in (_ranks(lexical), _ranks(semantic)):
             for doc, rank in ranks.items():
                 scores[doc] = scores.get(doc, 0.0) + 1.0 / (RRF_K + rank)
-    best = sorted(scores, key=lambda doc: (-scores[doc], doc))[:top_k]
+    memories = entry.memories
+    best = sorted(scores, key=lambda doc: (-scores[doc], memories[doc].created_at, doc))[:top_k]
     return [Hit(memory=entry.memories[doc], score=round(scores[doc], 6)) for doc in best]
 
 
