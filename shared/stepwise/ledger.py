@@ -241,6 +241,7 @@ FAILURE_RULES: dict[str, Settlement] = {
     "memory_full": "released",
     "memory_not_found": "released",
     "memory_unavailable": "released",
+    "embedding_unavailable": "released",  # the save stopped before its write
 }
 # call_http_tool folds connect-phase failures (nothing was sent) and connections lost mid-exchange into
 # `unreachable`; these are the texts only the connect phase produces ("cannot resolve" is the SSRF

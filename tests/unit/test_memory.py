@@ -174,3 +174,17 @@ def test_a_private_key_field_is_keyed_by_its_digest_and_never_recorded() -> None
 
     assert key("Alice is 41").id == key("  Alice is 41 ").id != key("Alice is 42").id
     assert "Alice" not in ledger.canonical(key("Alice is 41").recorded())
+
+
+def test_a_failing_embedding_model_saves_nothing_and_searches_lexically(store: FakeMemories) -> None:
+    from stepwise.memory.models import EmbeddingFailed
+
+    def broken(text: str) -> list[float]:
+        raise ConnectionError("provider down")
+
+    service.save(ALICE, "Alice plays the cello", [], source_run_id=None, store=store)
+    with pytest.raises(EmbeddingFailed):
+        service.save(ALICE, "Alice plays chess", [], source_run_id=None, store=store, embed=broken)
+
+    assert contents(service.search(ALICE, "plays", 5, store=store, embed=broken)) == ["Alice plays the cello"]
+    assert ledger.settlement(ledger.ToolResult.failure("embedding_unavailable", "x")) == "released"

@@ -50,3 +50,7 @@ class MemoryFull(Exception):
 
 class MemoryNotFound(Exception):
     """No such memory for this owner (another user's looks the same)."""
+
+
+class EmbeddingFailed(Exception):
+    """STEPWISE_EMBEDDING_MODEL could not embed a memory's content: nothing was saved."""

@@ -17,11 +17,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from aws_lambda_powertools import Logger
+
 from stepwise.errors import Malformed
 from stepwise.ids import MEMORY_ID, new_id
 from stepwise.memory.bm25 import Index
-from stepwise.memory.models import MAX_PER_USER, Hit, Memory, Owner
+from stepwise.memory.models import MAX_PER_USER, EmbeddingFailed, Hit, Memory, Owner
 from stepwise.schema import utcnow
+
+logger = Logger(service="stepwise")
 
 EMBEDDING_MODEL_ENV = "STEPWISE_EMBEDDING_MODEL"
 CACHED_USERS = 256  # users whose memories one function keeps; a few MB at worst
@@ -145,7 +149,11 @@ def search(
         ranked = _ranks(lexical)
         scores = {doc: lexical[doc] for doc in ranked}
     else:
-        wanted = embed(query)
+        try:
+            wanted = embed(query)
+        except Exception:  # any provider failure: the lexical ranking still answers
+            logger.warning("query embedding failed; searching memories lexically", exc_info=True)
+            return search(owner, query, top_k, store=store)
         semantic = [_cosine(wanted, m.embedding) if m.embedding else 0.0 for m in entry.memories]
         scores = {}
         for ranks in (_ranks(lexical), _ranks(semantic)):
@@ -154,6 +162,15 @@ def search(
     memories = entry.memories
     best = sorted(scores, key=lambda doc: (-scores[doc], memories[doc].created_at, doc))[:top_k]
     return [Hit(memory=entry.memories[doc], score=round(scores[doc], 6)) for doc in best]
+
+
+def _embedded(embed: Embed | None, content: str) -> list[float] | None:
+    if embed is None:
+        return None
+    try:
+        return embed(content)
+    except Exception as exc:  # whatever the provider raised, the save did not happen
+        raise EmbeddingFailed(f"the embedding model failed ({type(exc).__name__})") from exc
 
 
 def save(
@@ -172,7 +189,7 @@ def save(
         tags=tags,
         created_at=utcnow(),
         source_run_id=source_run_id,
-        embedding=embed(content) if embed is not None else None,
+        embedding=_embedded(embed, content),
     )
     (store or default_store()).add(owner, memory, MAX_PER_USER)
     return memory

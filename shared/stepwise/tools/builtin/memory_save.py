@@ -12,7 +12,14 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from stepwise.memory import service
-from stepwise.memory.models import CONTENT_LIMIT, MAX_PER_USER, TAG_LENGTH, TAG_LIMIT, MemoryFull
+from stepwise.memory.models import (
+    CONTENT_LIMIT,
+    MAX_PER_USER,
+    TAG_LENGTH,
+    TAG_LIMIT,
+    EmbeddingFailed,
+    MemoryFull,
+)
 from stepwise.tools.base import ToolResult
 from stepwise.tools.builtin import Settings, ToolScope
 from stepwise.tools.builtin._memory import Config, owner
@@ -59,6 +66,8 @@ def run(arguments: dict[str, Any], *, scope: ToolScope, settings: Settings, conf
     tags = list(dict.fromkeys(t.strip() for t in arguments.get("tags") or [] if t.strip()))
     try:
         memory = service.save(whose, content, tags, source_run_id=scope.run_id, embed=service.embedder())
+    except EmbeddingFailed as exc:
+        return ToolResult.failure("embedding_unavailable", f"nothing was saved: {exc}")
     except MemoryFull:
         return ToolResult.failure(
             "memory_full",
