@@ -19,7 +19,7 @@ export LITELLM_LOCAL_MODEL_COST_MAP := True
 # SAM CLI would try to send telemetry to AWS; nothing leaves this machine.
 export SAM_CLI_TELEMETRY := 0
 
-.PHONY: help run test unit integration e2e contract lint bench lock clean postgres
+.PHONY: help run test unit integration e2e contract lint bench lock clean postgres nodejs
 
 help:
 	@echo "make run    start the local stack on 127.0.0.1:$${PORT:-3000}"
@@ -57,16 +57,22 @@ postgres:
 		|| ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 \
 		|| { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq postgresql >/dev/null; }
 
+# JavaScript code tools are tested in a sandbox on loopback that runs them with node
+# (tests/fakes/sandbox.py): node on PATH, else Debian's nodejs, installed when missing.
+nodejs:
+	@command -v node >/dev/null 2>&1 \
+		|| { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq nodejs >/dev/null; }
+
 run: $(STAMP)
 	$(PY) -m stepwise.local
 
-test: lint contract $(CHROMIUM) postgres
+test: lint contract $(CHROMIUM) postgres nodejs
 	$(PY) -m pytest tests
 
 unit: $(STAMP)
 	$(PY) -m pytest tests/unit
 
-integration: $(STAMP) postgres
+integration: $(STAMP) postgres nodejs
 	$(PY) -m pytest tests/integration
 
 e2e: $(STAMP) $(CHROMIUM) postgres

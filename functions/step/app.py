@@ -25,4 +25,8 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     if event.get("mode") == "sync":  # POST /v1/agents/{id}/run, invoked by the API function
         run = step.sync_answer(event["tenant_id"], event["run_id"])
         return {"run_id": run.run_id, "status": run.status}
+    if event.get("mode") == "weigh":  # GET /v1/agents/{id}/weight: tokens are counted where litellm is
+        from stepwise.agents import weight
+
+        return weight.weigh_request(event["tenant_id"], event["agent_id"])
     return step.step(RunState.model_validate(event)).model_dump()

@@ -8,10 +8,10 @@ from typing import Any
 
 from stepwise.agents.models import Agent
 from stepwise.tools.builtin import catalog
-from stepwise.tools.models import BuiltinTool, ClientTool, HttpTool
+from stepwise.tools.models import BuiltinTool, DeclaredTool
 
 
-def _function(tool: HttpTool | ClientTool | BuiltinTool) -> dict[str, Any]:
+def _function(tool: DeclaredTool) -> dict[str, Any]:
     if isinstance(tool, BuiltinTool):
         return catalog.declaration(tool.name)
     return {"name": tool.name, "description": tool.description, "parameters": tool.input_schema}

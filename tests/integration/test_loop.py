@@ -188,16 +188,14 @@ def test_cancel_ends_the_run_once_with_on_run_complete(stack: LocalStack, receiv
 def test_a_run_that_fails_while_waiting_closes_its_pending_approvals(
     stack: LocalStack, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from stepwise.loop import await_
-
-    real = await_.interactions.attach_token
+    real = interaction_store.attach_token  # what the Await state stores its token through
 
     def attach(tenant_id: str, interaction_id: str, token: str) -> Any:
         if interaction_id.endswith("_1"):  # the batch's second wait cannot store its token
             raise RuntimeError("the interactions table is unavailable")
         return real(tenant_id, interaction_id, token)
 
-    monkeypatch.setattr(await_.interactions, "attach_token", attach)
+    monkeypatch.setattr(interaction_store, "attach_token", attach)
     agent_id = agent_with(
         stack, tools=[tool("read", f"{receiver.url}/read", read_only=True, permission="ask")]
     )

@@ -16,7 +16,7 @@ from typing import Any
 import boto3
 import pytest
 
-from stepwise import config
+from stepwise import config, ids
 from stepwise.local.stack import LocalStack
 from stepwise.runs import reconcile
 from stepwise.runs.models import Run
@@ -377,7 +377,7 @@ def orphan(stack: LocalStack, age: timedelta) -> Run:
     """A run whose start was lost: recorded, holding its new session, but its execution never began
     (the API died between the two)."""
     agent_id = agent(stack)
-    run_id, session_id = f"run_orphan{time.monotonic_ns()}", f"ses_orphan{time.monotonic_ns()}"
+    run_id, session_id = ids.new_id("run"), ids.new_id("ses")
     sessions.create(TENANT, session_id, agent_id, active_run_id=run_id)
     run = Run(
         run_id=run_id,

@@ -14,16 +14,8 @@ import pytest
 from stepwise import ledger
 from stepwise.errors import Conflict, NotFound
 from stepwise.ledger import (
-    CLAIMABLE,
-    HISTORY_LIMIT,
-    SETTLEABLE,
-    UNDOABLE,
     CallScope,
-    Claim,
-    EffectKey,
-    Entry,
     KeyFieldError,
-    Settlement,
     call_key,
     effect_key,
     guard,
@@ -31,75 +23,13 @@ from stepwise.ledger import (
     normalize,
     settlement,
 )
-from stepwise.schema import utcnow
 from stepwise.tools.base import ToolResult
 from stepwise.tools.models import HttpTool
+from tests.fakes.stores import FakeLedger
 
 SCOPE = CallScope(
     tenant_id="t1", agent_id="agt_1", run_id="run_1", trigger_id="event:42", step=1, tool_call_id="call_a"
 )
-
-
-class FakeLedger:
-    """The LedgerStore port in memory, with the adapter's transition rules."""
-
-    def __init__(self) -> None:
-        self.entries: dict[tuple[str, str], Entry] = {}
-
-    def claim(self, tenant_id: str, key: EffectKey, tool_name: str, run_id: str, tool_call_id: str) -> Claim:
-        held = self.entries.get((tenant_id, key.id))
-        if held is not None and held.status not in CLAIMABLE:
-            return Claim(won=False, entry=held)
-        entry = Entry(
-            key=key.id,
-            kind=key.kind,
-            tool_name=tool_name,
-            status="claimed",
-            generation=(held.generation if held else 0) + 1,
-            run_id=run_id,
-            tool_call_id=tool_call_id,
-            claimed_at=utcnow(),
-            history=held.history if held else [],
-        )
-        self.entries[(tenant_id, key.id)] = entry
-        return Claim(won=True, entry=entry)
-
-    def settle(
-        self,
-        tenant_id: str,
-        key: str,
-        generation: int,
-        to: Settlement,
-        result: dict[str, Any] | None,
-        truncated: bool,
-    ) -> bool:
-        entry = self.entries.get((tenant_id, key))
-        if entry is None or entry.status != SETTLEABLE or entry.generation != generation:
-            return False
-        self.entries[(tenant_id, key)] = entry.model_copy(
-            update={"status": to, "result": result, "result_truncated": truncated, "settled_at": utcnow()}
-        )
-        return True
-
-    def get(self, tenant_id: str, key: str) -> Entry | None:
-        return self.entries.get((tenant_id, key))
-
-    def mark_undone(self, tenant_id: str, key: str, by: str) -> Entry:
-        entry = self.entries.get((tenant_id, key))
-        if entry is None:
-            raise NotFound(f"no ledger entry {key}")
-        if entry.status not in UNDOABLE:
-            raise Conflict(f"ledger entry {key} is {entry.status}")
-        summary = {"generation": entry.generation, "status": entry.status, "undone_by": by}
-        undone = entry.model_copy(
-            update={
-                "status": "undone",
-                "undone_by": by,
-                "history": [*entry.history, summary][-HISTORY_LIMIT:],
-            }
-        )
-        self.entries[(tenant_id, key)] = undone
-        return undone
 
 
 @dataclass

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from stepwise.schema import Strict
-from stepwise.tools.models import TOOL_NAME, BuiltinTool, ClientTool, HttpTool, Tool
+from stepwise.tools.models import TOOL_NAME, DeclaredTool, Tool
 
 DEFAULT_MAX_STEPS = 25
 MAX_STEPS_LIMIT = 200
@@ -108,5 +108,5 @@ class Agent(AgentCreate):
     # /v1/agents/{id}/mcp-servers and parsed by stepwise.mcp (which imports this module).
     mcp_servers: list[dict[str, Any]] = Field(default_factory=list)
 
-    def tool(self, name: str) -> HttpTool | ClientTool | BuiltinTool | None:
+    def tool(self, name: str) -> DeclaredTool | None:
         return next((t for t in self.tools if t.name == name), None)

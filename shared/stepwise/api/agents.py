@@ -3,11 +3,11 @@
 from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import Response
-from aws_lambda_powertools.event_handler.openapi.params import Body
+from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from pydantic import BaseModel
 
-from stepwise.agents import bounds
+from stepwise.agents import bounds, weight
 from stepwise.agents.models import Agent, AgentCreate, AgentPatch, MemoryConfig
 from stepwise.api.context import tenant
 from stepwise.api.params import AgentId
@@ -18,8 +18,8 @@ from stepwise.masking import public_hook, public_tool
 from stepwise.mcp.models import public_servers
 from stepwise.memory import service as memory
 from stepwise.schedules import service as schedules
-from stepwise.store import agents
-from stepwise.tools.models import Tool
+from stepwise.store import agents, runs
+from stepwise.tools.models import AgentTool, Tool
 
 router = APIGatewayHttpRouter()
 AGENTS = ["agents"]
@@ -46,6 +46,18 @@ def view(agent: Agent) -> dict[str, Any]:
     }
 
 
+def _check_delegates(tenant_id: str, tools: list[Any]) -> None:
+    """An agent tool names an agent of the same tenant: another tenant's id is as unknown as a
+    made-up one (422 either way, saying which tool)."""
+    for tool in tools:
+        if isinstance(tool, AgentTool) and not agents.exists(tenant_id, tool.agent_id):
+            raise Unprocessable(
+                f"tool {tool.name}: agent {tool.agent_id} not found",
+                code="unknown_agent",
+                details=[{"loc": ["body", "agent_id"], "msg": "no such agent", "type": "value_error"}],
+            )
+
+
 @router.post(
     "/v1/agents",
     summary="Create an agent",
@@ -61,6 +73,7 @@ def view(agent: Agent) -> dict[str, Any]:
 )
 def create_agent(body: AgentCreate) -> Response[Agent]:
     bounds.check_named(body.model)
+    _check_delegates(tenant(router), body.tools)
     agent = agents.create(tenant(router), new_id("agt"), body)
     return json_response(view(agent), 201)
 
@@ -124,6 +137,38 @@ def delete_agent(agent_id: AgentId) -> Response[None]:
     return Response(status_code=204)
 
 
+@router.get(
+    "/v1/agents/<agent_id>/weight",
+    summary="Weigh an agent's first call",
+    description="The input tokens of the system prompt and of each tool declaration for the agent's "
+    "model, counted offline: what every run's first call sends before the user's message.",
+    responses=responses(200, "The weights, heaviest tool first", 404),
+    tags=AGENTS,
+)
+def get_weight(agent_id: AgentId) -> Response[weight.AgentWeight]:
+    tenant_id = tenant(router)
+    return json_response(weight.weighed(tenant_id, agents.get(tenant_id, agent_id)).model_dump(mode="json"))
+
+
+@router.get(
+    "/v1/agents/<agent_id>/tool-usage",
+    summary="How often the latest runs called each tool",
+    description="The agent's declared tools with their calls over its last `last` runs (newest first); "
+    "a tool called but no longer declared shows with `declared: false`. A declared tool nobody calls "
+    "costs tokens on every call.",
+    responses=responses(200, "Declared tools and their calls", 404),
+    tags=AGENTS,
+)
+def get_tool_usage(
+    agent_id: AgentId, last: Annotated[int, Query(ge=1, le=100)] = 20
+) -> Response[weight.ToolUsage]:
+    tenant_id = tenant(router)
+    agent = agents.get(tenant_id, agent_id)
+    latest, _ = runs.list_runs(tenant_id, agent_id=agent_id, limit=last)
+    usage = weight.tool_usage(agent, [r.tools_executed for r in latest])
+    return json_response(usage.model_dump(mode="json"))
+
+
 @router.post(
     "/v1/agents/<agent_id>/tools",
     summary="Add a tool to an agent",
@@ -133,6 +178,8 @@ def delete_agent(agent_id: AgentId) -> Response[None]:
     tags=TOOLS,
 )
 def add_tool(agent_id: AgentId, body: Annotated[Tool, Body()]) -> Response[dict[str, Any]]:
+    agents.get(tenant(router), agent_id)  # an unknown agent is a 404 before its tool's target is looked at
+    _check_delegates(tenant(router), [body])
     agent = agents.add_tool(tenant(router), agent_id, body)
     tool = agent.tool(body.name)
     return json_response(public_tool(tool.model_dump(mode="json")) if tool else None, 201)

@@ -11,7 +11,7 @@ from stepwise import answers
 from stepwise.api.context import tenant
 from stepwise.api.params import InteractionId, RunId, SessionId
 from stepwise.api.responses import json_response, responses
-from stepwise.errors import Conflict, Unprocessable
+from stepwise.errors import Conflict, NotFound, Unprocessable
 from stepwise.schema import Strict
 from stepwise.store import interactions, runs, sessions
 
@@ -68,7 +68,8 @@ def list_interactions(
     tenant_id = tenant(router)
     sessions.get(tenant_id, session_id)
     found = interactions.for_session(tenant_id, session_id, status)
-    return json_response({"interactions": [i.public() for i in found]})
+    # A delegation's wait is answered by its child run, not by anyone who reads this list.
+    return json_response({"interactions": [i.public() for i in found if i.kind != "delegation"]})
 
 
 @router.post(
@@ -94,6 +95,8 @@ def respond(
     if not key:
         raise Unprocessable("the Idempotency-Key header is required", code="idempotency_key_required")
     interaction = interactions.get(tenant_id, interaction_id)
+    if interaction.kind == "delegation":  # answered by the child run's ending alone
+        raise NotFound(f"interaction {interaction_id} not found", code="interaction_not_found")
     answer = body.answer
     if interaction.kind == "approval" and not isinstance(answer, ApprovalAnswer):
         raise Unprocessable("an approval is answered with {approved, reason?}", code="wrong_answer_kind")

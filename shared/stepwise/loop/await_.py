@@ -12,9 +12,11 @@ from pydantic import BaseModel
 
 from stepwise import answers, observability
 from stepwise.loop.models import Wait
-from stepwise.runs import events
-from stepwise.store import agents, interactions, runs
+from stepwise.runs import delegation, events
+from stepwise.runs.models import EventType
+from stepwise.runs.queue import StartFailed, launch
 from stepwise.store.interactions import Interaction
+from stepwise.store.ports import stores
 
 logger = Logger(service="stepwise")
 
@@ -49,7 +51,7 @@ def _tell_humans(tenant_id: str, interaction: Interaction, url: str) -> None:
     from stepwise.approvals import links
     from stepwise.channels import email, slack
 
-    agent = agents.get(tenant_id, interaction.agent_id)
+    agent = stores().agents.get(tenant_id, interaction.agent_id)
     token = url.rsplit("/", 1)[-1]
     for channel in interaction.channels or []:
         try:
@@ -102,27 +104,54 @@ def _tell_humans(tenant_id: str, interaction: Interaction, url: str) -> None:
 def handle(event: dict[str, Any]) -> dict[str, Any]:
     wait = WaitEvent.model_validate(event)
     interaction_id = wait.wait.interaction_id
-    interaction = interactions.attach_token(wait.tenant_id, interaction_id, wait.task_token)
+    interaction = stores().interactions.attach_token(wait.tenant_id, interaction_id, wait.task_token)
     observability.bind(run_id=wait.run_id, session_id=interaction.session_id, step=wait.step)
     if interaction.status not in ("pending", "answered"):
         return {"interaction_id": interaction_id, "status": interaction.status}  # closed meanwhile
+    if interaction.kind == "delegation":
+        return _delegate(wait, interaction)
     data: dict[str, Any] = {
         "interaction_id": interaction.interaction_id,
         "tool_call_id": interaction.tool_call_id,
         "tool_name": interaction.tool_name,
         "arguments": interaction.arguments,
     }
+    etype: EventType = "approval_requested" if interaction.kind == "approval" else "client_tool_requested"
     if interaction.kind == "approval":
         data["approval_url"] = approval_link(wait.tenant_id, interaction)
         data["expires_at"] = interaction.deadline.isoformat()
-        events.emit(wait.tenant_id, wait.run_id, "approval_requested", data)
-    else:
-        events.emit(wait.tenant_id, wait.run_id, "client_tool_requested", data)
+    events.emit(wait.tenant_id, wait.run_id, etype, data)
+    run = stores().runs.get(wait.tenant_id, wait.run_id)
+    if run.root_run_id:  # a descendant's human wait shows in the stream the app watches, the root's
+        events.emit(wait.tenant_id, run.root_run_id, etype, {**data, "run_id": run.run_id})
     if interaction.status == "answered":  # the answer beat the token (the app read the interaction list)
         answers.deliver(wait.tenant_id, interaction_id)
         return {"interaction_id": interaction_id, "status": "answered"}
     # After the event, so a client that sees "waiting" finds what it waits for in the events.
-    runs.transition(wait.tenant_id, wait.run_id, "waiting", allowed_from={"running", "waiting"})
+    stores().runs.transition(wait.tenant_id, wait.run_id, "waiting", allowed_from={"running", "waiting"})
     if interaction.kind == "approval":
         _tell_humans(wait.tenant_id, interaction, data["approval_url"])
     return {"interaction_id": interaction_id, "status": "pending"}
+
+
+def _delegate(wait: WaitEvent, interaction: Interaction) -> dict[str, Any]:
+    """A delegation's wait: start the child run (the Step recorded it), now that the token its ending
+    sends back is stored. The parent stays `running`: it is working, through its child."""
+    if interaction.status == "answered":  # a retried Await after the child ended: resume the parent
+        answers.deliver(wait.tenant_id, interaction.interaction_id)
+        return {"interaction_id": interaction.interaction_id, "status": "answered"}
+    parent = stores().runs.get(wait.tenant_id, wait.run_id)
+    child = stores().runs.get(wait.tenant_id, delegation.child_run_id(interaction))
+    data = {
+        "tool_call_id": interaction.tool_call_id,
+        "tool_name": interaction.tool_name,
+        "child_run_id": child.run_id,
+        "agent_id": child.agent_id,
+    }
+    events.emit(wait.tenant_id, parent.run_id, "delegation_started", data)
+    if child.status == "queued":
+        try:
+            launch(wait.tenant_id, child)
+        except StartFailed:  # recorded as failed: the parent resumes with that, rather than waiting a day
+            delegation.report(wait.tenant_id, child)
+    return {"interaction_id": interaction.interaction_id, "status": "delegated", "child_run_id": child.run_id}

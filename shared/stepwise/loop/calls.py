@@ -7,6 +7,7 @@ isolated: whatever one raises becomes its own error result, never its siblings' 
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import json
 from concurrent.futures import ThreadPoolExecutor
@@ -15,20 +16,22 @@ from typing import Any, Literal
 
 from aws_lambda_powertools import Logger
 
-from stepwise import ledger, observability, safejson
+from stepwise import ids, ledger, observability, safejson
 from stepwise.agents.models import Agent
+from stepwise.errors import Conflict, NotFound
 from stepwise.loop.models import Wait
 from stepwise.mcp.models import McpToolRef
-from stepwise.runs import events
-from stepwise.runs.models import Run
-from stepwise.store import effects, interactions, sessions
+from stepwise.runs import delegation, events
+from stepwise.runs.models import Run, Usage
+from stepwise.store import interactions
 from stepwise.store.interactions import Interaction
+from stepwise.store.ports import stores
 from stepwise.store.run_context import CallRef
 from stepwise.store.sessions import tool_slot
-from stepwise.tools import registry, results
+from stepwise.tools import registry
 from stepwise.tools.base import TOOL_RESULT_LIMIT, ToolResult
 from stepwise.tools.builtin import ToolScope
-from stepwise.tools.models import BuiltinTool, ClientTool, HttpTool
+from stepwise.tools.models import AgentTool, BuiltinTool, ClientTool, CodeTool, HttpTool
 
 logger = Logger(service="stepwise")
 
@@ -37,7 +40,7 @@ DEFAULT_CLIENT_TIMEOUT = 3600
 PARALLEL_TOOL_CALLS = 10
 EVENT_OUTPUT_LIMIT = 50_000  # characters of an output copied into a tool_result event
 
-Executable = HttpTool | BuiltinTool | McpToolRef
+Executable = HttpTool | CodeTool | BuiltinTool | McpToolRef | AgentTool  # an agent tool delegates
 
 
 @dataclass
@@ -67,6 +70,7 @@ class Gated:
     ready: Ready | None = None
     wait: Wait | None = None
     message: dict[str, Any] | None = None  # the stored result, for "done"
+    child_run_id: str | None = None  # the child run a delegation's wait is for
 
 
 def _arguments(raw: str) -> dict[str, Any] | str:
@@ -90,9 +94,9 @@ def store_result(
     """The result as the model will read it (its message), and as clients see it (its event)."""
     run = scope.run
     whole = result.for_model(None)
-    stored = results.offload(scope.tenant_id, run.run_id, ref.id, whole)  # beyond what an item holds
+    stored = stores().results.offload(scope.tenant_id, run.run_id, ref.id, whole)  # beyond what an item holds
     message = {"role": "tool", "tool_call_id": ref.id, "content": result.for_model(limit)}
-    sessions.put_message(
+    stores().sessions.put_message(
         scope.tenant_id, run.session_id, run.run_id, scope.step, tool_slot(ref.index), message
     )
     payload: dict[str, Any] = {"tool_call_id": ref.id, "tool_name": ref.name}
@@ -116,18 +120,23 @@ def _done(scope: StepScope, ref: CallRef, result: ToolResult) -> Gated:
 def _pause(
     scope: StepScope,
     ref: CallRef,
-    kind: Literal["approval", "client_tool"],
+    kind: Literal["approval", "client_tool", "delegation"],
     arguments: dict[str, Any],
     timeout: int,
     channels: Any = None,
 ) -> Gated:
     run = scope.run
-    interaction = interactions.create(
+    # Derived from the call, so a retried Step finds the interaction it created before. A delegation
+    # may follow an approval of the same call, so its id differs in the ULID part.
+    base = run.run_id.removeprefix("run_")
+    if kind == "delegation":
+        base = ids.derived_id("int", run.created_at, run.run_id, str(scope.step), str(ref.index), kind)[4:]
+    interaction = stores().interactions.create(
         scope.tenant_id,
-        # derived from the call, so a retried Step finds the interaction it created before
-        interaction_id=f"int_{run.run_id.removeprefix('run_')}_{scope.step}_{ref.index}",
+        interaction_id=f"int_{base}_{scope.step}_{ref.index}",
         run_id=run.run_id,
         session_id=run.session_id,
+        listed_session_id=run.root_session_id,  # a descendant's waits are listed in the root's session
         agent_id=run.agent_id,
         kind=kind,
         step=scope.step,
@@ -144,7 +153,34 @@ def _pause(
         kind=kind,
         timeout_seconds=interaction.timeout_seconds,
     )
-    return Gated(wait=wait)
+    child = None
+    if kind == "delegation":  # recorded now, so the parent's `children` always name a run; Await starts it
+        child = delegation.record_child(scope.tenant_id, run, interaction).run_id
+    return Gated(wait=wait, child_run_id=child)
+
+
+def delegate(scope: StepScope, ready: Ready) -> Gated:
+    """An allowed agent-tool call: the pause its child run fills (Await records and starts the child),
+    or the error result that stops it here."""
+    tool, ref = ready.tool, ready.ref
+    assert isinstance(tool, AgentTool)
+    if scope.run.depth >= delegation.MAX_DEPTH:
+        return _done(
+            scope,
+            ref,
+            ToolResult.failure(
+                "delegation_depth_exceeded",
+                f"this run is {scope.run.depth} delegations below its root, the most there may be: "
+                "answer without delegating",
+            ),
+        )
+    try:
+        stores().agents.get(scope.tenant_id, tool.agent_id)
+    except NotFound:
+        gone = ToolResult.failure("agent_gone", f"the agent behind {tool.name} no longer exists")
+        return _done(scope, ref, gone)
+    arguments = {"agent_id": tool.agent_id, "message": tool.child_message(ready.arguments)}
+    return _pause(scope, ref, "delegation", arguments, delegation.DELEGATION_TIMEOUT)
 
 
 def gate(scope: StepScope, ref: CallRef) -> Gated:
@@ -183,6 +219,7 @@ def execute(scope: StepScope, ready: Ready) -> dict[str, Any]:
     """Run an allowed call through the effects ledger and store its result. Whatever the tool itself
     raises becomes its own error result."""
     run, tool, ref = scope.run, ready.tool, ready.ref
+    assert not isinstance(tool, AgentTool), "an agent tool delegates (see delegate), it never executes"
     observability.tool_called(tool.name)
     call_scope = ledger.CallScope(
         tenant_id=scope.tenant_id,
@@ -212,7 +249,7 @@ def execute(scope: StepScope, ready: Ready) -> dict[str, Any]:
     # At most once per effect key; a deduplicated call answers with the stored result. What the
     # ledger or the store raise is the step's failure (the state machine retries or fails the run):
     # a claim left open then answers effect_unknown, never a second effect.
-    guarded = ledger.guard(call_scope, tool, ready.arguments, call, store=effects)
+    guarded = ledger.guard(call_scope, tool, ready.arguments, call, store=stores().effects)
     result = registry.after_tool_use(
         scope.tenant_id, run, scope.agent, tool.name, ready.arguments, guarded.result
     )
@@ -241,22 +278,49 @@ class Settled:
     ref: CallRef
     result: ToolResult | None = None
     ready: Ready | None = None
+    spent: Usage | None = None  # a delegation's: what its child's subtree spent
+    limit: int | None = TOOL_RESULT_LIMIT  # a child's answer reaches the model whole
 
 
 def settle(scope: StepScope, ref: CallRef, wait: Wait) -> Settled:
     """The wait is over: an answer decides; without one, the deadline passed (a late answer that wins
     the race against the expiry still counts)."""
-    interaction = interactions.get(scope.tenant_id, wait.interaction_id)
-    if interaction.status == "pending" and not interactions.close(
+    interaction = stores().interactions.get(scope.tenant_id, wait.interaction_id)
+    if interaction.status == "pending" and not stores().interactions.close(
         scope.tenant_id, wait.interaction_id, "expired"
     ):
-        interaction = interactions.get(scope.tenant_id, wait.interaction_id)  # answered meanwhile
+        interaction = stores().interactions.get(scope.tenant_id, wait.interaction_id)  # answered meanwhile
+    if interaction.kind == "delegation":
+        return _delegated(scope, ref, interaction)
     if interaction.status != "answered":
         waited = "an approval" if interaction.kind == "approval" else "an answer"
         return Settled(
             ref, ToolResult.failure("timeout", f"no one gave {waited} in time; the call did not run")
         )
     return _answered(scope, ref, interaction)
+
+
+def _delegated(scope: StepScope, ref: CallRef, interaction: Interaction) -> Settled:
+    """The child's outcome as the call's result: its answer whole, or its error code. A child the
+    parent stopped waiting for is cancelled (its subtree with it)."""
+    child_id = delegation.child_run_id(interaction)
+    if interaction.status != "answered":
+        from stepwise.runs.cancel import cancel
+
+        with contextlib.suppress(NotFound, Conflict):  # never started, or ended as we gave up
+            cancel(scope.tenant_id, child_id, reason="its parent stopped waiting for it")
+        outcome: dict[str, Any] = {"status": "timed_out", "error": {"code": "timeout"}}
+        result = ToolResult.failure("timeout", "the delegated run did not answer in time; it was cancelled")
+    else:
+        outcome = interaction.answer or {}
+        if outcome.get("status") == "succeeded":
+            result = ToolResult(output=outcome.get("output"))
+        else:
+            error = delegation.child_error(outcome)
+            result = ToolResult.failure(error.code, error.message)
+    data = {"tool_call_id": ref.id, "child_run_id": child_id, "status": outcome.get("status")}
+    events.emit(scope.tenant_id, scope.run.run_id, "delegation_completed", data)
+    return Settled(ref, result, spent=delegation.outcome_usage(outcome), limit=None)
 
 
 def _answered(scope: StepScope, ref: CallRef, interaction: Interaction) -> Settled:

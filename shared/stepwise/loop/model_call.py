@@ -20,7 +20,7 @@ from stepwise.llm.client import ModelTurn, complete
 from stepwise.loop.working import Working
 from stepwise.prompt import build_messages, tool_declarations
 from stepwise.runs import events
-from stepwise.store import sessions
+from stepwise.store.ports import stores
 from stepwise.store.run_context import RunContext
 from stepwise.store.sessions import ASSISTANT_SLOT
 from stepwise.streaming import ChunkBatcher
@@ -165,7 +165,7 @@ def call_model(
         turn = call(prompt)
     chunks.flush()
     assistant = turn.assistant_message()
-    sessions.put_message(tenant_id, run.session_id, run.run_id, step, ASSISTANT_SLOT, assistant)
+    stores().sessions.put_message(tenant_id, run.session_id, run.run_id, step, ASSISTANT_SLOT, assistant)
     working.current.append(assistant)
     # The provider's prompt count is the base of the next estimate, unless compaction or continuation
     # made it describe something other than the whole conversation.

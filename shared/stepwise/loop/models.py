@@ -15,7 +15,7 @@ class Wait(BaseModel):
 
     interaction_id: str
     tool_call_id: str
-    kind: Literal["approval", "client_tool"]
+    kind: Literal["approval", "client_tool", "delegation"]
     timeout_seconds: int
 
 

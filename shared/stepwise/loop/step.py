@@ -26,10 +26,11 @@ from stepwise.loop.working import Working
 from stepwise.memory import recall
 from stepwise.runs import events
 from stepwise.runs.models import Run
-from stepwise.store import agents, run_context, runs, sessions
+from stepwise.store.ports import stores
 from stepwise.store.run_context import CallRef, RunContext
 from stepwise.store.sessions import USER_SLOT
 from stepwise.tools import registry
+from stepwise.tools.models import AgentTool
 
 logger = Logger(service="stepwise")
 
@@ -41,13 +42,13 @@ def _prepare(tenant_id: str, work: Working, agent: Agent, context: RunContext) -
         decision = fire(tenant_id, run.run_id, agent, "OnRunStart", arguments={"message": run.input})
         if decision.action == "deny":
             raise HookDenied(decision.message or "an OnRunStart hook refused this run")
-    started = runs.transition(tenant_id, run.run_id, "running", allowed_from={"queued"})
-    if not started and runs.get(tenant_id, run.run_id).status != "running":  # running: a retry
+    started = stores().runs.transition(tenant_id, run.run_id, "running", allowed_from={"queued"})
+    if not started and stores().runs.get(tenant_id, run.run_id).status != "running":  # running: a retry
         raise RunStateError(f"run {run.run_id} is {run.status}; it cannot start")
     recalled = recall.for_user_turn(tenant_id, agent, run)  # stored with the turn: a rebuild sends the same
     user = {"role": "user", "content": recall.user_turn(run.input, recalled)}
-    sessions.put_checkpoint(tenant_id, run.session_id, run.run_id, work.earlier)
-    sessions.put_message(tenant_id, run.session_id, run.run_id, 0, USER_SLOT, user)
+    stores().sessions.put_checkpoint(tenant_id, run.session_id, run.run_id, work.earlier)
+    stores().sessions.put_message(tenant_id, run.session_id, run.run_id, 0, USER_SLOT, user)
     work.current = [user]
     work.run = run.model_copy(update={"status": "running"})
     if started:
@@ -98,10 +99,12 @@ def _executing(context: RunContext, ready: list[calls.Ready]) -> RunContext:
     )
 
 
-def _finish_waits(tenant_id: str, work: Working, agent: Agent, context: RunContext) -> RunContext:
-    """Apply each answer (an approved call runs with exactly the approved arguments) or expire the
-    wait, in the model's order."""
-    if runs.transition(tenant_id, work.run.run_id, "running", allowed_from={"waiting"}):
+def _finish_waits(
+    tenant_id: str, work: Working, agent: Agent, context: RunContext
+) -> tuple[RunContext, list[Wait]]:
+    """Apply each answer (an approved call runs with exactly the approved arguments; an approved
+    delegation starts its child, a new wait) or expire the wait, in the model's order."""
+    if stores().runs.transition(tenant_id, work.run.run_id, "running", allowed_from={"waiting"}):
         work.run = work.run.model_copy(update={"status": "running"})
     scope = _scope(tenant_id, work, agent, context)
     by_id = {ref.id: ref for ref in context.calls}
@@ -110,16 +113,24 @@ def _finish_waits(tenant_id: str, work: Working, agent: Agent, context: RunConte
     settled = [calls.settle(scope, by_id[w.tool_call_id], w) for w in waits if w.tool_call_id not in done_ids]
     ready = [s.ready for s in settled if s.ready is not None]
     if ready:
-        context = run_context.save(tenant_id, work.run.run_id, _executing(context, ready))
-    results = []
+        context = stores().run_context.save(tenant_id, work.run.run_id, _executing(context, ready))
+    results: list[dict[str, Any]] = []
+    delegated: list[calls.Gated] = []
+    spent = sum((s.spent for s in settled if s.spent is not None), context.descendants_usage)
     events.flush()  # what led here is in the log before the calls act
     for s in settled:  # one at a time, in the model's order
-        if s.ready is not None:
+        if s.ready is not None and isinstance(s.ready.tool, AgentTool):
+            delegated.append(calls.delegate(scope, s.ready))
+        elif s.ready is not None:
             results.append(calls.execute(scope, s.ready))
         elif s.result is not None:
-            results.append(calls.store_result(scope, s.ref, s.result))
+            results.append(calls.store_result(scope, s.ref, s.result, limit=s.limit))
+    results += [d.message for d in delegated if d.message is not None]
     _add_results(work, context, results)
-    return context.model_copy(update={"waits": [], "inflight": []})
+    started = [d.child_run_id for d in delegated if d.child_run_id is not None]
+    new_waits = [d.wait for d in delegated if d.wait is not None]
+    update = {"waits": new_waits, "inflight": [], "descendants_usage": spent}
+    return context.model_copy(update={**update, "children": [*context.children, *started]}), new_waits
 
 
 def _batches(pending: list[CallRef]) -> list[list[CallRef]]:
@@ -144,10 +155,21 @@ def _run_calls(
         results = [g.message for g in gated if g.message is not None]
         ready = [g.ready for g in gated if g.ready is not None]
         if ready:
-            context = run_context.save(tenant_id, work.run.run_id, _executing(context, ready))
-            results += calls.execute_all(scope, ready, concurrently=len(ready) > 1)
+            context = stores().run_context.save(tenant_id, work.run.run_id, _executing(context, ready))
+            inline = [r for r in ready if not isinstance(r.tool, AgentTool)]
+            # A delegation's child runs on its own; the call waits for it like for a human.
+            gated += [calls.delegate(scope, r) for r in ready if isinstance(r.tool, AgentTool)]
+            results += [g.message for g in gated[len(batch) :] if g.message is not None]
+            results += calls.execute_all(scope, inline, concurrently=len(inline) > 1)
         _add_results(work, context, results)
-        context = context.model_copy(update={"next_call": batch[-1].index + 1, "inflight": []})
+        started = [g.child_run_id for g in gated if g.child_run_id is not None]
+        context = context.model_copy(
+            update={
+                "next_call": batch[-1].index + 1,
+                "inflight": [],
+                "children": [*context.children, *started],
+            }
+        )
         waits = [g.wait for g in gated if g.wait is not None]
         if waits:
             return context.model_copy(update={"waits": waits}), waits
@@ -155,7 +177,7 @@ def _run_calls(
 
 
 def _save(tenant_id: str, work: Working, context: RunContext) -> RunContext:
-    context = run_context.save(tenant_id, work.run.run_id, context)
+    context = stores().run_context.save(tenant_id, work.run.run_id, context)
     working.keep(tenant_id, work, context.version)
     return context
 
@@ -194,21 +216,23 @@ def step(state: RunState) -> RunState:
 
 def _step(state: RunState) -> RunState:
     tenant_id = state.tenant_id
-    context = run_context.load(tenant_id, state.run_id)
+    context = stores().run_context.load(tenant_id, state.run_id)
     if context.ended:
         raise RunStateError(f"run {state.run_id} has ended; no step")
     work = working.load(tenant_id, state.run_id, context.version)
     observability.bind_run(work.run, step=context.steps + 1)
-    agent = agents.get_for_run(tenant_id, work.run.agent_id)  # a deleted agent fails the run here
+    agent = stores().agents.get_for_run(tenant_id, work.run.agent_id)  # a deleted agent fails the run here
     agent = recall.with_memory_tools(tenant_id, agent, work.run)
     if not context.prepared:
         context = _prepare(tenant_id, work, agent, context)
     elif work.run.status not in ("running", "waiting"):
         raise RunStateError(f"run {state.run_id} is {work.run.status}; no model step")
     if context.waits or context.pending_calls:
+        waits: list[Wait] = []
         if context.waits:
-            context = _finish_waits(tenant_id, work, agent, context)
-        context, waits = _run_calls(tenant_id, work, agent, context)
+            context, waits = _finish_waits(tenant_id, work, agent, context)
+        if not waits:
+            context, waits = _run_calls(tenant_id, work, agent, context)
         context = _save(tenant_id, work, context)  # before the model: a retried Step never redoes them
         if waits:
             return _wait(state, context, waits)
@@ -242,4 +266,4 @@ def sync_answer(tenant_id: str, run_id: str) -> Run:
     except Exception as exc:
         failed.fail_with(tenant_id, run_id, exc)
         raise
-    return runs.get(tenant_id, run_id)
+    return stores().runs.get(tenant_id, run_id)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stepwise.runs.models import Run
-from stepwise.store import runs, sessions
+from stepwise.store.ports import stores
 from stepwise.store.sessions import Earlier
 
 CACHED_RUNS = 32  # a function serves one step at a time; a few runs cover the local stack's threads
@@ -46,15 +46,16 @@ def load(tenant_id: str, run_id: str, version: int) -> Working:
         if cached is not None and cached.version == version:
             _cache.move_to_end(key)
             return cached
-    run = runs.get(tenant_id, run_id)
+    store = stores()
+    run = store.runs.get(tenant_id, run_id)
     if not version:  # the first step (it writes the checkpoint): fold the last completed run in
-        earlier = sessions.earlier_history(tenant_id, run.session_id, run_id)
+        earlier = store.sessions.earlier_history(tenant_id, run.session_id, run_id)
         return Working(run=run, version=version, earlier=earlier)
-    found = sessions.checkpoint(tenant_id, run.session_id, run_id)
+    found = store.sessions.checkpoint(tenant_id, run.session_id, run_id)
     if found is None:
-        earlier, current = sessions.history(tenant_id, run.session_id, run_id)
+        earlier, current = store.sessions.history(tenant_id, run.session_id, run_id)
     else:  # the earlier runs as this run found them, and this run's own messages
-        earlier, current = found, sessions.run_messages(tenant_id, run.session_id, run_id)
+        earlier, current = found, store.sessions.run_messages(tenant_id, run.session_id, run_id)
     return Working(run=run, version=version, earlier=earlier, current=current)
 
 

@@ -1,4 +1,5 @@
-"""Talking to an MCP server with the official `mcp` SDK: discovery and tools/call over streamable HTTP.
+"""Talking to an MCP server with the official `mcp` SDK: discovery and tools/call over streamable HTTP
+(or stdio, where the operator allows it: stepwise.mcp.stdio).
 
 This is the only module that imports the SDK (over half a second of imports), and nothing imports it
 at module level: the API loads it on the first registration or refresh, the gate on the first MCP call.
@@ -19,6 +20,7 @@ import httpx2
 import mcp_types
 from aws_lambda_powertools import Logger
 from jsonschema.exceptions import SchemaError
+from mcp.client._transport import TransportStreams
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -59,6 +61,7 @@ class _Exchange:
     timeout: float
     allow_hosts: AllowHosts
     failed_statuses: list[int] = field(default_factory=list)
+    stderr: list[str] = field(default_factory=list)  # a stdio server's, quoted when the exchange fails
 
     async def record(self, response: httpx2.Response) -> None:
         if response.status_code >= 400:
@@ -151,20 +154,34 @@ def _block_text(block: mcp_types.ContentBlock) -> str:
 
 @asynccontextmanager
 async def _session(exchange: _Exchange) -> AsyncIterator[ClientSession]:
+    async with (
+        _transport(exchange) as (read, write),
+        ClientSession(read, write, read_timeout_seconds=exchange.timeout) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
+@asynccontextmanager
+async def _transport(exchange: _Exchange) -> AsyncIterator[TransportStreams]:
     server = exchange.server
+    if server.transport == "stdio":
+        from stepwise.mcp.stdio import REFUSED, allowed, stdio_transport
+
+        if not allowed():
+            raise McpFailure(UNAVAILABLE, f"MCP server {server.name}: {REFUSED}")
+        async with stdio_transport(server, exchange.stderr) as streams:
+            yield streams
+        return
+    assert server.url is not None  # the model requires one for streamable HTTP
     client = guarded_async_client(
         headers={"User-Agent": USER_AGENT, **server.headers},
         timeout=exchange.timeout,
         allow_hosts=exchange.allow_hosts,
         on_response=exchange.record,
     )
-    async with (
-        client,
-        streamable_http_client(server.url, http_client=client) as (read, write),
-        ClientSession(read, write, read_timeout_seconds=exchange.timeout) as session,
-    ):
-        await session.initialize()
-        yield session
+    async with client, streamable_http_client(server.url, http_client=client) as streams:
+        yield streams
 
 
 async def _list_tools(session: ClientSession) -> list[mcp_types.Tool]:
@@ -192,7 +209,10 @@ def _run(exchange: _Exchange, operation: Callable[[ClientSession], Awaitable[T]]
     try:
         return anyio.run(main)
     except Exception as exc:
-        raise _failure(exc, exchange) from exc
+        failure = _failure(exc, exchange)
+        if exchange.stderr:
+            failure.message += f" (stderr: {exchange.stderr[-1]})"
+        raise failure from exc
 
 
 def _failure(exc: Exception, exchange: _Exchange) -> McpFailure:

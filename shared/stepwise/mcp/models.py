@@ -1,8 +1,10 @@
 """MCP servers as the API takes them, as an agent's item stores them, and as a run sees their tools.
 
-A server is registered on an agent with a URL and optional headers; its tools are discovered then and
-on refresh, and cached in the server's entry of the agent item, so a run reads them with its agent and
-never opens a connection to build its tool list.
+A server is registered on an agent with a URL and optional headers (streamable HTTP), or, where the
+operator allows it (STEPWISE_ALLOW_STDIO_MCP=true), with a command to spawn (stdio, see
+stepwise.mcp.stdio); its tools are discovered then and on refresh, and cached in the server's entry
+of the agent item, so a run reads them with its agent and never opens a connection to build its tool
+list.
 """
 
 from __future__ import annotations
@@ -25,11 +27,9 @@ MAX_SERVERS = 10  # per agent: the servers and their cached tools share the agen
 TOOLS_CACHE_LIMIT = 32_000  # bytes of JSON of one server's cached tools
 DESCRIPTION_LIMIT = 4096  # characters of a tool description kept
 
-STDIO_REFUSED = (
-    "stdio MCP servers are not supported: a server is reached over streamable HTTP at an http:// or "
-    "https:// URL, never started as a local process"
-)
-_STDIO_FIELDS = frozenset({"command", "args", "env", "cwd"})  # how stdio servers are configured elsewhere
+Transport = Literal["streamable_http", "stdio"]
+_STDIO_FIELDS = ("command", "args", "env")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 # Header names the MCP transport or HTTP itself owns: a configured value would break the session.
 RESERVED_HEADERS = frozenset(
     {
@@ -49,11 +49,18 @@ _HEADER_VALUE = re.compile(r"^[\x20-\x7e\t]{0,4096}$")  # visible ASCII: no CR/L
 
 
 class McpServerCreate(Strict):
-    """`POST /v1/agents/{agent_id}/mcp-servers`: a remote MCP server speaking streamable HTTP."""
+    """`POST /v1/agents/{agent_id}/mcp-servers`: a remote MCP server speaking streamable HTTP at `url`,
+    or (`transport: "stdio"`) a process spawned from `command` and `args` with only `env` added to a
+    minimal environment. Whether stdio is allowed at all is the operator's call, checked where a server
+    is registered and again where one is spawned, not here: a stored server stays readable either way."""
 
     name: str = Field(pattern=SERVER_NAME)
-    url: str = Field(min_length=1, max_length=2048)
+    transport: Transport = "streamable_http"
+    url: str | None = Field(default=None, min_length=1, max_length=2048)
     headers: dict[str, str] = Field(default_factory=dict, max_length=32)
+    command: str | None = Field(default=None, min_length=1, max_length=1024)
+    args: list[str] = Field(default_factory=list, max_length=64)
+    env: dict[str, str] = Field(default_factory=dict, max_length=64)
     enabled: bool = True
     # Applies to every tool of the server; `inherit` lets the tools' annotations and the agent decide.
     permission: Permission = "inherit"
@@ -61,15 +68,38 @@ class McpServerCreate(Strict):
     # by default its hints can only add caution, never take it away.
     trusted: bool = False
 
-    @model_validator(mode="before")
+    @model_validator(mode="after")
+    def _fields_of_the_transport(self) -> McpServerCreate:
+        if self.transport == "stdio":
+            if self.command is None:
+                raise ValueError("a stdio MCP server needs a command")
+            if self.url is not None or self.headers:
+                raise ValueError("url and headers are for streamable HTTP servers, not stdio ones")
+            return self
+        if self.url is None:
+            raise ValueError("url is required (or transport 'stdio' with a command)")
+        extra = [f for f in _STDIO_FIELDS if getattr(self, f)]
+        if extra:
+            raise ValueError(f"{', '.join(extra)}: only for transport 'stdio'")
+        return self
+
+    @field_validator("command", "args")
     @classmethod
-    def _no_stdio(cls, data: Any) -> Any:
-        # Said plainly, rather than as "extra inputs are not permitted" for `command`.
-        if not isinstance(data, dict):
-            return data
-        if _STDIO_FIELDS & data.keys() or str(data.get("transport", "")).lower() == "stdio":
-            raise ValueError(STDIO_REFUSED)
-        return data
+    def _no_nul(cls, value: str | list[str] | None) -> str | list[str] | None:
+        parts = [value] if isinstance(value, str) else value or []
+        if any("\x00" in part or len(part) > 4096 for part in parts):
+            raise ValueError("command and args may not hold NUL characters or exceed 4096 characters")
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _plain_env(cls, env: dict[str, str]) -> dict[str, str]:
+        for name, value in env.items():
+            if not _ENV_NAME.match(name):
+                raise ValueError(f"{name!r} is not a valid environment variable name")
+            if "\x00" in value or len(value) > 4096:
+                raise ValueError(f"env {name!r}: the value may not hold NUL or exceed 4096 characters")
+        return env
 
     @field_validator("name")
     @classmethod
@@ -82,11 +112,9 @@ class McpServerCreate(Strict):
 
     @field_validator("url")
     @classmethod
-    def _http_url(cls, value: str) -> str:
-        if value.lower().startswith("stdio:"):
-            raise ValueError(STDIO_REFUSED)
-        if not re.match(r"^https?://", value, re.IGNORECASE):
-            raise ValueError("url must be an http:// or https:// URL (stdio transports are refused)")
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^https?://", value, re.IGNORECASE):
+            raise ValueError("url must be an http:// or https:// URL (stdio servers take transport stdio)")
         return value
 
     @field_validator("headers")
@@ -146,8 +174,9 @@ class McpServer(McpServerCreate):
 
         names = exposed_names(self.name, [t.name for t in self.tools])
         return McpServerView(
-            **self.model_dump(exclude={"headers", "tools"}),
+            **self.model_dump(exclude={"headers", "env", "tools"}),
             headers=mask_headers(self.headers),
+            env=mask_headers(self.env),  # the same secrets in another place: API keys, tokens
             tools=[McpToolView(**t.model_dump(), exposed_name=names[t.name]) for t in self.tools],
         )
 
@@ -157,11 +186,15 @@ class McpToolView(McpTool):
 
 
 class McpServerView(BaseModel):
-    """A server as the API shows it: header names with their values masked."""
+    """A server as the API shows it: header and environment names with their values masked."""
 
     name: str
-    url: str
+    transport: Transport
+    url: str | None
     headers: dict[str, str]
+    command: str | None
+    args: list[str]
+    env: dict[str, str]
     enabled: bool
     permission: Permission
     trusted: bool

@@ -42,8 +42,15 @@ def register(
     tenant_id: str, agent_id: str, spec: McpServerCreate, *, timeout: float = MCP_TIMEOUT
 ) -> McpServer:
     """Add the server to the agent with its tools discovered (an enabled one), or the error that stopped
-    discovery. 404 for an agent not the tenant's, 409 for a name taken, 422 for a blocked URL."""
-    check_destination(spec.url)
+    discovery. 404 for an agent not the tenant's, 409 for a name taken, 422 for a blocked URL or a stdio
+    server where the operator does not allow them."""
+    if spec.transport == "stdio":
+        from stepwise.mcp.stdio import ensure_allowed
+
+        ensure_allowed()
+    else:
+        assert spec.url is not None  # the model requires one for streamable HTTP
+        check_destination(spec.url)
     store.ensure_addable(tenant_id, agent_id, spec.name)  # before the wait, not only after it
     server = McpServer(**spec.model_dump(), created_at=utcnow())
     if server.enabled:

@@ -4,29 +4,20 @@ from __future__ import annotations
 
 import contextlib
 
-from botocore.exceptions import ClientError
-
-from stepwise import aws, config
 from stepwise.errors import Conflict
 from stepwise.runs.ending import end_run
 from stepwise.runs.models import Run, RunError
+from stepwise.runs.queue import CANCELLED_ERROR, stop
 from stepwise.store import runs, sessions
 
-# The error our cancel gives StopExecution: the reconciler recognises its own cancels by it.
-CANCELLED_ERROR = "Cancelled"
+__all__ = ["CANCELLED_ERROR", "cancel", "cancel_active"]
 
 
 def cancel(tenant_id: str, run_id: str, *, reason: str = "cancelled on request") -> Run:
     run = runs.get(tenant_id, run_id)
     if run.done:
         raise Conflict(f"run {run_id} already {run.status}; there is nothing to cancel", code="run_finished")
-    try:
-        aws.client("stepfunctions").stop_execution(
-            executionArn=config.machine().execution_arn(run_id), error=CANCELLED_ERROR, cause=reason[:256]
-        )
-    except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") != "ExecutionDoesNotExist":
-            raise  # a queued run that never started has no execution: nothing to stop
+    stop(run_id, reason)  # a queued run that never started has no execution: nothing to stop
     end_run(tenant_id, run_id, "cancelled", error=RunError(code="cancelled", message=reason))
     return runs.get(tenant_id, run_id)
 

@@ -14,10 +14,12 @@ from aws_lambda_powertools import Logger
 from stepwise import observability
 from stepwise.errors import NotFound
 from stepwise.hooks.run import fire
-from stepwise.runs import events
+from stepwise.runs import delegation, events
 from stepwise.runs.models import ACTIVE_STATUSES, EventType, RunError, RunStatus
-from stepwise.runs.queue import start_next
-from stepwise.store import agents, interactions, run_context, runs, sessions
+from stepwise.runs.queue import start_next, stop
+from stepwise.store.interactions import Interaction
+from stepwise.store.ports import stores
+from stepwise.store.run_context import RunContext
 
 logger = Logger(service="stepwise")
 
@@ -35,11 +37,12 @@ def end_run(
     *,
     output: str | None = None,
     error: RunError | None = None,
-    context: run_context.RunContext | None = None,
+    context: RunContext | None = None,
 ) -> bool:
     """Give the run its terminal `status`, once. True when this call ended it. `context`: the run's
     context as the caller just wrote it (else it is read)."""
-    context = context or run_context.load(tenant_id, run_id)
+    store = stores()
+    context = context or store.run_context.load(tenant_id, run_id)
     fields: dict[str, Any] = {}
     if context.prepared:  # the counters leave the context for the run item
         fields.update(
@@ -49,6 +52,8 @@ def end_run(
             cached_tokens=context.usage.cached_tokens,
             cache_write_tokens=context.usage.cache_write_tokens,
             cost_usd=context.usage.cost_usd,
+            children=list(context.children) or None,
+            descendants_usage=context.descendants_usage.model_dump(mode="json"),
             tools_executed=list(context.tools_executed),
             compaction_failures=context.compaction_failures,
         )
@@ -56,18 +61,20 @@ def end_run(
         fields["output"] = output
     if error is not None:
         fields["error"] = error.model_dump()
-    run = runs.get(tenant_id, run_id)
+    run = store.runs.get(tenant_id, run_id)
     events.flush()  # what the run did is in its log before its status says it ended
-    if not runs.transition(tenant_id, run_id, status, allowed_from=ACTIVE_STATUSES, **fields):
+    if not store.runs.transition(tenant_id, run_id, status, allowed_from=ACTIVE_STATUSES, **fields):
         _hand_on(tenant_id, run.session_id, run_id)
         return False
-    run_context.mark_ended(tenant_id, run_id)
-    for pending in interactions.for_run(tenant_id, run_id, "pending"):
-        interactions.close(tenant_id, pending.interaction_id, "expired")  # its links now answer 410
+    store.run_context.mark_ended(tenant_id, run_id)
+    waited = store.interactions.for_run(tenant_id, run_id, "pending")
+    for pending in waited:
+        store.interactions.close(tenant_id, pending.interaction_id, "expired")  # its links now answer 410
+    _stop_children(tenant_id, run_id, [w for w in waited if w.kind == "delegation"])
     if status == "succeeded":
         observability.run_succeeded()
         with contextlib.suppress(NotFound):
-            sessions.complete_run(tenant_id, run.session_id, run_id)
+            store.sessions.complete_run(tenant_id, run.session_id, run_id)
     elif error is not None and status != "cancelled":
         observability.run_failed(error.code)
     data: dict[str, Any]
@@ -79,9 +86,23 @@ def end_run(
         if status == "cancelled":
             data["reason"] = error.message if error else None
     events.emit(tenant_id, run_id, _terminal_event(status), data)
+    delegation.report(tenant_id, run)  # a child's parent resumes with its outcome
     _hand_on(tenant_id, run.session_id, run_id)
     _on_run_complete(tenant_id, run.agent_id, run_id, status, output)
     return True
+
+
+def _stop_children(tenant_id: str, run_id: str, delegations: list[Interaction]) -> None:
+    """The children the run still waited for stop with it (and theirs with them, through this same
+    ending): nothing of a finished tree keeps working or keeps a human waiting."""
+    for waited in delegations:
+        child_id = delegation.child_run_id(waited)
+        with contextlib.suppress(NotFound):
+            if stores().runs.get(tenant_id, child_id).done:
+                continue
+            stop(child_id, f"its parent run {run_id} ended")
+            reason = RunError(code="cancelled", message=f"its parent run {run_id} ended")
+            end_run(tenant_id, child_id, "cancelled", error=reason)
 
 
 def _hand_on(tenant_id: str, session_id: str, run_id: str) -> None:
@@ -93,7 +114,7 @@ def _hand_on(tenant_id: str, session_id: str, run_id: str) -> None:
 def _on_run_complete(tenant_id: str, agent_id: str, run_id: str, status: str, output: str | None) -> None:
     """Fire and forget: the run is final, so nothing a hook says or does can change it."""
     try:
-        agent = agents.get(tenant_id, agent_id)
+        agent = stores().agents.get(tenant_id, agent_id)
     except NotFound:
         return
     if agent.hooks:

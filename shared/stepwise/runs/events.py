@@ -21,7 +21,7 @@ from stepwise.follow import delivery
 from stepwise.observability import logger
 from stepwise.runs.eventlog import HOLE_GRACE, MAX_WAIT, PAGE, POLL_INTERVAL, TERMINAL_EVENTS, EventPage, read
 from stepwise.runs.models import EventType, RunEvent
-from stepwise.store import events as store
+from stepwise.store.ports import stores
 
 __all__ = [
     "HOLE_GRACE",
@@ -96,7 +96,7 @@ def emit(tenant_id: str, run_id: str, etype: EventType, data: dict[str, Any] | N
 
 
 def emit_many(tenant_id: str, run_id: str, events: list[tuple[EventType, dict[str, Any]]]) -> list[RunEvent]:
-    appended = store.append(tenant_id, run_id, events)
+    appended = stores().events.append(tenant_id, run_id, events)
     if appended.followed:
         delivery.push(tenant_id, run_id)
     return appended.events

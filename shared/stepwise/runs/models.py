@@ -27,6 +27,8 @@ EventType = Literal[
     "client_tool_requested",
     "client_tool_answered",
     "hook_blocked",
+    "delegation_started",
+    "delegation_completed",
     "compaction",
     "step_completed",
     "run_completed",
@@ -133,14 +135,38 @@ class Run(BaseModel):
     script: list[ScriptTurn] | None = None
     created_at: datetime
     finished_at: datetime | None = None
+    # Delegation: a child run of an agent tool call knows its parent, the tree's root and its depth (the
+    # root is 0); the parent knows its children and what they spent (`descendants_usage`).
+    parent_run_id: str | None = None
+    root_run_id: str | None = None
+    depth: int = 0
+    parent_interaction_id: str | None = None  # the parent's wait that this run's ending answers
+    root_session_id: str | None = None  # where the tree's human waits are listed
+    children: list[str] = Field(default_factory=list)
+    descendants_usage: Usage = Field(default_factory=Usage)
 
     @property
     def done(self) -> bool:
         return self.status in TERMINAL_STATUSES
 
+    @property
+    def trigger(self) -> str:
+        """What kind of thing started the run, from its trigger id."""
+        kind, _, _ = (self.trigger_id or "").partition(":")
+        return kind if kind in ("schedule", "event", "delegation") else "api"
+
+    @property
+    def total_usage(self) -> Usage:
+        return self.usage + self.descendants_usage
+
     def public(self) -> dict[str, Any]:
         """The run as the API shows it (the script is input plumbing, not part of the record)."""
-        return self.model_dump(mode="json", exclude={"script"})
+        shown = self.model_dump(
+            mode="json",
+            exclude={"script", "parent_interaction_id", "root_session_id", "descendants_usage"},
+        )
+        shown["root_run_id"] = self.root_run_id or self.run_id
+        return {**shown, "trigger": self.trigger, "total_usage": self.total_usage.model_dump(mode="json")}
 
 
 class RunEvent(BaseModel):
@@ -170,6 +196,12 @@ class RunView(BaseModel):
     metadata: dict[str, Any]
     created_at: datetime
     finished_at: datetime | None
+    trigger: Literal["api", "schedule", "event", "delegation"]
+    parent_run_id: str | None
+    root_run_id: str
+    depth: int
+    children: list[str]
+    total_usage: Usage  # its own and every descendant's
 
 
 class RunList(BaseModel):

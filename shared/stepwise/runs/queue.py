@@ -7,7 +7,7 @@ from stepwise import aws, config, observability
 from stepwise.errors import Unavailable
 from stepwise.loop.models import RunState
 from stepwise.runs.models import Run
-from stepwise.store import runs, sessions
+from stepwise.store.ports import stores
 
 
 class StartFailed(Unavailable):
@@ -26,14 +26,14 @@ def launch(tenant_id: str, run: Run) -> None:
         pass  # this run's execution started already: the start was retried
     except Exception as exc:
         observability.run_failed("start_failed")
-        runs.transition(
+        stores().runs.transition(
             tenant_id,
             run.run_id,
             "failed",
             allowed_from={"queued"},
             error={"code": "start_failed", "message": "the run's execution could not be started"},
         )
-        sessions.release(tenant_id, run.session_id, run.run_id)
+        stores().sessions.release(tenant_id, run.session_id, run.run_id)
         raise StartFailed("the run could not be started; it is recorded as failed, try again") from exc
     else:
         observability.run_started(run)
@@ -41,11 +41,28 @@ def launch(tenant_id: str, run: Run) -> None:
 
 def start_next(tenant_id: str, session_id: str, ended_run_id: str) -> str | None:
     """A run has ended: give its session to the next queued run and start it."""
-    next_run_id = sessions.release(tenant_id, session_id, ended_run_id)
+    next_run_id = stores().sessions.release(tenant_id, session_id, ended_run_id)
     if next_run_id is None:
         return None
-    next_run = runs.get(tenant_id, next_run_id)
+    next_run = stores().runs.get(tenant_id, next_run_id)
     if next_run.status == "queued":
         launch(tenant_id, next_run)
         return next_run_id
     return start_next(tenant_id, session_id, next_run_id)  # it was cancelled while queued: skip it
+
+
+# The error our cancel gives StopExecution: the reconciler recognises its own cancels by it.
+CANCELLED_ERROR = "Cancelled"
+
+
+def stop(run_id: str, reason: str) -> None:
+    """Stop the run's execution; a run that never started has none, which is fine."""
+    from botocore.exceptions import ClientError
+
+    try:
+        aws.client("stepfunctions").stop_execution(
+            executionArn=config.machine().execution_arn(run_id), error=CANCELLED_ERROR, cause=reason[:256]
+        )
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") != "ExecutionDoesNotExist":
+            raise

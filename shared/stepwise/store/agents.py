@@ -11,7 +11,7 @@ from stepwise.agents.models import Agent, AgentCreate
 from stepwise.errors import AgentGone, Conflict, NotFound
 from stepwise.schema import utcnow
 from stepwise.store.tables import AgentItem, bind, check_fits, condition_failed
-from stepwise.tools.models import BuiltinTool, ClientTool, HttpTool
+from stepwise.tools.models import DeclaredTool
 
 LIST_LIMIT = 100
 # Version races one edit survives before it is a 409: each retry re-reads and re-applies the change,
@@ -40,6 +40,14 @@ def create(tenant_id: str, agent_id: str, spec: AgentCreate) -> Agent:
     check_fits(item, WHAT)
     item.save(condition=AgentItem.agent_id.does_not_exist())
     return agent
+
+
+def exists(tenant_id: str, agent_id: str) -> bool:
+    try:
+        get(tenant_id, agent_id)
+    except NotFound:
+        return False
+    return True
 
 
 def get(tenant_id: str, agent_id: str) -> Agent:
@@ -97,7 +105,7 @@ def update(tenant_id: str, agent_id: str, changes: dict[str, Any]) -> Agent:
     return modify(tenant_id, agent_id, lambda _: changes)
 
 
-def add_tool(tenant_id: str, agent_id: str, tool: HttpTool | ClientTool | BuiltinTool) -> Agent:
+def add_tool(tenant_id: str, agent_id: str, tool: DeclaredTool) -> Agent:
     def adding(agent: Agent) -> dict[str, Any]:
         if agent.tool(tool.name) is not None:
             raise Conflict(f"agent {agent_id} already has a tool named {tool.name}", code="tool_exists")

@@ -105,14 +105,16 @@ def create(
     arguments: dict[str, Any],
     timeout_seconds: int,
     channels: list[dict[str, Any]] | None = None,
+    listed_session_id: str | None = None,
 ) -> Interaction:
-    """Create the pause for a tool call, once: a retried Gate finds the one it made before."""
+    """Create the pause for a tool call, once: a retried Gate finds the one it made before. It is
+    listed under `listed_session_id` (a delegated run's root session), else its own session."""
     bind()
     now = utcnow()
     item = InteractionItem(
         tenant_id,
         interaction_id,
-        session_key=tenant_key(tenant_id, session_id),
+        session_key=tenant_key(tenant_id, listed_session_id or session_id),
         run_key=tenant_key(tenant_id, run_id),
         run_id=run_id,
         session_id=session_id,

@@ -51,6 +51,9 @@ class RunContext(BaseModel):
     # estimate of the next call's input without re-counting the history.
     prompt_tokens: int = 0
     counted_messages: int = 0
+    # Delegation: the child runs this run started, and what they spent once they ended.
+    children: list[str] = Field(default_factory=list)
+    descendants_usage: Usage = Field(default_factory=Usage)
 
     @property
     def pending_calls(self) -> list[CallRef]:

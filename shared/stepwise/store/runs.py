@@ -61,6 +61,13 @@ def _to_model(item: RunItem) -> Run:
         script=[ScriptTurn.model_validate(t) for t in item.script] if item.script else None,
         created_at=item.created_at,
         finished_at=item.finished_at,
+        parent_run_id=item.parent_run_id,
+        root_run_id=item.root_run_id,
+        depth=int(item.depth or 0),
+        parent_interaction_id=item.parent_interaction_id,
+        root_session_id=item.root_session_id,
+        children=list(item.children or []),
+        descendants_usage=Usage.model_validate(item.descendants_usage or {}),
     )
 
 
@@ -92,6 +99,11 @@ def _new_item(tenant_id: str, run: Run) -> RunItem:
         metadata=run.metadata,
         script=[t.model_dump(exclude_none=True) for t in run.script] if run.script else None,
         created_at=run.created_at,
+        parent_run_id=run.parent_run_id,
+        root_run_id=run.root_run_id,
+        depth=run.depth or None,
+        parent_interaction_id=run.parent_interaction_id,
+        root_session_id=run.root_session_id,
     )
 
 
@@ -150,6 +162,8 @@ def _with_context(run: Run, context: run_context.RunContext | None) -> Run:
         update={
             "steps": context.steps,
             "usage": context.usage,
+            "children": list(context.children),
+            "descendants_usage": context.descendants_usage,
             "tools_executed": list(context.tools_executed),
             "compaction_failures": context.compaction_failures,
         }

@@ -128,6 +128,13 @@ class RunItem(Model):
     cost_usd = NumberAttribute(null=True)  # absent: no known price (or recorded before costs were)
     # Absent means unknown; an empty list means checked and none. Appended before each tool runs.
     tools_executed = ListAttribute(of=UnicodeAttribute, null=True)
+    parent_run_id = UnicodeAttribute(null=True)
+    root_run_id = UnicodeAttribute(null=True)
+    depth = NumberAttribute(null=True)
+    parent_interaction_id = UnicodeAttribute(null=True)
+    root_session_id = UnicodeAttribute(null=True)
+    children = ListAttribute(of=UnicodeAttribute, null=True)
+    descendants_usage = JSONAttribute(null=True)
     replay_of = UnicodeAttribute(null=True)
     trigger_id = UnicodeAttribute(null=True)
     metadata = JSONAttribute(null=True)

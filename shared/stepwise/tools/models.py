@@ -1,8 +1,9 @@
-"""Tools as an agent declares them: HTTP, client and builtin tools (MCP tools are discovered from the
-agent's MCP servers, see stepwise.mcp)."""
+"""Tools as an agent declares them: HTTP, client, code and builtin tools (MCP tools are discovered from
+the agent's MCP servers, see stepwise.mcp)."""
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Annotated, Any, Literal
 
@@ -11,6 +12,7 @@ from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 from stepwise.schema import Strict
 
 TOOL_NAME = r"^[a-zA-Z0-9_-]{1,64}$"  # what every major model provider accepts as a function name
+CODE_SOURCE_LIMIT = 64_000  # characters of a code tool's source
 
 Permission = Literal["allow", "ask", "deny", "inherit"]
 Effect = Literal["none", "idempotent", "undeclared"]
@@ -83,6 +85,41 @@ class ClientTool(ToolBase):
         return self.read_only
 
 
+class CodeTool(ToolBase):
+    """The tenant's own function (`def run(args)` in Python, `export function run(args)` in JavaScript),
+    stored with the agent and run in the tenant's code sandbox with the model's validated arguments; its
+    JSON return value is the result. The source never runs inside a Stepwise function (not even to
+    check it: Python is only parsed)."""
+
+    type: Literal["code"]
+    description: str = Field(min_length=1, max_length=4096)
+    input_schema: dict[str, Any]
+    language: Literal["python", "javascript"]
+    # Tools live in the agent's item (400 KB with everything else), so one source stays well under it.
+    source: str = Field(min_length=1, max_length=CODE_SOURCE_LIMIT)
+    timeout_seconds: int = Field(default=30, ge=1, le=120)
+    read_only: bool = False
+    effect: Effect = "undeclared"
+    key_fields: list[str] = Field(default_factory=list)
+
+    _schema = field_validator("input_schema")(lambda v: valid_input_schema(v))
+
+    @model_validator(mode="after")
+    def _defines_run(self) -> CodeTool:
+        if self.key_fields and self.effect != "idempotent":
+            raise ValueError("key_fields only apply to tools with effect 'idempotent'")
+        from stepwise.tools.code_source import entry_problem
+
+        problem = entry_problem(self.language, self.source)
+        if problem is not None:
+            raise ValueError(problem)
+        return self
+
+    @property
+    def parallel_safe(self) -> bool:
+        return self.read_only
+
+
 class BuiltinTool(ToolBase):
     """A builtin (`{name, config?, permission?}`): its description, schema and behaviour are Stepwise's;
     `config` is the tool's own per-agent settings, validated at creation."""
@@ -129,16 +166,51 @@ class BuiltinTool(ToolBase):
         return self.read_only
 
 
+DELEGATION_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"message": {"type": "string", "description": "What to ask the agent, in full."}},
+    "required": ["message"],
+}
+
+
+class AgentTool(ToolBase):
+    """Another agent of the tenant as a tool: a call starts a child run of `agent_id` in a fresh session
+    and its answer is the result. With the default schema the model writes the child's `message`; a
+    custom schema's arguments reach the child as JSON text."""
+
+    type: Literal["agent"]
+    description: str = Field(min_length=1, max_length=4096)
+    agent_id: str = Field(pattern=r"^agt_[0-9A-HJKMNP-TV-Z]{26}$")
+    input_schema: dict[str, Any] = Field(default_factory=lambda: dict(DELEGATION_SCHEMA))
+    read_only: bool = False  # a read-only agent tool runs alongside the batch's other parallel-safe calls
+
+    _schema = field_validator("input_schema")(lambda v: valid_input_schema(v))
+
+    @property
+    def parallel_safe(self) -> bool:
+        return self.read_only
+
+    def child_message(self, arguments: dict[str, Any]) -> str:
+        if self.input_schema == DELEGATION_SCHEMA and isinstance(arguments.get("message"), str):
+            return str(arguments["message"])
+        return json.dumps(arguments, ensure_ascii=False, sort_keys=True)
+
+
 def _tool_type(value: Any) -> str:
     """A tool body without `type` is a builtin, as the contract writes it: `{name, config?}`."""
     kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
     return str(kind or "builtin")
 
 
+# The tools an agent declares itself (MCP tools are discovered from its MCP servers instead).
+DeclaredTool = HttpTool | ClientTool | CodeTool | BuiltinTool | AgentTool
+
 # MCP tools are not listed here: they are discovered from the agent's MCP servers.
 Tool = Annotated[
     Annotated[HttpTool, Tag("http")]
     | Annotated[ClientTool, Tag("client")]
-    | Annotated[BuiltinTool, Tag("builtin")],
+    | Annotated[CodeTool, Tag("code")]
+    | Annotated[BuiltinTool, Tag("builtin")]
+    | Annotated[AgentTool, Tag("agent")],
     Discriminator(_tool_type),
 ]

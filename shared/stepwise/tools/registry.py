@@ -12,7 +12,7 @@ from stepwise.mcp.models import McpToolRef
 from stepwise.runs.models import Run
 from stepwise.tools.base import TOOL_RESULT_LIMIT, ToolResult
 from stepwise.tools.builtin import ToolScope, catalog
-from stepwise.tools.models import BuiltinTool, ClientTool, HttpTool
+from stepwise.tools.models import AgentTool, BuiltinTool, CodeTool, DeclaredTool, HttpTool
 
 Decision = Literal["allow", "ask", "deny"]
 
@@ -28,14 +28,14 @@ class Verdict(BaseModel):
     channels: list[dict[str, Any]] | None = None
 
 
-def resolve(agent: Agent, name: str) -> HttpTool | ClientTool | BuiltinTool | McpToolRef | None:
+def resolve(agent: Agent, name: str) -> DeclaredTool | McpToolRef | None:
     """The tool a name refers to: one of the agent's own, or one of its MCP servers' tools."""
     from stepwise import mcp
 
     return agent.tool(name) or mcp.find(agent, name)
 
 
-def permission_for(agent: Agent, tool: HttpTool | ClientTool | BuiltinTool | McpToolRef) -> Decision:
+def permission_for(agent: Agent, tool: DeclaredTool | McpToolRef) -> Decision:
     """A tool's own permission wins; `inherit` takes the agent's default."""
     if tool.permission != "inherit":
         return tool.permission
@@ -49,7 +49,7 @@ def before_tool_use(
     tenant_id: str,
     run: Run,
     agent: Agent,
-    tool: HttpTool | ClientTool | BuiltinTool | McpToolRef,
+    tool: DeclaredTool | McpToolRef,
     arguments: dict[str, Any],
 ) -> Verdict:
     """Permission first (a denied tool calls no hook), then PreToolUse hooks, which may block, rewrite
@@ -66,6 +66,20 @@ def before_tool_use(
     if decision.action == "deny":
         return Verdict(action="deny", arguments=arguments, code="blocked_by_hook", message=decision.message)
     arguments = decision.modified_input if decision.modified_input is not None else arguments
+    if isinstance(tool, AgentTool):
+        # After PreToolUse, for agent tools alone: what is about to be delegated, to whom.
+        delegated = fire(
+            tenant_id,
+            run.run_id,
+            agent,
+            "OnDelegation",
+            tool_name=tool.name,
+            arguments={"agent_id": tool.agent_id, "message": tool.child_message(arguments)},
+        )
+        if delegated.action == "deny":
+            return Verdict(
+                action="deny", arguments=arguments, code="blocked_by_hook", message=delegated.message
+            )
     if decision.action == "ask" and decision.approval is not None:
         channels = [c.model_dump(mode="json") for c in decision.approval.channels]
         return Verdict(
@@ -92,7 +106,7 @@ def after_tool_use(
 
 
 def execute(
-    tool: HttpTool | BuiltinTool | McpToolRef,
+    tool: HttpTool | CodeTool | BuiltinTool | McpToolRef,
     arguments: dict[str, Any],
     *,
     scope: ToolScope,
@@ -107,8 +121,13 @@ def execute(
         from stepwise import mcp
 
         return mcp.call_tool(tool.server, tool.tool.name, arguments)
-    module = catalog.load(tool.name)  # each builtin checks its arguments against its own schema first
     from stepwise.settings.accessor import tenant_settings
+
+    if isinstance(tool, CodeTool):
+        from stepwise.tools.code_tool import call_code_tool
+
+        return call_code_tool(tool, arguments, settings=tenant_settings(scope.tenant_id))
+    module = catalog.load(tool.name)  # each builtin checks its arguments against its own schema first
 
     config = module.Config.model_validate(tool.config)
     result: ToolResult = module.run(
@@ -117,7 +136,7 @@ def execute(
     return result
 
 
-def result_limit(tool: HttpTool | ClientTool | BuiltinTool | McpToolRef | None) -> int | None:
+def result_limit(tool: DeclaredTool | McpToolRef | None) -> int | None:
     """How much of a result the model sees; knowledge search (and delegation) are never cut."""
     if isinstance(tool, BuiltinTool) and not getattr(catalog.load(tool.name), "TRUNCATE", True):
         return None

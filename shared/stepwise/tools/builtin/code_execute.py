@@ -104,10 +104,25 @@ def execute(
     failure = invalid_arguments(INPUT_SCHEMA, arguments)
     if failure is not None:
         return failure
+    payload = sandbox_request(arguments)
+    answer = call_sandbox(payload, settings=settings, http_timeout=http_timeout, allow_hosts=allow_hosts)
+    if isinstance(answer, ToolResult):
+        return answer
+    return sandbox_result(answer)
+
+
+def call_sandbox(
+    payload: dict[str, Any],
+    *,
+    settings: Settings,
+    http_timeout: float | None = None,
+    allow_hosts: AllowHosts = None,
+) -> SandboxAnswer | ToolResult:
+    """POST a request body (`sandbox_request`'s shape) to the tenant's sandbox: its answer, or the
+    failure the model reads (code tools run through here too)."""
     sandbox_url = setting(settings, URL_SETTING)
     if sandbox_url is None:
         return ToolResult.failure("not_configured", NOT_CONFIGURED)
-    payload = sandbox_request(arguments)
     api_key = setting(settings, KEY_SETTING)
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     answer = post_json(
@@ -120,7 +135,16 @@ def execute(
     )
     if not answer.ok:
         return answer
-    return sandbox_result(answer.output)
+    return parse_answer(answer.output)
+
+
+def parse_answer(answer: Any) -> SandboxAnswer | ToolResult:
+    """The sandbox's 200 answer, or the failure for one of another shape."""
+    try:
+        return SandboxAnswer.model_validate(answer)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors())
+        return ToolResult.failure("provider_error", f"{PROVIDER} answered in an unexpected shape: {problems}")
 
 
 def sandbox_request(arguments: dict[str, Any]) -> dict[str, Any]:
@@ -134,11 +158,9 @@ def sandbox_request(arguments: dict[str, Any]) -> dict[str, Any]:
 
 def sandbox_result(answer: Any) -> ToolResult:
     """The tool's output for the sandbox's 200 answer, streams capped; a malformed answer is a failure."""
-    try:
-        parsed = SandboxAnswer.model_validate(answer)
-    except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors())
-        return ToolResult.failure("provider_error", f"{PROVIDER} answered in an unexpected shape: {problems}")
+    parsed = parse_answer(answer)
+    if isinstance(parsed, ToolResult):
+        return parsed
     return ToolResult(
         output={
             "stdout": cap(parsed.stdout, OUTPUT_LIMIT),

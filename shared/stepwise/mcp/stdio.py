@@ -1,0 +1,72 @@
+"""stdio MCP servers: a process spawned for each discovery and each call, only where the operator allows.
+
+Spawning a process from a server is a deliberate choice (the command runs with the function's own
+rights, and any tenant that can register a server picks the command), so it is off unless the operator
+sets STEPWISE_ALLOW_STDIO_MCP=true (template parameter AllowStdioMcp). The setting is read when a server
+is registered and again at every spawn: turning it off stops stored stdio servers at once.
+
+Each spawn gets a fresh empty working directory, removed afterwards, and an environment of the SDK's
+short non-secret base (PATH, HOME, USER, LOGNAME, SHELL, TERM: what finding and starting a program
+needs) plus exactly the `env` the server's config names. Nothing else of the function's environment
+(AWS credentials, table names, keys) reaches the process. The caller's deadline bounds the whole
+exchange; the SDK then closes stdin and kills the process group, each step bounded.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
+
+from stepwise.errors import Unprocessable
+
+if TYPE_CHECKING:
+    from mcp.client._transport import TransportStreams
+
+    from stepwise.mcp.models import McpServer
+
+ALLOW_ENV = "STEPWISE_ALLOW_STDIO_MCP"
+REFUSED = (
+    "stdio MCP servers are turned off on this deployment: a server is reached over streamable HTTP "
+    f"at an http:// or https:// URL unless the operator sets {ALLOW_ENV}=true"
+)
+STDERR_LIMIT = 1_000  # characters of the process's stderr quoted in a failure
+
+
+def allowed() -> bool:
+    """Whether the operator allows stdio servers; read on every use, never cached."""
+    return os.environ.get(ALLOW_ENV, "").strip().lower() == "true"
+
+
+def ensure_allowed() -> None:
+    """422 `stdio_not_allowed` unless the operator allows stdio servers."""
+    if not allowed():
+        raise Unprocessable(REFUSED, code="stdio_not_allowed")
+
+
+@asynccontextmanager
+async def stdio_transport(server: McpServer, stderr: list[str]) -> AsyncIterator[TransportStreams]:
+    """The SDK's stdio transport to a fresh process of `server`; what the process wrote to stderr is
+    appended to `stderr` (cut to its last STDERR_LIMIT characters) once it is gone. The caller checks
+    `allowed()` first, to fail as it fails."""
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    if not allowed():  # the caller checked; a spawn is never one check away from happening anyway
+        raise PermissionError(REFUSED)
+    assert server.command is not None  # the model requires one for transport stdio
+    parameters = StdioServerParameters(command=server.command, args=server.args, env=server.env)
+    with (
+        tempfile.TemporaryDirectory(prefix="mcp-stdio-", ignore_cleanup_errors=True) as workdir,
+        tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog,
+    ):
+        parameters.cwd = workdir
+        try:
+            async with stdio_client(parameters, errlog=errlog) as streams:
+                yield streams
+        finally:
+            errlog.seek(0)
+            text = errlog.read().strip()
+            if text:
+                stderr.append(text[-STDERR_LIMIT:])

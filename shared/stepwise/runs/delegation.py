@@ -1,0 +1,102 @@
+"""Delegation: an agent tool's call is a child run of the target agent, an execution of its own.
+
+The parent's Step gates the call like any other, records a `delegation` interaction and the child run
+(queued, in a fresh session; ids derived from the interaction so a retried Step finds them again); its
+Await stores the task token on the interaction and starts the child's execution. No Lambda runs
+while the child works. The child's ending answers the interaction with its outcome and sends the
+token back; the parent's next Step turns that outcome into the call's result.
+
+Moto's Step Functions interpreter cannot run nested `states:startExecution` integrations, so the
+token is the whole mechanism, in AWS as locally.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from stepwise import ids
+from stepwise.errors import NotFound
+from stepwise.runs.models import Run, RunError, Usage
+from stepwise.schema import utcnow
+from stepwise.store import interactions, runs, sessions
+from stepwise.store.interactions import Interaction
+
+MAX_DEPTH = 3  # below the root: a run at depth 3 cannot delegate
+DELEGATION_TIMEOUT = 24 * 3600  # seconds a parent waits for a child before the call times out
+
+
+def child_run_id(interaction: Interaction) -> str:
+    return ids.derived_id("run", interaction.created_at, interaction.interaction_id, "run")
+
+
+def child_trigger(parent: Run, interaction: Interaction) -> str:
+    """From the parent's trigger and the call's place in it (step and index, not the model's call id),
+    so a replayed tree's children share their originals' triggers and the ledger sees their effects
+    as done."""
+    return f"delegation:{parent.trigger_id or parent.run_id}>{interaction.step}.{interaction.tool_call_index}"
+
+
+def record_child(tenant_id: str, parent: Run, interaction: Interaction) -> Run:
+    """The child run, recorded once (queued, in a session of its own) before its execution starts."""
+    run_id = child_run_id(interaction)
+    with contextlib.suppress(NotFound):
+        return runs.get(tenant_id, run_id)  # a retried Await: recorded before
+    agent_id = str(interaction.arguments["agent_id"])
+    session_id = ids.derived_id("ses", interaction.created_at, interaction.interaction_id, "session")
+    from stepwise.store import agents
+
+    agent = agents.get(tenant_id, agent_id)
+    child = Run(
+        run_id=run_id,
+        trigger_id=child_trigger(parent, interaction),
+        agent_id=agent_id,
+        session_id=session_id,
+        status="queued",
+        input=str(interaction.arguments["message"]),
+        max_steps=agent.max_steps or parent.max_steps,
+        max_tokens_budget=agent.max_tokens_budget,
+        tools_executed=[],
+        created_at=utcnow(),
+        parent_run_id=parent.run_id,
+        root_run_id=parent.root_run_id or parent.run_id,
+        depth=parent.depth + 1,
+        parent_interaction_id=interaction.interaction_id,
+        root_session_id=parent.root_session_id or parent.session_id,
+    )
+    runs.check_fits(tenant_id, child)
+    sessions.create(tenant_id, session_id, agent_id, active_run_id=run_id)
+    try:
+        return runs.create(tenant_id, child)
+    except runs.RunExists:
+        return runs.get(tenant_id, run_id)
+
+
+def report(tenant_id: str, child: Run) -> None:
+    """The child has ended: answer its parent's wait with the outcome and resume the parent. A parent
+    that stopped waiting (it ended, or its wait timed out) has nothing left to resume."""
+    if child.parent_interaction_id is None:
+        return
+    from stepwise import answers
+
+    ended = runs.get(tenant_id, child.run_id)
+    outcome: dict[str, Any] = {
+        "child_run_id": child.run_id,
+        "status": ended.status,
+        "output": ended.output,
+        "error": ended.error.model_dump() if ended.error else None,
+        "total_usage": ended.total_usage.model_dump(mode="json"),
+    }
+    if interactions.answer(tenant_id, child.parent_interaction_id, outcome, key=None, by=child.run_id):
+        answers.deliver(tenant_id, child.parent_interaction_id)
+
+
+def outcome_usage(outcome: dict[str, Any]) -> Usage:
+    return Usage.model_validate(outcome.get("total_usage") or {})
+
+
+def child_error(outcome: dict[str, Any]) -> RunError:
+    error = outcome.get("error") or {}
+    status = str(outcome.get("status"))
+    code = str(error.get("code") or status)
+    return RunError(code=code, message=str(error.get("message") or f"the delegated run {status}"))

@@ -1,0 +1,209 @@
+"""The loop's stores as small ports: only what the loop's modules and the run's ending call.
+
+Each DynamoDB (or S3) module satisfies its port structurally (mypy checks it where `dynamodb()` builds
+the default), so production code keeps calling module functions, and unit tests hand the loop
+in-memory fakes (tests/fakes/stores.py) instead of starting moto:
+
+    with ports.using(fakes.stores()):
+        step(state)
+
+The current stores live in a ContextVar: the loop's worker threads run in a copy of the step's
+context (stepwise.loop.calls), so they see the same stores, and tests running side by side in threads
+cannot see each other's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from collections.abc import Set as AbstractSet
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from functools import cache
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:  # annotations only: importing the adapters here would load every table model
+    from stepwise.agents.models import Agent
+    from stepwise.ledger import LedgerStore
+    from stepwise.runs.models import EventType, Run, RunStatus
+    from stepwise.store.events import Appended
+    from stepwise.store.interactions import Interaction
+    from stepwise.store.run_context import RunContext
+    from stepwise.store.sessions import Earlier
+
+Message = dict[str, Any]
+
+
+class RunStore(Protocol):
+    """Run records (stepwise.store.runs)."""
+
+    def get(self, tenant_id: str, run_id: str) -> Run:
+        """The run, with an active run's counters from its context; NotFound when there is none."""
+        ...
+
+    def transition(
+        self, tenant_id: str, run_id: str, to: RunStatus, *, allowed_from: AbstractSet[str], **fields: Any
+    ) -> bool:
+        """Move the run to `to` only from one of `allowed_from` (False otherwise), with `fields`."""
+        ...
+
+
+class RunContextStore(Protocol):
+    """The per-run context item (stepwise.store.run_context)."""
+
+    def load(self, tenant_id: str, run_id: str) -> RunContext:
+        """The context, a fresh one (version 0) before the first Step."""
+        ...
+
+    def save(self, tenant_id: str, run_id: str, context: RunContext) -> RunContext:
+        """Write over `context.version`; RunStateError when the stored version differs or the run ended."""
+        ...
+
+    def mark_ended(self, tenant_id: str, run_id: str) -> None: ...
+
+
+class SessionStore(Protocol):
+    """A session's messages, checkpoints and shell (stepwise.store.sessions)."""
+
+    def put_message(
+        self, tenant_id: str, session_id: str, run_id: str, step: int, slot: str, message: Message
+    ) -> None:
+        """Write at the message's fixed key (run, step, slot): a retry overwrites itself."""
+        ...
+
+    def history(self, tenant_id: str, session_id: str, run_id: str) -> tuple[Earlier, list[Message]]:
+        """(the session's completed runs' messages with their expiries, this run's), each in key order."""
+        ...
+
+    def earlier_history(self, tenant_id: str, session_id: str, run_id: str) -> Earlier:
+        """The history `run_id` begins with: the last completed run's checkpoint plus its messages (the
+        whole session only when that checkpoint is missing), less what has expired."""
+        ...
+
+    def run_messages(self, tenant_id: str, session_id: str, run_id: str) -> list[Message]: ...
+
+    def put_checkpoint(self, tenant_id: str, session_id: str, run_id: str, earlier: Earlier) -> bool:
+        """False (nothing kept) when it is too large for one item."""
+        ...
+
+    def checkpoint(self, tenant_id: str, session_id: str, run_id: str) -> Earlier | None:
+        """The checkpoint less what has expired since; None when the run kept none."""
+        ...
+
+    def complete_run(self, tenant_id: str, session_id: str, run_id: str) -> None:
+        """The run's messages join the session's history, once."""
+        ...
+
+    def release(self, tenant_id: str, session_id: str, run_id: str) -> str | None:
+        """`run_id` ended: the session passes to its first queued run (returned), or is freed."""
+        ...
+
+
+class AgentStore(Protocol):
+    """Agents (stepwise.store.agents)."""
+
+    def get(self, tenant_id: str, agent_id: str) -> Agent: ...
+
+    def get_for_run(self, tenant_id: str, agent_id: str) -> Agent:
+        """As `get`, but a missing agent is AgentGone, the step error the state machine catches."""
+        ...
+
+
+class InteractionStore(Protocol):
+    """A run's pauses (stepwise.store.interactions); every status change is conditional on pending."""
+
+    def create(
+        self,
+        tenant_id: str,
+        *,
+        interaction_id: str,
+        run_id: str,
+        session_id: str,
+        agent_id: str,
+        kind: str,
+        step: int,
+        tool_call_id: str,
+        tool_call_index: int,
+        tool_name: str,
+        arguments: dict[str, Any],
+        timeout_seconds: int,
+        channels: list[dict[str, Any]] | None = None,
+        listed_session_id: str | None = None,
+    ) -> Interaction:
+        """Create it once: a retried Step gets the one it made before. Listed under
+        `listed_session_id` (a delegated run's root session) when given."""
+        ...
+
+    def get(self, tenant_id: str, interaction_id: str) -> Interaction: ...
+
+    def attach_token(self, tenant_id: str, interaction_id: str, token: str) -> Interaction: ...
+
+    def close(self, tenant_id: str, interaction_id: str, status: str = "expired") -> bool:
+        """pending → `status`; False when it was no longer pending (exactly one closer wins)."""
+        ...
+
+    def for_run(self, tenant_id: str, run_id: str, status: str | None = None) -> list[Interaction]: ...
+
+
+class EventLog(Protocol):
+    """The run's append-only event log (stepwise.store.events); stepwise.runs.events writes through it."""
+
+    def append(self, tenant_id: str, run_id: str, events: list[tuple[EventType, dict[str, Any]]]) -> Appended:
+        """The events with their seqs, next after the run's last; nothing for an empty batch."""
+        ...
+
+
+class ResultStore(Protocol):
+    """Where a result too large for a message is kept whole (stepwise.tools.results, S3)."""
+
+    def offload(self, tenant_id: str, run_id: str, tool_call_id: str, text: str) -> dict[str, Any] | None:
+        """The stored text's reference, or None when it is small enough to travel whole."""
+        ...
+
+
+@dataclass(frozen=True)
+class Stores:
+    runs: RunStore
+    run_context: RunContextStore
+    sessions: SessionStore
+    agents: AgentStore
+    interactions: InteractionStore
+    effects: LedgerStore
+    events: EventLog
+    results: ResultStore
+
+
+@cache
+def dynamodb() -> Stores:
+    """The default: the DynamoDB modules (and S3 for results), built on first use."""
+    from stepwise.store import agents, effects, events, interactions, run_context, runs, sessions
+    from stepwise.tools import results
+
+    return Stores(
+        runs=runs,
+        run_context=run_context,
+        sessions=sessions,
+        agents=agents,
+        interactions=interactions,
+        effects=effects,
+        events=events,
+        results=results,
+    )
+
+
+_current: ContextVar[Stores | None] = ContextVar("stepwise_stores", default=None)
+
+
+def stores() -> Stores:
+    """The stores the loop uses now: those of the innermost `using` block, else DynamoDB's."""
+    return _current.get() or dynamodb()
+
+
+@contextmanager
+def using(replacement: Stores) -> Iterator[Stores]:
+    """Run the block against `replacement` (tests hand in fakes); the previous stores come back after."""
+    token = _current.set(replacement)
+    try:
+        yield replacement
+    finally:
+        _current.reset(token)

@@ -1,0 +1,557 @@
+"""In-memory stores behind the loop's ports (stepwise.store.ports), dict-backed, with the semantics the
+DynamoDB modules give the loop: conditional writes, key order, exactly-once status changes.
+
+Each fake also has the few functions tests seed it with (`create`, `answer`, `after`), with the same
+signatures as the DynamoDB module's, so tests/integration/test_store_ports.py runs one set of
+assertions against both and the fakes cannot drift from the real stores.
+
+    fakes = FakeStores()
+    with ports.using(fakes.stores()):
+        ...
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import threading
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from stepwise import config
+from stepwise.agents.models import Agent, AgentCreate
+from stepwise.errors import AgentGone, Conflict, NotFound, RunStateError
+from stepwise.ledger import (
+    CLAIMABLE,
+    HISTORY_LIMIT,
+    SETTLEABLE,
+    UNDOABLE,
+    Claim,
+    EffectKey,
+    Entry,
+    Settlement,
+)
+from stepwise.runs.models import TERMINAL_STATUSES, EventType, Run, RunError, RunEvent, RunStatus, Usage
+from stepwise.schema import utcnow
+from stepwise.sessions.models import Session
+from stepwise.store.events import TERMINAL_EVENTS, Appended
+from stepwise.store.interactions import Interaction, digest
+from stepwise.store.ports import Stores
+from stepwise.store.run_context import RunContext
+from stepwise.store.runs import RunExists
+from stepwise.store.sessions import CHECKPOINT_LIMIT, MESSAGE_PREFIX, Earlier, message_key
+from stepwise.tools.results import OFFLOAD_CHARS, key_for
+
+Message = dict[str, Any]
+USAGE_FIELDS = ("input_tokens", "output_tokens", "cached_tokens", "cache_write_tokens")
+
+
+class FakeRunContexts:
+    """The context item: `save` is conditional on the version it was read at and on the run not ended."""
+
+    def __init__(self) -> None:
+        self.items: dict[tuple[str, str], dict[str, Any]] = {}
+        self.lock = threading.Lock()
+
+    def load(self, tenant_id: str, run_id: str) -> RunContext:
+        item = self.items.get((tenant_id, run_id))
+        if item is None:
+            return RunContext()
+        return self._model(item)
+
+    def peek(self, tenant_id: str, run_id: str) -> RunContext | None:
+        item = self.items.get((tenant_id, run_id))
+        return None if item is None else self._model(item)
+
+    @staticmethod
+    def _model(item: dict[str, Any]) -> RunContext:
+        context = RunContext.model_validate(item.get("context") or {})
+        return context.model_copy(
+            update={"version": item.get("version", 0), "ended": item.get("ended", False)}
+        )
+
+    def save(self, tenant_id: str, run_id: str, context: RunContext) -> RunContext:
+        with self.lock:
+            item = self.items.setdefault((tenant_id, run_id), {})
+            if item.get("ended") or item.get("version", 0) != context.version:
+                raise RunStateError(
+                    f"run {run_id} moved on without this step (ended, or another step wrote version "
+                    f"{context.version + 1}); this step stops"
+                )
+            # Stored as JSON, as the item is: a caller's later change to its copy never leaks in.
+            item["context"] = context.model_dump(mode="json", exclude={"version", "ended"})
+            item["version"] = context.version + 1
+        return context.model_copy(update={"version": context.version + 1})
+
+    def mark_ended(self, tenant_id: str, run_id: str) -> None:
+        with self.lock:  # an update creates the item when there is none, as DynamoDB's does
+            self.items.setdefault((tenant_id, run_id), {})["ended"] = True
+
+
+class FakeRuns:
+    """Run records; `transition` is conditional on the status, and an active run's counters come from its
+    context, as stepwise.store.runs.get reads them."""
+
+    def __init__(self, contexts: FakeRunContexts) -> None:
+        self.contexts = contexts
+        self.items: dict[tuple[str, str], Run] = {}
+        self.lock = threading.Lock()
+
+    def create(self, tenant_id: str, run: Run) -> Run:
+        with self.lock:
+            if (tenant_id, run.run_id) in self.items:
+                raise RunExists(f"run {run.run_id} exists already", code="run_exists")
+            self.items[(tenant_id, run.run_id)] = run.model_copy(
+                update={"trigger_id": run.trigger_id or run.run_id}, deep=True
+            )
+        return run
+
+    def get(self, tenant_id: str, run_id: str) -> Run:
+        run = self.items.get((tenant_id, run_id))
+        if run is None:
+            raise NotFound(f"run {run_id} not found", code="run_not_found")
+        context = self.contexts.peek(tenant_id, run_id)
+        if run.done or context is None:
+            return run.model_copy(deep=True)
+        return run.model_copy(
+            update={
+                "steps": context.steps,
+                "usage": context.usage,
+                "tools_executed": list(context.tools_executed),
+                "compaction_failures": context.compaction_failures,
+            },
+            deep=True,
+        )
+
+    def transition(
+        self, tenant_id: str, run_id: str, to: RunStatus, *, allowed_from: AbstractSet[str], **fields: Any
+    ) -> bool:
+        with self.lock:
+            run = self.items.get((tenant_id, run_id))
+            if run is None or run.status not in allowed_from:
+                return False
+            update: dict[str, Any] = {"status": to}
+            usage = run.usage.model_dump()
+            for name, value in fields.items():
+                if name in USAGE_FIELDS:  # the item keeps them as attributes, the model as `usage`
+                    usage[name] = value or 0
+                elif name == "cost_usd":  # None stays None: an unknown price is not a price of 0
+                    usage[name] = value
+                elif name == "error":
+                    update["error"] = RunError.model_validate(value) if value else None
+                elif name not in Run.model_fields:
+                    raise AttributeError(f"a run has no attribute {name!r}")  # as getattr(RunItem, name)
+                else:
+                    update[name] = copy.deepcopy(value)
+            update["usage"] = Usage.model_validate(usage)
+            if to in TERMINAL_STATUSES:
+                update["finished_at"] = utcnow()
+            self.items[(tenant_id, run_id)] = run.model_copy(update=update)
+        return True
+
+
+class FakeSessions:
+    """A session's shell and messages; messages come back in sort-key order (run, step, slot), each with
+    its retention's end, and checkpoints drop what has expired, as stepwise.store.sessions does."""
+
+    def __init__(self) -> None:
+        self.shells: dict[tuple[str, str], Session] = {}
+        # (tenant, session) -> sort key -> (run, message, expiry in epoch seconds)
+        self.messages: dict[tuple[str, str], dict[str, tuple[str, Message, int]]] = {}
+        self.checkpoints: dict[tuple[str, str, str], Earlier] = {}
+        self.lock = threading.Lock()
+
+    def create(
+        self,
+        tenant_id: str,
+        session_id: str,
+        agent_id: str,
+        active_run_id: str | None = None,
+        user_id: str | None = None,
+    ) -> Session:
+        with self.lock:
+            if (tenant_id, session_id) in self.shells:
+                raise Conflict(f"session {session_id} exists already")
+            session = Session(
+                session_id=session_id,
+                agent_id=agent_id,
+                user_id=user_id,
+                created_at=utcnow(),
+                active_run_id=active_run_id,
+            )
+            self.shells[(tenant_id, session_id)] = session
+        return session.model_copy(deep=True)
+
+    def get(self, tenant_id: str, session_id: str) -> Session:
+        session = self.shells.get((tenant_id, session_id))
+        if session is None:
+            raise NotFound(f"session {session_id} not found", code="session_not_found")
+        return session.model_copy(deep=True)
+
+    def put_message(
+        self, tenant_id: str, session_id: str, run_id: str, step: int, slot: str, message: Message
+    ) -> None:
+        expires = utcnow() + timedelta(days=config.runtime().message_retention_days)
+        with self.lock:
+            stored = self.messages.setdefault((tenant_id, session_id), {})
+            stored[message_key(run_id, step, slot)] = (
+                run_id,
+                copy.deepcopy(message),
+                int(expires.timestamp()),
+            )
+
+    def _ordered(
+        self, tenant_id: str, session_id: str, prefix: str = MESSAGE_PREFIX
+    ) -> list[tuple[str, Message, int]]:
+        stored = self.messages.get((tenant_id, session_id), {})
+        return [copy.deepcopy(stored[k]) for k in sorted(stored) if k.startswith(prefix)]
+
+    def history(self, tenant_id: str, session_id: str, run_id: str) -> tuple[Earlier, list[Message]]:
+        completed = set(self.get(tenant_id, session_id).completed_runs)
+        earlier, current = Earlier(), []
+        for owner, message, expiry in self._ordered(tenant_id, session_id):
+            if owner == run_id:
+                current.append(message)
+            elif owner in completed:
+                earlier.messages.append(message)
+                earlier.expiries.append(expiry)
+        return earlier, current
+
+    def run_messages(self, tenant_id: str, session_id: str, run_id: str) -> list[Message]:
+        return [m for _, m, _ in self._ordered(tenant_id, session_id, f"{MESSAGE_PREFIX}{run_id}#")]
+
+    def earlier_history(self, tenant_id: str, session_id: str, run_id: str) -> Earlier:
+        completed = self.get(tenant_id, session_id).completed_runs
+        if not completed:
+            return Earlier()
+        last = completed[-1]
+        before = self.checkpoints.get((tenant_id, session_id, last))
+        if before is None:
+            return self.history(tenant_id, session_id, run_id)[0]
+        own = self._ordered(tenant_id, session_id, f"{MESSAGE_PREFIX}{last}#")
+        folded = copy.deepcopy(before) + Earlier([m for _, m, _ in own], [x for _, _, x in own])
+        return folded.live(int(utcnow().timestamp()))
+
+    def put_checkpoint(self, tenant_id: str, session_id: str, run_id: str, earlier: Earlier) -> bool:
+        if len(json.dumps(earlier.messages, ensure_ascii=False).encode()) > CHECKPOINT_LIMIT:
+            return False
+        self.checkpoints[(tenant_id, session_id, run_id)] = copy.deepcopy(earlier)
+        return True
+
+    def checkpoint(self, tenant_id: str, session_id: str, run_id: str) -> Earlier | None:
+        found = self.checkpoints.get((tenant_id, session_id, run_id))
+        return None if found is None else copy.deepcopy(found).live(int(utcnow().timestamp()))
+
+    def complete_run(self, tenant_id: str, session_id: str, run_id: str) -> None:
+        with self.lock:  # a missing shell fails the write's condition, which is ignored like a repeat
+            session = self.shells.get((tenant_id, session_id))
+            if session is not None and run_id not in session.completed_runs:
+                session.completed_runs.append(run_id)
+
+    def enqueue(self, tenant_id: str, session_id: str, run_id: str, *, first: bool = False) -> bool:
+        with self.lock:
+            session = self.shells.get((tenant_id, session_id))
+            if session is None or session.active_run_id is None:
+                return False
+            session.queue = [run_id, *session.queue] if first else [*session.queue, run_id]
+        return True
+
+    def release(self, tenant_id: str, session_id: str, run_id: str) -> str | None:
+        with self.lock:
+            session = self.shells.get((tenant_id, session_id))
+            if session is None:
+                raise NotFound(f"session {session_id} not found", code="session_not_found")
+            if session.active_run_id != run_id:
+                session.queue = [r for r in session.queue if r != run_id]
+                return None
+            if session.queue:
+                session.active_run_id, session.queue = session.queue[0], session.queue[1:]
+                return session.active_run_id
+            session.active_run_id = None
+            return None
+
+
+class FakeAgents:
+    def __init__(self) -> None:
+        self.items: dict[tuple[str, str], Agent] = {}
+
+    def create(self, tenant_id: str, agent_id: str, spec: AgentCreate) -> Agent:
+        if (tenant_id, agent_id) in self.items:
+            raise Conflict(f"agent {agent_id} exists already")
+        now = utcnow()
+        agent = Agent(**spec.model_dump(), agent_id=agent_id, created_at=now, updated_at=now)
+        self.items[(tenant_id, agent_id)] = agent
+        return agent
+
+    def get(self, tenant_id: str, agent_id: str) -> Agent:
+        agent = self.items.get((tenant_id, agent_id))
+        if agent is None:
+            raise NotFound(f"agent {agent_id} not found", code="agent_not_found")
+        return agent.model_copy(deep=True)
+
+    def get_for_run(self, tenant_id: str, agent_id: str) -> Agent:
+        try:
+            return self.get(tenant_id, agent_id)
+        except NotFound as exc:
+            raise AgentGone(f"agent {agent_id} was deleted; the run cannot continue") from exc
+
+    def delete(self, tenant_id: str, agent_id: str) -> None:
+        if self.items.pop((tenant_id, agent_id), None) is None:
+            raise NotFound(f"agent {agent_id} not found", code="agent_not_found")
+
+
+class FakeInteractions:
+    """Pauses: created once per id; pending → answered or pending → expired, each exactly once."""
+
+    def __init__(self) -> None:
+        self.items: dict[tuple[str, str], Interaction] = {}
+        self.tokens: dict[tuple[str, str], str] = {}
+        self.lock = threading.Lock()
+
+    def create(
+        self,
+        tenant_id: str,
+        *,
+        interaction_id: str,
+        run_id: str,
+        session_id: str,
+        agent_id: str,
+        kind: str,
+        step: int,
+        tool_call_id: str,
+        tool_call_index: int,
+        tool_name: str,
+        arguments: dict[str, Any],
+        timeout_seconds: int,
+        channels: list[dict[str, Any]] | None = None,
+        listed_session_id: str | None = None,  # no session listing here: the loop never reads one
+    ) -> Interaction:
+        with self.lock:
+            held = self.items.get((tenant_id, interaction_id))
+            if held is not None:  # a retried Step finds the one it made before
+                return held.model_copy(deep=True)
+            now = utcnow()
+            interaction = Interaction(
+                interaction_id=interaction_id,
+                run_id=run_id,
+                session_id=session_id,
+                agent_id=agent_id,
+                kind=kind,
+                status="pending",
+                step=step,
+                tool_call_id=tool_call_id,
+                tool_call_index=tool_call_index,
+                tool_name=tool_name,
+                arguments=copy.deepcopy(arguments),
+                digest=digest(tenant_id, tool_name, arguments),
+                timeout_seconds=timeout_seconds,
+                channels=copy.deepcopy(channels),
+                created_at=now,
+                deadline=now + timedelta(seconds=timeout_seconds),
+            )
+            self.items[(tenant_id, interaction_id)] = interaction
+        return interaction.model_copy(deep=True)
+
+    def get(self, tenant_id: str, interaction_id: str) -> Interaction:
+        found = self.items.get((tenant_id, interaction_id))
+        if found is None:
+            raise NotFound(f"interaction {interaction_id} not found", code="interaction_not_found")
+        return found.model_copy(deep=True)
+
+    def attach_token(self, tenant_id: str, interaction_id: str, token: str) -> Interaction:
+        with self.lock:
+            found = self.get(tenant_id, interaction_id)
+            self.tokens[(tenant_id, interaction_id)] = token
+            self.items[(tenant_id, interaction_id)] = found.model_copy(update={"has_token": True})
+        return self.get(tenant_id, interaction_id)
+
+    def _from_pending(self, tenant_id: str, interaction_id: str, **update: Any) -> bool:
+        with self.lock:
+            found = self.items.get((tenant_id, interaction_id))
+            if found is None or found.status != "pending":
+                return False
+            self.items[(tenant_id, interaction_id)] = found.model_copy(update=update)
+        return True
+
+    def answer(
+        self, tenant_id: str, interaction_id: str, answer: dict[str, Any], *, key: str | None, by: str | None
+    ) -> bool:
+        return self._from_pending(
+            tenant_id,
+            interaction_id,
+            status="answered",
+            answer=copy.deepcopy(answer),
+            answer_key=key,
+            answered_by=by,
+            answered_at=utcnow(),
+        )
+
+    def close(self, tenant_id: str, interaction_id: str, status: str = "expired") -> bool:
+        return self._from_pending(tenant_id, interaction_id, status=status)
+
+    def for_run(self, tenant_id: str, run_id: str, status: str | None = None) -> list[Interaction]:
+        found = sorted(  # the by_run index orders by interaction id
+            (i for (t, _), i in self.items.items() if t == tenant_id and i.run_id == run_id),
+            key=lambda i: i.interaction_id,
+        )
+        return [i.model_copy(deep=True) for i in found if status is None or i.status == status]
+
+
+class FakeEventLog:
+    """The run's log: seqs from 1, one counter per run; every append is kept as the batch it was."""
+
+    def __init__(self) -> None:
+        self.batches: dict[tuple[str, str], list[list[RunEvent]]] = {}
+        self.followed: set[tuple[str, str]] = set()  # runs a follower is counted on
+        self.lock = threading.Lock()
+
+    def append(self, tenant_id: str, run_id: str, events: list[tuple[EventType, dict[str, Any]]]) -> Appended:
+        if not events:
+            return Appended(events=[], followed=False)
+        now = utcnow()
+        with self.lock:
+            batches = self.batches.setdefault((tenant_id, run_id), [])
+            first = sum(len(b) for b in batches) + 1
+            written = [
+                RunEvent(seq=first + i, type=etype, data=copy.deepcopy(data), at=now)
+                for i, (etype, data) in enumerate(events)
+            ]
+            batches.append(written)
+        return Appended(events=written, followed=(tenant_id, run_id) in self.followed)
+
+    def after(self, tenant_id: str, run_id: str, seq: int, limit: int) -> list[RunEvent]:
+        return [e for e in self.events(tenant_id, run_id) if e.seq > seq][:limit]
+
+    def events(self, tenant_id: str, run_id: str) -> list[RunEvent]:
+        return [e for batch in self.batches.get((tenant_id, run_id), []) for e in batch]
+
+    def types(self, tenant_id: str, run_id: str) -> list[str]:
+        return [e.type for e in self.events(tenant_id, run_id)]
+
+    def done(self, tenant_id: str, run_id: str) -> bool:
+        found = self.events(tenant_id, run_id)
+        return bool(found) and found[-1].type in TERMINAL_EVENTS
+
+
+class FakeResults:
+    """Large results kept whole, under the key S3 would get."""
+
+    def __init__(self) -> None:
+        self.texts: dict[str, str] = {}
+
+    def offload(self, tenant_id: str, run_id: str, tool_call_id: str, text: str) -> dict[str, Any] | None:
+        if len(text) <= OFFLOAD_CHARS:
+            return None
+        key = key_for(tenant_id, run_id, tool_call_id)
+        self.texts[key] = text
+        return {"key": key, "chars": len(text), "bytes": len(text.encode())}
+
+
+class FakeLedger:
+    """The LedgerStore port in memory, with the adapter's transition rules."""
+
+    def __init__(self) -> None:
+        self.entries: dict[tuple[str, str], Entry] = {}
+        self.lock = threading.Lock()
+
+    def claim(self, tenant_id: str, key: EffectKey, tool_name: str, run_id: str, tool_call_id: str) -> Claim:
+        with self.lock:
+            held = self.entries.get((tenant_id, key.id))
+            if held is not None and held.status not in CLAIMABLE:
+                return Claim(won=False, entry=held)
+            entry = Entry(
+                key=key.id,
+                kind=key.kind,
+                tool_name=tool_name,
+                status="claimed",
+                generation=(held.generation if held else 0) + 1,
+                run_id=run_id,
+                tool_call_id=tool_call_id,
+                claimed_at=utcnow(),
+                history=held.history if held else [],
+            )
+            self.entries[(tenant_id, key.id)] = entry
+        return Claim(won=True, entry=entry)
+
+    def settle(
+        self,
+        tenant_id: str,
+        key: str,
+        generation: int,
+        to: Settlement,
+        result: dict[str, Any] | None,
+        truncated: bool,
+    ) -> bool:
+        with self.lock:
+            entry = self.entries.get((tenant_id, key))
+            if entry is None or entry.status != SETTLEABLE or entry.generation != generation:
+                return False
+            self.entries[(tenant_id, key)] = entry.model_copy(
+                update={"status": to, "result": result, "result_truncated": truncated, "settled_at": utcnow()}
+            )
+        return True
+
+    def get(self, tenant_id: str, key: str) -> Entry | None:
+        return self.entries.get((tenant_id, key))
+
+    def mark_undone(self, tenant_id: str, key: str, by: str) -> Entry:
+        with self.lock:
+            entry = self.entries.get((tenant_id, key))
+            if entry is None:
+                raise NotFound(f"no ledger entry {key}", code="effect_not_found")
+            if entry.status not in UNDOABLE:
+                raise Conflict(
+                    f"ledger entry {key} is {entry.status}: nothing to undo", code="effect_not_undoable"
+                )
+            now = utcnow()
+            summary = {
+                "generation": entry.generation,
+                "status": entry.status,
+                "run_id": entry.run_id,
+                "tool_call_id": entry.tool_call_id,
+                "claimed_at": entry.claimed_at.isoformat(),
+                "settled_at": entry.settled_at.isoformat() if entry.settled_at else None,
+                "undone_at": now.isoformat(),
+                "undone_by": by,
+            }
+            undone = entry.model_copy(
+                update={
+                    "status": "undone",
+                    "undone_at": now,
+                    "undone_by": by,
+                    "history": [*entry.history, summary][-HISTORY_LIMIT:],
+                }
+            )
+            self.entries[(tenant_id, key)] = undone
+        return undone
+
+
+@dataclass
+class FakeStores:
+    """One of each fake, wired as the real stores are (a run's counters read through its context)."""
+
+    run_context: FakeRunContexts = field(default_factory=FakeRunContexts)
+    sessions: FakeSessions = field(default_factory=FakeSessions)
+    agents: FakeAgents = field(default_factory=FakeAgents)
+    interactions: FakeInteractions = field(default_factory=FakeInteractions)
+    effects: FakeLedger = field(default_factory=FakeLedger)
+    events: FakeEventLog = field(default_factory=FakeEventLog)
+    results: FakeResults = field(default_factory=FakeResults)
+    runs: FakeRuns = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.runs = FakeRuns(self.run_context)
+
+    def stores(self) -> Stores:
+        return Stores(
+            runs=self.runs,
+            run_context=self.run_context,
+            sessions=self.sessions,
+            agents=self.agents,
+            interactions=self.interactions,
+            effects=self.effects,
+            events=self.events,
+            results=self.results,
+        )

@@ -1,0 +1,278 @@
+"""Multi-agent: agent tools start child runs that the parent waits for on a task token (the real ASL on
+moto), up to depth 3, with one view of the tree."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from stepwise.local.stack import LocalStack
+from tests.integration.support import OTHER_KEY, tool, wait_for_run
+
+
+def agent(stack: LocalStack, name: str, **body: Any) -> str:
+    status, _, created = stack.invoke_api("POST", "/v1/agents", {"name": name, **body})
+    assert status == 201, created
+    return str(created["agent_id"])
+
+
+def agent_tool(name: str, agent_id: str, **extra: Any) -> dict[str, Any]:
+    return {"type": "agent", "name": name, "description": f"Ask {name}.", "agent_id": agent_id, **extra}
+
+
+def add_tool(stack: LocalStack, agent_id: str, body: dict[str, Any]) -> None:
+    status, _, created = stack.invoke_api("POST", f"/v1/agents/{agent_id}/tools", body)
+    assert status == 201, created
+
+
+def ask(name: str, message: str) -> dict[str, Any]:
+    return {"name": name, "arguments": {"message": message}}
+
+
+def start(stack: LocalStack, agent_id: str, script: list[dict[str, Any]], **body: Any) -> dict[str, Any]:
+    status, _, accepted = stack.invoke_api(
+        "POST", f"/v1/agents/{agent_id}/runs", {"message": "go", "script": script, **body}
+    )
+    assert status == 202, accepted
+    return dict(accepted)
+
+
+def events(stack: LocalStack, run_id: str) -> list[dict[str, Any]]:
+    got: list[dict[str, Any]] = []
+    deadline = time.monotonic() + 30
+    while True:
+        _, _, page = stack.invoke_api("GET", f"/v1/runs/{run_id}/events?after={len(got)}&wait=5")
+        got += page["events"]
+        if page["done"] or time.monotonic() > deadline:
+            return got
+
+
+def of_type(found: list[dict[str, Any]], etype: str) -> list[dict[str, Any]]:
+    return [e["data"] for e in found if e["type"] == etype]
+
+
+def get_run(stack: LocalStack, run_id: str) -> dict[str, Any]:
+    status, _, run = stack.invoke_api("GET", f"/v1/runs/{run_id}")
+    assert status == 200, run
+    return dict(run)
+
+
+def test_a_coordinator_gets_its_childs_answer_as_the_tool_result(stack: LocalStack) -> None:
+    researcher = agent(stack, "researcher")  # no tools: the scripted model echoes its message
+    coordinator = agent(stack, "coordinator", tools=[agent_tool("research", researcher)])
+    script = [{"tool_calls": [ask("research", "the tallest tree")]}, {"text": "reported"}]
+
+    run = wait_for_run(stack, start(stack, coordinator, script)["run_id"])
+
+    assert run["status"] == "succeeded", run
+    (child_id,) = run["children"]
+    child = get_run(stack, child_id)
+    assert child["status"] == "succeeded" and child["output"] == "You said: the tallest tree"
+    assert (child["parent_run_id"], child["root_run_id"], child["depth"]) == (run["run_id"], run["run_id"], 1)
+    assert child["trigger"] == "delegation" and child["session_id"] != run["session_id"]
+    assert (run["depth"], run["root_run_id"], run["trigger"]) == (0, run["run_id"], "api")
+    assert run["tools_executed"] == ["research"]
+    for field in ("input_tokens", "output_tokens"):
+        assert run["total_usage"][field] == run["usage"][field] + child["usage"][field]
+
+    found = events(stack, run["run_id"])
+    (started,) = of_type(found, "delegation_started")
+    assert started["child_run_id"] == child_id and started["agent_id"] == researcher
+    (completed,) = of_type(found, "delegation_completed")
+    assert (completed["child_run_id"], completed["status"]) == (child_id, "succeeded")
+    (result,) = of_type(found, "tool_result")
+    assert result["output"] == "You said: the tallest tree"
+
+
+def test_read_only_agent_tools_run_their_children_at_once(stack: LocalStack) -> None:
+    first, second = agent(stack, "first"), agent(stack, "second")
+    tools = [agent_tool("a", first, read_only=True), agent_tool("b", second, read_only=True)]
+    coordinator = agent(stack, "pair", tools=tools)
+    script = [{"tool_calls": [ask("a", "one"), ask("b", "two")]}, {"text": "both"}]
+
+    run = wait_for_run(stack, start(stack, coordinator, script)["run_id"])
+
+    assert run["status"] == "succeeded" and len(run["children"]) == 2
+    found = events(stack, run["run_id"])
+    kinds = [e["type"] for e in found if e["type"].startswith("delegation_")]
+    assert kinds[:2] == ["delegation_started", "delegation_started"]  # both started before either ended
+    outputs = sorted(r["output"] for r in of_type(found, "tool_result"))
+    assert outputs == ["You said: one", "You said: two"]
+
+
+def test_a_chain_goes_three_deep_and_no_deeper(stack: LocalStack) -> None:
+    """An agent that delegates to itself: the run at depth 3 is told delegation_depth_exceeded."""
+    looping = agent(stack, "looping")
+    add_tool(stack, looping, agent_tool("deeper", looping))
+    script = [{"tool_calls": [ask("deeper", "again")]}, {"text": "bottom"}]
+    status, _, _ = stack.invoke_api("PATCH", f"/v1/agents/{looping}", {"script": script})
+    assert status == 200
+
+    root = wait_for_run(stack, start(stack, looping, script)["run_id"], timeout=120)
+
+    assert root["status"] == "succeeded", root
+    chain = [root]
+    while chain[-1]["children"]:
+        (child_id,) = chain[-1]["children"]
+        chain.append(get_run(stack, child_id))
+    assert [r["depth"] for r in chain] == [0, 1, 2, 3]
+    assert all(r["root_run_id"] == root["run_id"] for r in chain)
+    (refused,) = of_type(events(stack, chain[-1]["run_id"]), "tool_result")
+    assert refused["error"]["code"] == "delegation_depth_exceeded"
+    assert root["total_usage"]["input_tokens"] == sum(r["usage"]["input_tokens"] for r in chain)
+
+
+def test_an_on_delegation_hook_that_denies_starts_no_child(stack: LocalStack) -> None:
+    target = agent(stack, "target")
+    coordinator = agent(stack, "guarded", tools=[agent_tool("ask_target", target)])
+    hook = {
+        "event": "OnDelegation",
+        "type": "rule",
+        "config": {"rules": [{"field": "message", "operator": "CONTAINS", "value": "secret"}]},
+    }
+    assert stack.invoke_api("POST", f"/v1/agents/{coordinator}/hooks", hook)[0] == 201
+    script = [{"tool_calls": [ask("ask_target", "tell the secret")]}, {"text": "refused"}]
+
+    run = wait_for_run(stack, start(stack, coordinator, script)["run_id"])
+
+    assert run["status"] == "succeeded" and run["children"] == []
+    found = events(stack, run["run_id"])
+    assert of_type(found, "hook_blocked")[0]["event"] == "OnDelegation"
+    assert of_type(found, "tool_result")[0]["error"]["code"] == "blocked_by_hook"
+    assert of_type(found, "delegation_started") == []
+
+
+def test_an_approval_deep_in_the_tree_is_answered_from_the_root_session(stack: LocalStack) -> None:
+    leaf = agent(
+        stack,
+        "leaf",
+        tools=[tool("send", "http://127.0.0.1:9/send", permission="ask")],
+        script=[{"tool_calls": [{"name": "send", "arguments": {"to": "x"}}]}, {"text": "leaf done"}],
+    )
+    middle = agent(
+        stack,
+        "middle",
+        tools=[agent_tool("to_leaf", leaf)],
+        script=[{"tool_calls": [ask("to_leaf", "send it")]}, {"text": "middle done"}],
+    )
+    root_agent = agent(stack, "root", tools=[agent_tool("to_middle", middle)])
+    accepted = start(stack, root_agent, [{"tool_calls": [ask("to_middle", "go on")]}, {"text": "root done"}])
+
+    pending: list[dict[str, Any]] = []
+    deadline = time.monotonic() + 60
+    while not pending:
+        assert time.monotonic() < deadline, "no approval reached the root session"
+        _, _, listed = stack.invoke_api(
+            "GET", f"/v1/sessions/{accepted['session_id']}/interactions?status=pending"
+        )
+        pending = listed["interactions"]
+        time.sleep(0.1)
+    (approval,) = pending
+    assert approval["kind"] == "approval" and approval["run_id"] != accepted["run_id"]
+    grandchild = get_run(stack, approval["run_id"])
+    assert grandchild["depth"] == 2 and grandchild["root_run_id"] == accepted["run_id"]
+
+    status, _, _ = stack.invoke_api(
+        "POST",
+        f"/v1/sessions/interactions/{approval['interaction_id']}/respond",
+        {"answer": {"approved": False, "reason": "not today"}},
+        headers={"Idempotency-Key": "k1"},
+    )
+    assert status == 202
+    root = wait_for_run(stack, accepted["run_id"], timeout=60)
+    assert root["status"] == "succeeded" and root["output"] == "root done"
+    requested = of_type(events(stack, accepted["run_id"]), "approval_requested")
+    assert [r["run_id"] for r in requested] == [grandchild["run_id"]]  # in the root's own stream
+
+
+def test_cancelling_a_run_cancels_its_waiting_descendants(stack: LocalStack) -> None:
+    leaf = agent(
+        stack,
+        "slow leaf",
+        tools=[tool("send", "http://127.0.0.1:9/send", permission="ask")],
+        script=[{"tool_calls": [{"name": "send", "arguments": {}}]}, {"text": "never"}],
+    )
+    root_agent = agent(stack, "canceller", tools=[agent_tool("to_leaf", leaf)])
+    accepted = start(stack, root_agent, [{"tool_calls": [ask("to_leaf", "wait")]}, {"text": "x"}])
+    deadline = time.monotonic() + 60
+    while True:
+        children = get_run(stack, accepted["run_id"])["children"]
+        if children and get_run(stack, children[0])["status"] == "waiting":
+            break
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+
+    status, _, cancelled = stack.invoke_api("POST", f"/v1/runs/{accepted['run_id']}/cancel")
+
+    assert status == 200 and cancelled["status"] == "cancelled"
+    child = wait_for_run(stack, children[0])
+    assert child["status"] == "cancelled"
+    _, _, listed = stack.invoke_api("GET", f"/v1/sessions/{accepted['session_id']}/interactions")
+    assert [i["status"] for i in listed["interactions"]] == ["expired"]  # its link now answers 410
+
+
+def test_a_failing_child_is_an_error_result_and_the_parent_goes_on(stack: LocalStack) -> None:
+    same = {"name": "lookup", "arguments": {"q": "same"}}
+    failing = agent(
+        stack,
+        "looper",
+        tools=[tool("lookup", "http://127.0.0.1:9/lookup", read_only=True)],
+        script=[{"tool_calls": [same]}] * 3 + [{"text": "never"}],  # a doom loop fails the run
+    )
+    coordinator = agent(stack, "resilient", tools=[agent_tool("try_it", failing)])
+    script = [{"tool_calls": [ask("try_it", "go")]}, {"text": "went on"}]
+
+    run = wait_for_run(stack, start(stack, coordinator, script)["run_id"])
+
+    assert run["status"] == "succeeded" and run["output"] == "went on"
+    child = get_run(stack, run["children"][0])
+    assert child["status"] == "failed" and child["error"]["code"] == "doom_loop"
+    found = events(stack, run["run_id"])
+    assert of_type(found, "tool_result")[0]["error"]["code"] == "doom_loop"
+    assert of_type(found, "delegation_completed")[0]["status"] == "failed"
+
+
+def test_a_deleted_target_is_an_error_result_not_a_crash(stack: LocalStack) -> None:
+    target = agent(stack, "short lived")
+    coordinator = agent(stack, "orphaned", tools=[agent_tool("gone", target)])
+    assert stack.invoke_api("DELETE", f"/v1/agents/{target}")[0] == 204
+
+    run = wait_for_run(
+        stack, start(stack, coordinator, [{"tool_calls": [ask("gone", "hi")]}, {"text": "ok"}])["run_id"]
+    )
+
+    assert run["status"] == "succeeded" and run["children"] == []
+    assert of_type(events(stack, run["run_id"]), "tool_result")[0]["error"]["code"] == "agent_gone"
+
+
+def test_an_agent_tool_must_name_an_agent_of_the_same_tenant(stack: LocalStack) -> None:
+    _, _, foreign = stack.invoke_api("POST", "/v1/agents", {"name": "theirs"}, key=OTHER_KEY)
+    mine = agent(stack, "mine")
+    for target in (foreign["agent_id"], "agt_00000000000000000000000000"):
+        status, _, body = stack.invoke_api("POST", f"/v1/agents/{mine}/tools", agent_tool("x", target))
+        assert status == 422 and body["error"]["code"] == "unknown_agent", body
+        status, _, body = stack.invoke_api(
+            "POST", "/v1/agents", {"name": "n", "tools": [agent_tool("x", target)]}
+        )
+        assert status == 422 and body["error"]["code"] == "unknown_agent", body
+    status, _, body = stack.invoke_api("POST", f"/v1/agents/{mine}/tools", agent_tool("x", "not-an-id"))
+    assert status == 422
+
+
+def test_a_custom_schema_reaches_the_child_as_json(stack: LocalStack) -> None:
+    child_agent = agent(stack, "structured")
+    schema = {
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+        "required": ["city"],
+    }
+    coordinator = agent(stack, "caller", tools=[agent_tool("forecast", child_agent, input_schema=schema)])
+    script = [
+        {"tool_calls": [{"name": "forecast", "arguments": {"city": "Oslo", "days": 2}}]},
+        {"text": "ok"},
+    ]
+
+    run = wait_for_run(stack, start(stack, coordinator, script)["run_id"])
+
+    child = get_run(stack, run["children"][0])
+    assert child["input"] == '{"city": "Oslo", "days": 2}'

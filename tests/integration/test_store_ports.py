@@ -1,0 +1,400 @@
+"""The loop's ports, held to one contract: every assertion here runs against the in-memory fakes
+(tests/fakes/stores.py) and against the DynamoDB modules on moto, so the fakes the unit tests trust
+cannot drift from the stores the loop really uses."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from stepwise import ledger
+from stepwise.agents.models import AgentCreate
+from stepwise.errors import AgentGone, NotFound, RunStateError
+from stepwise.runs.models import ACTIVE_STATUSES, Run
+from stepwise.schema import utcnow
+from stepwise.store import agents, effects, events, interactions, ports, run_context, runs, sessions
+from stepwise.store.run_context import RunContext
+from stepwise.store.sessions import ASSISTANT_SLOT, CHECKPOINT_LIMIT, USER_SLOT, Earlier, tool_slot
+from tests.fakes.stores import FakeStores
+
+
+@dataclass
+class Backend:
+    """The stores under test, with what the tests seed them through (the same calls on both)."""
+
+    runs: Any
+    run_context: Any
+    sessions: Any
+    agents: Any
+    interactions: Any
+    effects: Any
+    events: Any
+
+
+@pytest.fixture(params=["fake", "dynamodb"])
+def backend(request: pytest.FixtureRequest) -> Backend:
+    if request.param == "fake":
+        fakes = FakeStores()
+        return Backend(
+            fakes.runs,
+            fakes.run_context,
+            fakes.sessions,
+            fakes.agents,
+            fakes.interactions,
+            fakes.effects,
+            fakes.events,
+        )
+    request.getfixturevalue("stack")  # moto, with the template's tables
+    return Backend(runs, run_context, sessions, agents, interactions, effects, events)
+
+
+@pytest.fixture
+def tenant() -> str:
+    return f"t_{uuid.uuid4().hex[:12]}"
+
+
+def new_run(tenant_id: str, store: Backend, run_id: str = "run_1", session_id: str = "ses_1") -> Run:
+    run = Run(
+        run_id=run_id,
+        agent_id="agt_1",
+        session_id=session_id,
+        status="queued",
+        input="hi",
+        created_at=utcnow(),
+    )
+    created: Run = store.runs.create(tenant_id, run)
+    return created
+
+
+def test_the_default_stores_are_the_dynamodb_modules() -> None:
+    default = ports.stores()
+
+    assert default is ports.dynamodb()
+    assert (default.runs, default.sessions, default.run_context, default.events) == (
+        runs,
+        sessions,
+        run_context,
+        events,
+    )
+    replacement = FakeStores().stores()
+    with ports.using(replacement):
+        assert ports.stores() is replacement
+    assert ports.stores() is default
+
+
+# --- The run's context ---------------------------------------------------------------------------
+
+
+def test_a_context_is_saved_over_the_version_it_was_read_at(backend: Backend, tenant: str) -> None:
+    fresh = backend.run_context.load(tenant, "run_1")
+    assert (fresh.version, fresh.ended, fresh.steps) == (0, False, 0)
+
+    saved = backend.run_context.save(tenant, "run_1", fresh.model_copy(update={"steps": 1, "prepared": True}))
+    assert saved.version == 1
+    loaded = backend.run_context.load(tenant, "run_1")
+    assert (loaded.version, loaded.steps, loaded.prepared) == (1, 1, True)
+
+    with pytest.raises(RunStateError):  # a stale step wrote its copy of version 0
+        backend.run_context.save(tenant, "run_1", fresh.model_copy(update={"steps": 9}))
+    assert backend.run_context.load(tenant, "run_1").steps == 1
+
+    again = backend.run_context.save(tenant, "run_1", loaded.model_copy(update={"steps": 2}))
+    assert again.version == 2
+
+
+def test_an_ended_run_refuses_every_later_context_write(backend: Backend, tenant: str) -> None:
+    saved = backend.run_context.save(tenant, "run_1", RunContext(steps=1))
+
+    backend.run_context.mark_ended(tenant, "run_1")
+
+    loaded = backend.run_context.load(tenant, "run_1")
+    assert (loaded.ended, loaded.version) == (True, 1)  # ending leaves the version alone
+    with pytest.raises(RunStateError):
+        backend.run_context.save(tenant, "run_1", saved)
+    backend.run_context.mark_ended(tenant, "run_2")  # ended before its first step
+    with pytest.raises(RunStateError):
+        backend.run_context.save(tenant, "run_2", RunContext())
+
+
+# --- Runs ----------------------------------------------------------------------------------------
+
+
+def test_a_run_moves_only_from_the_statuses_allowed(backend: Backend, tenant: str) -> None:
+    new_run(tenant, backend)
+
+    assert backend.runs.transition(tenant, "run_1", "running", allowed_from={"queued"}) is True
+    assert backend.runs.transition(tenant, "run_1", "running", allowed_from={"queued"}) is False
+    assert backend.runs.transition(tenant, "missing", "running", allowed_from={"queued"}) is False
+    ended = backend.runs.transition(
+        tenant,
+        "run_1",
+        "failed",
+        allowed_from=ACTIVE_STATUSES,
+        steps=2,
+        input_tokens=10,
+        output_tokens=3,
+        cached_tokens=0,
+        tools_executed=["lookup"],
+        error={"code": "boom", "message": "it broke"},
+    )
+    assert ended is True
+    assert backend.runs.transition(tenant, "run_1", "succeeded", allowed_from=ACTIVE_STATUSES) is False
+
+    run = backend.runs.get(tenant, "run_1")
+    assert (run.status, run.steps, run.tools_executed) == ("failed", 2, ["lookup"])
+    assert (run.usage.input_tokens, run.usage.output_tokens) == (10, 3)
+    assert run.error is not None and run.error.code == "boom"
+    assert run.finished_at is not None
+
+
+def test_an_active_runs_counters_come_from_its_context(backend: Backend, tenant: str) -> None:
+    new_run(tenant, backend)
+    backend.runs.transition(tenant, "run_1", "running", allowed_from={"queued"})
+
+    backend.run_context.save(tenant, "run_1", RunContext(steps=3, tools_executed=["a", "b"]))
+
+    run = backend.runs.get(tenant, "run_1")
+    assert (run.steps, run.tools_executed) == (3, ["a", "b"])
+
+
+def test_an_unknown_run_is_not_found(backend: Backend, tenant: str) -> None:
+    with pytest.raises(NotFound) as caught:
+        backend.runs.get(tenant, "run_missing")
+    assert caught.value.code == "run_not_found"
+
+
+# --- Sessions ------------------------------------------------------------------------------------
+
+
+def message(text: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": text}
+
+
+def test_messages_come_back_in_key_order_and_a_rewrite_replaces(backend: Backend, tenant: str) -> None:
+    backend.sessions.create(tenant, "ses_1", "agt_1", active_run_id="run_1")
+    put = backend.sessions.put_message
+    put(tenant, "ses_1", "run_1", 2, ASSISTANT_SLOT, message("step 2"))
+    put(tenant, "ses_1", "run_1", 1, tool_slot(1), message("second result"))
+    put(tenant, "ses_1", "run_1", 1, ASSISTANT_SLOT, message("step 1"))
+    put(tenant, "ses_1", "run_1", 1, tool_slot(0), message("first result"))
+    put(tenant, "ses_1", "run_1", 0, USER_SLOT, message("draft"))
+    put(tenant, "ses_1", "run_1", 0, USER_SLOT, message("question"))  # a retry rewrites its own key
+    put(tenant, "ses_1", "run_12", 0, USER_SLOT, message("another run"))  # shares run_1's prefix
+
+    texts = [m["content"] for m in backend.sessions.run_messages(tenant, "ses_1", "run_1")]
+
+    assert texts == ["question", "step 1", "first result", "second result", "step 2"]
+
+
+def test_history_holds_completed_runs_only_and_a_run_completes_once(backend: Backend, tenant: str) -> None:
+    backend.sessions.create(tenant, "ses_1", "agt_1")
+    backend.sessions.put_message(tenant, "ses_1", "run_a", 0, USER_SLOT, message("a"))
+    backend.sessions.put_message(tenant, "ses_1", "run_b", 0, USER_SLOT, message("b (never completed)"))
+    backend.sessions.put_message(tenant, "ses_1", "run_c", 0, USER_SLOT, message("c"))
+    backend.sessions.complete_run(tenant, "ses_1", "run_a")
+    backend.sessions.complete_run(tenant, "ses_1", "run_a")
+
+    earlier, current = backend.sessions.history(tenant, "ses_1", "run_c")
+
+    assert [m["content"] for m in earlier.messages] == ["a"]
+    assert [m["content"] for m in current] == ["c"]
+    assert backend.sessions.get(tenant, "ses_1").completed_runs == ["run_a"]
+    backend.sessions.complete_run(tenant, "ses_gone", "run_a")  # no shell: nothing to record, no error
+    with pytest.raises(NotFound):
+        backend.sessions.history(tenant, "ses_gone", "run_a")
+
+
+def later(days: int = 1) -> int:
+    return int((utcnow() + timedelta(days=days)).timestamp())
+
+
+def test_a_checkpoint_is_none_until_kept_and_never_kept_past_an_item(backend: Backend, tenant: str) -> None:
+    assert backend.sessions.checkpoint(tenant, "ses_1", "run_1") is None
+
+    old = Earlier([message("old")], [later()])
+    assert backend.sessions.put_checkpoint(tenant, "ses_1", "run_1", old) is True
+    huge = Earlier([message("x" * (CHECKPOINT_LIMIT + 1))], [later()])
+    assert backend.sessions.put_checkpoint(tenant, "ses_1", "run_2", huge) is False
+
+    assert backend.sessions.checkpoint(tenant, "ses_1", "run_1") == old
+    assert backend.sessions.checkpoint(tenant, "ses_1", "run_2") is None
+    assert backend.sessions.put_checkpoint(tenant, "ses_1", "run_3", Earlier()) is True
+    assert backend.sessions.checkpoint(tenant, "ses_1", "run_3") == Earlier()  # empty, not absent
+
+
+def test_a_checkpoint_drops_the_messages_whose_retention_ended(backend: Backend, tenant: str) -> None:
+    past = int((utcnow() - timedelta(seconds=5)).timestamp())
+    mixed = Earlier([message("gone"), message("kept")], [past, later()])
+
+    backend.sessions.put_checkpoint(tenant, "ses_1", "run_1", mixed)
+
+    found = backend.sessions.checkpoint(tenant, "ses_1", "run_1")
+    assert [m["content"] for m in found.messages] == ["kept"]
+
+
+def test_a_run_begins_with_the_last_completed_runs_checkpoint_and_messages(
+    backend: Backend, tenant: str
+) -> None:
+    backend.sessions.create(tenant, "ses_1", "agt_1")
+    assert backend.sessions.earlier_history(tenant, "ses_1", "run_b") == Earlier()  # no completed run
+    backend.sessions.put_message(
+        tenant, "ses_1", "run_0", 0, USER_SLOT, message("zero (not in a checkpoint)")
+    )
+    backend.sessions.complete_run(tenant, "ses_1", "run_0")
+    backend.sessions.put_checkpoint(tenant, "ses_1", "run_a", Earlier([message("before a")], [later()]))
+    backend.sessions.put_message(tenant, "ses_1", "run_a", 1, ASSISTANT_SLOT, message("a answers"))
+    backend.sessions.put_message(tenant, "ses_1", "run_a", 0, USER_SLOT, message("a asks"))
+    backend.sessions.complete_run(tenant, "ses_1", "run_a")
+
+    folded = backend.sessions.earlier_history(tenant, "ses_1", "run_b")
+
+    assert [m["content"] for m in folded.messages] == ["before a", "a asks", "a answers"]
+    assert len(folded.expiries) == 3 and min(folded.expiries) > int(utcnow().timestamp())
+    backend.sessions.put_message(tenant, "ses_1", "run_c", 0, USER_SLOT, message("c asks"))
+    backend.sessions.complete_run(tenant, "ses_1", "run_c")  # completed without a checkpoint
+    whole = backend.sessions.earlier_history(tenant, "ses_1", "run_d")
+    assert [m["content"] for m in whole.messages] == [
+        "zero (not in a checkpoint)",
+        "a asks",
+        "a answers",
+        "c asks",
+    ]
+
+
+def test_releasing_a_session_hands_it_to_the_first_queued_run(backend: Backend, tenant: str) -> None:
+    backend.sessions.create(tenant, "ses_1", "agt_1", active_run_id="run_1")
+    assert backend.sessions.enqueue(tenant, "ses_1", "run_2") is True
+    assert backend.sessions.enqueue(tenant, "ses_1", "run_3") is True
+
+    assert backend.sessions.release(tenant, "ses_1", "run_3") is None  # only queued: taken out
+    assert backend.sessions.release(tenant, "ses_1", "run_1") == "run_2"
+    assert backend.sessions.release(tenant, "ses_1", "run_1") is None  # a repeat: no longer active
+    assert backend.sessions.release(tenant, "ses_1", "run_2") is None
+
+    session = backend.sessions.get(tenant, "ses_1")
+    assert (session.active_run_id, session.queue) == (None, [])
+    with pytest.raises(NotFound):
+        backend.sessions.release(tenant, "ses_gone", "run_1")
+
+
+# --- Agents --------------------------------------------------------------------------------------
+
+
+def test_a_missing_agent_is_not_found_and_for_a_run_gone(backend: Backend, tenant: str) -> None:
+    created = backend.agents.create(tenant, "agt_1", AgentCreate(name="helper", model="scripted/x"))
+
+    assert backend.agents.get(tenant, "agt_1") == created
+    assert backend.agents.get_for_run(tenant, "agt_1").name == "helper"
+    with pytest.raises(NotFound) as caught:
+        backend.agents.get(tenant, "agt_missing")
+    assert caught.value.code == "agent_not_found"
+    with pytest.raises(AgentGone):
+        backend.agents.get_for_run(tenant, "agt_missing")
+
+
+# --- Interactions --------------------------------------------------------------------------------
+
+
+def pause(store: Backend, tenant_id: str, interaction_id: str, run_id: str = "run_1") -> Any:
+    return store.interactions.create(
+        tenant_id,
+        interaction_id=interaction_id,
+        run_id=run_id,
+        session_id="ses_1",
+        agent_id="agt_1",
+        kind="client_tool",
+        step=1,
+        tool_call_id="call_1",
+        tool_call_index=0,
+        tool_name="ask",
+        arguments={"q": "?"},
+        timeout_seconds=60,
+    )
+
+
+def test_an_interaction_is_answered_or_closed_exactly_once(backend: Backend, tenant: str) -> None:
+    first = pause(backend, tenant, "int_a")
+    assert (first.status, first.has_token) == ("pending", False)
+    assert first.digest == interactions.digest(tenant, "ask", {"q": "?"})
+
+    assert backend.interactions.answer(tenant, "int_a", {"outcome": "completed"}, key="k", by=None) is True
+    assert backend.interactions.answer(tenant, "int_a", {"outcome": "error"}, key="k2", by=None) is False
+    assert backend.interactions.close(tenant, "int_a", "expired") is False
+    answered = backend.interactions.get(tenant, "int_a")
+    assert (answered.status, answered.answer) == ("answered", {"outcome": "completed"})
+    assert pause(backend, tenant, "int_a").status == "answered"  # a retried create finds it as it is
+
+    pause(backend, tenant, "int_b")
+    assert backend.interactions.close(tenant, "int_b", "expired") is True
+    assert backend.interactions.close(tenant, "int_b", "expired") is False
+    assert backend.interactions.answer(tenant, "int_b", {"outcome": "completed"}, key="k", by=None) is False
+    assert backend.interactions.get(tenant, "int_b").status == "expired"
+    with pytest.raises(NotFound):
+        backend.interactions.get(tenant, "int_missing")
+
+
+def test_a_runs_interactions_are_listed_by_status_and_take_a_token(backend: Backend, tenant: str) -> None:
+    pause(backend, tenant, "int_b")
+    pause(backend, tenant, "int_a")
+    pause(backend, tenant, "int_c", run_id="run_other")
+    backend.interactions.close(tenant, "int_b")
+
+    assert [i.interaction_id for i in backend.interactions.for_run(tenant, "run_1")] == ["int_a", "int_b"]
+    assert [i.interaction_id for i in backend.interactions.for_run(tenant, "run_1", "pending")] == ["int_a"]
+    assert backend.interactions.attach_token(tenant, "int_a", "token-1").has_token is True
+    assert backend.interactions.get(tenant, "int_a").has_token is True
+
+
+# --- The event log -------------------------------------------------------------------------------
+
+
+def test_appended_events_take_consecutive_seqs_across_batches(backend: Backend, tenant: str) -> None:
+    assert backend.events.append(tenant, "run_1", []).events == []
+
+    first = backend.events.append(tenant, "run_1", [("run_started", {"a": 1}), ("step_started", {"step": 1})])
+    second = backend.events.append(tenant, "run_1", [("run_completed", {})])
+
+    assert [e.seq for e in first.events] == [1, 2]
+    assert [e.seq for e in second.events] == [3]
+    assert first.followed is False
+    logged = backend.events.after(tenant, "run_1", 0, 10)
+    assert [(e.seq, e.type, e.data) for e in logged] == [
+        (1, "run_started", {"a": 1}),
+        (2, "step_started", {"step": 1}),
+        (3, "run_completed", {}),
+    ]
+    assert [e.seq for e in backend.events.after(tenant, "run_1", 1, 1)] == [2]
+    assert backend.events.append(tenant, "run_2", [("run_started", {})]).events[0].seq == 1
+
+
+# --- The effects ledger --------------------------------------------------------------------------
+
+
+def test_a_ledger_entry_is_claimed_once_settled_by_its_generation_and_undone(
+    backend: Backend, tenant: str
+) -> None:
+    scope = ledger.CallScope(
+        tenant_id=tenant, agent_id="agt_1", run_id="run_1", trigger_id="run_1", step=1, tool_call_id="call_1"
+    )
+    key = ledger.call_key(scope, "send")
+
+    won = backend.effects.claim(tenant, key, "send", "run_1", "call_1")
+    lost = backend.effects.claim(tenant, key, "send", "run_1", "call_1")
+    assert (won.won, won.entry.generation, won.entry.status) == (True, 1, "claimed")
+    assert (lost.won, lost.entry.status) == (False, "claimed")
+
+    assert backend.effects.settle(tenant, key.id, 2, "done", {"output": 1}, False) is False
+    assert backend.effects.settle(tenant, key.id, 1, "done", {"output": 1}, False) is True
+    assert backend.effects.settle(tenant, key.id, 1, "done", {"output": 2}, False) is False
+    entry = backend.effects.get(tenant, key.id)
+    assert (entry.status, entry.result) == ("done", {"output": 1})
+
+    undone = backend.effects.mark_undone(tenant, key.id, "ops")
+    assert (undone.status, undone.undone_by, len(undone.history)) == ("undone", "ops", 1)
+    again = backend.effects.claim(tenant, key, "send", "run_1", "call_1")
+    assert (again.won, again.entry.generation) == (True, 2)
+    assert backend.effects.get(tenant, "call#missing") is None
