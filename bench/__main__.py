@@ -31,6 +31,7 @@ BENCHMARKS = [
     "transitions",
     "approvals",
     "dynamodb_ops",
+    "memory_search",
     "canonical",
     "following",
     "webhooks",

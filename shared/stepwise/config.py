@@ -32,6 +32,7 @@ class Tables(BaseModel):
     idempotency: str = Field(alias="IDEMPOTENCY_TABLE")
     quotas: str = Field(alias="QUOTAS_TABLE")
     webhooks: str = Field(alias="WEBHOOKS_TABLE")
+    memories: str = Field(alias="MEMORIES_TABLE")
 
 
 class Runtime(BaseModel):

@@ -36,7 +36,7 @@ import json
 import math
 import re
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
@@ -160,13 +160,19 @@ def _field(arguments: dict[str, Any], name: str) -> Any:
 
 
 def effect_key(
-    scope: CallScope, tool_name: str, key_fields: list[str], arguments: dict[str, Any]
+    scope: CallScope,
+    tool_name: str,
+    key_fields: list[str],
+    arguments: dict[str, Any],
+    private: Collection[str] = (),
 ) -> EffectKey:
     """The key of an idempotent tool's effect: "have I already done this, for this reason, to this target?"
 
     Raises KeyFieldError when a key field is missing, null or blank: without it the call has no
     identity, and guessing one could either duplicate or drop an effect. A tool declared idempotent with
-    no key fields acts once per trigger.
+    no key fields acts once per trigger. A `private` key field (a memory's content) enters the intent as
+    the sha256 of its normalized value: the key still tells equal values apart, and the entry, which
+    outlives what it protects, keeps no copy of the value.
     """
     fields: dict[str, Any] = {}
     missing = []
@@ -175,6 +181,8 @@ def effect_key(
         normal = None if value is _MISSING else normalize(value)
         if normal is None or normal == "":
             missing.append(name)
+        elif name in private:
+            normal = {"sha256": hashlib.sha256(canonical(normal).encode()).hexdigest()}
         fields[name] = normal
     if missing:
         raise KeyFieldError(
@@ -229,6 +237,11 @@ FAILURE_RULES: dict[str, Settlement] = {
     "unreachable": "unknown",  # connect failures are released by `settlement`; a dropped connection is not
     "timeout": "unknown",  # the request may have been sent, and acted on, before the answer was late
     "http_error": "unknown",  # a 4xx is released by `settlement`; a 5xx or a broken exchange is not
+    # The memory builtins' refusals: each is decided by a conditional write that did not happen.
+    "memory_full": "released",
+    "memory_not_found": "released",
+    "memory_unavailable": "released",
+    "embedding_unavailable": "released",  # the save stopped before its write
 }
 # call_http_tool folds connect-phase failures (nothing was sent) and connections lost mid-exchange into
 # `unreachable`; these are the texts only the connect phase produces ("cannot resolve" is the SSRF
@@ -400,8 +413,10 @@ def guard(
     if tool.effect == "none":
         return Guarded(result=run(idempotency_header(call_key(scope, tool.name), 1)))
     try:
+        # Only builtins declare private key fields; other tools have no such attribute.
+        private = getattr(tool, "private_key_fields", ())
         key = (
-            effect_key(scope, tool.name, tool.key_fields, arguments)
+            effect_key(scope, tool.name, tool.key_fields, arguments, private)
             if tool.effect == "idempotent"
             else call_key(scope, tool.name)
         )

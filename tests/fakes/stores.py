@@ -166,13 +166,22 @@ class FakeSessions:
         self.lock = threading.Lock()
 
     def create(
-        self, tenant_id: str, session_id: str, agent_id: str, active_run_id: str | None = None
+        self,
+        tenant_id: str,
+        session_id: str,
+        agent_id: str,
+        active_run_id: str | None = None,
+        user_id: str | None = None,
     ) -> Session:
         with self.lock:
             if (tenant_id, session_id) in self.shells:
                 raise Conflict(f"session {session_id} exists already")
             session = Session(
-                session_id=session_id, agent_id=agent_id, created_at=utcnow(), active_run_id=active_run_id
+                session_id=session_id,
+                agent_id=agent_id,
+                user_id=user_id,
+                created_at=utcnow(),
+                active_run_id=active_run_id,
             )
             self.shells[(tenant_id, session_id)] = session
         return session.model_copy(deep=True)

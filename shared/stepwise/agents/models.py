@@ -37,6 +37,19 @@ class Permissions(Strict):
     default: Literal["allow", "ask", "deny", "allow_reads"] = "allow"
 
 
+MEMORY_TOP_K_LIMIT = 20
+
+
+class MemoryConfig(Strict):
+    """Long-term memory per end user (stepwise.memory): with `enabled`, a run that names a `user_id`
+    gets memory_save, memory_search and memory_delete, and with `auto_recall` the `top_k` memories most
+    relevant to its message are given to the model inside the user turn."""
+
+    enabled: bool = False
+    auto_recall: bool = True
+    top_k: int = Field(default=5, ge=1, le=MEMORY_TOP_K_LIMIT)
+
+
 class AgentFields(Strict):
     model: str | None = Field(default=None, min_length=1, max_length=256)
     system_prompt: str | None = Field(default=None, max_length=100_000)
@@ -46,6 +59,7 @@ class AgentFields(Strict):
     permissions: Permissions = Field(default_factory=Permissions)
     script: list[ScriptTurn] | None = None
     webhook: WebhookConfig | None = None  # for the agent's runs that name none themselves
+    memory: MemoryConfig = Field(default_factory=MemoryConfig)
 
 
 class AgentCreate(AgentFields):
@@ -74,6 +88,7 @@ class AgentPatch(Strict):
     permissions: Permissions | None = None
     script: list[ScriptTurn] | None = None
     webhook: WebhookConfig | None = None
+    memory: MemoryConfig | None = None  # null turns memory off (what was remembered stays, unread)
 
     @field_validator("name")
     @classmethod

@@ -8,7 +8,7 @@ from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from pydantic import BaseModel
 
 from stepwise.agents import bounds, weight
-from stepwise.agents.models import Agent, AgentCreate, AgentPatch
+from stepwise.agents.models import Agent, AgentCreate, AgentPatch, MemoryConfig
 from stepwise.api.context import tenant
 from stepwise.api.params import AgentId
 from stepwise.api.responses import json_response, model_content, responses
@@ -16,6 +16,7 @@ from stepwise.errors import Unprocessable
 from stepwise.ids import new_id
 from stepwise.masking import public_hook, public_tool
 from stepwise.mcp.models import public_servers
+from stepwise.memory import service as memory
 from stepwise.schedules import service as schedules
 from stepwise.store import agents, runs
 from stepwise.tools.models import AgentTool, Tool
@@ -118,6 +119,8 @@ def patch_agent(agent_id: AgentId, body: AgentPatch) -> Response[Agent]:
     bounds.check_named(changes.get("model"))
     if changes.get("webhook") is not None:
         webhook_keys.require(tenant(router))
+    if "memory" in changes and changes["memory"] is None:
+        changes["memory"] = MemoryConfig().model_dump()  # off; what was remembered stays until forgotten
     if "permissions" in changes and changes["permissions"] is None:
         # Clearing would silently fall back to the most permissive default; make the caller say so.
         raise Unprocessable(
@@ -130,7 +133,8 @@ def patch_agent(agent_id: AgentId, body: AgentPatch) -> Response[Agent]:
 @router.delete(
     "/v1/agents/<agent_id>",
     summary="Delete an agent",
-    description="Its schedules are deleted with it, so nothing fires for a deleted agent.",
+    description="Its schedules are deleted with it, so nothing fires for a deleted agent, and so is "
+    "everything it remembered about its users.",
     responses=responses(204, "Deleted", 404, content={}),
     tags=AGENTS,
 )
@@ -140,6 +144,7 @@ def delete_agent(agent_id: AgentId) -> Response[None]:
     for schedule in schedules.list_for_agent(tenant_id, agent_id):  # nothing fires for a deleted agent
         schedules.delete(tenant_id, agent_id, schedule.schedule_id)
     agents.delete(tenant_id, agent_id)
+    memory.default_store().forget_agent(tenant_id, agent_id)  # no user's memories outlive the agent
     return Response(status_code=204)
 
 

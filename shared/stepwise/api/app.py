@@ -15,6 +15,7 @@ from stepwise.api import (
     hooks,
     interactions,
     mcp_servers,
+    memories,
     runs,
     schedules,
     sessions,
@@ -52,6 +53,7 @@ class Health(BaseModel):
 def build() -> APIGatewayHttpResolver:
     app = new_resolver()
     app.include_router(agents.router)
+    app.include_router(memories.router)
     app.include_router(runs.router)
     app.include_router(events.router)
     app.include_router(sessions.router)

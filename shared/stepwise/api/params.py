@@ -19,6 +19,10 @@ SessionId = Annotated[str, Path(pattern=ids.SESSION_ID, description="`ses_…`, 
 HookId = Annotated[str, Path(pattern=ids.HOOK_ID, description="`hook_…`, as the API issued it")]
 ScheduleId = Annotated[str, Path(pattern=ids.SCHEDULE_ID, description="`sch_…`, as the API issued it")]
 InteractionId = Annotated[str, Path(pattern=ids.INTERACTION_ID, description="`int_…`, as the API issued it")]
+MemoryId = Annotated[str, Path(pattern=ids.MEMORY_ID, description="`mem_…`, as the API issued it")]
+UserIdQuery = Annotated[
+    str, Query(pattern=ids.USER_ID, description="The app's id for its end user (1–128 of `[A-Za-z0-9_.@:-]`)")
+]
 
 # The code of the 404 for a path parameter that does not match its pattern: the same code an unknown
 # id of that shape gets from the store. (Tool and MCP server names never reach a key: they are looked
@@ -30,6 +34,7 @@ NOT_FOUND: dict[str, str] = {
     "hook_id": "hook_not_found",
     "schedule_id": "schedule_not_found",
     "interaction_id": "interaction_not_found",
+    "memory_id": "memory_not_found",
 }
 
 AgentIdQuery = Annotated[str | None, Query(pattern=ids.AGENT_ID, description="Only this agent's")]

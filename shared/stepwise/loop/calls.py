@@ -249,7 +249,11 @@ def execute(scope: StepScope, ready: Ready) -> dict[str, Any]:
         tool_call_id=ref.id,
     )
     tool_scope = ToolScope(
-        tenant_id=scope.tenant_id, agent_id=run.agent_id, run_id=run.run_id, session_id=run.session_id
+        tenant_id=scope.tenant_id,
+        agent_id=run.agent_id,
+        run_id=run.run_id,
+        session_id=run.session_id,
+        user_id=run.user_id,
     )
 
     def call(key: str) -> ToolResult:

@@ -23,6 +23,7 @@ from stepwise.loop.calls import StepScope
 from stepwise.loop.model_call import call_model, check_doom_loop
 from stepwise.loop.models import RunState, Wait
 from stepwise.loop.working import Working
+from stepwise.memory import recall
 from stepwise.runs import events
 from stepwise.runs.models import Run
 from stepwise.store.ports import stores
@@ -44,13 +45,20 @@ def _prepare(tenant_id: str, work: Working, agent: Agent, context: RunContext) -
     started = stores().runs.transition(tenant_id, run.run_id, "running", allowed_from={"queued"})
     if not started and stores().runs.get(tenant_id, run.run_id).status != "running":  # running: a retry
         raise RunStateError(f"run {run.run_id} is {run.status}; it cannot start")
-    user = {"role": "user", "content": run.input}
+    recalled = recall.for_user_turn(tenant_id, agent, run)  # stored with the turn: a rebuild sends the same
+    user = {"role": "user", "content": recall.user_turn(run.input, recalled)}
     stores().sessions.put_checkpoint(tenant_id, run.session_id, run.run_id, work.earlier)
     stores().sessions.put_message(tenant_id, run.session_id, run.run_id, 0, USER_SLOT, user)
     work.current = [user]
     work.run = run.model_copy(update={"status": "running"})
     if started:
-        data = {"agent_id": run.agent_id, "session_id": run.session_id, "max_steps": run.max_steps}
+        data: dict[str, Any] = {
+            "agent_id": run.agent_id,
+            "session_id": run.session_id,
+            "max_steps": run.max_steps,
+        }
+        if recalled is not None:
+            data["recalled_memory_ids"] = recalled.memory_ids
         events.emit(tenant_id, run.run_id, "run_started", data)
     return context.model_copy(update={"prepared": True})
 
@@ -214,6 +222,7 @@ def _step(state: RunState) -> RunState:
     work = working.load(tenant_id, state.run_id, context.version)
     observability.bind_run(work.run, step=context.steps + 1)
     agent = stores().agents.get_for_run(tenant_id, work.run.agent_id)  # a deleted agent fails the run here
+    agent = recall.with_memory_tools(tenant_id, agent, work.run)
     if not context.prepared:
         context = _prepare(tenant_id, work, agent, context)
     elif work.run.status not in ("running", "waiting"):

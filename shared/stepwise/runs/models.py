@@ -9,7 +9,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, Field, field_validator
 
 from stepwise.agents.models import DEFAULT_MAX_STEPS, MAX_STEPS_LIMIT, ScriptTurn
-from stepwise.ids import SESSION_ID
+from stepwise.ids import SESSION_ID, USER_ID
 from stepwise.schema import Strict
 from stepwise.webhooks.models import RunTarget, WebhookConfig
 
@@ -65,6 +65,8 @@ class RunCreate(Strict):
     script: list[ScriptTurn] | None = None
     multitask_strategy: Literal["enqueue", "reject", "interrupt"] = "enqueue"
     webhook: WebhookConfig | None = None  # else the agent's (the run keeps the one that applies)
+    # The app's end user: narrows what the run may remember (never widens the tenant, which is the key's).
+    user_id: str | None = Field(default=None, pattern=USER_ID)
 
     _message_fits = field_validator("message")(_fits_an_item)
     _metadata_small = field_validator("metadata")(_small_metadata)
@@ -77,6 +79,7 @@ class SyncRunCreate(Strict):
     session_id: str | None = Field(default=None, pattern=SESSION_ID)
     metadata: dict[str, Any] = Field(default_factory=dict)
     script: list[ScriptTurn] | None = None
+    user_id: str | None = Field(default=None, pattern=USER_ID)
 
 
 class Usage(BaseModel):
@@ -115,6 +118,7 @@ class Run(BaseModel):
     run_id: str
     agent_id: str
     session_id: str
+    user_id: str | None = None
     status: RunStatus
     input: str
     output: str | None = None
@@ -191,6 +195,7 @@ class RunView(BaseModel):
     run_id: str
     agent_id: str
     session_id: str
+    user_id: str | None
     status: RunStatus
     input: str
     output: str | None

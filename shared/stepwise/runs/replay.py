@@ -57,6 +57,7 @@ def replay(tenant_id: str, run_id: str, *, force: bool = False) -> Run:
         metadata=original.metadata,
         script=original.script,
         webhook=original.webhook,
+        user_id=original.user_id,  # the same user's memories, in a fresh session of theirs
     )
     return start_run(
         tenant_id, original.agent_id, body, trigger_id=original.trigger_id, replay_of=original.run_id

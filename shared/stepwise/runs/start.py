@@ -36,11 +36,14 @@ def _busy(session: Session) -> Conflict:
 
 
 def _session_for(
-    tenant_id: str, agent_id: str, session_id: str | None, run_id: str, new_session_id: str
+    tenant_id: str, agent_id: str, session_id: str | None, run: Run, new_session_id: str
 ) -> tuple[Session, bool]:
     """The run's session, and whether the run already holds it (a new session is born held)."""
     if session_id is None:
-        return sessions.create(tenant_id, new_session_id, agent_id, active_run_id=run_id), True
+        created = sessions.create(
+            tenant_id, new_session_id, agent_id, active_run_id=run.run_id, user_id=run.user_id
+        )
+        return created, True
     session = sessions.get(tenant_id, session_id)
     if session.agent_id != agent_id:
         raise Conflict(
@@ -48,6 +51,23 @@ def _session_for(
             code="session_agent_mismatch",
         )
     return session, False
+
+
+def _user_of(tenant_id: str, body: RunCreate | SyncRunCreate) -> str | None:
+    """The run's user: the one named, else its session's. A session is one user's conversation from
+    its first run on, so continuing it as another user (or as a named user when it has none) would
+    hand one user's history to another: 409 `session_user_mismatch`."""
+    if body.session_id is None:
+        return body.user_id
+    owner = sessions.get(tenant_id, body.session_id).user_id
+    if body.user_id is not None and body.user_id != owner:
+        raise Conflict(
+            f"session {body.session_id} is "
+            + (f"user {owner!r}'s" if owner else "not a user's")
+            + f"; start a new session for user {body.user_id!r}",
+            code="session_user_mismatch",
+        )
+    return owner
 
 
 def _record(
@@ -78,6 +98,7 @@ def _record(
         replay_of=replay_of,
         agent_id=agent.agent_id,
         session_id=body.session_id or new_id("ses"),
+        user_id=_user_of(tenant_id, body),
         status="queued",
         input=body.message,
         max_steps=max_steps,
@@ -89,7 +110,7 @@ def _record(
         created_at=utcnow(),
     )
     runs.check_fits(tenant_id, run)  # before anything is written: a refused start leaves nothing behind
-    session, held = _session_for(tenant_id, agent.agent_id, body.session_id, run_id, run.session_id)
+    session, held = _session_for(tenant_id, agent.agent_id, body.session_id, run, run.session_id)
     if not held and strategy == "reject" and session.active_run_id:
         raise _busy(session)  # likewise
     return runs.create(tenant_id, run), held

@@ -13,6 +13,7 @@ from stepwise.runs.models import RunView, Usage
 class Session(BaseModel):
     session_id: str
     agent_id: str
+    user_id: str | None = None  # set by the session's first run; every later run is that user's
     created_at: datetime
     # Runs whose messages make up the history the model sees, in order.
     completed_runs: list[str] = Field(default_factory=list)

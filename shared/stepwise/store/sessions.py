@@ -34,16 +34,27 @@ def _not_found(session_id: str) -> NotFound:
     return NotFound(f"session {session_id} not found", code="session_not_found")
 
 
-def create(tenant_id: str, session_id: str, agent_id: str, active_run_id: str | None = None) -> Session:
+def create(
+    tenant_id: str,
+    session_id: str,
+    agent_id: str,
+    active_run_id: str | None = None,
+    user_id: str | None = None,
+) -> Session:
     """A new session, already held by its first run when one is given."""
     bind()
     session = Session(
-        session_id=session_id, agent_id=agent_id, created_at=utcnow(), active_run_id=active_run_id
+        session_id=session_id,
+        agent_id=agent_id,
+        user_id=user_id,
+        created_at=utcnow(),
+        active_run_id=active_run_id,
     )
     SessionItem(
         tenant_key(tenant_id, session_id),
         SHELL,
         agent_id=agent_id,
+        user_id=user_id,
         created_at=session.created_at,
         completed_runs=[],
         active_run_id=active_run_id,
@@ -60,6 +71,7 @@ def get(tenant_id: str, session_id: str) -> Session:
     return Session(
         session_id=session_id,
         agent_id=item.agent_id or "",
+        user_id=item.user_id,
         created_at=item.created_at,
         completed_runs=list(item.completed_runs or []),
         active_run_id=item.active_run_id,

@@ -73,6 +73,7 @@ class SessionItem(Model):
     pk = UnicodeAttribute(hash_key=True)
     sk = UnicodeAttribute(range_key=True)
     agent_id = UnicodeAttribute(null=True)
+    user_id = UnicodeAttribute(null=True)
     created_at = UTCDateTimeAttribute(null=True)
     completed_runs = ListAttribute(of=UnicodeAttribute, null=True)
     # Double texting: at most one active run per session; later ones wait in `queue`, in order.
@@ -111,6 +112,7 @@ class RunItem(Model):
     run_id = UnicodeAttribute(range_key=True)
     agent_id = UnicodeAttribute()
     session_id = UnicodeAttribute()
+    user_id = UnicodeAttribute(null=True)
     agent_key = UnicodeAttribute()
     session_key = UnicodeAttribute()
     status = UnicodeAttribute()
@@ -382,6 +384,40 @@ class WebhookSecretItem(Model):
     kms_key_id = UnicodeAttribute()
 
 
+class MemoryItem(Model):
+    """A memory of one end user of one agent: pk = "<tenant>#<agent_id>", sk = "<user_id>#<memory_id>".
+    One partition per agent, so deleting an agent finds every user's memories in one query; a user's
+    memories are one sort-key range of it (user ids hold no "#"), read in one query."""
+
+    class Meta:
+        table_name = "MemoriesTable"
+
+    pk = UnicodeAttribute(hash_key=True)
+    sk = UnicodeAttribute(range_key=True)
+    memory_id = UnicodeAttribute()
+    content = UnicodeAttribute()
+    tags = ListAttribute(of=UnicodeAttribute, null=True)
+    created_at = UTCDateTimeAttribute()
+    source_run_id = UnicodeAttribute(null=True)
+    embedding = BinaryAttribute(null=True, legacy_encoding=False)  # float32s, little-endian
+
+
+class MemoryHeadItem(Model):
+    """sk = "<user_id>#head": how many memories the user holds (the bound is a condition on it) and a
+    revision that every save and delete replaces in the same transaction, so a function that cached
+    the user's memories knows from this one small read whether its copy is current. The revision is a
+    fresh random id, not a counter: a counter restarts when a user is forgotten, and a cached copy of
+    the forgotten memories would match the new ones' revision."""
+
+    class Meta:
+        table_name = "MemoriesTable"
+
+    pk = UnicodeAttribute(hash_key=True)
+    sk = UnicodeAttribute(range_key=True)
+    held = NumberAttribute(default=0)  # memories the user holds (not `count`: Model.count is a method)
+    revision = UnicodeAttribute(null=True)
+
+
 def _region() -> str:
     return os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
 
@@ -475,6 +511,8 @@ def bind() -> None:
         (McpAuthItem, names.mcp_auth),
         (WebhookDeliveryItem, names.webhooks),
         (WebhookSecretItem, names.webhooks),
+        (MemoryItem, names.memories),
+        (MemoryHeadItem, names.memories),
     ):
         meta: Any = model.Meta
         meta.table_name = name

@@ -129,9 +129,10 @@ class BuiltinTool(ToolBase):
 
     @model_validator(mode="after")
     def _known_and_configured(self) -> BuiltinTool:
-        from stepwise.tools.builtin.catalog import load
+        from stepwise.tools.builtin.catalog import check_declarable, load
 
-        module = load(self.name)  # an unknown name is a ValueError listing the builtins
+        check_declarable(self.name)  # an unknown name is a ValueError listing the builtins
+        module = load(self.name)
         self.config = module.Config.model_validate(self.config).model_dump(mode="json")
         return self
 
@@ -153,6 +154,12 @@ class BuiltinTool(ToolBase):
         from stepwise.tools.builtin.catalog import load
 
         return list(getattr(load(self.name), "KEY_FIELDS", []))
+
+    @property
+    def private_key_fields(self) -> list[str]:
+        from stepwise.tools.builtin.catalog import load
+
+        return list(getattr(load(self.name), "PRIVATE_KEY_FIELDS", []))
 
     @property
     def parallel_safe(self) -> bool:

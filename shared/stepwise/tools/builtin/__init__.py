@@ -28,6 +28,7 @@ class ToolScope:
     agent_id: str
     run_id: str
     session_id: str
+    user_id: str | None = None  # the run's end user: what the memory tools are scoped to
 
 
 class Settings(Protocol):

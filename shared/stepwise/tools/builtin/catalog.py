@@ -22,6 +22,10 @@ BUILTINS: dict[str, str] = {
         "web_search",
     )
 }
+# Builtins an agent gets from a setting rather than from its tool list: the memory tools come with
+# `memory.enabled`, for runs that name a user (stepwise.memory.recall).
+MEMORY_TOOLS: tuple[str, ...] = ("memory_delete", "memory_save", "memory_search")
+IMPLIED: dict[str, str] = {name: f"stepwise.tools.builtin.{name}" for name in MEMORY_TOOLS}
 
 
 class UnknownBuiltin(ValueError):
@@ -29,9 +33,18 @@ class UnknownBuiltin(ValueError):
 
 
 def load(name: str) -> ModuleType:
-    if name not in BUILTINS:
+    path = BUILTINS.get(name) or IMPLIED.get(name)
+    if path is None:
         raise UnknownBuiltin(f"no builtin tool {name!r}; the builtins are {', '.join(sorted(BUILTINS))}")
-    return importlib.import_module(BUILTINS[name])
+    return importlib.import_module(path)
+
+
+def check_declarable(name: str) -> None:
+    """An agent's tool list names only BUILTINS; an implied builtin there is refused with the setting
+    that brings it."""
+    if name in MEMORY_TOOLS:
+        raise UnknownBuiltin(f"{name} comes with the agent's memory setting: set memory.enabled instead")
+    load(name)
 
 
 def declaration(name: str) -> dict[str, Any]:
