@@ -19,6 +19,7 @@ from stepwise.api import (
     schedules,
     sessions,
     settings,
+    uploads,
 )
 from stepwise.api.auth import PUBLIC
 from stepwise.api.resolver import new_resolver, refused
@@ -60,6 +61,7 @@ def build() -> APIGatewayHttpResolver:
     app.include_router(approvals.router)
     app.include_router(schedules.router)
     app.include_router(settings.router)
+    app.include_router(uploads.router)
 
     @app.get(
         "/v1/health",

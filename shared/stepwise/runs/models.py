@@ -9,6 +9,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, Field, field_validator
 
 from stepwise.agents.models import DEFAULT_MAX_STEPS, MAX_STEPS_LIMIT, ScriptTurn
+from stepwise.attachments.models import MAX_ATTACHMENTS, Attachment, AttachmentIn
 from stepwise.ids import SESSION_ID
 from stepwise.schema import Strict
 
@@ -61,6 +62,12 @@ class RunCreate(Strict):
     metadata: dict[str, Any] = Field(default_factory=dict)
     script: list[ScriptTurn] | None = None
     multitask_strategy: Literal["enqueue", "reject", "interrupt"] = "enqueue"
+    attachments: list[AttachmentIn] = Field(
+        default_factory=list,
+        max_length=MAX_ATTACHMENTS,
+        description="Files for the model: `{upload_id}` from POST /v1/uploads, or "
+        "`{name, content_type, data}` with the file in base64 (5 MiB of base64 in total)",
+    )
 
     _message_fits = field_validator("message")(_fits_an_item)
     _metadata_small = field_validator("metadata")(_small_metadata)
@@ -127,6 +134,9 @@ class Run(BaseModel):
     trigger_id: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     script: list[ScriptTurn] | None = None
+    attachments: list[Attachment] = Field(default_factory=list)
+    # When DELETE /v1/runs/{id}/attachments erased the run's files (the list goes with them).
+    attachments_erased_at: datetime | None = None
     created_at: datetime
     finished_at: datetime | None = None
 
@@ -163,6 +173,8 @@ class RunView(BaseModel):
     tools_executed: list[str] | None
     replay_of: str | None
     metadata: dict[str, Any]
+    attachments: list[Attachment]
+    attachments_erased_at: datetime | None
     created_at: datetime
     finished_at: datetime | None
 
@@ -177,6 +189,7 @@ class RunAccepted(BaseModel):
     session_id: str
     status: RunStatus
     replay_of: str | None = None
+    attachments: list[Attachment] = Field(default_factory=list)
 
 
 class SyncRunResult(BaseModel):

@@ -130,6 +130,8 @@ class RunItem(Model):
     trigger_id = UnicodeAttribute(null=True)
     metadata = JSONAttribute(null=True)
     script = JSONAttribute(null=True)
+    attachments = JSONAttribute(null=True)  # [{attachment_id, name, content_type, size, sha256}]
+    attachments_erased_at = UTCDateTimeAttribute(null=True)
     created_at = UTCDateTimeAttribute()
     finished_at = UTCDateTimeAttribute(null=True)
 
