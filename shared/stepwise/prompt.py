@@ -4,6 +4,7 @@ then history. Nothing volatile (timestamps, ids, relevance order) goes into the 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any
 
 from stepwise.agents.models import Agent
@@ -22,11 +23,15 @@ def _canonical(function: dict[str, Any]) -> dict[str, Any]:
     return {"type": "function", "function": json.loads(json.dumps(function, sort_keys=True))}
 
 
-def tool_declarations(agent: Agent) -> list[dict[str, Any]]:
-    """OpenAI-style function declarations, sorted by name so the prefix is byte-for-byte stable."""
+def tool_declarations(agent: Agent, run_builtins: Iterable[str] = ()) -> list[dict[str, Any]]:
+    """OpenAI-style function declarations, sorted by name so the prefix is byte-for-byte stable.
+    `run_builtins` are builtins this run offers though the agent does not list them (attachment_read
+    when the conversation holds files)."""
     from stepwise import mcp  # the cached MCP tools of the agent's enabled servers (never a connection)
 
+    listed = {tool.name for tool in agent.tools}
     own = [_canonical(_function(tool)) for tool in agent.tools]
+    own += [_canonical(catalog.declaration(name)) for name in sorted(set(run_builtins) - listed)]
     return sorted([*own, *mcp.declarations(agent)], key=lambda d: str(d["function"]["name"]))
 
 

@@ -16,7 +16,7 @@ from stepwise.attachments.models import (
     InlineFile,
     UploadRef,
 )
-from stepwise.attachments.sniff import Inspector
+from stepwise.attachments.sniff import IMAGE_TYPES, Inspector
 from stepwise.errors import Gone, PayloadTooLarge, Unprocessable
 from stepwise.ids import new_id
 
@@ -123,3 +123,30 @@ def carry(tenant_id: str, original_run_id: str, run_id: str, attachments: list[A
 def erase(tenant_id: str, run_id: str) -> int:
     """Every file of the run (attachments, text derived from them, images tools returned)."""
     return blobs.erase(blobs.run_prefix(tenant_id, run_id))
+
+
+TOOL_IMAGE_LIMIT = 10 * 1024 * 1024  # bytes of one image a tool returns; a bigger one is only described
+
+
+def keep_tool_image(tenant_id: str, run_id: str, tool_name: str, mime: str, data: bytes) -> Attachment | None:
+    """Store an image a tool returned under the run, so the model can be shown it like an attachment;
+    None (described instead) when it is too big or its bytes are not an image we can show."""
+    if not data or len(data) > TOOL_IMAGE_LIMIT:
+        return None
+    inspector = Inspector()
+    inspector.feed(data)
+    try:
+        content_type = inspector.content_type(mime, f"{tool_name} image")
+    except Unprocessable:
+        return None
+    if content_type not in IMAGE_TYPES:
+        return None
+    attachment = Attachment(
+        attachment_id=new_id("att"),
+        name=f"image from {tool_name}",
+        content_type=content_type,
+        size=len(data),
+        sha256=inspector.sha256,
+    )
+    blobs.put(blobs.attachment_key(tenant_id, run_id, attachment.attachment_id), data, content_type)
+    return attachment

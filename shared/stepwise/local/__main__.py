@@ -59,7 +59,7 @@ def main() -> int:
   API key    {key}   (tenant {stack.api_keys[key]})
   docs       {base}/v1/docs   (spec: {base}/v1/openapi.json; both need the key)
   follow     {stack.sockets.url if stack.sockets else "-"}   (WebSocket API: POST /v1/runs/<run_id>/follow)
-  uploads    {os.environ.get("STEPWISE_LOCAL_S3_URL", "-")}   (S3 endpoint of presigned PUTs: POST /v1/uploads)
+  uploads    {os.environ.get("STEPWISE_LOCAL_S3_URL", "-")}   (S3 of the URLs POST /v1/uploads signs)
   demo agent {agent_id}   (tool get_weather)
   model      {os.environ.get("STEPWISE_MODEL") or "scripted"}
   schedules  {_ticking(stack.scheduler.interval)}

@@ -92,7 +92,11 @@ class _Handler(BaseHTTPRequestHandler):
 
         forwarded = {k: v for k, v in headers.items() if k.lower() not in _FORWARDED}
         upstream = requests.request(self.command, f"{UPSTREAM}{self.path}", headers=forwarded, data=body)
-        kept = {k: v for k, v in upstream.headers.items() if k.lower() not in ("content-length", "transfer-encoding")}
+        kept = {
+            k: v
+            for k, v in upstream.headers.items()
+            if k.lower() not in ("content-length", "transfer-encoding")
+        }
         self._answer(upstream.status_code, kept, b"" if self.command == "HEAD" else upstream.content)
 
     def _answer(self, status: int, headers: dict[str, str], body: bytes) -> None:

@@ -17,6 +17,7 @@ from aws_lambda_powertools import Logger
 
 from stepwise import ledger, observability, safejson
 from stepwise.agents.models import Agent
+from stepwise.attachments import render
 from stepwise.loop.models import Wait
 from stepwise.mcp.models import McpToolRef
 from stepwise.runs import events
@@ -91,7 +92,10 @@ def store_result(
     run = scope.run
     whole = result.for_model(None)
     stored = results.offload(scope.tenant_id, run.run_id, ref.id, whole)  # beyond what an item holds
-    message = {"role": "tool", "tool_call_id": ref.id, "content": result.for_model(limit)}
+    message: dict[str, Any] = {"role": "tool", "tool_call_id": ref.id, "content": result.for_model(limit)}
+    if result.files:  # images it returned: stored under the run, shown by stepwise.attachments.render
+        files = [f.model_dump() for f in result.files]
+        message[render.EXTENSION] = {"run_id": run.run_id, "attachments": files}
     sessions.put_message(
         scope.tenant_id, run.session_id, run.run_id, scope.step, tool_slot(ref.index), message
     )

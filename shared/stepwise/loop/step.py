@@ -16,6 +16,7 @@ from aws_lambda_powertools import Logger
 
 from stepwise import observability
 from stepwise.agents.models import Agent
+from stepwise.attachments import render
 from stepwise.errors import DoomLoop, HookDenied, RunStateError
 from stepwise.hooks.run import fire
 from stepwise.loop import calls, done, failed, working
@@ -43,7 +44,10 @@ def _prepare(tenant_id: str, work: Working, agent: Agent, context: RunContext) -
     started = runs.transition(tenant_id, run.run_id, "running", allowed_from={"queued"})
     if not started and runs.get(tenant_id, run.run_id).status != "running":  # running: a retry
         raise RunStateError(f"run {run.run_id} is {run.status}; it cannot start")
-    user = {"role": "user", "content": run.input}
+    user: dict[str, Any] = {"role": "user", "content": run.input}
+    if run.attachments:  # listed, not embedded: the files are fetched for each model call
+        files = [a.model_dump() for a in run.attachments]
+        user[render.EXTENSION] = {"run_id": run.run_id, "attachments": files}
     sessions.put_checkpoint(tenant_id, run.session_id, run.run_id, work.earlier)
     sessions.put_message(tenant_id, run.session_id, run.run_id, 0, USER_SLOT, user)
     work.current = [user]

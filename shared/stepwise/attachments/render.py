@@ -1,0 +1,166 @@
+"""What the model is shown of a run's files, built from the stored messages before each model call.
+
+Stored messages never hold file bytes (a message is one DynamoDB item): a user message lists its
+attachments and a tool message the images its tool returned, under the `stepwise` key, which never
+reaches a provider. Here, for the current turn (from the last user message on, where the model is
+still working on them), images become image parts when the model supports vision (litellm knows) and
+a description otherwise; PDFs become their text; CSV, JSON and text files are inline when small and
+described (columns, first rows, row count) when large, with `attachment_read` to read further. In
+earlier turns every file is a one-line note: the model saw it then and its answer about it stays, so
+a session never sends a photo again on every call.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from stepwise.attachments import content
+from stepwise.attachments.models import TOOL_IMAGES_PREFIX, Attachment
+
+EXTENSION = "stepwise"  # the stored messages' own key, stripped before they are sent
+INLINE_CHARS = 20_000  # a text attachment up to this is shown whole
+PREVIEW_CHARS = 2_000  # of a larger one, shown with its description
+PREVIEW_ROWS = 20
+READ_TOOL = "attachment_read"
+
+Message = dict[str, Any]
+
+
+def supports_vision(model: str) -> bool:
+    from stepwise.llm import client
+
+    if client.is_scripted(model):
+        return True  # the local stand-in takes what a vision model takes, so the image path runs
+    import litellm
+
+    try:
+        return bool(litellm.supports_vision(model=model))
+    except Exception:  # noqa: BLE001 - a model litellm cannot place: treat it as blind
+        return False
+
+
+def has_files(messages: list[Message]) -> bool:
+    """Whether any message carries attachments or tool images (then `attachment_read` is offered)."""
+    return any((m.get(EXTENSION) or {}).get("attachments") for m in messages)
+
+
+def expand(
+    messages: list[Message], *, tenant_id: str, model: str, strip_earlier: bool = True
+) -> list[Message]:
+    """`messages` as the provider gets them. `strip_earlier=False` shows every turn's files in full
+    (what the stripping saves: bench/attachments.py)."""
+    if not any(EXTENSION in m for m in messages):
+        return messages
+    vision = supports_vision(model)
+    current = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=0)
+    out: list[Message] = []
+    images: list[Message] = []  # image parts of the tool results just added, for the carrier message
+    for index, message in enumerate(messages):
+        if images and message.get("role") != "tool":
+            out.append(_carrier(images))
+            images = []
+        extension = message.get(EXTENSION)
+        if not extension:
+            out.append(message)
+            continue
+        live = index >= current or not strip_earlier
+        sent = {k: v for k, v in message.items() if k != EXTENSION}
+        run_id = str(extension.get("run_id"))
+        files = [Attachment.model_validate(a) for a in extension.get("attachments") or []]
+        if message.get("role") == "user" and files:
+            sent["content"] = _user_parts(
+                str(message.get("content") or ""), files, tenant_id, run_id, live, vision
+            )
+        elif message.get("role") == "tool" and files:
+            shown = [_file_parts(tenant_id, run_id, f, vision) if live else [_note(f)] for f in files]
+            flat = [part for parts in shown for part in parts]
+            images.extend(p for p in flat if p.get("type") == "image_url")
+            notes = [p["text"] for p in flat if p.get("type") == "text"]
+            sent["content"] = "\n".join([str(message.get("content") or ""), *notes]).strip()
+        out.append(sent)
+    if images:
+        out.append(_carrier(images))
+    return out
+
+
+def _carrier(images: list[Message]) -> Message:
+    return {"role": "user", "content": [{"type": "text", "text": TOOL_IMAGES_PREFIX}, *images]}
+
+
+def _user_parts(
+    text: str, files: list[Attachment], tenant_id: str, run_id: str, live: bool, vision: bool
+) -> list[Message]:
+    parts: list[Message] = [{"type": "text", "text": text}]
+    for attachment in files:
+        parts.extend(_file_parts(tenant_id, run_id, attachment, vision) if live else [_note(attachment)])
+    return parts
+
+
+def _label(attachment: Attachment) -> str:
+    return (
+        f"attachment {attachment.attachment_id}: {attachment.name} ({attachment.content_type}, "
+        f"{_size(attachment.size)})"
+    )
+
+
+def _note(attachment: Attachment) -> Message:
+    how = "" if content.is_image(attachment) else f"; {READ_TOOL} reads its content again"
+    return {"type": "text", "text": f"[{_label(attachment)}: shown in an earlier turn, not sent again{how}]"}
+
+
+def _file_parts(tenant_id: str, run_id: str, attachment: Attachment, vision: bool) -> list[Message]:
+    label = _label(attachment)
+    try:
+        if content.is_image(attachment):
+            if not vision:
+                return [_text(f"[{label}: an image; this model cannot see images, so it is not shown]")]
+            data = base64.b64encode(content.raw(tenant_id, run_id, attachment)).decode()
+            url = f"data:{attachment.content_type};base64,{data}"
+            return [_text(f"[{label}]"), {"type": "image_url", "image_url": {"url": url}}]
+        body = content.text(tenant_id, run_id, attachment)
+    except content.Missing:
+        return [_text(f"[{label}: no longer stored (deleted or past retention)]")]
+    if len(body) <= INLINE_CHARS:
+        return [_text(f"[{label}]\n{body}")]
+    return [_text(f"[{label}]\n{describe(attachment, body)}")]
+
+
+def describe(attachment: Attachment, body: str) -> str:
+    """What a large text attachment is, and how to read the rest."""
+    more = f"Call {READ_TOOL} with attachment_id {attachment.attachment_id}"
+    if attachment.content_type == "text/csv":
+        columns, rows = content.csv_rows(body)
+        head = "\n".join(",".join(r) for r in rows[:PREVIEW_ROWS])
+        return (
+            f"A CSV of {len(rows)} rows and {len(columns)} columns: {', '.join(columns)}.\n"
+            f"First {min(PREVIEW_ROWS, len(rows))} rows:\n{head}\n"
+            f"{more} (offset and limit count rows) to read more rows."
+        )
+    shape = ""
+    if attachment.content_type == "application/json":
+        try:
+            parsed = json.loads(body)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict):
+            shape = f"A JSON object with keys: {', '.join(list(parsed)[:50])}. "
+        elif isinstance(parsed, list):
+            shape = f"A JSON array of {len(parsed)} items. "
+    lines = body.count("\n") + 1
+    return (
+        f"{shape}{len(body)} characters, {lines} lines. The first {PREVIEW_CHARS}:\n{body[:PREVIEW_CHARS]}\n"
+        f"…\n{more} (offset and limit count characters) to read more."
+    )
+
+
+def _text(text: str) -> Message:
+    return {"type": "text", "text": text}
+
+
+def _size(size: int) -> str:
+    for unit, scale in (("MB", 1_000_000), ("KB", 1_000)):
+        if size >= scale:
+            return f"{size / scale:.1f} {unit}"
+    return f"{size} bytes"
