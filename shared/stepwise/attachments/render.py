@@ -33,6 +33,7 @@ def supports_vision(model: str) -> bool:
 
     if client.is_scripted(model):
         return True  # the local stand-in takes what a vision model takes, so the image path runs
+    client.warm()  # imports litellm once, on its local cost map (where supports_vision reads)
     import litellm
 
     try:
