@@ -34,6 +34,7 @@ BENCHMARKS = [
     "canonical",
     "following",
     "streaming",
+    "attachments",
     "package_sizes",
 ]
 RESULTS = Path(__file__).resolve().parent / "results"
