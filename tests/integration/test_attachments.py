@@ -385,3 +385,28 @@ def test_an_image_from_an_mcp_tool_reaches_the_model_as_an_image(
     assert carrier["role"] == "user"
     [image] = [p for p in carrier["content"] if p["type"] == "image_url"]
     assert image["image_url"]["url"] == "data:image/png;base64," + base64.b64encode(picture).decode()
+
+
+def test_deleted_files_leave_later_prompts_names_and_all(stack: LocalStack, model: FakeOpenAI) -> None:
+    agent_id = agent(stack, BLIND)
+    model.text("noted")
+    _, first = start(stack, agent_id, attachments=[inline("jane-doe-passport.txt", "text/plain", b"secret")])
+    wait_for_run(stack, first["run_id"])
+    [attachment_id] = [a["attachment_id"] for a in first["attachments"]]
+    assert stack.invoke_api("DELETE", f"/v1/runs/{first['run_id']}/attachments")[0] == 204
+
+    def read_it(request: dict[str, Any]) -> Reply:
+        return Reply(
+            calls=[("attachment_read", {"attachment_id": attachment_id})], finish_reason="tool_calls"
+        )
+
+    model.answer(read_it)
+    model.text("it is gone")
+    _, second = start(stack, agent_id, message="read it again", session_id=first["session_id"])
+    wait_for_run(stack, second["run_id"])
+
+    later, after = model.bodies[1:]
+    earlier = texts(user_parts(later, 0))
+    assert f"[attachment {attachment_id}: deleted]" in earlier and "jane-doe" not in str(later)
+    [result] = [m for m in after["messages"] if m["role"] == "tool"]
+    assert '"code": "not_found"' in result["content"] and "secret" not in str(after)

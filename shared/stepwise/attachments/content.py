@@ -23,18 +23,21 @@ class Missing(LookupError):
     """The file is no longer stored (erased, or past retention)."""
 
 
-def raw(tenant_id: str, run_id: str, attachment: Attachment) -> bytes:
-    """The file's bytes, from the function's cache or S3."""
+def raw(tenant_id: str, run_id: str, attachment: Attachment, *, cache: bool = True) -> bytes:
+    """The file's bytes, from the function's cache or S3. Only an active run's files may be cached
+    (`cache`): an ended run's can be erased at any time, and a warm function must not show them after."""
     global _cached_bytes
     key = blobs.attachment_key(tenant_id, run_id, attachment.attachment_id)
     with _lock:
-        found = _cache.get(key)
+        found = _cache.get(key) if cache else None
         if found is not None:
             _cache.move_to_end(key)
             return found
     data = blobs.read(key)
     if data is None:
         raise Missing(attachment.attachment_id)
+    if not cache:
+        return data
     with _lock:
         _cache[key] = data
         _cached_bytes += len(data)
@@ -44,28 +47,19 @@ def raw(tenant_id: str, run_id: str, attachment: Attachment) -> bytes:
     return data
 
 
-def forget(tenant_id: str, run_id: str) -> None:
-    """Drop a run's files from the cache (its attachments were erased)."""
-    global _cached_bytes
-    prefix = blobs.run_prefix(tenant_id, run_id)
-    with _lock:
-        for key in [k for k in _cache if k.startswith(prefix)]:
-            _cached_bytes -= len(_cache.pop(key))
-
-
 def is_image(attachment: Attachment) -> bool:
     return attachment.content_type in IMAGE_TYPES
 
 
-def text(tenant_id: str, run_id: str, attachment: Attachment) -> str:
+def text(tenant_id: str, run_id: str, attachment: Attachment, *, cache: bool = True) -> str:
     """The attachment as text (not for images). A PDF's text is extracted once and kept next to it."""
     if attachment.content_type != PDF:
-        return raw(tenant_id, run_id, attachment).decode("utf-8-sig", errors="replace")
+        return raw(tenant_id, run_id, attachment, cache=cache).decode("utf-8-sig", errors="replace")
     key = blobs.derived_key(tenant_id, run_id, attachment.attachment_id)
     kept = blobs.read(key)
     if kept is not None:
         return kept.decode()
-    extracted = pdf_text(raw(tenant_id, run_id, attachment))
+    extracted = pdf_text(raw(tenant_id, run_id, attachment, cache=cache))
     blobs.put(key, extracted.encode(), "text/plain; charset=utf-8")
     return extracted
 

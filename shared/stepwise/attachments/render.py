@@ -1,13 +1,14 @@
 """What the model is shown of a run's files, built from the stored messages before each model call.
 
-Stored messages never hold file bytes (a message is one DynamoDB item): a user message lists its
-attachments and a tool message the images its tool returned, under the `stepwise` key, which never
-reaches a provider. Here, for the current turn (from the last user message on, where the model is
-still working on them), images become image parts when the model supports vision (litellm knows) and
-a description otherwise; PDFs become their text; CSV, JSON and text files are inline when small and
-described (columns, first rows, row count) when large, with `attachment_read` to read further. In
-earlier turns every file is a one-line note: the model saw it then and its answer about it stays, so
-a session never sends a photo again on every call.
+Stored messages never hold file bytes (a message is one DynamoDB item): a user message names its run's
+attachments by id (their names and types are read from the run record, so erasing a run's files takes
+them out of every later prompt too) and a tool message lists the images its tool returned, under the
+`stepwise` key, which never reaches a provider. Here, for the current turn (from the last user message
+on, where the model is still working on them), images become image parts when the model supports vision
+(litellm knows) and a description otherwise; PDFs become their text; CSV, JSON and text files are inline
+when small and described (columns, first rows, row count) when large, with `attachment_read` to read
+further. In earlier turns every file is a one-line note: the model saw it then and its answer about it
+stays, so a session never sends a photo again on every call.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 
 from stepwise.attachments import content
 from stepwise.attachments.models import TOOL_IMAGES_PREFIX, Attachment
+from stepwise.runs.models import Run
 
 EXTENSION = "stepwise"  # the stored messages' own key, stripped before they are sent
 INLINE_CHARS = 20_000  # a text attachment up to this is shown whole
@@ -44,17 +46,52 @@ def supports_vision(model: str) -> bool:
 
 def has_files(messages: list[Message]) -> bool:
     """Whether any message carries attachments or tool images (then `attachment_read` is offered)."""
-    return any((m.get(EXTENSION) or {}).get("attachments") for m in messages)
+    return any(
+        (m.get(EXTENSION) or {}).get("attachments") or (m.get(EXTENSION) or {}).get("attachment_ids")
+        for m in messages
+    )
+
+
+class _Listings:
+    """The attachments of the runs a conversation names, read once per model call from each run's
+    record: an erased run's list is gone, so neither its files nor their names reach the model."""
+
+    def __init__(self, tenant_id: str, current: Run | None) -> None:
+        self.tenant_id = tenant_id
+        self.runs: dict[str, dict[str, Attachment]] = {}
+        if current is not None:
+            self.runs[current.run_id] = {a.attachment_id: a for a in current.attachments}
+
+    def files(self, run_id: str, ids: list[str]) -> tuple[list[Attachment], list[str]]:
+        """The listed attachments among `ids`, and the ids no longer listed."""
+        if run_id not in self.runs:
+            from stepwise.errors import NotFound
+            from stepwise.store import runs
+
+            try:
+                listed = runs.get(self.tenant_id, run_id).attachments
+            except NotFound:
+                listed = []
+            self.runs[run_id] = {a.attachment_id: a for a in listed}
+        known = self.runs[run_id]
+        return [known[i] for i in ids if i in known], [i for i in ids if i not in known]
 
 
 def expand(
-    messages: list[Message], *, tenant_id: str, model: str, strip_earlier: bool = True
+    messages: list[Message],
+    *,
+    tenant_id: str,
+    model: str,
+    run: Run | None = None,
+    strip_earlier: bool = True,
 ) -> list[Message]:
-    """`messages` as the provider gets them. `strip_earlier=False` shows every turn's files in full
-    (what the stripping saves: bench/attachments.py)."""
+    """`messages` as the provider gets them (`run`: the running run, whose files need no lookup).
+    `strip_earlier=False` shows every turn's files in full (what the stripping saves:
+    bench/attachments.py)."""
     if not any(EXTENSION in m for m in messages):
         return messages
     vision = supports_vision(model)
+    listings = _Listings(tenant_id, run)
     current = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=0)
     out: list[Message] = []
     images: list[Message] = []  # image parts of the tool results just added, for the carrier message
@@ -66,16 +103,21 @@ def expand(
         if not extension:
             out.append(message)
             continue
-        live = index >= current or not strip_earlier
+        own = index >= current  # the running run's turn: its files cannot be erased while it runs
+        live = own or not strip_earlier
         sent = {k: v for k, v in message.items() if k != EXTENSION}
         run_id = str(extension.get("run_id"))
-        files = [Attachment.model_validate(a) for a in extension.get("attachments") or []]
-        if message.get("role") == "user" and files:
-            sent["content"] = _user_parts(
-                str(message.get("content") or ""), files, tenant_id, run_id, live, vision
+        if message.get("role") == "user" and extension.get("attachment_ids"):
+            files, erased = listings.files(run_id, [str(i) for i in extension["attachment_ids"]])
+            parts = _user_parts(
+                str(message.get("content") or ""), files, tenant_id, run_id, live, vision, own
             )
-        elif message.get("role") == "tool" and files:
-            shown = [_file_parts(tenant_id, run_id, f, vision) if live else [_note(f)] for f in files]
+            sent["content"] = parts + [_text(f"[attachment {i}: deleted]") for i in erased]
+        elif message.get("role") == "tool" and extension.get("attachments"):
+            files = [Attachment.model_validate(a) for a in extension["attachments"]]
+            shown = [
+                _file_parts(tenant_id, run_id, f, vision, cache=own) if live else [_note(f)] for f in files
+            ]
             flat = [part for parts in shown for part in parts]
             images.extend(p for p in flat if p.get("type") == "image_url")
             notes = [p["text"] for p in flat if p.get("type") == "text"]
@@ -91,11 +133,12 @@ def _carrier(images: list[Message]) -> Message:
 
 
 def _user_parts(
-    text: str, files: list[Attachment], tenant_id: str, run_id: str, live: bool, vision: bool
+    text: str, files: list[Attachment], tenant_id: str, run_id: str, live: bool, vision: bool, own: bool
 ) -> list[Message]:
     parts: list[Message] = [{"type": "text", "text": text}]
     for attachment in files:
-        parts.extend(_file_parts(tenant_id, run_id, attachment, vision) if live else [_note(attachment)])
+        shown = _file_parts(tenant_id, run_id, attachment, vision, cache=own) if live else [_note(attachment)]
+        parts.extend(shown)
     return parts
 
 
@@ -111,16 +154,18 @@ def _note(attachment: Attachment) -> Message:
     return {"type": "text", "text": f"[{_label(attachment)}: shown in an earlier turn, not sent again{how}]"}
 
 
-def _file_parts(tenant_id: str, run_id: str, attachment: Attachment, vision: bool) -> list[Message]:
+def _file_parts(
+    tenant_id: str, run_id: str, attachment: Attachment, vision: bool, *, cache: bool = True
+) -> list[Message]:
     label = _label(attachment)
     try:
         if content.is_image(attachment):
             if not vision:
                 return [_text(f"[{label}: an image; this model cannot see images, so it is not shown]")]
-            data = base64.b64encode(content.raw(tenant_id, run_id, attachment)).decode()
+            data = base64.b64encode(content.raw(tenant_id, run_id, attachment, cache=cache)).decode()
             url = f"data:{attachment.content_type};base64,{data}"
             return [_text(f"[{label}]"), {"type": "image_url", "image_url": {"url": url}}]
-        body = content.text(tenant_id, run_id, attachment)
+        body = content.text(tenant_id, run_id, attachment, cache=cache)
     except content.Missing:
         return [_text(f"[{label}: no longer stored (deleted or past retention)]")]
     if len(body) <= INLINE_CHARS:

@@ -138,7 +138,7 @@ def call_model(
     offered = [render.READ_TOOL] if render.has_files(history) else []
     declarations = tool_declarations(agent, offered) if tools_allowed else []
     # Files are fetched into the messages here, never stored in them (stepwise.attachments.render).
-    messages = render.expand(build_messages(agent, history), tenant_id=tenant_id, model=model)
+    messages = render.expand(build_messages(agent, history), tenant_id=tenant_id, model=model, run=run)
     tokens = _estimate(model, context, messages, declarations)
     prompt, context = _fit(tenant_id, run.run_id, context, model, messages, declarations, tokens=tokens)
     if run.max_tokens_budget is not None and prompt is not messages:

@@ -45,9 +45,9 @@ def _prepare(tenant_id: str, work: Working, agent: Agent, context: RunContext) -
     if not started and runs.get(tenant_id, run.run_id).status != "running":  # running: a retry
         raise RunStateError(f"run {run.run_id} is {run.status}; it cannot start")
     user: dict[str, Any] = {"role": "user", "content": run.input}
-    if run.attachments:  # listed, not embedded: the files are fetched for each model call
-        files = [a.model_dump() for a in run.attachments]
-        user[render.EXTENSION] = {"run_id": run.run_id, "attachments": files}
+    if run.attachments:  # by id: the files and their names are the run's, fetched for each model call
+        ids = [a.attachment_id for a in run.attachments]
+        user[render.EXTENSION] = {"run_id": run.run_id, "attachment_ids": ids}
     sessions.put_checkpoint(tenant_id, run.session_id, run.run_id, work.earlier)
     sessions.put_message(tenant_id, run.session_id, run.run_id, 0, USER_SLOT, user)
     work.current = [user]

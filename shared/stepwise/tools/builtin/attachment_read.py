@@ -85,7 +85,8 @@ def run(arguments: dict[str, Any], *, scope: ToolScope, settings: Settings, conf
     if content.is_image(attachment):
         return ToolResult.failure("not_text", f"{attachment.name} is an image: it has no text to read")
     try:
-        body = content.text(scope.tenant_id, run_id, attachment)
+        # An earlier run's file is read from S3 each time: it may have been erased since.
+        body = content.text(scope.tenant_id, run_id, attachment, cache=run_id == scope.run_id)
     except content.Missing:
         gone = f"{attachment.name} is no longer stored (deleted or past retention)"
         return ToolResult.failure("gone", gone)
