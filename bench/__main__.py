@@ -36,6 +36,7 @@ BENCHMARKS = [
     "following",
     "webhooks",
     "streaming",
+    "attachments",
     "package_sizes",
     "tokens",
 ]

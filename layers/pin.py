@@ -58,8 +58,11 @@ LAYERS: dict[str, list[tuple[str, tuple[str, ...]]]] = {
         ("google-re2", ()),
         # zoneinfo's database: schedules in IANA time zones must not depend on the runtime's files.
         ("tzdata", ()),
+        # Attachments: their content types are sniffed from the bytes where they are taken (the API).
+        ("puremagic", ()),
     ],
-    "model": [("litellm", ())],
+    # pypdf: a PDF attachment's text, extracted where the model reads it (the model step).
+    "model": [("litellm", ()), ("pypdf", ())],
 }
 
 # The Lambda runtime, for evaluating environment markers.

@@ -17,7 +17,7 @@ from typing import Any, Literal
 from bench.tokens.agent import agent as bench_agent
 from bench.tokens.scenarios import Call, Read, Scenario
 from stepwise.context import fit
-from stepwise.prompt import _function, build_messages, tool_declarations
+from stepwise.prompt import _function, build_messages, described_reads, tool_declarations
 from stepwise.tools import tables
 from stepwise.tools.base import ToolResult
 
@@ -56,7 +56,7 @@ def replay(scenario: Scenario, mode: Mode) -> Replay:
         for index, step in enumerate([*steps, None], start=1):
             if mode == "stepwise":
                 messages = build_messages(agent, history)
-                tools = tool_declarations(agent, history)
+                tools = tool_declarations(agent, described_reads(history))
                 prompt, report = fit(messages, model=FIT_MODEL, tools=tools)
             else:
                 prompt, tools, report = _naive_messages(agent.system_prompt, history), naive_tools, None

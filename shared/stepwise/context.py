@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from stepwise import safejson
+from stepwise.attachments.models import TOOL_IMAGES_PREFIX
 from stepwise.config import ConfigError
 from stepwise.llm import client as llm_client
 
@@ -272,7 +273,10 @@ def _protected_start(messages: list[Message], head: int) -> int:
 
 
 def _is_summary(message: Message) -> bool:
+    """A summary, or the message that carries tools' images: neither is a turn of the user's."""
     content = message.get("content")
+    if isinstance(content, list) and content and isinstance(content[0], dict):
+        return content[0].get("text") == TOOL_IMAGES_PREFIX
     return isinstance(content, str) and content.startswith(SUMMARY_PREFIX)
 
 

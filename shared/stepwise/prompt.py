@@ -4,6 +4,7 @@ then history. Nothing volatile (timestamps, ids, relevance order) goes into the 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any
 
 from stepwise.agents.models import Agent
@@ -23,21 +24,24 @@ def _canonical(function: dict[str, Any]) -> dict[str, Any]:
     return {"type": "function", "function": json.loads(json.dumps(function, sort_keys=True))}
 
 
-def tool_declarations(agent: Agent, history: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+def tool_declarations(agent: Agent, run_builtins: Iterable[str] = ()) -> list[dict[str, Any]]:
     """OpenAI-style function declarations, sorted by name so the prefix is byte-for-byte stable.
-
-    `result_read` joins them once `history` (the stored conversation, not a compacted copy, so it stays
-    declared for the rest of the session) holds a tool result the model read as a description: declaring
-    it to every agent would cost each first call its tokens, and the scripted model would call it.
-    """
+    `run_builtins` are builtins this run offers though the agent does not list them (attachment_read
+    when the conversation holds files)."""
     from stepwise import mcp  # the cached MCP tools of the agent's enabled servers (never a connection)
 
+    listed = {tool.name for tool in agent.tools}
     own = [_canonical(_function(tool)) for tool in agent.tools]
-    if agent.tool(tables.RESULT_READ) is None and any(
-        m.get("role") == "tool" and tables.is_description(m.get("content")) for m in history or []
-    ):
-        own.append(_canonical(catalog.declaration(tables.RESULT_READ)))
+    own += [_canonical(catalog.declaration(name)) for name in sorted(set(run_builtins) - listed)]
     return sorted([*own, *mcp.declarations(agent)], key=lambda d: str(d["function"]["name"]))
+
+
+def described_reads(history: list[dict[str, Any]]) -> list[str]:
+    """`result_read` once the stored conversation (not a compacted copy, so it stays declared for the
+    rest of the session) holds a tool result the model read as a description: declaring it to every
+    agent would cost each first call its tokens, and the scripted model would call it."""
+    described = any(m.get("role") == "tool" and tables.is_description(m.get("content")) for m in history)
+    return [tables.RESULT_READ] if described else []
 
 
 def _answered(history: list[dict[str, Any]]) -> list[dict[str, Any]]:

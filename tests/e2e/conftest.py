@@ -24,6 +24,7 @@ def local_stack() -> Iterator[tuple[str, str]]:
         **os.environ,
         "PORT": str(free_port()),
         "STEPWISE_FOLLOW_PORT": str(free_port()),  # not PORT + 1, which another process may hold
+        "STEPWISE_LOCAL_S3_PORT": str(free_port()),  # likewise for PORT + 2
         "STEPWISE_LOCAL_API_KEYS": f"{OTHER_KEY}:other",
         "POWERTOOLS_LOG_LEVEL": "WARNING",
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",

@@ -2,8 +2,9 @@
 over streamable HTTP by uvicorn in a background thread.
 
 Tools: `lookup(q)` (readOnlyHint), `delete_item(id)` (destructiveHint), `fail()` (raises, so the result
-has isError). With `api_key` set, every request must carry `X-Api-Key: <api_key>` or gets a 401, so
-tests can prove the configured headers are sent. `calls` records each tool call as (tool, arguments).
+has isError), and with `image` given, `snapshot()` (read-only: a caption and that PNG). With `api_key`
+set, every request must carry `X-Api-Key: <api_key>` or gets a 401, so tests can prove the configured
+headers are sent. `calls` records each tool call as (tool, arguments).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import time
 from typing import Any
 
 import uvicorn
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Image, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from starlette.responses import JSONResponse
@@ -24,8 +25,9 @@ API_KEY_HEADER = "X-Api-Key"
 
 
 class FakeMcpServer:
-    def __init__(self, *, api_key: str | None = None) -> None:
+    def __init__(self, *, api_key: str | None = None, image: bytes | None = None) -> None:
         self.api_key = api_key
+        self.image = image
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.requests = 0  # HTTP requests that reached the server, refused ones included
         self._lock = threading.Lock()
@@ -80,6 +82,15 @@ class FakeMcpServer:
             """Always fails."""
             self._record("fail", {})
             raise ToolError("the fake tool failed on purpose")
+
+        if self.image is not None:
+            picture = self.image
+
+            @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+            def snapshot() -> list[str | Image]:
+                """Take a picture of the fake catalogue."""
+                self._record("snapshot", {})
+                return ["the catalogue, photographed", Image(data=picture, format="png")]
 
         return server
 

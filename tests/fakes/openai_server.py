@@ -25,6 +25,7 @@ import json
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -72,6 +73,9 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     tokens: tuple[int, int, int] | None = None
     cut_after: int | None = None  # stream: drop the connection after this many content chunks
+    # Decides the reply from the request when it arrives (what the model was shown names ids that
+    # only exist once the run has started).
+    decide: Callable[[dict[str, Any]], Reply] | None = None
 
     def usage(self, prompt: int, completion: int, cached: int = 0) -> Reply:
         self.tokens = (prompt, completion, cached)
@@ -102,6 +106,8 @@ class FakeOpenAI:
                     fake.requests.append(Recorded(path, headers, body))
                     reply = fake._replies.popleft() if fake._replies else Reply(content=DEFAULT_TEXT)
                     ident = f"chatcmpl-fake{next(fake._ids)}"
+                if reply.decide is not None:
+                    reply = reply.decide(body)
                 if reply.status != 200:
                     self._json(reply.status, reply.error_body, reply.headers)
                 elif body.get("stream"):
@@ -177,6 +183,10 @@ class FakeOpenAI:
     def tool_calls(self, calls: list[tuple[str, dict[str, Any] | str]], content: str | None = None) -> Reply:
         """Tool calls whose arguments stream split across several deltas; a str is sent verbatim."""
         return self.push(Reply(content=content, calls=list(calls), finish_reason="tool_calls"))
+
+    def answer(self, decide: Callable[[dict[str, Any]], Reply]) -> Reply:
+        """A reply decided from the request it answers."""
+        return self.push(Reply(decide=decide))
 
     def empty(self) -> Reply:
         """No text and no tool calls."""

@@ -6,7 +6,7 @@ from typing import Any
 
 from stepwise import context
 from stepwise.agents.models import Agent
-from stepwise.prompt import tool_declarations
+from stepwise.prompt import described_reads, tool_declarations
 from stepwise.schema import utcnow
 from stepwise.tools import tables
 
@@ -99,6 +99,11 @@ def test_result_read_is_declared_once_the_history_holds_a_description() -> None:
     pasted = [{"role": "user", "content": "q"}, call, {"role": "tool", "tool_call_id": "c1", "content": "[]"}]
     shown = [*pasted[:2], {**pasted[2], "content": tables.describe(json.dumps(RECORDS), "c1")}]
 
-    assert [d["function"]["name"] for d in tool_declarations(a, pasted)] == ["export"]
-    assert [d["function"]["name"] for d in tool_declarations(a, shown)] == ["export", "result_read"]
-    assert json.dumps(tool_declarations(a, shown)) == json.dumps(tool_declarations(a, shown))
+    assert [d["function"]["name"] for d in tool_declarations(a, described_reads(pasted))] == ["export"]
+    assert [d["function"]["name"] for d in tool_declarations(a, described_reads(shown))] == [
+        "export",
+        "result_read",
+    ]
+    assert json.dumps(tool_declarations(a, described_reads(shown))) == json.dumps(
+        tool_declarations(a, described_reads(shown))
+    )

@@ -20,6 +20,7 @@ from stepwise.api import (
     schedules,
     sessions,
     settings,
+    uploads,
     webhooks,
 )
 from stepwise.api.auth import PUBLIC
@@ -64,6 +65,7 @@ def build() -> APIGatewayHttpResolver:
     app.include_router(schedules.router)
     app.include_router(settings.router)
     app.include_router(webhooks.router)
+    app.include_router(uploads.router)
 
     @app.get(
         "/v1/health",

@@ -17,6 +17,10 @@ from stepwise.api.responses import error_response, from_error
 from stepwise.errors import ApiError, Malformed, PayloadTooLarge
 
 MAX_BODY_BYTES = 1024 * 1024  # well under API Gateway's 10 MB: agent inputs are text, not uploads
+# Starting a run may carry inline attachments (5 MiB of base64): its body may be as large as a Lambda
+# request can be (6 MB, the envelope included); bigger files go through POST /v1/uploads.
+RUN_BODY_BYTES = 6_000_000
+BODY_LIMITS = {"POST /v1/agents/{agent_id}/runs": RUN_BODY_BYTES}
 
 logger = Logger(service="stepwise")
 
@@ -88,8 +92,10 @@ def refused(event: dict[str, Any]) -> dict[str, Any] | None:
     response to send instead, or None to go on."""
     path = event.get("rawPath", "")
     try:
-        if _body_size(event) > MAX_BODY_BYTES:
-            raise PayloadTooLarge(f"the body is over {MAX_BODY_BYTES} bytes")
+        limit = BODY_LIMITS.get(str(event.get("routeKey")), MAX_BODY_BYTES)
+        if _body_size(event) > limit:
+            hint = "; upload files with POST /v1/uploads instead" if limit != MAX_BODY_BYTES else ""
+            raise PayloadTooLarge(f"the body is over {limit} bytes{hint}")
         if not is_public(path):
             tenant_from_event(event)
             _as_json(event)

@@ -12,9 +12,11 @@ from stepwise import config
 from stepwise.api.context import tenant
 from stepwise.api.params import AgentId, AgentIdQuery, RunId, SessionIdQuery
 from stepwise.api.responses import json_response, responses
+from stepwise.attachments import service as attachments
 from stepwise.errors import ApiError, BadGateway, Conflict, Unavailable, Unprocessable
 from stepwise.runs import cancel, replay, start
 from stepwise.runs.models import (
+    Run,
     RunAccepted,
     RunCreate,
     RunList,
@@ -59,10 +61,18 @@ def _idempotent_start() -> tuple[Any, Callable[..., dict[str, Any]]]:
     @idempotent_function(data_keyword_argument="request", persistence_store=persistence, config=settings)
     def start_once(request: dict[str, Any]) -> dict[str, Any]:
         body = RunCreate.model_validate(request["body"])
-        run = start.start_run(request["tenant_id"], request["agent_id"], body)
-        return {"run_id": run.run_id, "session_id": run.session_id, "status": run.status}
+        return _accepted(start.start_run(request["tenant_id"], request["agent_id"], body))
 
     return settings, start_once
+
+
+def _accepted(run: Run) -> dict[str, Any]:
+    return {
+        "run_id": run.run_id,
+        "session_id": run.session_id,
+        "status": run.status,
+        "attachments": [a.model_dump() for a in run.attachments],
+    }
 
 
 @router.post(
@@ -70,8 +80,20 @@ def _idempotent_start() -> tuple[Any, Callable[..., dict[str, Any]]]:
     summary="Start a run",
     description="Starts the agent on `message`, in a new session or in `session_id`'s. With an "
     "`Idempotency-Key` header, the same key and body give the same run for 24 hours (another body: 422). "
-    "A session with an active run applies `multitask_strategy` (`reject`: 409 `session_busy`).",
-    responses=responses(202, "Accepted: the run is queued", 400, 404, 409, 413, 503),
+    "A session with an active run applies `multitask_strategy` (`reject`: 409 `session_busy`). "
+    "`attachments` are copied under the run, hashed and checked against their bytes before it is accepted "
+    "(422 `content_type_mismatch`, `unsupported_content_type`, `upload_not_found`); inline files over "
+    "5 MiB of base64 in total are 413 `attachments_too_large` (upload them instead).",
+    responses=responses(
+        202,
+        "Accepted: the run is queued",
+        400,
+        404,
+        409,
+        413,
+        503,
+        described={413: "The body is over 6 MB, or its inline attachments over 5 MiB: use POST /v1/uploads"},
+    ),
     tags=RUNS,
 )
 def create_run(
@@ -84,8 +106,7 @@ def create_run(
 ) -> Response[RunAccepted]:
     tenant_id = tenant(router)
     if not key:
-        run = start.start_run(tenant_id, agent_id, body)
-        return json_response({"run_id": run.run_id, "session_id": run.session_id, "status": run.status}, 202)
+        return json_response(_accepted(start.start_run(tenant_id, agent_id, body)), 202)
     from aws_lambda_powertools.utilities.idempotency.exceptions import (
         IdempotencyAlreadyInProgressError,
         IdempotencyValidationError,
@@ -121,21 +142,14 @@ def cancel_run(run_id: RunId) -> Response[RunView]:
     "/v1/runs/<run_id>/replay",
     summary="Replay a run",
     description="A new run on the same input, citing `replay_of`. 409 with the reason when replaying "
-    "could repeat side effects (`force=true` overrides); 410 when the input is no longer stored.",
+    "could repeat side effects (`force=true` overrides); 410 `input_gone` when the input is no longer "
+    "stored (its attachments were deleted or are past retention).",
     responses=responses(201, "The new run", 404, 409, 410, 503),
     tags=RUNS,
 )
 def replay_run(run_id: RunId, force: Annotated[bool, Query()] = False) -> Response[RunAccepted]:
     run = replay.replay(tenant(router), run_id, force=force)
-    return json_response(
-        {
-            "run_id": run.run_id,
-            "session_id": run.session_id,
-            "status": run.status,
-            "replay_of": run.replay_of,
-        },
-        201,
-    )
+    return json_response({**_accepted(run), "replay_of": run.replay_of}, 201)
 
 
 @router.post(
@@ -184,3 +198,16 @@ def list_runs(
 @router.get("/v1/runs/<run_id>", summary="Get a run", responses=responses(200, "The run", 404), tags=RUNS)
 def get_run(run_id: RunId) -> Response[RunView]:
     return json_response(runs.get(tenant(router), run_id).public())
+
+
+@router.delete(
+    "/v1/runs/<run_id>/attachments",
+    summary="Delete a run's attachments",
+    description="Erases the run's files (every stored version) and their list, for good: a replay of the "
+    "run is then 410 `input_gone`. 409 `run_active` while the run is active.",
+    responses=responses(204, "Deleted", 404, 409, content={}),
+    tags=RUNS,
+)
+def delete_attachments(run_id: RunId) -> Response[None]:
+    attachments.erase_run(tenant(router), run_id)
+    return Response(status_code=204)

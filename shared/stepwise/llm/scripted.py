@@ -23,6 +23,7 @@ from litellm.types.utils import GenericStreamingChunk
 from pydantic import TypeAdapter, ValidationError
 
 from stepwise.agents.models import ScriptTurn
+from stepwise.attachments.models import TOOL_IMAGES_PREFIX
 from stepwise.llm.fake_args import example_arguments
 
 PROVIDER = "scripted"
@@ -88,7 +89,7 @@ def reply(
     messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, script: list[ScriptTurn] | None
 ) -> Reply:
     """What the scripted model says next; `tools` None or empty means tools are withheld."""
-    last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
+    last_user = max((i for i, m in enumerate(messages) if _users_turn(m)), default=-1)
     since = messages[last_user + 1 :]
     turn = sum(1 for m in since if m.get("role") == "assistant")
     offered = [t["function"] for t in tools or [] if isinstance(t.get("function"), dict)]
@@ -126,6 +127,15 @@ def _script(optional_params: dict[str, Any]) -> list[ScriptTurn] | None:
     except ValidationError as exc:
         # A 400 reaches the caller as litellm.BadRequestError: not retryable, like any bad request.
         raise CustomLLMError(status_code=400, message=f"invalid script: {exc}") from exc
+
+
+def _users_turn(message: dict[str, Any]) -> bool:
+    """A user message that starts a turn: not the one carrying images that tools returned."""
+    if message.get("role") != "user":
+        return False
+    content = message.get("content")
+    first = content[0] if isinstance(content, list) and content else None
+    return not (isinstance(first, dict) and first.get("text") == TOOL_IMAGES_PREFIX)
 
 
 def _call_prefix(messages: list[dict[str, Any]], last_user: int, turn: int) -> str:
@@ -193,10 +203,29 @@ def _calls(answer: Reply) -> list[dict[str, Any]]:
     ]
 
 
+IMAGE_TOKENS = 1_000
+
+
+def _without_images(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    placeholder = {"type": "image_url", "image_url": "x" * (4 * IMAGE_TOKENS)}
+    return [
+        {
+            **m,
+            "content": [
+                placeholder if isinstance(p, dict) and p.get("type") == "image_url" else p for p in c
+            ],
+        }
+        if isinstance(c := m.get("content"), list)
+        else m
+        for m in messages
+    ]
+
+
 def _usage(
     messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, answer: Reply
 ) -> ChatCompletionUsageBlock:
-    prompt = json.dumps([messages, tools or []], sort_keys=True, default=str)
+    # An image counts as providers count one (a fixed tile budget), not as its base64 characters.
+    prompt = json.dumps([_without_images(messages), tools or []], sort_keys=True, default=str)
     completion = answer.text if answer.text is not None else json.dumps(_calls(answer), sort_keys=True)
     prompt_tokens, completion_tokens = _tokens(prompt), _tokens(completion)
     return {

@@ -36,6 +36,8 @@ def main() -> int:
     from stepwise.local.stack import LocalStack
 
     # The follow WebSocket API listens on its own port, next to the HTTP API's unless told otherwise.
+    # Presigned upload URLs go to the loopback S3 endpoint, next to them too.
+    os.environ.setdefault("STEPWISE_LOCAL_S3_PORT", str(port + 2))
     stack = LocalStack.start(follow_port=int(os.environ.get("STEPWISE_FOLLOW_PORT") or port + 1))
     server = serve(stack.gateway, "127.0.0.1", port)
     bound = server.server_address[1]
@@ -57,6 +59,7 @@ def main() -> int:
   API key    {key}   (tenant {stack.api_keys[key]})
   docs       {base}/v1/docs   (spec: {base}/v1/openapi.json; both need the key)
   follow     {stack.sockets.url if stack.sockets else "-"}   (WebSocket API: POST /v1/runs/<run_id>/follow)
+  uploads    {os.environ.get("STEPWISE_LOCAL_S3_URL", "-")}   (S3 of the URLs POST /v1/uploads signs)
   demo agent {agent_id}   (tool get_weather)
   model      {os.environ.get("STEPWISE_MODEL") or "scripted"}
   schedules  {_ticking(stack.scheduler.interval)}

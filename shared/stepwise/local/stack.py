@@ -52,6 +52,8 @@ SCHEDULE_TICK = 10.0
 # The follow WebSocket API's loopback port (`make run` uses PORT + 1); unset: any free port.
 FOLLOW_PORT_ENV = "STEPWISE_FOLLOW_PORT"
 FOLLOW_URL_ENV = "STEPWISE_FOLLOW_URL"
+# The loopback S3 endpoint presigned upload URLs point at (`make run` uses PORT + 2); unset: any port.
+S3_PORT_ENV = "STEPWISE_LOCAL_S3_PORT"
 
 # Parameters that shape the deployment and reach no function, so no variable sets them locally. Every
 # other parameter is read from the variable its functions know it by (parameter_env).
@@ -424,6 +426,13 @@ def _bring_up(template: dict[str, Any], mock: Any, follow_port: int) -> LocalSta
             Timeout=int(props.get("Timeout", globals_fn.get("Timeout", 30))),
         )
     os.environ.update(env)
+    # Presigned URLs (uploads) point at a loopback S3 endpoint in front of moto's S3, not at AWS.
+    from stepwise.attachments import blobs
+    from stepwise.local import s3 as local_s3
+
+    s3_server = local_s3.serve("127.0.0.1", int(os.environ.get(S3_PORT_ENV) or 0))
+    os.environ[blobs.LOCAL_S3_ENV] = s3_server.url
+    blobs.reset()
     os.environ["STEPWISE_CHANNELS"] = "console"  # approval mail and Slack messages are printed
     # Deployment secrets stay environment variables locally (SLACK_SIGNING_SECRET, OPENAI_API_KEY, ...):
     # the template's Secrets Manager secrets hold only placeholders here.
@@ -482,7 +491,7 @@ def _bring_up(template: dict[str, Any], mock: Any, follow_port: int) -> LocalSta
         sockets=sockets,
         definition=definition,
     )
-    stack._cleanup.extend([mock.stop, undo_seam, undo_atomic, undo_stop])
+    stack._cleanup.extend([mock.stop, undo_seam, undo_atomic, undo_stop, s3_server.shutdown])
     if sockets is not None and undo_connections is not None:
         stack._cleanup.extend([undo_connections, sockets.stop])  # run backwards: sockets close first
     return stack

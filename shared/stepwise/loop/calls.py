@@ -18,6 +18,7 @@ from aws_lambda_powertools import Logger
 
 from stepwise import ids, ledger, observability, safejson
 from stepwise.agents.models import Agent
+from stepwise.attachments import render
 from stepwise.errors import Conflict, NotFound
 from stepwise.loop.models import Wait
 from stepwise.mcp.models import McpToolRef
@@ -97,7 +98,10 @@ def store_result(
     stored = stores().results.offload(scope.tenant_id, run.run_id, ref.id, whole)  # beyond what an item holds
     description = _description(scope, ref, result, whole, in_s3=stored is not None)
     content = description if description is not None else result.for_model(limit)
-    message = {"role": "tool", "tool_call_id": ref.id, "content": content}
+    message: dict[str, Any] = {"role": "tool", "tool_call_id": ref.id, "content": content}
+    if result.files:  # images it returned: stored under the run, shown by stepwise.attachments.render
+        files = [f.model_dump() for f in result.files]
+        message[render.EXTENSION] = {"run_id": run.run_id, "attachments": files}
     stores().sessions.put_message(
         scope.tenant_id, run.session_id, run.run_id, scope.step, tool_slot(ref.index), message
     )

@@ -15,10 +15,11 @@ from typing import Any
 from stepwise import observability, safejson
 from stepwise.agents.bounds import allowed_for_step
 from stepwise.agents.models import Agent
+from stepwise.attachments import render
 from stepwise.errors import BudgetExceeded, ContextTooLong, DoomLoop
 from stepwise.llm.client import ModelTurn, complete
 from stepwise.loop.working import Working
-from stepwise.prompt import build_messages, tool_declarations
+from stepwise.prompt import build_messages, described_reads, tool_declarations
 from stepwise.runs import events
 from stepwise.store.ports import stores
 from stepwise.store.run_context import RunContext
@@ -132,9 +133,13 @@ def call_model(
     run = working.run
     events.emit(tenant_id, run.run_id, "step_started", {"step": step})
     events.flush()  # a model call takes seconds: followers see the step start
-    declarations = tool_declarations(agent, working.history) if tools_allowed else []
     model = allowed_for_step(agent.model)  # a run started before the bound was narrowed fails here
-    messages = build_messages(agent, working.history)
+    history = working.history
+    offered = [render.READ_TOOL] if render.has_files(history) else []
+    offered += described_reads(history)
+    declarations = tool_declarations(agent, offered) if tools_allowed else []
+    # Files are fetched into the messages here, never stored in them (stepwise.attachments.render).
+    messages = render.expand(build_messages(agent, history), tenant_id=tenant_id, model=model, run=run)
     tokens = _estimate(model, context, messages, declarations)
     prompt, context = _fit(tenant_id, run.run_id, context, model, messages, declarations, tokens=tokens)
     if run.max_tokens_budget is not None and prompt is not messages:

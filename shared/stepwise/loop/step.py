@@ -16,6 +16,7 @@ from aws_lambda_powertools import Logger
 
 from stepwise import observability
 from stepwise.agents.models import Agent
+from stepwise.attachments import render
 from stepwise.errors import DoomLoop, HookDenied, RunStateError
 from stepwise.hooks.run import fire
 from stepwise.loop import calls, done, failed, working
@@ -46,7 +47,10 @@ def _prepare(tenant_id: str, work: Working, agent: Agent, context: RunContext) -
     if not started and stores().runs.get(tenant_id, run.run_id).status != "running":  # running: a retry
         raise RunStateError(f"run {run.run_id} is {run.status}; it cannot start")
     recalled = recall.for_user_turn(tenant_id, agent, run)  # stored with the turn: a rebuild sends the same
-    user = {"role": "user", "content": recall.user_turn(run.input, recalled)}
+    user: dict[str, Any] = {"role": "user", "content": recall.user_turn(run.input, recalled)}
+    if run.attachments:  # by id: the files and their names are the run's, fetched for each model call
+        ids = [a.attachment_id for a in run.attachments]
+        user[render.EXTENSION] = {"run_id": run.run_id, "attachment_ids": ids}
     stores().sessions.put_checkpoint(tenant_id, run.session_id, run.run_id, work.earlier)
     stores().sessions.put_message(tenant_id, run.session_id, run.run_id, 0, USER_SLOT, user)
     work.current = [user]

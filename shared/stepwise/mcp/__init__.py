@@ -12,11 +12,15 @@ Registration and discovery live in stepwise.mcp.servers, the SDK client in stepw
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from stepwise.mcp.models import MCP_TIMEOUT, McpServer, McpTool, McpToolRef
 from stepwise.mcp.tools import declarations, find
 from stepwise.tools.base import ToolResult
+
+# (mime type, bytes) -> the text that stands for the image in the result, or None to describe it as before.
+ImageSink = Callable[[str, bytes], str | None]
 
 __all__ = ["McpServer", "McpTool", "McpToolRef", "call_tool", "declarations", "find"]
 
@@ -29,13 +33,15 @@ def call_tool(
     tenant_id: str,
     agent_id: str,
     timeout: float = MCP_TIMEOUT,
+    on_image: ImageSink | None = None,
 ) -> ToolResult:
     """tools/call `tool_name` (the server's own name) on `server`, an MCP server of the tenant's agent;
     never raises for what the server does (`mcp_tool_error`, `mcp_unavailable`, `blocked_destination`,
-    `invalid_arguments`, `mcp_needs_authorization`)."""
+    `invalid_arguments`, `mcp_needs_authorization`). `on_image` keeps each image the tool returns and
+    says what the text shows in its place."""
     from stepwise.mcp.authorization import token_source
     from stepwise.mcp.client import call_tool as call  # the SDK loads on the first MCP call
     from stepwise.store.mcp_auth import DynamoGrantStore
 
     token = token_source(DynamoGrantStore(), tenant_id, agent_id, server)
-    return call(server, tool_name, arguments, timeout=timeout, token=token)
+    return call(server, tool_name, arguments, timeout=timeout, token=token, on_image=on_image)

@@ -9,6 +9,8 @@ connect (initialize), do one thing, disconnect, all within one deadline and thro
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -114,6 +116,7 @@ def call_tool(
     timeout: float = MCP_TIMEOUT,
     allow_hosts: AllowHosts = None,
     token: TokenSource | None = None,
+    on_image: Callable[[str, bytes], str | None] | None = None,
 ) -> ToolResult:
     """Call `tool_name` (the server's own name for it, not the mcp__… one) with `arguments`.
 
@@ -148,18 +151,33 @@ def call_tool(
         result = _run(exchange, call)
     except McpFailure as exc:
         return ToolResult.failure(exc.code, exc.message)
-    text = content_text(result)
+    text = content_text(result, on_image)
     if result.is_error:
         return ToolResult.failure(TOOL_ERROR, text or f"{tool_name} reported an error")
     return ToolResult(output=text)
 
 
-def content_text(result: mcp_types.CallToolResult) -> str:
-    """A tool result's content blocks as text: text as it is, anything else as a short placeholder."""
-    parts = [_block_text(block) for block in result.content]
+def content_text(
+    result: mcp_types.CallToolResult, on_image: Callable[[str, bytes], str | None] | None = None
+) -> str:
+    """A tool result's content blocks as text: text as it is, anything else as a short placeholder;
+    an image that `on_image` keeps stands as the text it gives."""
+    parts = [_image_text(block, on_image) or _block_text(block) for block in result.content]
     if not parts and result.structured_content is not None:
         return json.dumps(result.structured_content, ensure_ascii=False, sort_keys=True)
     return "\n".join(parts)
+
+
+def _image_text(
+    block: mcp_types.ContentBlock, on_image: Callable[[str, bytes], str | None] | None
+) -> str | None:
+    if on_image is None or not isinstance(block, mcp_types.ImageContent):
+        return None
+    try:
+        data = base64.b64decode(block.data, validate=True)
+    except (binascii.Error, ValueError):
+        return None  # described like any image the model cannot be shown
+    return on_image(block.mime_type, data)
 
 
 def _block_text(block: mcp_types.ContentBlock) -> str:

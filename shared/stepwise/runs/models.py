@@ -9,6 +9,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, Field, field_validator
 
 from stepwise.agents.models import DEFAULT_MAX_STEPS, MAX_STEPS_LIMIT, ScriptTurn
+from stepwise.attachments.models import MAX_ATTACHMENTS, Attachment, AttachmentIn
 from stepwise.ids import SESSION_ID, USER_ID
 from stepwise.schema import Strict
 from stepwise.webhooks.models import RunTarget, WebhookConfig
@@ -67,6 +68,12 @@ class RunCreate(Strict):
     webhook: WebhookConfig | None = None  # else the agent's (the run keeps the one that applies)
     # The app's end user: narrows what the run may remember (never widens the tenant, which is the key's).
     user_id: str | None = Field(default=None, pattern=USER_ID)
+    attachments: list[AttachmentIn] = Field(
+        default_factory=list,
+        max_length=MAX_ATTACHMENTS,
+        description="Files for the model: `{upload_id}` from POST /v1/uploads, or "
+        "`{name, content_type, data}` with the file in base64 (5 MiB of base64 in total)",
+    )
 
     _message_fits = field_validator("message")(_fits_an_item)
     _metadata_small = field_validator("metadata")(_small_metadata)
@@ -136,6 +143,9 @@ class Run(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
     script: list[ScriptTurn] | None = None
     webhook: WebhookConfig | None = None
+    attachments: list[Attachment] = Field(default_factory=list)
+    # When DELETE /v1/runs/{id}/attachments erased the run's files (the list goes with them).
+    attachments_erased_at: datetime | None = None
     created_at: datetime
     finished_at: datetime | None = None
     # Delegation: a child run of an agent tool call knows its parent, the tree's root and its depth (the
@@ -208,6 +218,8 @@ class RunView(BaseModel):
     replay_of: str | None
     metadata: dict[str, Any]
     webhook: WebhookConfig | None = None
+    attachments: list[Attachment]
+    attachments_erased_at: datetime | None
     created_at: datetime
     finished_at: datetime | None
     trigger: Literal["api", "schedule", "event", "delegation"]
@@ -228,6 +240,7 @@ class RunAccepted(BaseModel):
     session_id: str
     status: RunStatus
     replay_of: str | None = None
+    attachments: list[Attachment] = Field(default_factory=list)
 
 
 class SyncRunResult(BaseModel):

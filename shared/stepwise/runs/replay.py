@@ -3,7 +3,8 @@
 The rules, in order: a run still active cannot be replayed; a succeeded run needs no replay; a run
 that executed no tool (tools_executed == []) replays; one that executed tools, or whose tool record is
 unknown (null), does not, unless forced. The replay is a new run in a fresh session, citing the
-original in `replay_of` and keeping its trigger, so the effects ledger recognises its intents.
+original in `replay_of` and keeping its trigger, so the effects ledger recognises its intents, with
+copies of its attachments; once they are deleted (or past retention) it is 410 `input_gone`.
 """
 
 from __future__ import annotations
@@ -50,6 +51,11 @@ def replay(tenant_id: str, run_id: str, *, force: bool = False) -> Run:
         raise reason
     if not original.input:
         raise Gone(f"the input of run {run_id} is no longer stored; it cannot be replayed", code="input_gone")
+    if original.attachments_erased_at is not None:
+        raise Gone(
+            f"the attachments of run {run_id} were deleted; it cannot be replayed without them",
+            code="input_gone",
+        )
     body = RunCreate(
         message=original.input,
         max_steps=original.max_steps,
@@ -60,5 +66,10 @@ def replay(tenant_id: str, run_id: str, *, force: bool = False) -> Run:
         user_id=original.user_id,  # the same user's memories, in a fresh session of theirs
     )
     return start_run(
-        tenant_id, original.agent_id, body, trigger_id=original.trigger_id, replay_of=original.run_id
+        tenant_id,
+        original.agent_id,
+        body,
+        trigger_id=original.trigger_id,
+        replay_of=original.run_id,
+        replayed=original,  # its files are copied to the replay, under the same ids
     )

@@ -15,6 +15,8 @@ from typing import Any
 from stepwise import aws, config, observability
 from stepwise.agents import bounds
 from stepwise.agents.models import DEFAULT_MAX_STEPS, Agent
+from stepwise.attachments import intake
+from stepwise.attachments.models import Attachment
 from stepwise.errors import Conflict
 from stepwise.ids import new_id
 from stepwise.runs.cancel import cancel_active
@@ -24,6 +26,7 @@ from stepwise.schema import utcnow
 from stepwise.sessions.models import Session
 from stepwise.store import agents, runs, sessions
 from stepwise.webhooks import keys as webhook_keys
+from stepwise.webhooks.models import WebhookConfig
 
 
 def _busy(session: Session) -> Conflict:
@@ -79,11 +82,13 @@ def _record(
     run_id: str | None = None,
     trigger_id: str | None = None,
     replay_of: str | None = None,
+    replayed: Run | None = None,
 ) -> tuple[Run, bool]:
     # Before anything is written: an agent stored before AllowedModels was narrowed (or one that names
     # no model while the default is outside it) starts nothing.
     bounds.check_effective(agent.model)
-    budget = getattr(body, "max_tokens_budget", None) or agent.max_tokens_budget
+    items = getattr(body, "attachments", [])
+    intake.check_inline_size(items)
     if run_id is not None and runs.exists(tenant_id, run_id):
         raise runs.RunExists(f"run {run_id} exists already", code="run_exists")
     run_id = run_id or new_id("run")
@@ -92,6 +97,36 @@ def _record(
     webhook = getattr(body, "webhook", None) or agent.webhook
     if webhook is not None:
         webhook_keys.require(tenant_id)
+    # The files are copied under the run before its record lists them; a start refused after this
+    # point takes its copies back with it.
+    if replayed is not None:
+        attachments = replayed.attachments
+        intake.carry(tenant_id, replayed.run_id, run_id, attachments)
+    else:
+        attachments = intake.take(tenant_id, run_id, items) if items else []
+    try:
+        return _record_run(
+            tenant_id, agent, body, max_steps, run_id, trigger_id, replay_of, attachments, strategy, webhook
+        )
+    except BaseException:
+        if attachments:
+            intake.erase(tenant_id, run_id)
+        raise
+
+
+def _record_run(
+    tenant_id: str,
+    agent: Agent,
+    body: RunCreate | SyncRunCreate,
+    max_steps: int,
+    run_id: str,
+    trigger_id: str | None,
+    replay_of: str | None,
+    attachments: list[Attachment],
+    strategy: str,
+    webhook: WebhookConfig | None,
+) -> tuple[Run, bool]:
+    budget = getattr(body, "max_tokens_budget", None) or agent.max_tokens_budget
     run = Run(
         run_id=run_id,
         trigger_id=trigger_id or run_id,
@@ -107,6 +142,7 @@ def _record(
         metadata=body.metadata,
         script=body.script,
         webhook=webhook,
+        attachments=attachments,
         created_at=utcnow(),
     )
     runs.check_fits(tenant_id, run)  # before anything is written: a refused start leaves nothing behind
@@ -123,6 +159,8 @@ def _take_turn(tenant_id: str, run: Run, strategy: str) -> bool:
             return True
         if strategy == "reject":
             runs.delete(tenant_id, run.run_id)  # lost a race to another start: undo our record
+            if run.attachments:
+                intake.erase(tenant_id, run.run_id)
             raise _busy(sessions.get(tenant_id, run.session_id))
         if sessions.enqueue(tenant_id, run.session_id, run.run_id, first=strategy == "interrupt"):
             if strategy == "interrupt":
@@ -139,15 +177,24 @@ def start_run(
     run_id: str | None = None,
     trigger_id: str | None = None,
     replay_of: str | None = None,
+    replayed: Run | None = None,
 ) -> Run:
     """Record the run, then start its execution, or queue it behind its session's active run.
+    A replay passes the run it replays as `replayed`: its files are copied to the new run.
 
     A caller that must never start the same thing twice (a schedule's delivery, an event) passes a
     `run_id` derived from it: the record's conditional write then refuses the duplicate (RunExists)."""
     agent = agents.get(tenant_id, agent_id)
     max_steps = body.max_steps or agent.max_steps or DEFAULT_MAX_STEPS
     run, held = _record(
-        tenant_id, agent, body, max_steps, run_id=run_id, trigger_id=trigger_id, replay_of=replay_of
+        tenant_id,
+        agent,
+        body,
+        max_steps,
+        run_id=run_id,
+        trigger_id=trigger_id,
+        replay_of=replay_of,
+        replayed=replayed,
     )
     if held or _take_turn(tenant_id, run, body.multitask_strategy):
         launch(tenant_id, run)

@@ -16,6 +16,7 @@ from pynamodb.transactions import TransactWrite
 
 from stepwise import config, safejson
 from stepwise.agents.models import ScriptTurn
+from stepwise.attachments.models import Attachment
 from stepwise.errors import Conflict, Malformed, NotFound
 from stepwise.runs.models import ACTIVE_STATUSES, TERMINAL_STATUSES, Run, RunError, RunStatus, Usage
 from stepwise.schema import utcnow
@@ -61,6 +62,8 @@ def _to_model(item: RunItem) -> Run:
         metadata=item.metadata or {},
         script=[ScriptTurn.model_validate(t) for t in item.script] if item.script else None,
         webhook=WebhookConfig.model_validate(item.webhook) if item.webhook else None,
+        attachments=[Attachment.model_validate(a) for a in item.attachments or []],
+        attachments_erased_at=item.attachments_erased_at,
         created_at=item.created_at,
         finished_at=item.finished_at,
         parent_run_id=item.parent_run_id,
@@ -101,6 +104,7 @@ def _new_item(tenant_id: str, run: Run) -> RunItem:
         metadata=run.metadata,
         script=[t.model_dump(exclude_none=True) for t in run.script] if run.script else None,
         webhook=run.webhook.model_dump(mode="json") if run.webhook else None,
+        attachments=[a.model_dump() for a in run.attachments] or None,
         created_at=run.created_at,
         parent_run_id=run.parent_run_id,
         root_run_id=run.root_run_id,
@@ -265,6 +269,23 @@ def list_runs(
         result = RunItem.query(tenant_id, **query_args)
     runs = _with_contexts(tenant_id, [_to_model(item) for item in same_tenant(result, tenant_id)])
     return runs, _encode_token(result.last_evaluated_key)
+
+
+def erase_attachments(tenant_id: str, run_id: str) -> bool:
+    """Forget a finished run's files: the list goes (names are the user's data too) and the time of
+    the erasure stays, so a replay knows its input is gone. False when the run is still active."""
+    bind()
+    condition = RunItem.run_id.exists() & RunItem.status.is_in(*sorted(TERMINAL_STATUSES))
+    try:
+        RunItem(tenant_id, run_id).update(
+            actions=[RunItem.attachments.remove(), RunItem.attachments_erased_at.set(utcnow())],
+            condition=condition,
+        )
+    except UpdateError as exc:
+        if condition_failed(exc):
+            return False
+        raise
+    return True
 
 
 def active_before(cutoff: datetime) -> Iterator[tuple[str, Run]]:

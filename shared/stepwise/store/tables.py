@@ -142,6 +142,8 @@ class RunItem(Model):
     metadata = JSONAttribute(null=True)
     script = JSONAttribute(null=True)
     webhook = JSONAttribute(null=True)  # the webhook that applies to the run: its own, else its agent's
+    attachments = JSONAttribute(null=True)  # [{attachment_id, name, content_type, size, sha256}]
+    attachments_erased_at = UTCDateTimeAttribute(null=True)
     created_at = UTCDateTimeAttribute()
     finished_at = UTCDateTimeAttribute(null=True)
 

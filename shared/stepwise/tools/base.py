@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
+
+from stepwise.attachments.models import Attachment
 
 TOOL_RESULT_LIMIT = 50_000  # characters of a tool result the model sees
 
@@ -20,6 +22,9 @@ class ToolResult(BaseModel):
 
     output: Any = None
     error: ToolError | None = None
+    # Files the tool returned (an MCP tool's images), stored under the run; the model is shown them
+    # as it is shown a run's attachments.
+    files: list[Attachment] = Field(default_factory=list)
 
     @classmethod
     def failure(cls, code: str, message: str) -> ToolResult:

@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from stepwise.agents.models import Agent
+from stepwise.attachments.models import Attachment
 from stepwise.hooks.run import fire
 from stepwise.mcp.models import McpToolRef
 from stepwise.runs.models import Run
@@ -30,17 +31,23 @@ class Verdict(BaseModel):
     channels: list[dict[str, Any]] | None = None
 
 
-def implicit(name: str) -> BuiltinTool | None:
-    """A tool every agent has without declaring it: result_read, which only reads what the run's own
-    session already received (so it is allowed whatever the agent's default permission)."""
-    return BuiltinTool(name=RESULT_READ, permission="allow") if name == RESULT_READ else None
+# Builtins every run may call without the agent listing them, each declared only once the conversation
+# needs it: result_read (a described tool result, stepwise.tools.tables) and attachment_read (the run's
+# files). They only read what the run's own session already holds: allowed like any read, unless the
+# agent's default denies.
+RUN_BUILTINS = frozenset({RESULT_READ, "attachment_read"})
 
 
 def resolve(agent: Agent, name: str) -> DeclaredTool | McpToolRef | None:
-    """The tool a name refers to: the agent's own, its MCP servers' tools, or an implicit one."""
+    """The tool a name refers to: one of the agent's own, one of its MCP servers' tools, or a run
+    builtin."""
     from stepwise import mcp
 
-    return agent.tool(name) or mcp.find(agent, name) or implicit(name)
+    found = agent.tool(name) or mcp.find(agent, name)
+    if found is None and name in RUN_BUILTINS:
+        denied = agent.permissions.default == "deny"
+        found = BuiltinTool(name=name, permission="inherit" if denied else "allow")
+    return found
 
 
 def permission_for(agent: Agent, tool: DeclaredTool | McpToolRef) -> Decision:
@@ -126,11 +133,7 @@ def execute(
     if isinstance(tool, HttpTool):
         return call_http_tool(tool, arguments, idempotency_key=idempotency_key)
     if isinstance(tool, McpToolRef):
-        from stepwise import mcp
-
-        return mcp.call_tool(
-            tool.server, tool.tool.name, arguments, tenant_id=scope.tenant_id, agent_id=scope.agent_id
-        )
+        return _call_mcp(tool, arguments, scope)
     from stepwise.settings.accessor import tenant_settings
 
     if isinstance(tool, CodeTool):
@@ -144,6 +147,32 @@ def execute(
         arguments, scope=scope, settings=tenant_settings(scope.tenant_id), config=config
     )
     return result
+
+
+def _call_mcp(tool: McpToolRef, arguments: dict[str, Any], scope: ToolScope) -> ToolResult:
+    """An MCP call whose images are kept under the run (before the ledger stores the result, which
+    holds only their references), for the model to be shown as images."""
+    from stepwise import mcp
+    from stepwise.attachments import intake
+
+    kept: list[Attachment] = []
+
+    def keep(mime: str, data: bytes) -> str | None:
+        attachment = intake.keep_tool_image(scope.tenant_id, scope.run_id, tool.name, mime, data)
+        if attachment is None:
+            return None
+        kept.append(attachment)
+        return f"[image {len(kept)}: {attachment.content_type}, {attachment.size} bytes, shown to you]"
+
+    result = mcp.call_tool(
+        tool.server,
+        tool.tool.name,
+        arguments,
+        tenant_id=scope.tenant_id,
+        agent_id=scope.agent_id,
+        on_image=keep,
+    )
+    return result.model_copy(update={"files": kept}) if kept else result
 
 
 def result_limit(tool: DeclaredTool | McpToolRef | None) -> int | None:

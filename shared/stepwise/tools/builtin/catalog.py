@@ -10,6 +10,7 @@ from typing import Any
 BUILTINS: dict[str, str] = {
     name: f"stepwise.tools.builtin.{name}"
     for name in (
+        "attachment_read",
         "code_execute",
         "database_query",
         "database_write",

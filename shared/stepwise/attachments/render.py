@@ -1,0 +1,212 @@
+"""What the model is shown of a run's files, built from the stored messages before each model call.
+
+Stored messages never hold file bytes (a message is one DynamoDB item): a user message names its run's
+attachments by id (their names and types are read from the run record, so erasing a run's files takes
+them out of every later prompt too) and a tool message lists the images its tool returned, under the
+`stepwise` key, which never reaches a provider. Here, for the current turn (from the last user message
+on, where the model is still working on them), images become image parts when the model supports vision
+(litellm knows) and a description otherwise; PDFs become their text; CSV, JSON and text files are inline
+when small and described (columns, first rows, row count) when large, with `attachment_read` to read
+further. In earlier turns every file is a one-line note: the model saw it then and its answer about it
+stays, so a session never sends a photo again on every call.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from stepwise.attachments import content
+from stepwise.attachments.models import TOOL_IMAGES_PREFIX, Attachment
+from stepwise.runs.models import Run
+
+EXTENSION = "stepwise"  # the stored messages' own key, stripped before they are sent
+INLINE_CHARS = 20_000  # a text attachment up to this is shown whole
+PREVIEW_CHARS = 2_000  # of a larger one, shown with its description
+PREVIEW_ROWS = 20
+READ_TOOL = "attachment_read"
+
+Message = dict[str, Any]
+
+
+def supports_vision(model: str) -> bool:
+    from stepwise.llm import client
+
+    if client.is_scripted(model):
+        return True  # the local stand-in takes what a vision model takes, so the image path runs
+    client.warm()  # imports litellm once, on its local cost map (where supports_vision reads)
+    import litellm
+
+    try:
+        return bool(litellm.supports_vision(model=model))
+    except Exception:  # noqa: BLE001 - a model litellm cannot place: treat it as blind
+        return False
+
+
+def has_files(messages: list[Message]) -> bool:
+    """Whether any message carries attachments or tool images (then `attachment_read` is offered)."""
+    return any(
+        (m.get(EXTENSION) or {}).get("attachments") or (m.get(EXTENSION) or {}).get("attachment_ids")
+        for m in messages
+    )
+
+
+class _Listings:
+    """The attachments of the runs a conversation names, read once per model call from each run's
+    record: an erased run's list is gone, so neither its files nor their names reach the model."""
+
+    def __init__(self, tenant_id: str, current: Run | None) -> None:
+        self.tenant_id = tenant_id
+        self.runs: dict[str, dict[str, Attachment]] = {}
+        if current is not None:
+            self.runs[current.run_id] = {a.attachment_id: a for a in current.attachments}
+
+    def files(self, run_id: str, ids: list[str]) -> tuple[list[Attachment], list[str]]:
+        """The listed attachments among `ids`, and the ids no longer listed."""
+        if run_id not in self.runs:
+            from stepwise.errors import NotFound
+            from stepwise.store import runs
+
+            try:
+                listed = runs.get(self.tenant_id, run_id).attachments
+            except NotFound:
+                listed = []
+            self.runs[run_id] = {a.attachment_id: a for a in listed}
+        known = self.runs[run_id]
+        return [known[i] for i in ids if i in known], [i for i in ids if i not in known]
+
+
+def expand(
+    messages: list[Message],
+    *,
+    tenant_id: str,
+    model: str,
+    run: Run | None = None,
+    strip_earlier: bool = True,
+) -> list[Message]:
+    """`messages` as the provider gets them (`run`: the running run, whose files need no lookup).
+    `strip_earlier=False` shows every turn's files in full (what the stripping saves:
+    bench/attachments.py)."""
+    if not any(EXTENSION in m for m in messages):
+        return messages
+    vision = supports_vision(model)
+    listings = _Listings(tenant_id, run)
+    current = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=0)
+    out: list[Message] = []
+    images: list[Message] = []  # image parts of the tool results just added, for the carrier message
+    for index, message in enumerate(messages):
+        if images and message.get("role") != "tool":
+            out.append(_carrier(images))
+            images = []
+        extension = message.get(EXTENSION)
+        if not extension:
+            out.append(message)
+            continue
+        own = index >= current  # the running run's turn: its files cannot be erased while it runs
+        live = own or not strip_earlier
+        sent = {k: v for k, v in message.items() if k != EXTENSION}
+        run_id = str(extension.get("run_id"))
+        if message.get("role") == "user" and extension.get("attachment_ids"):
+            files, erased = listings.files(run_id, [str(i) for i in extension["attachment_ids"]])
+            parts = _user_parts(
+                str(message.get("content") or ""), files, tenant_id, run_id, live, vision, own
+            )
+            sent["content"] = parts + [_text(f"[attachment {i}: deleted]") for i in erased]
+        elif message.get("role") == "tool" and extension.get("attachments"):
+            files = [Attachment.model_validate(a) for a in extension["attachments"]]
+            shown = [
+                _file_parts(tenant_id, run_id, f, vision, cache=own) if live else [_note(f)] for f in files
+            ]
+            flat = [part for parts in shown for part in parts]
+            images.extend(p for p in flat if p.get("type") == "image_url")
+            notes = [p["text"] for p in flat if p.get("type") == "text"]
+            sent["content"] = "\n".join([str(message.get("content") or ""), *notes]).strip()
+        out.append(sent)
+    if images:
+        out.append(_carrier(images))
+    return out
+
+
+def _carrier(images: list[Message]) -> Message:
+    return {"role": "user", "content": [{"type": "text", "text": TOOL_IMAGES_PREFIX}, *images]}
+
+
+def _user_parts(
+    text: str, files: list[Attachment], tenant_id: str, run_id: str, live: bool, vision: bool, own: bool
+) -> list[Message]:
+    parts: list[Message] = [{"type": "text", "text": text}]
+    for attachment in files:
+        shown = _file_parts(tenant_id, run_id, attachment, vision, cache=own) if live else [_note(attachment)]
+        parts.extend(shown)
+    return parts
+
+
+def _label(attachment: Attachment) -> str:
+    return (
+        f"attachment {attachment.attachment_id}: {attachment.name} ({attachment.content_type}, "
+        f"{_size(attachment.size)})"
+    )
+
+
+def _note(attachment: Attachment) -> Message:
+    how = "" if content.is_image(attachment) else f"; {READ_TOOL} reads its content again"
+    return {"type": "text", "text": f"[{_label(attachment)}: shown in an earlier turn, not sent again{how}]"}
+
+
+def _file_parts(
+    tenant_id: str, run_id: str, attachment: Attachment, vision: bool, *, cache: bool = True
+) -> list[Message]:
+    label = _label(attachment)
+    try:
+        if content.is_image(attachment):
+            if not vision:
+                return [_text(f"[{label}: an image; this model cannot see images, so it is not shown]")]
+            data = base64.b64encode(content.raw(tenant_id, run_id, attachment, cache=cache)).decode()
+            url = f"data:{attachment.content_type};base64,{data}"
+            return [_text(f"[{label}]"), {"type": "image_url", "image_url": {"url": url}}]
+        body = content.text(tenant_id, run_id, attachment, cache=cache)
+    except content.Missing:
+        return [_text(f"[{label}: no longer stored (deleted or past retention)]")]
+    if len(body) <= INLINE_CHARS:
+        return [_text(f"[{label}]\n{body}")]
+    return [_text(f"[{label}]\n{describe(attachment, body)}")]
+
+
+def describe(attachment: Attachment, body: str) -> str:
+    """What a large text attachment is, and how to read the rest."""
+    more = f"Call {READ_TOOL} with attachment_id {attachment.attachment_id}"
+    if attachment.content_type == "text/csv":
+        columns, rows = content.csv_rows(body)
+        head = "\n".join(",".join(r) for r in rows[:PREVIEW_ROWS])
+        return (
+            f"A CSV of {len(rows)} rows and {len(columns)} columns: {', '.join(columns)}.\n"
+            f"First {min(PREVIEW_ROWS, len(rows))} rows:\n{head}\n"
+            f"{more} (offset and limit count rows) to read more rows."
+        )
+    shape = ""
+    if attachment.content_type == "application/json":
+        try:
+            parsed = json.loads(body)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict):
+            shape = f"A JSON object with keys: {', '.join(list(parsed)[:50])}. "
+        elif isinstance(parsed, list):
+            shape = f"A JSON array of {len(parsed)} items. "
+    lines = body.count("\n") + 1
+    return (
+        f"{shape}{len(body)} characters, {lines} lines. The first {PREVIEW_CHARS}:\n{body[:PREVIEW_CHARS]}\n"
+        f"…\n{more} (offset and limit count characters) to read more."
+    )
+
+
+def _text(text: str) -> Message:
+    return {"type": "text", "text": text}
+
+
+def _size(size: int) -> str:
+    for unit, scale in (("MB", 1_000_000), ("KB", 1_000)):
+        if size >= scale:
+            return f"{size / scale:.1f} {unit}"
+    return f"{size} bytes"
