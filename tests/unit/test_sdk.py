@@ -185,11 +185,26 @@ def test_an_answer_that_is_not_the_spec_s_shape_is_an_invalid_response() -> None
 
 
 def test_fields_a_newer_server_adds_are_kept() -> None:
-    sdk, _ = client(replies(httpx.Response(200, json={**agent(), "webhook": {"url": "https://x"}})))
+    sdk, _ = client(replies(httpx.Response(200, json={**agent(), "labels": {"team": "x"}})))
 
     found = sdk.agents.get("agt_1")
 
-    assert found.model_extra == {"webhook": {"url": "https://x"}}
+    assert found.model_extra == {"labels": {"team": "x"}}
+
+
+def test_memories_name_their_user_in_the_query_and_an_upload_body_is_checked_first() -> None:
+    listed = {"memories": [], "next_token": None}
+    sdk, sent = client(replies(httpx.Response(200, json=listed), httpx.Response(204)))
+
+    sdk.memories.list("agt_1", user_id="u@x", limit=10)
+    sdk.memories.forget("agt_1", user_id="u@x")
+    with pytest.raises(pydantic.ValidationError):
+        sdk.uploads.create(name="a.png", content_type="image/png", size=3, sha="typo")
+
+    assert [(r.method, r.url.path, dict(r.url.params)) for r in sent] == [
+        ("GET", "/v1/agents/agt_1/memories", {"user_id": "u@x", "limit": "10"}),
+        ("DELETE", "/v1/agents/agt_1/memories", {"user_id": "u@x"}),
+    ]
 
 
 def page(*seqs: int, next_: int, done: bool, last: str = "chunk") -> EventPage:

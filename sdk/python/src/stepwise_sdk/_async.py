@@ -30,6 +30,7 @@ from stepwise_sdk.models import (
     Agent,
     AgentList,
     AgentWeight,
+    DeliveryList,
     FollowUrl,
     Health,
     Hook,
@@ -38,6 +39,7 @@ from stepwise_sdk.models import (
     InteractionView,
     McpServerList,
     McpServerView,
+    MemoryList,
     RunAccepted,
     RunEvent,
     RunList,
@@ -52,6 +54,8 @@ from stepwise_sdk.models import (
     Tool,
     ToolList,
     ToolUsage,
+    UploadTicket,
+    WebhookSecret,
 )
 
 T = TypeVar("T")
@@ -90,6 +94,9 @@ class AsyncStepwise:
         self.mcp_servers = McpServers(self)
         self.schedules = Schedules(self)
         self.settings = Settings(self)
+        self.memories = Memories(self)
+        self.uploads = Uploads(self)
+        self.webhooks = Webhooks(self)
 
     async def send(self, call: Call[T]) -> T:
         """Sends `call`, again while the retry policy allows, and parses the answer."""
@@ -220,6 +227,14 @@ class Runs(_Resource):
         params = {"force": True} if force else None
         return await self._client.send(op.REPLAY_RUN.call({"run_id": run_id}, params=params))
 
+    async def webhooks(self, run_id: str) -> DeliveryList:
+        """The run's webhook deliveries, each with its status, attempts and recent history."""
+        return await self._client.send(op.RUN_WEBHOOKS.call({"run_id": run_id}))
+
+    async def delete_attachments(self, run_id: str) -> None:
+        """Erases the run's files for good (a replay is then GoneError); ConflictError while it runs."""
+        await self._client.send(op.DELETE_ATTACHMENTS.call({"run_id": run_id}))
+
     async def follow(self, run_id: str, *, after: int = 0) -> FollowUrl:
         """A signed single-use WebSocket URL streaming the events after `after` (see the API docs)."""
         return await self._client.send(op.FOLLOW_RUN.call({"run_id": run_id}, params={"after": after}))
@@ -336,6 +351,11 @@ class McpServers(_Resource):
     async def refresh(self, agent_id: str, name: str) -> McpServerView:
         return await self._client.send(op.REFRESH_MCP_SERVER.call({"agent_id": agent_id, "name": name}))
 
+    async def authorize(self, agent_id: str, name: str) -> McpServerView:
+        """A new `authorization_url` of an OAuth server for a person to open once (e.g. after its status
+        became `needs_authorization`)."""
+        return await self._client.send(op.AUTHORIZE_MCP_SERVER.call({"agent_id": agent_id, "name": name}))
+
     async def delete(self, agent_id: str, name: str) -> None:
         await self._client.send(op.DELETE_MCP_SERVER.call({"agent_id": agent_id, "name": name}))
 
@@ -364,3 +384,40 @@ class Settings(_Resource):
 
     async def delete(self, key: str) -> None:
         await self._client.send(op.DELETE_SETTING.call({"key": key}))
+
+
+class Memories(_Resource):
+    """What an agent with memory remembers, per end user (the runs' `user_id`)."""
+
+    async def list(
+        self, agent_id: str, *, user_id: str, limit: int | None = None, next_token: str | None = None
+    ) -> MemoryList:
+        """A page of `user_id`'s memories, newest first; pass the page's `next_token` for the next one."""
+        params = {"user_id": user_id, "limit": limit, "next_token": next_token}
+        return await self._client.send(op.LIST_MEMORIES.call({"agent_id": agent_id}, params=params))
+
+    async def delete(self, agent_id: str, memory_id: str, *, user_id: str) -> None:
+        """Deletes one of `user_id`'s memories; NotFoundError for one that is not theirs."""
+        call = op.DELETE_MEMORY.call(
+            {"agent_id": agent_id, "memory_id": memory_id}, params={"user_id": user_id}
+        )
+        await self._client.send(call)
+
+    async def forget(self, agent_id: str, *, user_id: str) -> None:
+        """Deletes everything the agent remembers about `user_id` (idempotent)."""
+        await self._client.send(op.FORGET_USER.call({"agent_id": agent_id}, params={"user_id": user_id}))
+
+
+class Uploads(_Resource):
+    async def create(self, body: Body = None, /, **fields: Any) -> UploadTicket:
+        """`POST /v1/uploads` with `name`, `content_type` and `size`: a presigned URL to PUT the bytes
+        to with exactly the ticket's `headers` (not through this client, which would add its API key),
+        then `runs.create(..., attachments=[{"upload_id": ticket.upload_id}])`."""
+        return await self._client.send(op.CREATE_UPLOAD.call(body=merge(body, fields)))
+
+
+class Webhooks(_Resource):
+    async def rotate_secret(self) -> WebhookSecret:
+        """A new signing secret for the tenant's deliveries, shown only in this answer; the previous one
+        keeps signing beside it until `previous_valid_until`."""
+        return await self._client.send(op.ROTATE_WEBHOOK_SECRET.call())

@@ -2,7 +2,8 @@
 
 tests/contract/test_sdk_models.py checks every entry against `/v1/openapi.json` (the route exists, its
 request and success bodies are these models) and that every route of the spec is here or is left out on
-purpose (the HTML approval pages, Slack's callback, the SSE stream that `runs.events` long-polls instead).
+purpose (the HTML approval pages and MCP OAuth callback, Slack's callback, the SSE stream that
+`runs.events` long-polls instead).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from stepwise_sdk.models import (
     AgentPatch,
     AgentWeight,
     ApproveBody,
+    DeliveryList,
     EventPage,
     FollowUrl,
     Health,
@@ -26,6 +28,7 @@ from stepwise_sdk.models import (
     McpServerCreate,
     McpServerList,
     McpServerView,
+    MemoryList,
     RespondBody,
     RunAccepted,
     RunCreate,
@@ -43,6 +46,9 @@ from stepwise_sdk.models import (
     Tool,
     ToolList,
     ToolUsage,
+    UploadCreate,
+    UploadTicket,
+    WebhookSecret,
 )
 
 CREATE_AGENT = Operation[Agent]("POST", "/v1/agents", Agent, AgentCreate)
@@ -70,6 +76,13 @@ DELETE_MCP_SERVER = Operation[None]("DELETE", "/v1/agents/{agent_id}/mcp-servers
 REFRESH_MCP_SERVER = Operation[McpServerView](
     "POST", "/v1/agents/{agent_id}/mcp-servers/{name}/refresh", McpServerView
 )
+AUTHORIZE_MCP_SERVER = Operation[McpServerView](
+    "POST", "/v1/agents/{agent_id}/mcp-servers/{name}/authorize", McpServerView
+)
+
+LIST_MEMORIES = Operation[MemoryList]("GET", "/v1/agents/{agent_id}/memories", MemoryList)
+FORGET_USER = Operation[None]("DELETE", "/v1/agents/{agent_id}/memories", None)
+DELETE_MEMORY = Operation[None]("DELETE", "/v1/agents/{agent_id}/memories/{memory_id}", None)
 
 CREATE_SCHEDULE = Operation[Schedule]("POST", "/v1/agents/{agent_id}/schedules", Schedule, ScheduleCreate)
 LIST_SCHEDULES = Operation[ScheduleList]("GET", "/v1/agents/{agent_id}/schedules", ScheduleList)
@@ -84,6 +97,11 @@ FOLLOW_RUN = Operation[FollowUrl]("POST", "/v1/runs/{run_id}/follow", FollowUrl)
 CANCEL_RUN = Operation[RunView]("POST", "/v1/runs/{run_id}/cancel", RunView)
 REPLAY_RUN = Operation[RunAccepted]("POST", "/v1/runs/{run_id}/replay", RunAccepted)
 APPROVE = Operation[InteractionView]("POST", "/v1/runs/{run_id}/approve", InteractionView, ApproveBody)
+RUN_WEBHOOKS = Operation[DeliveryList]("GET", "/v1/runs/{run_id}/webhooks", DeliveryList)
+DELETE_ATTACHMENTS = Operation[None]("DELETE", "/v1/runs/{run_id}/attachments", None)
+
+CREATE_UPLOAD = Operation[UploadTicket]("POST", "/v1/uploads", UploadTicket, UploadCreate)
+ROTATE_WEBHOOK_SECRET = Operation[WebhookSecret]("POST", "/v1/webhooks/secret", WebhookSecret)
 
 GET_SESSION = Operation[SessionView]("GET", "/v1/sessions/{session_id}", SessionView)
 DELETE_SESSION = Operation[None]("DELETE", "/v1/sessions/{session_id}", None)

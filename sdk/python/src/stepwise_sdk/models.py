@@ -27,6 +27,8 @@ EventType = Literal[
     "approval_decided",
     "client_tool_requested",
     "client_tool_answered",
+    "delegation_started",
+    "delegation_completed",
     "hook_blocked",
     "compaction",
     "step_completed",
@@ -38,6 +40,10 @@ TERMINAL_EVENTS: frozenset[str] = frozenset({"run_completed", "run_failed", "run
 TERMINAL_STATUSES: frozenset[str] = frozenset({"succeeded", "failed", "cancelled", "timed_out"})
 Permission = Literal["allow", "ask", "deny", "inherit"]
 HookEvent = Literal["OnRunStart", "PreToolUse", "OnDelegation", "PostToolUse", "PreResponse", "OnRunComplete"]
+WebhookEvent = Literal[
+    "run_completed", "run_failed", "run_cancelled", "approval_requested", "client_tool_requested"
+]
+McpServerStatus = Literal["ready", "needs_authorization", "failing"]
 
 
 class Model(BaseModel):
@@ -125,7 +131,36 @@ class CodeTool(Model):
     key_fields: list[str] = Field(default_factory=list)
 
 
-Tool = HttpTool | ClientTool | CodeTool | BuiltinTool
+class AgentTool(Model):
+    """Another agent of the tenant as a tool: a call starts a child run of `agent_id` in a fresh session
+    and its answer is the result. The default schema has the model write the child's `message`."""
+
+    name: str
+    permission: Permission = "inherit"
+    type: Literal["agent"]
+    description: str
+    agent_id: str
+    input_schema: dict[str, Any] = Field(default_factory=dict)
+    read_only: bool = False
+
+
+Tool = HttpTool | ClientTool | CodeTool | BuiltinTool | AgentTool
+
+
+class WebhookConfig(Model):
+    """Where a run's events are POSTed; `events` defaults (server side) to the run's ending."""
+
+    url: str
+    events: list[WebhookEvent] = Field(default_factory=list)
+
+
+class MemoryConfig(Model):
+    """Long-term memory per end user: with `enabled`, a run that names a `user_id` can save and search
+    memories, and with `auto_recall` the `top_k` most relevant are given to the model."""
+
+    enabled: bool = False
+    auto_recall: bool = True
+    top_k: int = 5
 
 
 class Agent(Model):
@@ -136,6 +171,8 @@ class Agent(Model):
     max_tokens_budget: int | None = None
     permissions: Permissions = Field(default_factory=Permissions)
     script: list[ScriptTurn] | None = None
+    webhook: WebhookConfig | None = None
+    memory: MemoryConfig = Field(default_factory=MemoryConfig)
     name: str
     tools: list[Tool] = Field(default_factory=list)
     agent_id: str
@@ -153,6 +190,8 @@ class AgentCreate(Request):
     max_tokens_budget: int | None = None
     permissions: Permissions = Field(default_factory=Permissions)
     script: list[ScriptTurn] | None = None
+    webhook: WebhookConfig | None = None
+    memory: MemoryConfig = Field(default_factory=MemoryConfig)
     name: str
     tools: list[Tool] = Field(default_factory=list)
 
@@ -172,6 +211,8 @@ class AgentPatch(Request):
     max_tokens_budget: int | None = None
     permissions: Permissions | None = None
     script: list[ScriptTurn] | None = None
+    webhook: WebhookConfig | None = None
+    memory: MemoryConfig | None = None  # null turns memory off (what was remembered stays, unread)
 
 
 class ApprovalAnswer(Model):
@@ -290,6 +331,48 @@ class HookList(Model):
     hooks: list[Hook]
 
 
+class InlineFile(Model):
+    """A file sent inside the run's body, `data` in base64."""
+
+    name: str
+    content_type: str
+    data: str
+
+
+class UploadRef(Model):
+    """A file uploaded before through `POST /v1/uploads`."""
+
+    upload_id: str
+
+
+class UploadCreate(Request):
+    """The body of `POST /v1/uploads`: the file's name, claimed content type and size in bytes."""
+
+    name: str
+    content_type: str
+    size: int
+
+
+class UploadTicket(Model):
+    """Where to PUT the file's bytes, with exactly `headers` (they are signed), before `expires_at`."""
+
+    upload_id: str
+    url: str
+    method: Literal["PUT"] = "PUT"
+    headers: dict[str, str]
+    expires_at: datetime
+
+
+class Attachment(Model):
+    """A run's file as stored under the run: `content_type` is sniffed from its bytes."""
+
+    attachment_id: str
+    name: str
+    content_type: str
+    size: int
+    sha256: str
+
+
 class InteractionView(Model):
     interaction_id: str
     run_id: str
@@ -303,6 +386,24 @@ class InteractionView(Model):
 
 class InteractionList(Model):
     interactions: list[InteractionView]
+
+
+class McpOAuth(Model):
+    """`auth: {type: "oauth"}`: the server is behind the MCP authorization flow (OAuth 2.1 with PKCE).
+    Without `client_id` Stepwise registers itself; `scopes` None asks for what the server advertises."""
+
+    type: Literal["oauth"]
+    scopes: list[str] | None = None
+    client_id: str | None = None
+    client_secret: str | None = None
+
+
+class McpOAuthView(Model):
+    """A server's OAuth settings as the API shows them: never the client secret."""
+
+    type: Literal["oauth"]
+    scopes: list[str] | None
+    client_id: str | None
 
 
 class McpServerCreate(Request):
@@ -319,6 +420,7 @@ class McpServerCreate(Request):
     enabled: bool = True
     permission: Permission = "inherit"
     trusted: bool = False
+    auth: McpOAuth | None = None
 
 
 class McpToolView(Model):
@@ -346,6 +448,9 @@ class McpServerView(Model):
     tools: list[McpToolView]
     discovered_at: datetime | None
     last_error: str | None
+    auth: McpOAuthView | None = None
+    status: McpServerStatus
+    authorization_url: str | None = None  # only in the answer that starts an authorization
 
 
 class McpServerList(Model):
@@ -361,6 +466,7 @@ class RunAccepted(Model):
     session_id: str
     status: RunStatus
     replay_of: str | None = None
+    attachments: list[Attachment] = Field(default_factory=list)
 
 
 class RunCreate(Request):
@@ -371,6 +477,9 @@ class RunCreate(Request):
     metadata: dict[str, Any] = Field(default_factory=dict)
     script: list[ScriptTurn] | None = None
     multitask_strategy: Literal["enqueue", "reject", "interrupt"] = "enqueue"
+    webhook: WebhookConfig | None = None
+    user_id: str | None = None
+    attachments: list[UploadRef | InlineFile] = Field(default_factory=list)
 
 
 class RunError(Model):
@@ -394,6 +503,7 @@ class RunView(Model):
     run_id: str
     agent_id: str
     session_id: str
+    user_id: str | None
     status: RunStatus
     input: str
     output: str | None
@@ -405,8 +515,17 @@ class RunView(Model):
     tools_executed: list[str] | None
     replay_of: str | None
     metadata: dict[str, Any]
+    webhook: WebhookConfig | None = None
+    attachments: list[Attachment]
+    attachments_erased_at: datetime | None
     created_at: datetime
     finished_at: datetime | None
+    trigger: Literal["api", "schedule", "event", "delegation"]
+    parent_run_id: str | None
+    root_run_id: str
+    depth: int
+    children: list[str]
+    total_usage: Usage  # its own and every descendant's
 
 
 class RunList(Model):
@@ -439,6 +558,7 @@ class ScheduleList(Model):
 class SessionView(Model):
     session_id: str
     agent_id: str
+    user_id: str | None = None
     created_at: datetime
     completed_runs: list[str] = Field(default_factory=list)
     active_run_id: str | None = None
@@ -468,6 +588,7 @@ class SyncRunCreate(Request):
     session_id: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     script: list[ScriptTurn] | None = None
+    user_id: str | None = None
 
 
 class SyncRunResult(Model):
@@ -502,3 +623,57 @@ class ToolUse(Model):
 class ToolUsage(Model):
     runs: int
     tools: list[ToolUse]
+
+
+class Memory(Model):
+    memory_id: str
+    content: str
+    tags: list[str] = Field(default_factory=list)
+    created_at: datetime
+    source_run_id: str | None = None  # the run whose memory_save wrote it
+
+
+class MemoryList(Model):
+    """A page of what an agent remembers about one user, newest first."""
+
+    memories: list[Memory]
+    next_token: str | None
+
+
+class Attempt(Model):
+    """One try at a webhook delivery: a status code, or why none came back."""
+
+    at: datetime
+    duration_ms: int
+    status_code: int | None = None
+    error: str | None = None
+
+
+class Delivery(Model):
+    """A webhook delivery of a run's event; `history` lists its most recent attempts."""
+
+    webhook_id: str
+    event: WebhookEvent
+    url: str
+    status: Literal["pending", "retrying", "delivered", "failed"]
+    attempts: int
+    last_status_code: int | None = None
+    last_error: str | None = None
+    created_at: datetime
+    next_attempt_at: datetime | None = None
+    delivered_at: datetime | None = None
+    gives_up_at: datetime
+    history: list[Attempt] = Field(default_factory=list)
+
+
+class DeliveryList(Model):
+    deliveries: list[Delivery]
+
+
+class WebhookSecret(Model):
+    """The tenant's new signing secret, shown this once; the one it replaces still signs deliveries
+    beside it until `previous_valid_until`."""
+
+    secret: str
+    created_at: datetime
+    previous_valid_until: datetime | None = None
