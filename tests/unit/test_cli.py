@@ -347,6 +347,65 @@ def test_a_script_file_that_is_not_json_exits_2_before_any_request(tmp_path: Any
     assert api.requests == []
 
 
+# --- What an agent weighs ----------------------------------------------------------------------
+
+
+def test_agents_weight_shows_the_first_call_s_tokens_heaviest_tool_first() -> None:
+    api = FakeApi()
+    weight = {
+        "model": "gpt-4o",
+        "system_tokens": 120,
+        "tools_tokens": 310,
+        "first_call_tokens": 437,
+        "tools": [{"name": "web_search", "tokens": 200}, {"name": "send_email", "tokens": 95}],
+    }
+    api.routes["GET /v1/agents/agt_1/weight"] = (200, weight)
+
+    human = cli(api, "agents", "weight", "agt_1")
+    machine = cli(api, "agents", "weight", "agt_1", "--json")
+
+    assert human.code == machine.code == 0
+    assert human.out.splitlines() == [
+        "model          gpt-4o",
+        "system prompt  120 tokens",
+        "tools          310 tokens (2 declared)",
+        "first call     437 tokens before the user's message",
+        "",
+        "TOOL        TOKENS",
+        "web_search  200",
+        "send_email  95",
+    ]
+    assert json.loads(machine.out) == weight
+
+
+def test_agents_tool_usage_sends_last_and_names_declared_tools_never_called() -> None:
+    api = FakeApi()
+    usage = {
+        "runs": 5,
+        "tools": [
+            {"name": "web_search", "declared": True, "calls": 7},
+            {"name": "send_email", "declared": True, "calls": 0},
+            {"name": "old_tool", "declared": False, "calls": 1},
+        ],
+    }
+    api.routes["GET /v1/agents/agt_1/tool-usage"] = (200, usage)
+
+    human = cli(api, "agents", "tool-usage", "agt_1", "--last", "5")
+    default = cli(api, "agents", "tool-usage", "agt_1", "--json")
+
+    assert human.code == default.code == 0
+    assert [r.url.params.get("last") for r in api.requests] == ["5", None]
+    assert human.out.splitlines() == [
+        "tool calls over the latest 5 runs",
+        "TOOL        DECLARED      CALLS",
+        "web_search  yes           7",
+        "send_email  yes           0",
+        "old_tool    no (removed)  1",
+        "never called: send_email (each costs tokens on every call)",
+    ]
+    assert json.loads(default.out) == usage
+
+
 # --- Commands that must not leak or repeat ------------------------------------------------------
 
 

@@ -1,4 +1,4 @@
-"""`stepwise agents create|list|get|delete`."""
+"""`stepwise agents create|list|get|delete|weight|tool-usage`."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from stepwise.cli.render import block, clip, table, when
 def register(
     commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
 ) -> None:
-    agents = commands.add_parser("agents", help="create, list, show and delete agents")
+    agents = commands.add_parser("agents", help="create, list, show, delete and weigh agents")
     actions = agents.add_subparsers(dest="action", required=True, metavar="ACTION")
 
     create = actions.add_parser("create", parents=[common], help="create an agent")
@@ -37,6 +37,19 @@ def register(
     delete = actions.add_parser("delete", parents=[common], help="delete an agent and its schedules")
     delete.add_argument("agent_id")
     delete.set_defaults(handler=delete_agent)
+
+    weight = actions.add_parser(
+        "weight", parents=[common], help="the input tokens of the agent's first call, tool by tool"
+    )
+    weight.add_argument("agent_id")
+    weight.set_defaults(handler=agent_weight)
+
+    usage = actions.add_parser(
+        "tool-usage", parents=[common], help="how often the agent's latest runs called each tool"
+    )
+    usage.add_argument("agent_id")
+    usage.add_argument("--last", type=int, metavar="N", help="how many of the latest runs (API default 20)")
+    usage.set_defaults(handler=agent_tool_usage)
 
 
 def tools_from_file(path: str) -> list[Any]:
@@ -122,4 +135,45 @@ def get_agent(ctx: Context) -> int:
 def delete_agent(ctx: Context) -> int:
     ctx.client.agents.delete(ctx.args.agent_id)
     ctx.show({"agent_id": ctx.args.agent_id, "deleted": True}, [f"deleted agent {ctx.args.agent_id}"])
+    return 0
+
+
+def weight_lines(weight: dict[str, Any]) -> list[str]:
+    tools = weight.get("tools", [])
+    lines = block(
+        [
+            ("model", weight.get("model")),
+            ("system prompt", f"{weight.get('system_tokens')} tokens"),
+            ("tools", f"{weight.get('tools_tokens')} tokens ({len(tools)} declared)"),
+            ("first call", f"{weight.get('first_call_tokens')} tokens before the user's message"),
+        ]
+    )
+    if tools:
+        lines += ["", *table(["TOOL", "TOKENS"], [[t.get("name"), t.get("tokens")] for t in tools])]
+    return lines
+
+
+def agent_weight(ctx: Context) -> int:
+    weight = data(ctx.client.agents.weight(ctx.args.agent_id))
+    ctx.show(weight, weight_lines(weight))
+    return 0
+
+
+def tool_usage_lines(usage: dict[str, Any]) -> list[str]:
+    tools = usage.get("tools", [])
+    runs = usage.get("runs", 0)
+    head = [f"tool calls over the latest {runs} run{'' if runs == 1 else 's'}"]
+    if not tools:
+        return [*head, "no tools declared or called"]
+    rows = [[t.get("name"), "yes" if t.get("declared") else "no (removed)", t.get("calls")] for t in tools]
+    lines = [*head, *table(["TOOL", "DECLARED", "CALLS"], rows)]
+    unused = [t.get("name") for t in tools if t.get("declared") and not t.get("calls")]
+    if unused and runs:
+        lines.append(f"never called: {', '.join(map(str, unused))} (each costs tokens on every call)")
+    return lines
+
+
+def agent_tool_usage(ctx: Context) -> int:
+    usage = data(ctx.client.agents.tool_usage(ctx.args.agent_id, last=ctx.args.last))
+    ctx.show(usage, tool_usage_lines(usage))
     return 0
