@@ -277,7 +277,8 @@ def stored(result: ToolResult) -> tuple[dict[str, Any], bool]:
     text = result.error.message if result.error else result.for_model(limit=None)
     cut = text.encode()[: RESULT_LIMIT - 1_000].decode(errors="ignore") + marker
     short = ToolResult.failure(result.error.code, cut) if result.error else ToolResult(output=cut)
-    return short.model_dump(mode="json"), True
+    # The images a call returned stay referenced (they are stored under the run, not in the entry).
+    return short.model_copy(update={"files": result.files}).model_dump(mode="json"), True
 
 
 # --- Entries and the store that keeps them ---------------------------------------------------------

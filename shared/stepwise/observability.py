@@ -63,6 +63,8 @@ METRIC_NAMES = frozenset(
         INPUT_TOKENS,
         OUTPUT_TOKENS,
         CACHED_TOKENS,
+        CACHE_WRITE_TOKENS,
+        COST_USD,
     }
 )
 

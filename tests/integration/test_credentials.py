@@ -1,6 +1,7 @@
 """Deployment secrets: Secrets Manager through Powertools Parameters in AWS (refreshed after
 MAX_AGE_SECONDS), the environment locally; the placeholder the template creates means "not set"."""
 
+import uuid
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
@@ -22,8 +23,9 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         monkeypatch.setenv(name, "testing")
     monkeypatch.setenv("STEPWISE_SECRETS", "aws")
-    for name in credentials.NAMES:
+    for name in credentials.NAMES:  # and whatever the local stack of another test left in the process
         monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name + credentials.ARN_SUFFIX, raising=False)
     credentials.reset()
     parameters.clear_caches()
     with mock_aws():
@@ -34,7 +36,9 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
 
 
 def put(sm: Any, monkeypatch: pytest.MonkeyPatch, name: str, value: str | None) -> str:
-    args = {"Name": f"stepwise-{name}"} | ({"SecretString": value} if value is not None else {})
+    # Unique per test: moto's backend may outlive this test's mock (another test's stack shares it).
+    unique = f"stepwise-{name}-{uuid.uuid4().hex[:8]}"
+    args = {"Name": unique} | ({"SecretString": value} if value is not None else {})
     arn = str(sm.create_secret(**args)["ARN"])
     monkeypatch.setenv(name + credentials.ARN_SUFFIX, arn)
     return arn

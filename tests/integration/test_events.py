@@ -17,7 +17,12 @@ def finished_run(stack: LocalStack) -> dict[str, Any]:
     _, _, accepted = stack.invoke_api("POST", f"/v1/agents/{agent['agent_id']}/runs", {"message": "x"})
     run = wait_for_run(stack, accepted["run_id"])
     # the terminal event lands just after the status: wait for the log to say done
-    stack.invoke_api("GET", f"/v1/runs/{run['run_id']}/events?after=0&wait=5")
+    after, deadline = 0, time.monotonic() + 30
+    while time.monotonic() < deadline:
+        page = stack.invoke_api("GET", f"/v1/runs/{run['run_id']}/events?after={after}&wait=5")[2]
+        if page["done"]:
+            break
+        after = page["next"]
     return run
 
 

@@ -245,7 +245,10 @@ def test_a_big_result_is_cut_to_fit_an_item() -> None:
     assert truncated
     assert len(ledger.canonical(kept).encode()) <= ledger.RESULT_LIMIT
     assert "truncated" in kept["output"]
-    assert ledger.stored(ToolResult(output={"id": 1})) == ({"output": {"id": 1}, "error": None}, False)
+    assert ledger.stored(ToolResult(output={"id": 1})) == (
+        {"output": {"id": 1}, "error": None, "files": []},
+        False,
+    )
 
 
 # --- An entry's statuses, through guard ------------------------------------------------------------

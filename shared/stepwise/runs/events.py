@@ -50,7 +50,8 @@ class _Outbox:
     def write(self) -> None:
         with self.lock:  # tool calls of one batch run on several threads
             pending, self.pending = self.pending, []
-            emit_many(self.tenant_id, self.run_id, pending)
+            if pending:
+                emit_many(self.tenant_id, self.run_id, pending)
 
 
 _outbox: ContextVar[_Outbox | None] = ContextVar("stepwise_outbox", default=None)
