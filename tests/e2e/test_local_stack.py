@@ -166,8 +166,12 @@ def test_bad_input_is_rejected_over_http(api: httpx.Client) -> None:
     malformed = api.post("/v1/agents", content=b'{"name": "x"', headers=json_headers)
     assert malformed.status_code == 400 and malformed.json()["error"]["code"] == "malformed_json"
 
-    huge = b'{"message": "' + b"x" * (1024 * 1024 + 1) + b'"}'
-    assert api.post(f"/v1/agents/{agent_id}/runs", content=huge, headers=json_headers).status_code == 413
+    huge = b'{"name": "' + b"x" * (1024 * 1024 + 1) + b'"}'
+    assert api.post("/v1/agents", content=huge, headers=json_headers).status_code == 413
+    # Starting a run takes up to 6 MB (inline attachments); past that it is a 413 that says to upload.
+    huger = b'{"message": "' + b"x" * 6_000_001 + b'"}'
+    too_big = api.post(f"/v1/agents/{agent_id}/runs", content=huger, headers=json_headers)
+    assert too_big.status_code == 413 and "uploads" in too_big.json()["error"]["message"]
 
     missing = api.post(f"/v1/agents/{agent_id}/runs", json={})
     assert missing.status_code == 422 and missing.json()["error"]["code"] == "validation_error"

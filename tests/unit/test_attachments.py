@@ -84,6 +84,9 @@ def presigned(monkeypatch: pytest.MonkeyPatch) -> tuple[str, dict[str, str]]:
     client = boto3.client(
         "s3",
         region_name="us-east-1",
+        # Explicit: a moto mock still active from another test would otherwise sign with its own keys.
+        aws_access_key_id="testing",
+        aws_secret_access_key="secret",
         endpoint_url="http://127.0.0.1:9",
         config=Config(signature_version="s3v4", s3={"addressing_style": "path"}),
     )
