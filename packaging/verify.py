@@ -119,7 +119,8 @@ def fake_model() -> Iterator[dict[str, str]]:
         server.text("fake ok")
         server.tool_calls([("lookup", {"q": "x"})])
         server.rate_limited()
-        yield {"OPENAI_BASE_URL": server.url, "OPENAI_API_KEY": "sk-probe"}
+        # The key from the environment, as locally: the template's `aws` source would ask Secrets Manager.
+        yield {"OPENAI_BASE_URL": server.url, "OPENAI_API_KEY": "sk-probe", "STEPWISE_SECRETS": "env"}
     finally:
         server.close()
 
