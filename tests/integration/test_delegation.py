@@ -276,3 +276,37 @@ def test_a_custom_schema_reaches_the_child_as_json(stack: LocalStack) -> None:
 
     child = get_run(stack, run["children"][0])
     assert child["input"] == '{"city": "Oslo", "days": 2}'
+
+
+def test_a_delegation_past_the_tenants_active_run_quota_is_an_error_result(
+    stack: LocalStack, monkeypatch: Any
+) -> None:
+    from stepwise import config
+    from stepwise.ids import new_id
+    from stepwise.store import keys
+
+    tenant_id, key = new_id("ten"), f"sk-{new_id('key')}"
+    keys.store_key(key, tenant_id)  # a tenant of its own: other tests' runs do not count here
+    monkeypatch.setenv("STEPWISE_MAX_ACTIVE_RUNS", "1")  # the parent itself takes the one slot
+    config.reset()
+    try:
+        _, _, child_agent = stack.invoke_api("POST", "/v1/agents", {"name": "c"}, key=key)
+        body = {"name": "p", "tools": [agent_tool("ask_child", child_agent["agent_id"])]}
+        _, _, parent_agent = stack.invoke_api("POST", "/v1/agents", body, key=key)
+        script = [{"tool_calls": [ask("ask_child", "hi")]}, {"text": "went on"}]
+        status, _, accepted = stack.invoke_api(
+            "POST",
+            f"/v1/agents/{parent_agent['agent_id']}/runs",
+            {"message": "go", "script": script},
+            key=key,
+        )
+        assert status == 202, accepted
+        run = wait_for_run(stack, accepted["run_id"], key=key)
+    finally:
+        monkeypatch.undo()
+        config.reset()
+
+    assert run["status"] == "succeeded" and run["output"] == "went on" and run["children"] == []
+    _, _, page = stack.invoke_api("GET", f"/v1/runs/{run['run_id']}/events?after=0", key=key)
+    (result,) = [e["data"] for e in page["events"] if e["type"] == "tool_result"]
+    assert result["error"]["code"] == "quota_exceeded"

@@ -19,7 +19,7 @@ from aws_lambda_powertools import Logger
 from stepwise import ids, ledger, observability, safejson
 from stepwise.agents.models import Agent
 from stepwise.attachments import render
-from stepwise.errors import Conflict, NotFound
+from stepwise.errors import Conflict, NotFound, QuotaExceeded
 from stepwise.loop.models import Wait
 from stepwise.mcp.models import McpToolRef
 from stepwise.runs import delegation, events
@@ -178,7 +178,11 @@ def _pause(
     )
     child = None
     if kind == "delegation":  # recorded now, so the parent's `children` always name a run; Await starts it
-        child = delegation.record_child(scope.tenant_id, run, interaction).run_id
+        try:
+            child = delegation.record_child(scope.tenant_id, run, interaction).run_id
+        except QuotaExceeded as exc:  # the tenant's active runs are at their limit: the model reads it
+            stores().interactions.close(scope.tenant_id, interaction.interaction_id, "expired")
+            return _done(scope, ref, ToolResult.failure(exc.code, f"{exc}; no child run was started"))
     return Gated(wait=wait, child_run_id=child)
 
 
