@@ -31,7 +31,7 @@ def wait_status(stack: LocalStack, run_id: str, wanted: str, timeout: float = 30
         _, _, run = stack.invoke_api("GET", f"/v1/runs/{run_id}")
         if run["status"] == wanted:
             return run
-        assert time.monotonic() < deadline, run
+        assert time.monotonic() < deadline, (run.get("status"), run.get("error"))
         time.sleep(0.05)
 
 

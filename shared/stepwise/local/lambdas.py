@@ -107,7 +107,12 @@ class LocalLambdas:
             result = self._handler(spec)(json.loads(json.dumps(event)), context)
             return json.loads(json.dumps(result, default=str))
         except Exception as exc:
-            log.debug("%s raised %s", logical, type(exc).__name__, exc_info=True)
+            # A named error is the loop speaking (the ASL retries or catches it); anything else is a
+            # bug a run ends `internal_error` with, and its traceback is only here: say it loudly.
+            from stepwise.errors import StepError
+
+            level = logging.DEBUG if isinstance(exc, StepError) else logging.WARNING
+            log.log(level, "%s raised %s", logical, type(exc).__name__, exc_info=True)
             raise FunctionError(
                 {
                     "errorType": type(exc).__name__,
@@ -161,7 +166,7 @@ def make_dynamodb_writes_atomic() -> Callable[[], None]:
     from moto.dynamodb.models import DynamoDBBackend
 
     lock = threading.RLock()
-    names = ("put_item", "update_item", "delete_item", "transact_write_items", "get_item", "query")
+    names = ("put_item", "update_item", "delete_item", "transact_write_items", "get_item", "query", "scan")
     originals = {name: getattr(DynamoDBBackend, name) for name in names}
 
     def locked(method: Callable[..., Any]) -> Callable[..., Any]:
