@@ -166,6 +166,19 @@ def _compaction(data: dict[str, Any], hints: Hints) -> list[str]:
     ]
 
 
+def _delegation_started(data: dict[str, Any], hints: Hints) -> list[str]:
+    return [
+        f"{INDENT}=> {data.get('tool_name')}: delegated to run {data.get('child_run_id')} "
+        f"(agent {data.get('agent_id')})"
+    ]
+
+
+def _delegation_completed(data: dict[str, Any], hints: Hints) -> list[str]:
+    # The event names the call and the child; the follower adds the tool name it saw at the start.
+    name = data.get("tool_name") or data.get("tool_call_id")
+    return [f"{INDENT}<= {name}: run {data.get('child_run_id')} {data.get('status')}"]
+
+
 def _run_completed(data: dict[str, Any], hints: Hints) -> list[str]:
     return [
         f"answer: {data.get('output') or ''}",
@@ -194,6 +207,8 @@ _RENDERERS = {
     "client_tool_answered": _client_tool_answered,
     "hook_blocked": _hook_blocked,
     "compaction": _compaction,
+    "delegation_started": _delegation_started,
+    "delegation_completed": _delegation_completed,
     "run_completed": _run_completed,
     "run_failed": _run_failed,
     "run_cancelled": _run_cancelled,
