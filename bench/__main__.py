@@ -33,6 +33,7 @@ BENCHMARKS = [
     "dynamodb_ops",
     "memory_search",
     "canonical",
+    "delegation",
     "following",
     "webhooks",
     "streaming",
