@@ -144,3 +144,25 @@ def test_a_grandchild_is_indented_under_its_parent_and_its_copied_approval_shows
     assert leaf and opened < min(leaf) and max(leaf) < closed  # the grandchild's block, inside its call
     assert closed < lines.index(f"  <= to_middle: run {CHILD_A} succeeded")
     assert lines[-2] == "answer: root done"
+
+
+def test_a_child_that_cannot_be_followed_ends_only_its_block_and_a_cancelled_root_still_exits_1() -> None:
+    api = FakeApi()  # no route for the child's events: 404, as for a run of another tenant
+    api.routes[f"GET /v1/runs/{RUN}/events"] = api.events(
+        page(
+            event(1, "step_started", step=1),
+            started(2, "research", CHILD_A, "c1"),
+            event(3, "run_cancelled", reason="cancelled on request"),
+        )
+    )
+    api.routes[f"GET /v1/runs/{RUN}"] = (200, finished("cancelled"))
+
+    outcome = cli(api, "runs", "follow", RUN)
+
+    assert outcome.code == 1
+    assert outcome.out.splitlines() == [
+        "step 1",
+        f"  => research: delegated to run {CHILD_A} (agent agt_c)",
+        f"  [research] cannot follow run {CHILD_A}: route_not_found: no such route",
+        "cancelled: cancelled on request",
+    ]

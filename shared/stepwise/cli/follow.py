@@ -166,6 +166,8 @@ class Follower:
         if kind == "delegation_completed":
             tool_name = self._close_child(str(details.get("child_run_id")))
             event = {**event, "data": {"tool_name": tool_name, **details}}
+        elif kind in ENDED_AS:
+            self.close_children()  # ended without reporting them (cancelled or failed): their blocks first
         self.branch.write(self.display.feed(event))
         if kind == "delegation_started":
             self._open_child(details)
