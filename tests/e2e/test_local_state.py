@@ -267,7 +267,20 @@ def test_a_run_waiting_on_an_approval_when_killed_fails_execution_lost_and_repla
         return found[0] if found else None
 
     approval = wait_until(requested, timeout=60, interval=0.2)
-    wait_until(lambda: [i for i in saved_items(state, "InteractionsTable")] or None, timeout=10)
+    # and a second message to the same session, queued behind it (double texting)
+    session_id = before.api.get(f"/v1/runs/{run_id}").json()["session_id"]
+    queued = before.api.post(
+        f"/v1/agents/{agent['agent_id']}/runs",
+        json={"message": "and then?", "session_id": session_id, "script": [{"text": "after the restart"}]},
+    ).json()["run_id"]
+    assert before.api.get(f"/v1/runs/{queued}").json()["status"] == "queued"
+
+    def saved() -> bool | None:  # both runs and the approval are on disk before the kill
+        return (
+            len(saved_items(state, "RunsTable")) == 2 and bool(saved_items(state, "InteractionsTable"))
+        ) or None
+
+    wait_until(saved)
     before.kill()
 
     # When the stack starts again on that directory
@@ -280,6 +293,9 @@ def test_a_run_waiting_on_an_approval_when_killed_fails_execution_lost_and_repla
     assert "local stack restarted" in run["error"]["message"]
     terminal = events(after.api, run_id)[-1]
     assert terminal["type"] == "run_failed" and terminal["data"]["error"]["code"] == "execution_lost"
+
+    # And the run queued behind it was not failed: it started once the session was free, as it would have
+    assert run_to_end(after.api, queued)["output"] == "after the restart"
 
     # And its approval link is gone (410), and approving through the API changes nothing
     link = urlparse(approval["approval_url"]).path

@@ -82,7 +82,8 @@ Try:
     -d '{{"message": "What is the weather in Paris?"}}'
   curl -s '{base}/v1/runs/<run_id>/events?wait=10' -H 'Authorization: Bearer {key}'
 
-{_remembering(stack)} Ctrl-C to stop.
+{_remembering(stack)}
+Ctrl-C to stop.
 """,
         flush=True,
     )
@@ -108,7 +109,7 @@ def _remembering(stack: LocalStack) -> str:
     failed = f"\n  {len(lost)} run(s) in flight when it last stopped failed (execution_lost)." if lost else ""
     return (
         f"State is kept in {where} across restarts (rm -rf {where} to start empty; "
-        f"STEPWISE_LOCAL_STATE=memory keeps nothing).{failed}\n"
+        f"STEPWISE_LOCAL_STATE=memory keeps nothing).{failed}"
     )
 
 
