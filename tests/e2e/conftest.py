@@ -29,6 +29,7 @@ def local_stack() -> Iterator[tuple[str, str]]:
         "POWERTOOLS_LOG_LEVEL": "WARNING",
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",
         "PYTHONUNBUFFERED": "1",
+        "STEPWISE_LOCAL_STATE": "memory",  # the e2e stack remembers nothing, and writes nothing here
     }
     # The tests know the stack's configuration: nothing a developer's shell sets may change it.
     for name in ("STEPWISE_LOCAL_API_KEY", "STEPWISE_MODEL", "SLACK_SIGNING_SECRET"):

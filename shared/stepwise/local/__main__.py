@@ -9,6 +9,10 @@ import signal
 import sys
 import threading
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from stepwise.local.stack import LocalStack
 
 READY_LINE = "Stepwise local stack is ready"
 
@@ -27,31 +31,39 @@ def main() -> int:
     os.environ.setdefault("STEPWISE_ALLOW_HOSTS", "127.0.0.1,localhost")
     # database_query/database_write open SQLite files only under <dir>/<tenant>/ (sqlite:///shop.db is
     # .stepwise/sqlite/local/shop.db for the local tenant); in AWS, without the variable, SQLite is refused.
-    state = os.environ.get("STEPWISE_LOCAL_STATE") or ".stepwise"
-    if state != "memory":
-        os.environ.setdefault("STEPWISE_SQLITE_DIR", os.path.abspath(os.path.join(state, "sqlite")))
+    from stepwise.local.state import StateError, state_dir
 
-    from stepwise.local.demo import demo_agent, serve_demo_tools
+    state = state_dir()  # $STEPWISE_LOCAL_STATE, .stepwise by default; None for `memory`
+    if state is not None:
+        os.environ.setdefault("STEPWISE_SQLITE_DIR", str(state / "sqlite"))
+
+    from stepwise.local.demo import seed_demo_agent, serve_demo_tools
     from stepwise.local.gateway import serve
     from stepwise.local.stack import LocalStack
 
     # The follow WebSocket API listens on its own port, next to the HTTP API's unless told otherwise.
     # Presigned upload URLs go to the loopback S3 endpoint, next to them too.
     os.environ.setdefault("STEPWISE_LOCAL_S3_PORT", str(port + 2))
-    stack = LocalStack.start(follow_port=int(os.environ.get("STEPWISE_FOLLOW_PORT") or port + 1))
+    try:
+        stack = LocalStack.start(
+            follow_port=int(os.environ.get("STEPWISE_FOLLOW_PORT") or port + 1), state_dir=state
+        )
+    except StateError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     server = serve(stack.gateway, "127.0.0.1", port)
     bound = server.server_address[1]
     base = f"http://127.0.0.1:{bound}"
     os.environ["STEPWISE_PUBLIC_URL"] = base  # approval links in events, mails and Slack messages
     key = next(iter(stack.api_keys))
     tools = serve_demo_tools()
-    status, _, agent = stack.invoke_api(
-        "POST", "/v1/agents", demo_agent(f"http://127.0.0.1:{tools.server_address[1]}"), key=key
-    )
-    if status != 201:
-        print(f"could not seed the demo agent: {status} {agent}", file=sys.stderr)
+    try:
+        agent_id = seed_demo_agent(stack, key, f"http://127.0.0.1:{tools.server_address[1]}")
+    except RuntimeError as exc:
+        print(f"could not seed the demo agent: {exc}", file=sys.stderr)
+        server.shutdown()
+        stack.stop()
         return 1
-    agent_id = agent["agent_id"]
     print(
         f"""
 {READY_LINE} in {time.monotonic() - started:.1f}s
@@ -70,7 +82,8 @@ Try:
     -d '{{"message": "What is the weather in Paris?"}}'
   curl -s '{base}/v1/runs/<run_id>/events?wait=10' -H 'Authorization: Bearer {key}'
 
-Everything lives in memory (moto) and is gone when this stops. Ctrl-C to stop.
+{_remembering(stack)}
+Ctrl-C to stop.
 """,
         flush=True,
     )
@@ -86,6 +99,18 @@ Everything lives in memory (moto) and is gone when this stops. Ctrl-C to stop.
     tools.shutdown()
     stack.stop()
     return 0
+
+
+def _remembering(stack: LocalStack) -> str:
+    if stack.state is None:
+        return "Everything lives in memory (moto) and is gone when this stops (STEPWISE_LOCAL_STATE=memory)."
+    where = stack.state.directory.path
+    lost = [o for o in stack.lost if o.action == "reconciled"]
+    failed = f"\n  {len(lost)} run(s) in flight when it last stopped failed (execution_lost)." if lost else ""
+    return (
+        f"State is kept in {where} across restarts (rm -rf {where} to start empty; "
+        f"STEPWISE_LOCAL_STATE=memory keeps nothing).{failed}"
+    )
 
 
 def _ticking(interval: float) -> str:

@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from stepwise.local.stack import LocalStack
 
 FORECASTS = {"paris": ("sunny", 21), "london": ("drizzle", 14), "tokyo": ("clear", 18)}
 
@@ -57,3 +60,25 @@ def demo_agent(tool_base_url: str) -> dict[str, Any]:
             }
         ],
     }
+
+
+def seed_demo_agent(stack: LocalStack, key: str, tool_base_url: str) -> str:
+    """The demo agent's id: created on a fresh stack; on one that remembers, the agent it made before,
+    its tool pointed at this start's demo tool server (a new port each start)."""
+    wanted = demo_agent(tool_base_url)
+    status, _, listed = stack.invoke_api("GET", "/v1/agents", key=key)
+    if status != 200:
+        raise RuntimeError(f"{status} {listed}")
+    existing = next((a for a in listed["agents"] if a["name"] == wanted["name"]), None)
+    if existing is None:
+        status, _, agent = stack.invoke_api("POST", "/v1/agents", wanted, key=key)
+        if status != 201:
+            raise RuntimeError(f"{status} {agent}")
+        return str(agent["agent_id"])
+    agent_id = str(existing["agent_id"])
+    (tool,) = wanted["tools"]
+    stack.invoke_api("DELETE", f"/v1/agents/{agent_id}/tools/{tool['name']}", key=key)  # 404: removed
+    status, _, added = stack.invoke_api("POST", f"/v1/agents/{agent_id}/tools", tool, key=key)
+    if status != 201:
+        raise RuntimeError(f"{status} {added}")
+    return agent_id

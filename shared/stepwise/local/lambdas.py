@@ -24,6 +24,10 @@ log = logging.getLogger("stepwise.local")
 
 Handler = Callable[[dict[str, Any], Any], Any]
 
+# Held by every moto DynamoDB item call once make_dynamodb_writes_atomic is installed; the local state's
+# saver holds it too, to read every table at one point in time.
+DYNAMODB_LOCK = threading.RLock()
+
 
 @dataclass
 class FunctionSpec:
@@ -165,7 +169,7 @@ def make_dynamodb_writes_atomic() -> Callable[[], None]:
 
     from moto.dynamodb.models import DynamoDBBackend
 
-    lock = threading.RLock()
+    lock = DYNAMODB_LOCK
     names = ("put_item", "update_item", "delete_item", "transact_write_items", "get_item", "query", "scan")
     originals = {name: getattr(DynamoDBBackend, name) for name in names}
 

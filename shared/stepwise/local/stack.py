@@ -35,6 +35,8 @@ from stepwise.local.queues import LocalQueues, mappings
 from stepwise.local.websocket import SocketGateway, install_connections_api, websocket_api
 
 if TYPE_CHECKING:
+    from stepwise.local.persist import LocalState
+    from stepwise.runs.reconcile import Outcome
     from stepwise.schedules.local import Delivery, LocalScheduler
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -44,6 +46,11 @@ REGION = "us-east-1"
 STACK_NAME = "stepwise-local"
 DEFAULT_KEY = "sk-local-dev"
 DEFAULT_TENANT = "local"
+# What a run whose execution the restart took away fails with (moto keeps executions in memory only).
+RESTARTED = (
+    "the local stack restarted while the run was in flight; Step Functions executions do not survive "
+    "a restart of the local stack, so its execution was lost"
+)
 
 # Seconds between the local scheduler's ticks (EventBridge Scheduler fires to the minute); 0: never.
 SCHEDULE_TICK_ENV = "STEPWISE_SCHEDULE_TICK_SECONDS"
@@ -152,6 +159,8 @@ class LocalStack:
     sockets: SocketGateway | None  # the follow WebSocket API, on its own loopback port
     queues: LocalQueues  # Lambda's SQS pollers: WebhookQueue → WebhookFunction
     definition: str = ""  # the state machine's ASL, substitutions applied
+    state: LocalState | None = None  # where the stack's state is remembered; None: memory only
+    lost: list[Outcome] = field(default_factory=list)  # in-flight runs failed on start (execution_lost)
     _cleanup: list[Any] = field(default_factory=list)
 
     @classmethod
@@ -161,14 +170,21 @@ class LocalStack:
         *,
         schedule_tick: float | None = None,
         follow_port: int | None = None,
+        state_dir: Path | None = None,
     ) -> LocalStack:
         """Bring the stack up. Due schedules fire every `schedule_tick` seconds (default
         $STEPWISE_SCHEDULE_TICK_SECONDS, else 10; 0 turns the ticker off: call `fire_due` instead).
         The WebSocket API listens on 127.0.0.1:`follow_port` (default $STEPWISE_FOLLOW_PORT, else any
-        free port)."""
+        free port). With a `state_dir`, what the stack stores is restored from it before anything is
+        served and saved to it after every change (persist.py); runs that were in flight when it
+        stopped are failed `execution_lost` (`lost`). Without one, nothing outlives `stop()`; a
+        StateError says why a directory cannot be used."""
         _fake_credentials()
         from moto import mock_aws
 
+        from stepwise.local.persist import LocalState
+
+        state = LocalState.open(state_dir) if state_dir is not None else None
         mock = mock_aws(
             config={"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
         )
@@ -176,10 +192,18 @@ class LocalStack:
         try:
             if follow_port is None:
                 follow_port = int(os.environ.get(FOLLOW_PORT_ENV) or 0)
-            stack = _bring_up(load_template(template_path), mock, follow_port)
+            stack = _bring_up(load_template(template_path), mock, follow_port, state)
         except Exception:
             mock.stop()
+            if state is not None:
+                state.directory.close()
             raise
+        if state is not None:
+            try:
+                stack._remember(state)
+            except Exception:
+                stack.stop()
+                raise
         if schedule_tick is None:
             schedule_tick = float(os.environ.get(SCHEDULE_TICK_ENV) or SCHEDULE_TICK)
         stack.scheduler.interval = schedule_tick
@@ -188,6 +212,18 @@ class LocalStack:
         stack.queues.start()
         stack._cleanup.append(stack.queues.stop)
         return stack
+
+    def _remember(self, state: LocalState) -> None:
+        """Start saving, then settle what the restart took away: every run still active lost its
+        execution, as the reconciler's sweep finds once an execution is missing in AWS."""
+        from stepwise.runs import reconcile
+
+        self.state = state
+        self.scheduler.remember(state.fired)  # schedules go on from where they were, not from scratch
+        state.start(self.scheduler)
+        self._cleanup.append(state.close)  # runs before moto stops: the last save reads it
+        if state.remembered:
+            self.lost = reconcile.settle_lost(RESTARTED)
 
     def fire_due(self, now: datetime | None = None) -> list[Delivery]:
         """Deliver what EventBridge Scheduler would have delivered by `now` (default: the clock) and
@@ -313,6 +349,10 @@ def _queue_attributes(props: dict[str, Any]) -> dict[str, str]:
     }
 
 
+def _new_secret() -> str:
+    return secrets.token_urlsafe(48)
+
+
 def _zip() -> bytes:
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:
@@ -320,10 +360,13 @@ def _zip() -> bytes:
     return buf.getvalue()
 
 
-def _bring_up(template: dict[str, Any], mock: Any, follow_port: int) -> LocalStack:
+def _bring_up(
+    template: dict[str, Any], mock: Any, follow_port: int, state: LocalState | None = None
+) -> LocalStack:
     import boto3
 
     from stepwise import aws, config, credentials
+    from stepwise.approvals import links
     from stepwise.schedules.local import LocalScheduler
     from stepwise.store import keys, tables
 
@@ -339,15 +382,17 @@ def _bring_up(template: dict[str, Any], mock: Any, follow_port: int) -> LocalSta
             resolver.physical[logical] = logical
             resolver.arns[logical] = f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{logical}"
         elif kind == "AWS::SecretsManager::Secret":
-            arn = boto3.client("secretsmanager").create_secret(
-                Name=f"{STACK_NAME}-{logical}", SecretString=secrets.token_urlsafe(48)
-            )["ARN"]
+            value = state.secret(logical, _new_secret) if state else _new_secret()
+            secrets_manager = boto3.client("secretsmanager")
+            arn = secrets_manager.create_secret(Name=f"{STACK_NAME}-{logical}", SecretString=value)["ARN"]
             resolver.physical[logical] = resolver.arns[logical] = arn
         elif kind == "AWS::KMS::Key":
             # The key policy is not applied: moto checks no permissions, and the policy names the account.
             description = str(resolver.resolve(props.get("Description", logical)))
             meta = boto3.client("kms").create_key(Description=description)["KeyMetadata"]
             resolver.physical[logical], resolver.arns[logical] = meta["KeyId"], meta["Arn"]
+            if state is not None:  # the key it had before, or stored ciphertexts would not decrypt
+                resolver.physical[logical], resolver.arns[logical] = state.kms_key(logical, meta["KeyId"])
         elif kind == "AWS::KMS::Alias":
             alias = resolver.resolve(props)
             boto3.client("kms").create_alias(AliasName=alias["AliasName"], TargetKeyId=alias["TargetKeyId"])
@@ -378,6 +423,9 @@ def _bring_up(template: dict[str, Any], mock: Any, follow_port: int) -> LocalSta
             trust = json.dumps(resolver.resolve(props.get("AssumeRolePolicyDocument", {})))
             created = iam.create_role(RoleName=name, AssumeRolePolicyDocument=trust)
             resolver.physical[logical], resolver.arns[logical] = name, created["Role"]["Arn"]
+
+    if state is not None:
+        state.restore(resolver, s3)
 
     role = iam.create_role(
         RoleName="stepwise-local",
@@ -441,6 +489,7 @@ def _bring_up(template: dict[str, Any], mock: Any, follow_port: int) -> LocalSta
     os.environ["STEPWISE_PUBLIC_URL"] = f"http://127.0.0.1:{os.environ.get('PORT', '3000')}"
     config.reset()
     credentials.reset()
+    links.reset()  # the approval link secret is read once per process; this stack's may differ
     aws.reset()
     tables.rebind()
 

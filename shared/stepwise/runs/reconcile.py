@@ -296,6 +296,34 @@ def _queued(tenant_id: str, run: Run, active_run_id: str | None) -> Outcome:
     )
 
 
+def settle_lost(message: str) -> list[Outcome]:
+    """Every execution is known to be gone (the local stack restarted: moto keeps executions in memory
+    only), so every active run is failed `execution_lost` with `message`, through end_run as the sweep
+    would once it found the execution missing, with no grace: nothing can be starting. A run waiting in
+    its session's queue is not failed: it starts when the run ahead of it ends, as it would have. The
+    deepest runs go first, so a delegated child reports its own loss to its parent (whose execution is
+    gone too) instead of being cancelled as the parent ends."""
+    lost = _end("failed", "execution_lost", message)
+    everything = runs.active_before(utcnow() + timedelta(minutes=1))  # every active run, however new
+    active = sorted(everything, key=lambda pair: -pair[1].depth)
+    outcomes = []
+    for tenant_id, run in active:
+        if run.status == "queued":
+            try:
+                session = sessions.get(tenant_id, run.session_id)
+            except NotFound:
+                session = None
+            if session is not None and run.run_id in session.queue:
+                outcomes.append(_queued(tenant_id, run, session.active_run_id))
+                continue
+        if _describe(run.run_id) is not None:
+            continue  # started during this pass: its queue moved on when the run ahead of it ended
+        outcomes.append(settle(tenant_id, run.run_id, lost))
+    changed = [o.model_dump(mode="json") for o in outcomes if o.action in ("reconciled", "resumed_queue")]
+    logger.info("executions lost", extra={"changed": changed})
+    return outcomes
+
+
 def sweep(*, now: datetime | None = None, budget_seconds: float | None = None) -> SweepReport:
     """Settle every active run whose execution is over, or was lost, and move stuck queues on."""
     now = now or utcnow()

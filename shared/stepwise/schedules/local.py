@@ -54,6 +54,18 @@ class LocalScheduler:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.on_fired: Callable[[], None] = lambda: None  # told after a schedule's last fire time moves
+
+    @property
+    def fired(self) -> dict[str, datetime]:
+        """schedule ARN → the last fire time delivered (what a restarted stack must not deliver again).
+        Not under the lock, which a tick holds while it invokes targets: copying a dict is atomic."""
+        return dict(self._fired)
+
+    def remember(self, fired: dict[str, datetime]) -> None:
+        """Carry on from fire times delivered before a restart."""
+        with self._lock:
+            self._fired.update(fired)
 
     def start(self) -> None:
         """Tick in the background every `interval` seconds (not at all when it is 0)."""
@@ -102,6 +114,7 @@ class LocalScheduler:
         if len(due) > CATCH_UP:
             log.warning("schedule %s: %d fire times missed, delivering the last %d", name, len(due), CATCH_UP)
         self._fired[schedule["Arn"]] = due[-1]
+        self.on_fired()
         target = schedule["Target"]
         deliveries = []
         for when in due[-CATCH_UP:]:
