@@ -35,6 +35,10 @@ class CallFigures:
     openai_cached_tokens: int  # of those, what OpenAI's rules can serve from cache
     prefix_percent: float  # openai_cached_tokens over the request
     previous_reused_percent: float | None  # openai_cached_tokens over the previous request
+    # How much of the previous request this one repeats byte for byte from its start, both measured on
+    # the rendering: what a cache mark at the previous request's end (Anthropic, Bedrock) reads again,
+    # before any provider's block rounding.
+    previous_prefix_percent: float | None
     anthropic_read_tokens: int
     anthropic_write_tokens: int
     openai_uncached: float
@@ -50,7 +54,7 @@ class CallFigures:
 def measure(requests: list[Request], *, naive: bool) -> list[CallFigures]:
     out: list[CallFigures] = []
     previous: str | None = None
-    previous_anthropic = previous_tokens = 0
+    previous_anthropic = previous_tokens = previous_rendered = 0
     for request in requests:
         rendered = render(request.tools, request.messages)
         head = render(request.tools, request.messages[:1])  # tools and system prompt: the first marks
@@ -61,7 +65,8 @@ def measure(requests: list[Request], *, naive: bool) -> list[CallFigures]:
         # The rendering's token count differs from the counter's (which lays tools out its own way):
         # the prefix is found and measured on the rendering, then applied as a share of the request.
         whole = max(1, _text_tokens(OPENAI_MODEL, rendered))
-        share = (_text_tokens(OPENAI_MODEL, rendered[:shared]) if shared else 0) / whole
+        shared_tokens = _text_tokens(OPENAI_MODEL, rendered[:shared]) if shared else 0
+        share = shared_tokens / whole
         prefix = int(share * tokens)
         cached = (prefix // OPENAI_BLOCK) * OPENAI_BLOCK if prefix >= OPENAI_MIN_PREFIX else 0
         read, write = 0, 0
@@ -83,6 +88,11 @@ def measure(requests: list[Request], *, naive: bool) -> list[CallFigures]:
                 openai_cached_tokens=cached,
                 prefix_percent=round(100 * cached / tokens, 1),
                 previous_reused_percent=round(100 * cached / previous_tokens, 1) if previous_tokens else None,
+                previous_prefix_percent=(
+                    round(100 * min(shared_tokens, previous_rendered) / previous_rendered, 1)
+                    if previous_rendered
+                    else None
+                ),
                 anthropic_read_tokens=read,
                 anthropic_write_tokens=write,
                 openai_uncached=_price(OPENAI_MODEL, tokens, output),
@@ -93,6 +103,7 @@ def measure(requests: list[Request], *, naive: bool) -> list[CallFigures]:
             )
         )
         previous, previous_anthropic, previous_tokens = rendered, claude, tokens
+        previous_rendered = whole
     return out
 
 

@@ -2,8 +2,8 @@
 
 naive: every message re-sent as it is, each tool result pasted whole, the tools in the agent's order
 shuffled once per run (a dict or set rebuilt by each cold function; MCP discovery order), no compaction.
-Stepwise: stepwise.prompt.build_messages and tool_declarations (sorted; result_read once a table was
-described), each result as the loop stores it (stepwise.tools.tables.describe, else the result cut at
+Stepwise: stepwise.prompt.build_messages and tool_declarations (sorted; result_read declared from the
+first call), each result as the loop stores it (stepwise.tools.tables.describe, else the result cut at
 TOOL_RESULT_LIMIT), then stepwise.context.fit for the model's window.
 """
 
@@ -17,7 +17,8 @@ from typing import Any, Literal
 from bench.tokens.agent import agent as bench_agent
 from bench.tokens.scenarios import Call, Read, Scenario
 from stepwise.context import fit
-from stepwise.prompt import _function, build_messages, described_reads, tool_declarations
+from stepwise.loop.models import Compacted
+from stepwise.prompt import _function, build_messages, tool_declarations
 from stepwise.tools import tables
 from stepwise.tools.base import ToolResult
 
@@ -42,7 +43,8 @@ class Replay:
     failures: list[str]  # quality checks that failed, as "run N: missing ..."
 
 
-def replay(scenario: Scenario, mode: Mode) -> Replay:
+def replay(scenario: Scenario, mode: Mode, *, window: int | None = None) -> Replay:
+    """`window` overrides the model's (to watch compaction at work in a conversation that fits)."""
     agent = bench_agent()
     history: list[dict[str, Any]] = []
     requests: list[Request] = []
@@ -53,11 +55,13 @@ def replay(scenario: Scenario, mode: Mode) -> Replay:
         history.append({"role": "user", "content": turn.user})
         wholes: list[tuple[str, str]] = []  # (tool_call_id, whole text) of this turn's calls
         steps = [s for s in turn.steps if mode == "stepwise" or not isinstance(s, Read)]
+        kept: Compacted | None = None  # a run's compaction, applied again to its later calls
         for index, step in enumerate([*steps, None], start=1):
             if mode == "stepwise":
                 messages = build_messages(agent, history)
-                tools = tool_declarations(agent, described_reads(history))
-                prompt, report = fit(messages, model=FIT_MODEL, tools=tools)
+                tools = tool_declarations(agent, history)
+                prompt, report = fit(messages, model=FIT_MODEL, tools=tools, window=window, kept=kept)
+                kept = report.kept if report is not None else kept
             else:
                 prompt, tools, report = _naive_messages(agent.system_prompt, history), naive_tools, None
             reply = _reply(run, index, step, wholes, turn.answer)

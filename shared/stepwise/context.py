@@ -8,6 +8,11 @@ Cheapest first:
    so what it concluded at the time is not lost.
 2. summary: when that is not enough and a summarizer is given, the older conversation becomes one message.
 
+A compaction aims at COMPACT_TO of the window, below THRESHOLD where it starts, and the run keeps it
+(`Compaction.kept`, in its context): the later calls apply it again unchanged (`reapply`) until the
+conversation passes THRESHOLD again, so they repeat the previous request's bytes and a provider's
+cache keeps serving them; only the call that compacts starts a new prefix.
+
 Neither touches the current turn (from the last user message on): within a turn the model is still working
 on its results, and taking them away makes it answer from memory. The last `KEEP_TURNS` user turns stay
 whole, and the leading system message is never changed.
@@ -21,6 +26,7 @@ egress it retries for about 20 seconds before giving up.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import os
 import re
@@ -32,12 +38,17 @@ from stepwise import safejson
 from stepwise.attachments.models import TOOL_IMAGES_PREFIX
 from stepwise.config import ConfigError
 from stepwise.llm import client as llm_client
+from stepwise.loop.models import Compacted
 
 Message = dict[str, Any]
 
 DEFAULT_WINDOW = 128_000
 WINDOW_ENV = "STEPWISE_CONTEXT_WINDOW"
 THRESHOLD = 0.75
+# A compaction aims lower than where it starts, and the calls after it send the same compacted prefix
+# until the conversation passes THRESHOLD again: a provider caches a prefix only while it stays the
+# same bytes, so shortening one more old result on every call would cost every call its cache.
+COMPACT_TO = 0.5
 # After a provider rejected the conversation as too long, aim for half of what it saw.
 FORCED_THRESHOLD = 0.5
 KEEP_TURNS = 3
@@ -67,7 +78,8 @@ _BUNDLED_TOKENIZERS = frozenset({"anthropic", "deepseek"})
 
 @dataclass(frozen=True)
 class Compaction:
-    """What a `compaction` event records. `tokens_after` above `window` means the call will likely fail."""
+    """What a `compaction` event records (all but `kept`). `tokens_after` above `window` means the
+    call will likely fail."""
 
     tokens_before: int
     tokens_after: int
@@ -75,10 +87,15 @@ class Compaction:
     summarized_messages: int  # how many messages the summary replaced
     stage: Literal["placeholders", "summary"]
     window: int
+    kept: Compacted | None = None  # what the next calls apply again (`fit(kept=...)`)
 
     @property
     def over_window(self) -> bool:
         return self.tokens_after > self.window
+
+    def event(self) -> dict[str, Any]:
+        """The `compaction` event's fields (the summary text stays out of the event log)."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if k != "kept"}
 
 
 def count_tokens(model: str, messages: list[Message], tools: list[dict[str, Any]] | None = None) -> int:
@@ -128,36 +145,68 @@ def fit(
     summarize: Callable[[list[Message]], str] | None = None,
     force: bool = False,
     tokens: int | None = None,
+    kept: Compacted | None = None,
 ) -> tuple[list[Message], Compaction | None]:
-    """The messages to send `model`, compacted when they take more than `threshold` of its window.
+    """The messages to send `model`: `kept` (the run's last compaction) applied again as it was, and
+    compacted anew when that takes more than `threshold` of its window.
 
-    Under the threshold, `messages` itself comes back with None. Otherwise a compacted copy comes back with
-    what was done, even when it still does not fit the window (the caller decides whether to call anyway).
-    `summarize` gets the older messages (placeholders already in) and returns their summary; what it raises
-    propagates. `force` (after a provider rejected the conversation as too long) compacts whatever the
-    estimate says, down to half the window, or half the estimate when the estimate was under the window:
-    the provider just showed that the estimate is short. `tokens`, when the caller knows it (the
-    provider's last prompt size plus what was added since), spares counting the whole history.
+    Without a new compaction, `messages` itself comes back (a copy with `kept` applied, when given)
+    with None. Otherwise a copy compacted from the whole of `messages`, down to COMPACT_TO of the
+    window, comes back with what was done and the `kept` the next calls pass, even when it still does
+    not fit the window (the caller decides whether to call anyway). `summarize` gets the older
+    messages (placeholders already in) and returns their summary; what it raises propagates. `force`
+    (after a provider rejected the conversation as too long) compacts whatever the estimate says, down
+    to half the window, or half the estimate when the estimate was under the window: the provider just
+    showed that the estimate is short. `tokens`, when the caller knows it (the provider's last prompt
+    size plus what was added since), is the size of what would be sent with `kept`, and spares
+    counting the whole history.
     """
     window = window or context_window(model)
-    before = tokens if tokens is not None else count_tokens(model, messages, tools)
+    sent = reapply(messages, kept)
+    before = tokens if tokens is not None else count_tokens(model, sent, tools)
     if not force and before <= threshold * window:
-        return messages, None
-    target = FORCED_THRESHOLD * min(window, before) if force else threshold * window
+        return sent, None
+    target = FORCED_THRESHOLD * min(window, before) if force else min(threshold, COMPACT_TO) * window
 
     work = copy.deepcopy(messages)
+    whole = before if sent is messages else count_tokens(model, messages, tools)
     head = _leading_system(work)
     protected = _protected_start(work, head)
-    tokens, shortened = _shorten_tool_results(work, head, protected, model, tokens=before, target=target)
+    tokens, shortened, through = _shorten_tool_results(
+        work, head, protected, model, tokens=whole, target=target
+    )
     stage: Literal["placeholders", "summary"] = "placeholders"
-    summarized = 0
+    summarized, summary = 0, None
     if tokens > target and summarize is not None and protected > head:
         older = work[head:protected]
-        summary = {"role": "user", "content": SUMMARY_PREFIX + summarize(copy.deepcopy(older)).strip()}
-        work = [*work[:head], summary, *work[protected:]]
-        stage, summarized = "summary", len(older)
+        summary = summarize(copy.deepcopy(older)).strip()
+        work = [*work[:head], _summary_message(summary), *work[protected:]]
+        stage, summarized, through = "summary", len(older), protected
     after = count_tokens(model, work, tools)
-    return work, Compaction(before, after, shortened, summarized, stage, window)
+    again = Compacted(through=through, summary=summary)
+    return work, Compaction(before, after, shortened, summarized, stage, window, kept=again)
+
+
+def reapply(messages: list[Message], kept: Compacted | None) -> list[Message]:
+    """`messages` compacted exactly as `kept` says, the same bytes as when that compaction was made
+    (placeholders are a pure function of the result), or `messages` itself without one. A `kept`
+    past the end (another conversation) is ignored."""
+    if kept is None or kept.through > len(messages):
+        return messages
+    head = _leading_system(messages)
+    if kept.summary is not None:
+        return [*messages[:head], _summary_message(kept.summary), *messages[kept.through :]]
+    work = list(messages)
+    for index in range(head, kept.through):
+        if work[index].get("role") == "tool":
+            short = placeholder(work[index].get("content"))
+            if short is not None:
+                work[index] = {**work[index], "content": short}
+    return work
+
+
+def _summary_message(summary: str) -> Message:
+    return {"role": "user", "content": SUMMARY_PREFIX + summary}
 
 
 def placeholder(content: Any) -> str | None:
@@ -230,14 +279,18 @@ def render(messages: list[Message]) -> str:
 
 def _shorten_tool_results(
     work: list[Message], start: int, end: int, model: str, *, tokens: int, target: float
-) -> tuple[int, int]:
+) -> tuple[int, int, int]:
     """Replace tool results in work[start:end] by placeholders, oldest first, until `tokens` reaches `target`.
     The count is kept by difference (litellm counts a sum over messages plus a constant): one message is
-    recounted per replacement, not the whole conversation."""
+    recounted per replacement, not the whole conversation. Returns the tokens, how many results were
+    shortened, and where the shortening stopped (every result before it that a placeholder shortens is
+    one: `reapply` repeats it from that index alone)."""
     shortened = 0
+    through = start
     for index in range(start, end):
         if tokens <= target:
             break
+        through = index + 1
         message = work[index]
         if message.get("role") != "tool":
             continue
@@ -248,7 +301,7 @@ def _shorten_tool_results(
         tokens += count_tokens(model, [replacement]) - count_tokens(model, [message])
         work[index] = replacement
         shortened += 1
-    return tokens, shortened
+    return tokens, shortened, through
 
 
 def _leading_system(messages: list[Message]) -> int:

@@ -4,10 +4,10 @@ then history. Nothing volatile (timestamps, ids, relevance order) goes into the 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 from typing import Any
 
 from stepwise.agents.models import Agent
+from stepwise.attachments.render import READ_TOOL, has_files
 from stepwise.tools import tables
 from stepwise.tools.builtin import catalog
 from stepwise.tools.models import BuiltinTool, DeclaredTool
@@ -24,24 +24,39 @@ def _canonical(function: dict[str, Any]) -> dict[str, Any]:
     return {"type": "function", "function": json.loads(json.dumps(function, sort_keys=True))}
 
 
-def tool_declarations(agent: Agent, run_builtins: Iterable[str] = ()) -> list[dict[str, Any]]:
-    """OpenAI-style function declarations, sorted by name so the prefix is byte-for-byte stable.
-    `run_builtins` are builtins this run offers though the agent does not list them (attachment_read
-    when the conversation holds files)."""
+def tool_declarations(agent: Agent, history: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """OpenAI-style function declarations, sorted by name so the prefix is byte-for-byte stable: the
+    agent's tools, its MCP servers' cached tools, and the builtins a run offers beside them for
+    `history` (the stored conversation, not a compacted copy).
+
+    `result_read` is declared from the first call of every agent that has tools, not once a table was
+    described: the declarations come before the whole conversation in every provider's layout, so a
+    builtin joining mid-run would change the request from its first bytes and that call could reuse
+    nothing of the previous one's cache. Any tool can answer with a table (an HTTP API, a query, a
+    client, a sub-agent's CSV), so "has tools" is the only test known on the first call; it costs the
+    first call the declaration's tokens, which the weight route shows. A history holding a description
+    gets it without tools too (an agent whose tools were removed since). `attachment_read` joins when
+    the conversation first holds files: at a run's start (its attachments), or on a tool's first image.
+    """
     from stepwise import mcp  # the cached MCP tools of the agent's enabled servers (never a connection)
 
+    history = history or []
+    served = mcp.declarations(agent)
+    offered: set[str] = set()
+    if agent.tools or served or described_in(history):
+        offered.add(tables.RESULT_READ)
+    if has_files(history):
+        offered.add(READ_TOOL)
     listed = {tool.name for tool in agent.tools}
     own = [_canonical(_function(tool)) for tool in agent.tools]
-    own += [_canonical(catalog.declaration(name)) for name in sorted(set(run_builtins) - listed)]
-    return sorted([*own, *mcp.declarations(agent)], key=lambda d: str(d["function"]["name"]))
+    own += [_canonical(catalog.declaration(name)) for name in sorted(offered - listed)]
+    return sorted([*own, *served], key=lambda d: str(d["function"]["name"]))
 
 
-def described_reads(history: list[dict[str, Any]]) -> list[str]:
-    """`result_read` once the stored conversation (not a compacted copy, so it stays declared for the
-    rest of the session) holds a tool result the model read as a description: declaring it to every
-    agent would cost each first call its tokens, and the scripted model would call it."""
-    described = any(m.get("role") == "tool" and tables.is_description(m.get("content")) for m in history)
-    return [tables.RESULT_READ] if described else []
+def described_in(history: list[dict[str, Any]]) -> bool:
+    """Whether the stored conversation (not a compacted copy) holds a tool result the model read as a
+    description."""
+    return any(m.get("role") == "tool" and tables.is_description(m.get("content")) for m in history)
 
 
 def _answered(history: list[dict[str, Any]]) -> list[dict[str, Any]]:

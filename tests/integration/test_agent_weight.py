@@ -26,13 +26,15 @@ def test_the_weight_splits_the_first_call_into_system_prompt_and_each_tool(stack
 
     assert status == 200, weight
     assert weight["model"] == "scripted"
-    assert [t["name"] for t in weight["tools"]] == ["large", "small"]  # heaviest first
-    large, small = (t["tokens"] for t in weight["tools"])
+    # heaviest first; result_read is declared from every tooled agent's first call, so it weighs too
+    assert [t["name"] for t in weight["tools"]] == ["large", "result_read", "small"]
+    large, read, small = (t["tokens"] for t in weight["tools"])
     assert large > small + 100 > 100  # 60 repetitions of four words
+    assert 40 < read < 100
     assert weight["system_tokens"] > 60
     assert weight["first_call_tokens"] == weight["system_tokens"] + weight["tools_tokens"]
     # A tool weighs what removing it would save; the declarations' shared framing is on top.
-    assert large + small <= weight["tools_tokens"] <= large + small + 20
+    assert large + read + small <= weight["tools_tokens"] <= large + read + small + 20
 
 
 def test_an_agent_without_prompt_or_tools_weighs_nothing_but_framing(stack: LocalStack) -> None:
@@ -61,6 +63,7 @@ def test_tool_usage_counts_the_calls_of_the_latest_runs(stack: LocalStack) -> No
         "runs": 2,
         "tools": [
             {"name": "idle", "declared": True, "calls": 0},
+            {"name": "result_read", "declared": True, "calls": 0},
             {"name": "used", "declared": True, "calls": 2},
         ],
     }
@@ -71,6 +74,7 @@ def test_tool_usage_counts_the_calls_of_the_latest_runs(stack: LocalStack) -> No
     _, _, after = stack.invoke_api("GET", f"/v1/agents/{agent_id}/tool-usage")
     assert after["tools"] == [
         {"name": "idle", "declared": True, "calls": 0},
+        {"name": "result_read", "declared": True, "calls": 0},
         {"name": "used", "declared": False, "calls": 2},
     ]
     status, _, body = stack.invoke_api("GET", f"/v1/agents/{agent_id}/tool-usage?last=0")

@@ -158,15 +158,18 @@ def test_a_small_window_compacts_old_tool_results_before_the_call(
     stack: LocalStack, model: FakeOpenAI, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("STEPWISE_CONTEXT_WINDOW", "3000")
-    receiver.replies["/lookup"] = Reply(body={"id": "doc-7", "title": "Big", "body": "lorem " * 600})
     _, _, created = stack.invoke_api(
         "POST",
         "/v1/agents",
         {"name": "compact", "model": MODEL, "tools": [tool("lookup", f"{receiver.url}/lookup")]},
     )
     session_id = None
-    for turn in range(4):  # four user turns, each with one large tool result
+    for turn in range(4):  # four user turns, each with one tool result; the first one large
+        body = "lorem " * (2_000 if turn == 0 else 100)
+        receiver.replies["/lookup"] = Reply(body={"id": f"doc-{turn}", "title": "Doc", "body": body})
         model.tool_calls([("lookup", {"q": str(turn)})])
+        if turn == 3:  # the last run takes one more step after the one that compacts
+            model.tool_calls([("lookup", {"q": "more"})])
         model.text(f"answer {turn}")
         body = {"message": f"question {turn}", **({"session_id": session_id} if session_id else {})}
         _, _, accepted = stack.invoke_api("POST", f"/v1/agents/{created['agent_id']}/runs", body)
@@ -175,10 +178,12 @@ def test_a_small_window_compacts_old_tool_results_before_the_call(
         session_id = run["session_id"]
 
     compactions = [e["data"] for e in all_events(stack, run["run_id"]) if e["type"] == "compaction"]
-    assert compactions, "the last run should have compacted"
-    assert compactions[0]["shortened_tool_results"] >= 1
+    # once: the run's next call applies that compaction again instead of compacting anew
+    assert len(compactions) == 1, compactions
+    assert compactions[0]["stage"] == "placeholders" and compactions[0]["shortened_tool_results"] >= 1
     assert compactions[0]["tokens_after"] < compactions[0]["tokens_before"]
-    sent = model.bodies[-1]["messages"]
+    before, sent = model.bodies[-2]["messages"], model.bodies[-1]["messages"]
     assert any('"compacted": true' in (m.get("content") or "") for m in sent if m["role"] == "tool")
+    assert sent[: len(before)] == before  # the previous request, compaction included, is this one's prefix
     _, _, session = stack.invoke_api("GET", f"/v1/sessions/{session_id}")
     assert not any("compacted" in (m.get("content") or "") for m in session["messages"])  # stored whole

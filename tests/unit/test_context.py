@@ -13,6 +13,7 @@ import pytest
 from stepwise import context
 from stepwise.config import ConfigError
 from stepwise.context import Compaction, context_window, count_tokens, fit, placeholder, summary_prompt
+from stepwise.loop.models import Compacted
 
 Message = dict[str, Any]
 MODEL = "scripted"
@@ -216,11 +217,12 @@ def test_old_tool_results_are_shortened_oldest_first_until_under_the_threshold()
     shortened = [i for i in results if is_compacted(sent[i])]
     assert shortened == results[: len(shortened)]  # the oldest ones, with no gap
     assert 0 < len(shortened) == compaction.shortened_tool_results < len(results) - context.KEEP_TURNS
-    assert compaction.tokens_after == count_tokens(MODEL, sent, TOOLS) <= context.THRESHOLD * window
+    # it aims below the threshold, so the calls after it have room to grow before the next one
+    assert compaction.tokens_after == count_tokens(MODEL, sent, TOOLS) <= context.COMPACT_TO * window
     assert compaction.tokens_before == count_tokens(MODEL, messages, TOOLS) > compaction.tokens_after
-    # it stopped as soon as it fit: with the last placeholder undone it would not
+    # it stopped as soon as it got there: with the last placeholder undone it would not
     undone = [*sent[: shortened[-1]], messages[shortened[-1]], *sent[shortened[-1] + 1 :]]
-    assert count_tokens(MODEL, undone, TOOLS) > context.THRESHOLD * window
+    assert count_tokens(MODEL, undone, TOOLS) > context.COMPACT_TO * window
     assert messages == original
     assert pairing_errors(sent) == []
 
@@ -276,6 +278,7 @@ def test_the_current_turn_is_never_touched_however_long_it_grows() -> None:
         summarized_messages=0,
         stage="placeholders",
         window=1_000,
+        kept=Compacted(through=1),  # nothing before the current turn: nothing to apply again
     )
     assert compaction.over_window
 
@@ -432,5 +435,63 @@ def test_force_aims_at_half_the_window_when_the_estimate_is_over_it() -> None:
     _, forced = fit(messages, model=MODEL, tools=TOOLS, window=window, summarize=summarizer, force=True)
 
     assert gentle is not None and forced is not None
-    assert gentle.tokens_after <= context.THRESHOLD * window
-    assert forced.tokens_after <= context.FORCED_THRESHOLD * window < gentle.tokens_after
+    assert gentle.tokens_after <= context.COMPACT_TO * window
+    assert forced.tokens_after <= context.FORCED_THRESHOLD * window < forced.tokens_before
+
+
+# -- a compaction kept for the run's later calls
+
+
+def step(messages: list[Message], n: int) -> list[Message]:
+    """`messages` with one more step of the current turn: a small call and its result."""
+    call_id = f"call_more_{n}"
+    call = {"id": call_id, "type": "function", "function": {"name": "search_tickets", "arguments": "{}"}}
+    return [
+        *messages,
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": call_id, "content": f"small result {n}"},
+    ]
+
+
+def test_the_calls_after_a_compaction_send_its_prefix_unchanged_until_the_threshold_is_passed_again() -> None:
+    messages = conversation(12)
+    window = window_for(messages, 0.8)
+    first, compaction = fit(messages, model=MODEL, tools=TOOLS, window=window)
+    assert compaction is not None and compaction.kept is not None
+    kept = compaction.kept
+
+    grown = step(messages, 1)
+    second, again = fit(grown, model=MODEL, tools=TOOLS, window=window, kept=kept)
+
+    # no new compaction: the previous request is this one's prefix, byte for byte
+    assert again is None
+    assert json.dumps(second[: len(first)]) == json.dumps(first) and len(second) == len(first) + 2
+    # without it every call over the threshold would compact again (and summarize again, with a model)
+    assert fit(grown, model=MODEL, tools=TOOLS, window=window)[1] is not None
+
+    # once the kept compaction no longer fits, a new one starts from the whole conversation
+    later = grown
+    for n in range(2, 400):
+        later = step(later, n)
+        if count_tokens(MODEL, context.reapply(later, kept), TOOLS) > context.THRESHOLD * window:
+            break
+    _, third = fit(later, model=MODEL, tools=TOOLS, window=window, kept=kept)
+    assert third is not None and third.kept is not None and third.kept.through > kept.through
+    assert third.tokens_after < third.tokens_before
+
+
+def test_a_kept_summary_is_sent_again_without_summarizing_again() -> None:
+    messages = conversation(10)
+    window = window_for(messages, 0.4)  # placeholders are not enough; the summary is, under the threshold
+    summarizer = FakeSummarizer()
+    first, compaction = fit(messages, model=MODEL, tools=TOOLS, window=window, summarize=summarizer)
+    assert compaction is not None and compaction.stage == "summary" and compaction.kept is not None
+
+    grown = step(messages, 1)
+    second, again = fit(
+        grown, model=MODEL, tools=TOOLS, window=window, summarize=summarizer, kept=compaction.kept
+    )
+
+    assert again is None and len(summarizer.received) == 1
+    assert second[: len(first)] == first and second[-2:] == grown[-2:]
+    assert pairing_errors(second) == []

@@ -48,7 +48,8 @@ def test_ids_sort_by_creation_time() -> None:
 def test_tool_declarations_are_sorted_and_byte_stable() -> None:
     a = agent(tools=[http_tool("zeta"), http_tool("alpha")])
     b = agent(tools=[http_tool("alpha"), http_tool("zeta")])
-    assert [d["function"]["name"] for d in tool_declarations(a)] == ["alpha", "zeta"]
+    # result_read is every tooled agent's, from the first call (stepwise.prompt.tool_declarations)
+    assert [d["function"]["name"] for d in tool_declarations(a)] == ["alpha", "result_read", "zeta"]
     assert json.dumps(tool_declarations(a)) == json.dumps(tool_declarations(b))
 
 
@@ -176,7 +177,7 @@ def test_after_three_failed_compactions_the_model_step_stops_compacting() -> Non
     context = RunContext(compaction_failures=MAX_COMPACTION_FAILURES)
     huge = [{"role": "user", "content": "x " * 200_000}]
 
-    fitted, after = _fit("t1", "run_1", context, "scripted", huge, [], tokens=None)
+    fitted, after, anew = _fit("t1", "run_1", context, "scripted", huge, [], tokens=None)
 
-    assert fitted is huge  # sent as is: no events, no store calls
-    assert after is context
+    assert fitted is huge and not anew  # sent as is: no events, no store calls
+    assert after.compaction_failures == MAX_COMPACTION_FAILURES and after.compacted is None

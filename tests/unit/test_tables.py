@@ -6,7 +6,7 @@ from typing import Any
 
 from stepwise import context
 from stepwise.agents.models import Agent
-from stepwise.prompt import described_reads, tool_declarations
+from stepwise.prompt import tool_declarations
 from stepwise.schema import utcnow
 from stepwise.tools import tables
 
@@ -89,7 +89,7 @@ def test_an_old_description_compacts_to_a_placeholder_that_points_at_result_read
     assert short["note"] == context.DESCRIBED_PLACEHOLDER_NOTE
 
 
-def test_result_read_is_declared_once_the_history_holds_a_description() -> None:
+def test_result_read_is_declared_from_the_first_call_so_the_declarations_never_change_mid_run() -> None:
     tool = {"type": "client", "name": "export", "description": "d", "input_schema": {"type": "object"}}
     a = agent(tools=[tool])
     call = {
@@ -99,11 +99,15 @@ def test_result_read_is_declared_once_the_history_holds_a_description() -> None:
     pasted = [{"role": "user", "content": "q"}, call, {"role": "tool", "tool_call_id": "c1", "content": "[]"}]
     shown = [*pasted[:2], {**pasted[2], "content": tables.describe(json.dumps(RECORDS), "c1")}]
 
-    assert [d["function"]["name"] for d in tool_declarations(a, described_reads(pasted))] == ["export"]
-    assert [d["function"]["name"] for d in tool_declarations(a, described_reads(shown))] == [
-        "export",
-        "result_read",
-    ]
-    assert json.dumps(tool_declarations(a, described_reads(shown))) == json.dumps(
-        tool_declarations(a, described_reads(shown))
-    )
+    first = tool_declarations(a, pasted[:1])
+    assert [d["function"]["name"] for d in first] == ["export", "result_read"]
+    # the first described table changes nothing: the same bytes before and after it
+    assert json.dumps(tool_declarations(a, shown)) == json.dumps(first) == json.dumps(tool_declarations(a))
+
+
+def test_an_agent_without_tools_declares_nothing_until_its_history_holds_a_description() -> None:
+    bare = agent(tools=[])
+    shown = [{"role": "tool", "tool_call_id": "c1", "content": tables.describe(json.dumps(RECORDS), "c1")}]
+
+    assert tool_declarations(bare, [{"role": "user", "content": "q"}]) == []
+    assert [d["function"]["name"] for d in tool_declarations(bare, shown)] == ["result_read"]

@@ -104,8 +104,8 @@ def reply(
         if not offered:
             return Reply(text=f"Step limit reached; tools withheld. {wrap_up}")
         planned = [(c.name, c.arguments) for c in step.tool_calls]
-    elif turn == 0 and offered:
-        planned = [(f["name"], example_arguments(f.get("parameters") or {})) for f in offered]
+    elif turn == 0 and (own := [f for f in offered if f["name"] not in _read_backs()]):
+        planned = [(f["name"], example_arguments(f.get("parameters") or {})) for f in own]
     else:
         return Reply(text=wrap_up)
 
@@ -115,6 +115,15 @@ def reply(
     return Reply(
         tool_calls=[PlannedCall(f"{prefix}_{i}", name, args) for i, (name, args) in enumerate(planned)]
     )
+
+
+def _read_backs() -> frozenset[str]:
+    """The builtins a run declares beside the agent's tools (result_read, attachment_read): they read
+    back what the conversation holds, so unscripted the model calls the agent's own tools, as
+    documented, and not these with made-up ids."""
+    from stepwise.tools.registry import RUN_BUILTINS
+
+    return RUN_BUILTINS
 
 
 def _script(optional_params: dict[str, Any]) -> list[ScriptTurn] | None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import asdict
 from typing import Any
 
 from stepwise import observability, safejson
@@ -19,7 +18,7 @@ from stepwise.attachments import render
 from stepwise.errors import BudgetExceeded, ContextTooLong, DoomLoop
 from stepwise.llm.client import ModelTurn, complete
 from stepwise.loop.working import Working
-from stepwise.prompt import build_messages, described_reads, tool_declarations
+from stepwise.prompt import build_messages, tool_declarations
 from stepwise.runs import events
 from stepwise.store.ports import stores
 from stepwise.store.run_context import RunContext
@@ -75,18 +74,19 @@ def _summarizer(model: str) -> Any:
 def _estimate(
     model: str, context: RunContext, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
 ) -> int:
-    """The next call's input tokens: the provider's count of the last prompt plus the messages added
-    since, counted alone. The whole conversation is counted only without a usable last count, or
-    near the window, where compaction decides on our own tokenizer's count as it always has (a
-    provider's count and ours can differ by a few percent)."""
-    from stepwise.context import context_window, count_tokens
+    """The next call's input tokens, with the run's kept compaction applied: the provider's count of
+    the last prompt (sent with that same compaction) plus the messages added since, counted alone.
+    The whole prompt is counted only without a usable last count, or near the window, where
+    compaction decides on our own tokenizer's count as it always has (a provider's count and ours can
+    differ by a few percent)."""
+    from stepwise.context import context_window, count_tokens, reapply
 
     added = len(messages) - context.counted_messages
     if context.prompt_tokens and 0 <= added <= len(messages):
         estimate = context.prompt_tokens + (count_tokens(model, messages[-added:]) if added else 0)
         if estimate < RECOUNT_NEAR * context_window(model):
             return estimate
-    return count_tokens(model, messages, tools or None)
+    return count_tokens(model, reapply(messages, context.compacted), tools or None)
 
 
 def _fit(
@@ -99,12 +99,15 @@ def _fit(
     *,
     tokens: int | None,
     force: bool = False,
-) -> tuple[list[dict[str, Any]], RunContext]:
-    """Compaction before the call, on a copy: the stored session keeps everything."""
+) -> tuple[list[dict[str, Any]], RunContext, bool]:
+    """Compaction before the call, on a copy: the stored session keeps everything. The run's last
+    compaction is applied again as it was; a new one replaces it in the context. The flag says
+    whether this call compacted anew (the estimate no longer describes the prompt)."""
     from stepwise.context import fit
 
     if context.compaction_failures >= MAX_COMPACTION_FAILURES and not force:
-        return messages, context  # it did not help three times: send as is and let the provider decide
+        # it did not help three times: send as is and let the provider decide
+        return messages, context.model_copy(update={"compacted": None}), False
     fitted, report = fit(
         messages,
         model=model,
@@ -112,12 +115,15 @@ def _fit(
         summarize=_summarizer(model),
         force=force,
         tokens=None if force else tokens,
+        kept=context.compacted,
     )
-    if report is not None:
-        events.emit(tenant_id, run_id, "compaction", {**asdict(report), "forced": force})
-        if report.over_window:
-            context = context.model_copy(update={"compaction_failures": context.compaction_failures + 1})
-    return fitted, context
+    if report is None:
+        return fitted, context, False
+    events.emit(tenant_id, run_id, "compaction", {**report.event(), "forced": force})
+    update: dict[str, Any] = {"compacted": report.kept}
+    if report.over_window:
+        update["compaction_failures"] = context.compaction_failures + 1
+    return fitted, context.model_copy(update=update), True
 
 
 def call_model(
@@ -135,14 +141,12 @@ def call_model(
     events.flush()  # a model call takes seconds: followers see the step start
     model = allowed_for_step(agent.model)  # a run started before the bound was narrowed fails here
     history = working.history
-    offered = [render.READ_TOOL] if render.has_files(history) else []
-    offered += described_reads(history)
-    declarations = tool_declarations(agent, offered) if tools_allowed else []
+    declarations = tool_declarations(agent, history) if tools_allowed else []
     # Files are fetched into the messages here, never stored in them (stepwise.attachments.render).
     messages = render.expand(build_messages(agent, history), tenant_id=tenant_id, model=model, run=run)
     tokens = _estimate(model, context, messages, declarations)
-    prompt, context = _fit(tenant_id, run.run_id, context, model, messages, declarations, tokens=tokens)
-    if run.max_tokens_budget is not None and prompt is not messages:
+    prompt, context, anew = _fit(tenant_id, run.run_id, context, model, messages, declarations, tokens=tokens)
+    if run.max_tokens_budget is not None and anew:
         from stepwise.context import count_tokens
 
         tokens = count_tokens(model, prompt, declarations or None)
@@ -164,17 +168,17 @@ def call_model(
     except ContextTooLong:
         # Our estimate was low: compact harder and try once more; a second refusal fails the run.
         chunks.flush()
-        prompt, context = _fit(
-            tenant_id, run.run_id, context, model, prompt, declarations, tokens=None, force=True
+        prompt, context, _ = _fit(
+            tenant_id, run.run_id, context, model, messages, declarations, tokens=None, force=True
         )
         turn = call(prompt)
     chunks.flush()
     assistant = turn.assistant_message()
     stores().sessions.put_message(tenant_id, run.session_id, run.run_id, step, ASSISTANT_SLOT, assistant)
     working.current.append(assistant)
-    # The provider's prompt count is the base of the next estimate, unless compaction or continuation
-    # made it describe something other than the whole conversation.
-    exact = prompt is messages and not turn.continuations
+    # The provider's prompt count is the base of the next estimate (which applies the same kept
+    # compaction), unless a continuation made it describe more than this prompt.
+    exact = not turn.continuations
     context = context.model_copy(
         update={
             "steps": step,

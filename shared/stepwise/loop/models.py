@@ -44,3 +44,15 @@ class StepFailure(BaseModel):
 
 class FailedState(RunState):
     error: StepFailure = Field(default_factory=StepFailure)
+
+
+class Compacted(BaseModel):
+    """How far the run's last compaction reached, so the next calls send the same compacted prefix
+    (stepwise.context.fit) instead of compacting a little further each call: a provider caches a
+    prefix only while it stays byte for byte the same. Indices are into the whole conversation as
+    sent (system prompt included), which only grows within a run."""
+
+    through: int  # the messages before this index are compacted; from here on they are sent as stored
+    summary: str | None = (
+        None  # replaces messages[1 or 0:through] when set; else their tool results are placeholders
+    )

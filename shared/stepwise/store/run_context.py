@@ -15,7 +15,7 @@ from pynamodb.exceptions import DoesNotExist, UpdateError
 
 from stepwise import config
 from stepwise.errors import RunStateError
-from stepwise.loop.models import Wait
+from stepwise.loop.models import Compacted, Wait
 from stepwise.runs.models import Usage
 from stepwise.schema import utcnow
 from stepwise.store.tables import CONTEXT_SEQ, RunContextItem, bind, condition_failed, tenant_key
@@ -39,6 +39,8 @@ class RunContext(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     tools_executed: list[str] = Field(default_factory=list)
     compaction_failures: int = 0
+    # The last compaction, applied again to every later call of the run (stepwise.context.fit).
+    compacted: Compacted | None = None
     # (tool, canonical arguments) digests of the latest calls, oldest first: the doom-loop check.
     recent_calls: list[str] = Field(default_factory=list)
     # The cursor: the current step's calls, the first one without a result, those started whose result

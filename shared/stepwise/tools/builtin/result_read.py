@@ -1,6 +1,6 @@
 """result_read: page through a tool result that reached the model as a description (a large table; see
-stepwise.tools.tables). Every agent gets it, declared from the first call whose conversation holds such
-a description: the agent asked for the table, so reading the rest of it needs no registration. It reads
+stepwise.tools.tables). Every agent with tools gets it, declared from the first call (stepwise.prompt
+says why): the agent asked for the table, so reading the rest of it needs no registration. It reads
 only results of the run's own session (the scope is injected, the model names only the call).
 """
 
@@ -17,10 +17,11 @@ from stepwise.tools.builtin import Settings, ToolScope
 from stepwise.tools.builtin._provider import invalid_arguments
 
 NAME = tables.RESULT_READ
+# Short on purpose: every agent with tools declares it on every call (stepwise.prompt), and the
+# description it reads names the tool_call_id and how to page.
 DESCRIPTION = (
-    "Read rows of an earlier tool result that was described instead of shown in full (its description "
-    "says so and gives its tool_call_id). Returns {total_rows, offset, columns, rows, next_offset}; "
-    "next_offset is null after the last row."
+    "Read rows of a tool result that was described instead of shown in full; next_offset is null "
+    "after the last row."
 )
 INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -29,14 +30,14 @@ INPUT_SCHEMA: dict[str, Any] = {
             "type": "string",
             "minLength": 1,
             "maxLength": 256,
-            "description": "The tool_call_id given in the description.",
+            "description": "As given in the description.",
         },
-        "offset": {"type": "integer", "minimum": 0, "description": "First row to read (0-based). Default 0."},
+        "offset": {"type": "integer", "minimum": 0, "description": "First row (0-based), default 0."},
         "limit": {
             "type": "integer",
             "minimum": 1,
             "maximum": tables.MAX_PAGE,
-            "description": f"Rows to read. Default {tables.DEFAULT_PAGE}.",
+            "description": f"Rows, default {tables.DEFAULT_PAGE}.",
         },
     },
     "required": ["tool_call_id"],
