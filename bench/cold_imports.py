@@ -300,8 +300,8 @@ def _lambda_tree(section: Section, model: dict[str, Any]) -> dict[str, Any]:
                 f"{MODEL_STEP} handler import, {label}",
                 own,
                 "ms",
-                f"{ratio:.2f}× the minimal's (goal ≤ {GOAL_RATIO:.0f}×); X-Ray SDK "
-                f"{'IMPORTED' if any(h['xray'] for h in handler) else 'no'}; litellm "
+                f"{ratio:.2f}× the minimal's (goal ≤ {GOAL_RATIO:.0f}×); OpenTelemetry SDK "
+                f"{'IMPORTED' if any(h['otel_sdk'] for h in handler) else 'no'}; litellm "
                 f"{'IMPORTED' if any(h['litellm'] for h in handler) else 'no'}",
                 digits=0,
             )
@@ -317,7 +317,7 @@ def _lambda_tree(section: Section, model: dict[str, Any]) -> dict[str, Any]:
                 "handler_ms": [h["ms"] for h in handler],
                 "ratio_to_minimal": ratio,
                 "litellm_ms": first_call,
-                "xray_at_import": any(h["xray"] for h in handler),
+                "otel_sdk_at_import": any(h["otel_sdk"] for h in handler),
             }
     section.notes.append(
         "without/with bytecode: the model step's code and layers copied into a Lambda-shaped tree with no "

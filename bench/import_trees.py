@@ -55,7 +55,7 @@ sys.path[:0] = {paths!r}
 began = time.perf_counter()
 importlib.import_module({module!r})
 out = {{"ms": (time.perf_counter() - began) * 1000, "litellm": "litellm" in sys.modules}}
-out["xray"] = "aws_xray_sdk" in sys.modules
+out["otel_sdk"] = "opentelemetry.sdk" in sys.modules
 began = time.perf_counter()
 for name in {then!r}:
     importlib.import_module(name)

@@ -38,9 +38,12 @@ LOCK = ROOT / "requirements" / "main.lock"
 # The layer's direct dependencies (name, extras). Versions come from the lock, never from here.
 LAYERS: dict[str, list[tuple[str, tuple[str, ...]]]] = {
     "core": [
-        ("aws-lambda-powertools", ("tracer",)),
-        # The Lambda runtime ships its own boto3, but pynamodb and aws-xray-sdk pull botocore into
-        # the layer, and a layer's botocore under the runtime's boto3 is an untested pair.
+        ("aws-lambda-powertools", ()),
+        # Traces of runs (stepwise.tracing): every function may end a run, so every function exports.
+        ("opentelemetry-sdk", ()),
+        ("opentelemetry-exporter-otlp-proto-http", ()),
+        # The Lambda runtime ships its own boto3, but pynamodb pulls botocore into the layer, and a
+        # layer's botocore under the runtime's boto3 is an untested pair.
         ("boto3", ()),
         ("pynamodb", ()),
         ("pydantic", ()),

@@ -8,7 +8,7 @@ What is compiled: the modules the functions load, measured here. Each distinct h
 imported by packaging/probe.py (`loaded` mode) in a bare interpreter (`-I -S`) over the staged function,
 the staged stepwise layer and the project venv's copies of the same pinned releases (x86_64: the
 aarch64 build cannot run here; pure-Python files are the same). For the model step that is its whole
-SnapStart smoke run: the handler module, litellm and the tracer at init, a scripted turn, OpenAI-
+SnapStart smoke run: the handler module and litellm at init, a scripted turn, OpenAI-
 compatible turns against a loopback fake, token counting. Every loaded `.py` that the function's
 staged layers hold gets its `__pycache__/*.cpython-312.pyc`. Not everything: 3.12's bytecode is larger
 than its source (it holds column tables), so all of the model step's modules would add ~93 MiB, past

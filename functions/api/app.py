@@ -9,17 +9,16 @@ from stepwise.api.app import handle
 from stepwise.api.auth import known_tenant
 from stepwise.observability import logger
 
-tracer = observability.tracer()
 metrics = observability.metrics()
 
 
 # log_event=False whatever POWERTOOLS_LOGGER_LOG_EVENT says: events carry API keys, setting values and
-# approval tokens. Responses stay out of traces for the same reason.
+# approval tokens. Nor do responses reach a trace.
 @logger.inject_lambda_context(
     correlation_id_path=correlation_paths.API_GATEWAY_HTTP, log_event=False, clear_state=True
 )
 @metrics.log_metrics
-@tracer.capture_lambda_handler(capture_response=False)
+@observability.traced
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     observability.bind_request(event, known_tenant(event))
     response = handle(event, context)

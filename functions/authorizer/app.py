@@ -8,7 +8,6 @@ from stepwise import observability
 from stepwise.api.auth import authorize
 from stepwise.observability import logger
 
-tracer = observability.tracer()
 metrics = observability.metrics()
 
 
@@ -18,7 +17,7 @@ metrics = observability.metrics()
     correlation_id_path=correlation_paths.API_GATEWAY_HTTP, log_event=False, clear_state=True
 )
 @metrics.log_metrics
-@tracer.capture_lambda_handler(capture_response=False)
+@observability.traced
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     headers = event.get("headers") or {}
     return authorize(headers.get("authorization"))

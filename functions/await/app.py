@@ -7,14 +7,13 @@ from stepwise import observability
 from stepwise.loop import await_
 from stepwise.observability import logger
 
-tracer = observability.tracer()
 metrics = observability.metrics()
 
 
-# The event carries the wait's task token: never logged, and the response is not traced either.
+# The event carries the wait's task token: never logged, and nothing of it is traced either.
 @logger.inject_lambda_context(log_event=False, clear_state=True)
 @metrics.log_metrics
-@tracer.capture_lambda_handler(capture_response=False)
+@observability.traced
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     observability.bind(tenant_id=event.get("tenant_id"), run_id=event.get("run_id"), step=event.get("step"))
     return await_.handle(event)

@@ -13,7 +13,6 @@ from stepwise.api.auth import known_tenant
 from stepwise.follow import handlers
 from stepwise.observability import logger
 
-tracer = observability.tracer()
 metrics = observability.metrics()
 
 
@@ -22,7 +21,7 @@ metrics = observability.metrics()
     correlation_id_path=correlation_paths.API_GATEWAY_HTTP, log_event=False, clear_state=True
 )
 @metrics.log_metrics
-@tracer.capture_lambda_handler(capture_response=False)
+@observability.traced
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     kind = handlers.kind(event)
     if kind == "authorize":

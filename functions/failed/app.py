@@ -7,13 +7,12 @@ from stepwise.loop import failed
 from stepwise.loop.models import FailedState
 from stepwise.observability import logger
 
-tracer = observability.tracer()
 metrics = observability.metrics()
 
 
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
-@tracer.capture_lambda_handler
+@observability.traced
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     observability.bind(tenant_id=event.get("tenant_id"), run_id=event.get("run_id"), step=event.get("step"))
     return failed.fail(FailedState.model_validate(event)).model_dump()

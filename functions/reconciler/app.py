@@ -7,7 +7,6 @@ from stepwise import observability
 from stepwise.observability import logger
 from stepwise.runs import reconcile
 
-tracer = observability.tracer()
 metrics = observability.metrics()
 
 # Stop sweeping this long before the Lambda's own timeout, so the report still gets out.
@@ -16,7 +15,7 @@ SWEEP_MARGIN_SECONDS = 10.0
 
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
-@tracer.capture_lambda_handler
+@observability.traced
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     trigger = reconcile.parse(event)
     if isinstance(trigger, reconcile.ExecutionStatusChange):

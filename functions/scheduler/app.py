@@ -9,13 +9,12 @@ from stepwise import observability
 from stepwise.observability import logger
 from stepwise.schedules.triggers import deliver
 
-tracer = observability.tracer()
 metrics = observability.metrics()
 
 
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
-@tracer.capture_lambda_handler
+@observability.traced
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     observability.bind(
         tenant_id=event.get("tenant_id"),

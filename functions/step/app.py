@@ -5,7 +5,6 @@ from typing import Any
 from stepwise import observability, snapstart
 from stepwise.observability import logger
 
-tracer = observability.lazy_tracer()  # no X-Ray SDK at import: built on the first traced call
 metrics = observability.metrics()
 # Under SnapStart init runs once per published version: the loop and litellm are imported into the
 # snapshot there, and clients are rebuilt after each restore. Without it (locally, $LATEST) the loop
@@ -15,7 +14,7 @@ snapstart.prepare()
 
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
-@tracer.capture_lambda_handler
+@observability.traced
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     from stepwise.loop import step
     from stepwise.loop.models import RunState

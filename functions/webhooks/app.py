@@ -6,12 +6,11 @@ from stepwise import observability
 from stepwise.observability import logger
 from stepwise.webhooks import deliver
 
-tracer = observability.tracer()
 metrics = observability.metrics()
 
 
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
-@tracer.capture_lambda_handler
+@observability.traced
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return deliver.handle(event, context)

@@ -24,6 +24,16 @@ def ulid(now_ms: int | None = None, tail: bytes | None = None) -> str:
     return "".join(reversed(chars))
 
 
+def ulid_ms(value: str) -> int | None:
+    """The milliseconds a ULID was made at (its first 48 bits), or None for what is not a ULID."""
+    if len(value) != 26 or any(c not in _CROCKFORD for c in value):
+        return None
+    ms = 0
+    for char in value[:10]:
+        ms = ms * 32 + _CROCKFORD.index(char)
+    return ms
+
+
 def new_id(prefix: str) -> str:
     return f"{prefix}_{ulid()}"
 

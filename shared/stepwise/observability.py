@@ -1,6 +1,6 @@
 """Logs, traces and metrics: Powertools configured in one place.
 
-Handlers take their decorators from here (`logger`, `tracer()` or `lazy_tracer()`, `metrics()`). Domain
+Handlers take their decorators from here (`logger`, `metrics()`, `traced`). Domain
 code never touches Powertools Metrics: it says what happened through the facade at the bottom (`run_started`,
 `step_taken`, ...), which records the metric and writes one structured log line. Metric names, units
 and properties live here only; template.yaml's alarms and dashboard read the same names (checked by
@@ -14,15 +14,25 @@ settings and approval tokens must not reach a log.
 Metrics: CloudWatch EMF, namespace from POWERTOOLS_METRICS_NAMESPACE, the only dimension `service`
 (low cardinality: tenants, agents and tools are properties, searchable in Logs Insights, never
 dimensions). POWERTOOLS_METRICS_DISABLED=true (the local console) records nothing at all.
+
+Traces: OpenTelemetry (stepwise.tracing), not Powertools' Tracer. That Tracer is the X-Ray SDK, in
+maintenance mode with end of support on 2027-02-25; it also cost a quarter second of every handler's
+import and knew nothing of runs. Instead the OpenTelemetry API and SDK write one trace per run tree
+(spans per model step and tool call, GenAI semantic-convention attributes), exported by the official
+OTLP/HTTP protobuf exporter through a batch processor that `traced` flushes at the end of every
+invocation, when OTEL_EXPORTER_OTLP_ENDPOINT is set: in AWS the ADOT collector layer on localhost,
+or an OTLP endpoint directly (X-Ray and CloudWatch take OTLP). Unset, there is no provider, no
+exporter, no thread and no SDK import. Lambda's active tracing stays on in the template: the
+platform's own segments (init, invoke, overhead) need no SDK in the function, and the run's spans
+are in their own trace, found by the run's ids. What the X-Ray SDK patched (botocore, httpx calls as
+subsegments) is not traced: spans are the run's steps and calls, not every AWS request.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-import threading
 from collections.abc import Callable
-from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger, Metrics
@@ -30,9 +40,9 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 from aws_lambda_powertools.metrics.provider.cloudwatch_emf.cloudwatch import AmazonCloudWatchEMFProvider
 
-if TYPE_CHECKING:
-    from aws_lambda_powertools import Tracer
+from stepwise import tracing
 
+if TYPE_CHECKING:
     from stepwise.runs.models import Run, Usage
     from stepwise.store.interactions import Interaction
 
@@ -85,79 +95,23 @@ for _name in PAYLOAD_LOGGERS:
 _recorder = Metrics(service=SERVICE)
 
 
-@cache
-def tracer() -> Tracer:
-    """The handlers' Tracer. Built on first use: the X-Ray SDK costs a quarter second to import, which
-    domain code and tests need not pay. Outside Lambda (no LAMBDA_TASK_ROOT) or with
-    POWERTOOLS_TRACE_DISABLED=true it records nothing and needs no daemon."""
-    from aws_lambda_powertools import Tracer
-
-    # botocore covers DynamoDB (pynamodb), Step Functions and the rest of AWS; httpx covers model
-    # providers, HTTP tools and hooks. Not patch_all: it would import every database driver it knows.
-    return Tracer(service=SERVICE, patch_modules=["botocore", "httpx"])
-
-
 Handler = Callable[[Any, Any], Any]
 
 
-class LazyTracer:
-    """`tracer()`'s `capture_lambda_handler`, without the X-Ray SDK at import.
+def traced(handler: Handler) -> Handler:
+    """A handler's tracing decorator (innermost, under `log_metrics`): whatever the invocation
+    recorded is exported before it returns or raises, since Lambda freezes the process right after
+    and a span left in the batch processor's queue would go out with the next invocation, or never.
+    Off (no OTLP endpoint), it costs a global read: the SDK is never imported."""
 
-    Powertools' Tracer imports aws_xray_sdk (and patches botocore and httpx) when it is constructed,
-    even when tracing is disabled: ~160 ms of a handler module's import. This decorator defers the
-    Tracer to the first invocation that traces, and then decorates the handler with it exactly as
-    `tracer().capture_lambda_handler` would (same subsegment, response and error metadata, ColdStart
-    annotation: the first traced call is the sandbox's first call). An invocation Powertools would
-    not trace (outside Lambda, under SAM local, POWERTOOLS_TRACE_DISABLED=true) calls the handler
-    as it is and never imports the SDK. Under SnapStart, `snapstart.prepare()` builds the Tracer
-    during init, so the snapshot holds it as before."""
+    @functools.wraps(handler)
+    def decorated(event: Any, context: Any) -> Any:
+        try:
+            return handler(event, context)
+        finally:
+            tracing.flush()
 
-    def capture_lambda_handler(
-        self,
-        lambda_handler: Handler | None = None,
-        *,
-        capture_response: bool | None = None,
-        capture_error: bool | None = None,
-    ) -> Any:
-        if (
-            lambda_handler is None
-        ):  # used with arguments: @tracer.capture_lambda_handler(capture_response=False)
-            return functools.partial(
-                self.capture_lambda_handler, capture_response=capture_response, capture_error=capture_error
-            )
-        handler = lambda_handler
-        traced: list[Handler] = []  # the Powertools-decorated handler, once built
-        lock = threading.Lock()  # the local stack invokes one handler from several threads
-
-        @functools.wraps(handler)
-        def decorated(event: Any, context: Any) -> Any:
-            if not traced and _tracing_disabled():
-                return handler(event, context)
-            if not traced:
-                with lock:
-                    if not traced:
-                        traced.append(
-                            tracer().capture_lambda_handler(
-                                handler, capture_response=capture_response, capture_error=capture_error
-                            )
-                        )
-            return traced[0](event, context)
-
-        return decorated
-
-
-def lazy_tracer() -> LazyTracer:
-    """A handler's tracer for `@tracer.capture_lambda_handler` that costs nothing at import (the model
-    step's: its import is its cold start's init)."""
-    return LazyTracer()
-
-
-def _tracing_disabled() -> bool:
-    # Powertools' own decision (environment only, no SDK import), so a lazy handler is traced exactly
-    # when an eager one would be.
-    from aws_lambda_powertools.tracing.tracer import Tracer
-
-    return bool(Tracer._is_tracer_disabled())
+    return decorated
 
 
 class _EmfProvider(AmazonCloudWatchEMFProvider):

@@ -12,9 +12,8 @@ that version lives:
   snapshot is taken without a request to serve. Importing litellm opens none as long as
   LITELLM_LOCAL_MODEL_COST_MAP is set (template.yaml sets it for every function; the model client
   sets it too); `make package VERIFY=1` checks the import with every socket refused.
-- The handler's tracer (`observability.lazy_tracer()`) imports the X-Ray SDK on the first traced
-  invocation; ahead of requests, `prepare()` builds it during init instead, so the snapshot holds
-  it (its UDP emitter opens no connection).
+- The trace provider (stepwise.tracing) is never built at init: its batch processor's export
+  thread and the exporter's HTTP session belong to an invocation, not to a snapshot.
 - After each restore, every cached client is dropped so the next use builds a new one, with fresh
   connections and the restored environment's credentials, and `random` is reseeded so two
   environments restored from one snapshot do not draw the same numbers.
@@ -43,18 +42,16 @@ LITELLM_MODULE_CLIENTS = ("module_level_client", "module_level_aclient")
 @functools.cache  # once per process, however many modules call it
 def prepare() -> bool:
     """Register `after_restore` with the Lambda runtime and, when init runs ahead of requests, import
-    litellm and build the tracer now. Returns whether the runtime's hooks were available (only on Lambda)."""
+    litellm now. Returns whether the runtime's hooks were available (only on Lambda)."""
     try:
         from snapshot_restore_py import register_after_restore
     except ImportError:
         return False
     register_after_restore(after_restore)
     if os.environ.get(INIT_TYPE) in AHEAD_OF_REQUESTS:
-        from stepwise import observability
         from stepwise.llm import client
         from stepwise.loop import step  # noqa: F401 — the handler imports it on its first call otherwise
 
-        observability.tracer()  # the X-Ray SDK and its patches, which a lazy tracer builds on first use
         client.warm()
     return True
 

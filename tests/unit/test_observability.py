@@ -95,11 +95,11 @@ def metric_names(document: dict[str, Any]) -> set[str]:
 
 def handler_like_ours(body: Callable[[dict[str, Any]], Any]) -> Handler:
     """A handler decorated exactly as functions/*/app.py decorate theirs."""
-    logger, metrics, tracer = observability.logger, observability.metrics(), observability.tracer()
+    logger, metrics = observability.logger, observability.metrics()
 
     @logger.inject_lambda_context(clear_state=True)
     @metrics.log_metrics
-    @tracer.capture_lambda_handler
+    @observability.traced
     def handler(event: dict[str, Any], context: Any) -> Any:
         observability.bind(
             tenant_id=event.get("tenant_id"), run_id=event.get("run_id"), step=event.get("step")
@@ -393,15 +393,7 @@ def test_every_handler_logs_flushes_metrics_and_traces(name: str, node: ast.Func
     assert len(decorators) == 3, decorators
     assert decorators[0].startswith("logger.inject_lambda_context(") and "clear_state=True" in decorators[0]
     assert decorators[1] == "metrics.log_metrics"
-    assert decorators[2].startswith("tracer.capture_lambda_handler")
-
-
-def test_tracing_is_off_outside_lambda_and_needs_no_daemon(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("LAMBDA_TASK_ROOT", raising=False)
-    handler = handler_like_ours(lambda event: {"echo": event["x"]})
-
-    assert observability.tracer().disabled
-    assert handler({"x": 1}, context()) == {"echo": 1}  # no X-Ray daemon listens here: nothing was sent
+    assert decorators[2] == "observability.traced"  # innermost: spans are flushed before metrics
 
 
 # --- template.yaml: the alarms and the dashboard read the metrics the code writes -----------------

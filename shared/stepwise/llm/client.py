@@ -53,6 +53,7 @@ class ModelTurn:
     usage: Usage  # summed over every request the turn took
     finish_reason: str | None  # of the last request
     continuations: int = 0  # requests made to continue an answer cut off at the token limit
+    model: str | None = None  # the model that answered, as the provider names it (of the last request)
 
     @property
     def empty(self) -> bool:
@@ -123,6 +124,7 @@ def complete(
         usage=usage,
         finish_reason=turn.finish_reason,
         continuations=continuations,
+        model=turn.model,
     )
 
 
@@ -176,6 +178,16 @@ def _request(
     if max_tokens is not None:
         request["max_tokens"] = max_tokens
     return request
+
+
+def provider_of(model: str) -> str | None:
+    """litellm's name for `model`'s provider ("openai", "bedrock", ...; "scripted"), None if unknown."""
+    if is_scripted(model):
+        return SCRIPTED
+    try:
+        return str(_litellm().get_llm_provider(model)[1])
+    except Exception:  # noqa: BLE001 - a model litellm cannot place: its call reports it, classified
+        return None
 
 
 def provider_key(model: str) -> str | None:
@@ -366,6 +378,7 @@ def _turn(response: Any) -> ModelTurn:
         tool_calls=calls,
         usage=usage_of(getattr(response, "usage", None)),
         finish_reason=choice.finish_reason,
+        model=_field(response, "model"),
     )
 
 

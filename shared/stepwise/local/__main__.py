@@ -22,9 +22,8 @@ def main() -> int:
     port = int(os.environ.get("PORT", "3000"))
     os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
     # Metrics are EMF documents printed to stdout (one per handler call): they would bury the console.
-    # Tracing is off outside Lambda anyway; said explicitly, as for `sam local`.
+    # Traces go out only when OTEL_EXPORTER_OTLP_ENDPOINT names a collector (e.g. a local Jaeger).
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
-    os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     # The demo tool and any tool a developer serves on this machine live on loopback, which the SSRF
     # guard blocks; locally (and only here, unless the developer says otherwise) loopback is allowed.

@@ -10,7 +10,7 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from pydantic import BaseModel
 
-from stepwise import answers, observability
+from stepwise import answers, observability, tracing
 from stepwise.loop.models import Wait
 from stepwise.runs import delegation, events
 from stepwise.runs.models import EventType
@@ -104,6 +104,14 @@ def _tell_humans(tenant_id: str, interaction: Interaction, url: str) -> None:
 
 def handle(event: dict[str, Any]) -> dict[str, Any]:
     wait = WaitEvent.model_validate(event)
+    if not tracing.enabled():
+        return _handle(wait)
+    run = stores().runs.get(wait.tenant_id, wait.run_id)  # read only for the trace: its root and session
+    with tracing.await_span(wait.tenant_id, run, wait.step, wait.wait.kind):
+        return _handle(wait)
+
+
+def _handle(wait: WaitEvent) -> dict[str, Any]:
     interaction_id = wait.wait.interaction_id
     interaction = stores().interactions.attach_token(wait.tenant_id, interaction_id, wait.task_token)
     observability.bind(run_id=wait.run_id, session_id=interaction.session_id, step=wait.step)

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from aws_lambda_powertools import Logger
 
-from stepwise import ids, ledger, observability, safejson
+from stepwise import ids, ledger, observability, safejson, tracing
 from stepwise.agents.models import Agent
 from stepwise.attachments import render
 from stepwise.errors import Conflict, NotFound, QuotaExceeded
@@ -72,6 +72,7 @@ class Gated:
     wait: Wait | None = None
     message: dict[str, Any] | None = None  # the stored result, for "done"
     child_run_id: str | None = None  # the child run a delegation's wait is for
+    error: str | None = None  # the stored result's error code, for "done" with an error
 
 
 def _arguments(raw: str) -> dict[str, Any] | str:
@@ -137,7 +138,7 @@ def _description(
 
 
 def _done(scope: StepScope, ref: CallRef, result: ToolResult) -> Gated:
-    return Gated(message=store_result(scope, ref, result))
+    return Gated(message=store_result(scope, ref, result), error=result.error.code if result.error else None)
 
 
 def _pause(
@@ -149,14 +150,9 @@ def _pause(
     channels: Any = None,
 ) -> Gated:
     run = scope.run
-    # Derived from the call, so a retried Step finds the interaction it created before. A delegation
-    # may follow an approval of the same call, so its id differs in the ULID part.
-    base = run.run_id.removeprefix("run_")
-    if kind == "delegation":
-        base = ids.derived_id("int", run.created_at, run.run_id, str(scope.step), str(ref.index), kind)[4:]
     interaction = stores().interactions.create(
         scope.tenant_id,
-        interaction_id=f"int_{base}_{scope.step}_{ref.index}",
+        interaction_id=_interaction_id(scope, ref, kind),
         run_id=run.run_id,
         session_id=run.session_id,
         listed_session_id=run.root_session_id,  # a descendant's waits are listed in the root's session
@@ -186,9 +182,32 @@ def _pause(
     return Gated(wait=wait, child_run_id=child)
 
 
+def _interaction_id(scope: StepScope, ref: CallRef, kind: str) -> str:
+    """Derived from the call, so a retried Step finds the interaction it created before. A delegation
+    may follow an approval of the same call, so its id differs in the ULID part."""
+    run = scope.run
+    base = run.run_id.removeprefix("run_")
+    if kind == "delegation":
+        base = ids.derived_id("int", run.created_at, run.run_id, str(scope.step), str(ref.index), kind)[4:]
+    return f"int_{base}_{scope.step}_{ref.index}"
+
+
 def delegate(scope: StepScope, ready: Ready) -> Gated:
     """An allowed agent-tool call: the pause its child run fills (Await records and starts the child),
-    or the error result that stops it here."""
+    or the error result that stops it here. Its span is the parent of the child run's (by the
+    interaction's id, which both derive)."""
+    ref = ready.ref
+    interaction_id = _interaction_id(scope, ref, "delegation")
+    with tracing.tool_span(
+        scope.tenant_id, scope.run, scope.step, ref.name, ref.id, delegation=interaction_id
+    ) as span:
+        gated = _delegate(scope, ready)
+        if gated.error is not None:  # refused here: no child
+            tracing.tool_failed(span, gated.error)
+        return gated
+
+
+def _delegate(scope: StepScope, ready: Ready) -> Gated:
     tool, ref = ready.tool, ready.ref
     assert isinstance(tool, AgentTool)
     if scope.run.depth >= delegation.MAX_DEPTH:
@@ -245,6 +264,14 @@ def gate(scope: StepScope, ref: CallRef) -> Gated:
 def execute(scope: StepScope, ready: Ready) -> dict[str, Any]:
     """Run an allowed call through the effects ledger and store its result. Whatever the tool itself
     raises becomes its own error result."""
+    with tracing.tool_span(scope.tenant_id, scope.run, scope.step, ready.tool.name, ready.ref.id) as span:
+        result, flags = _execute(scope, ready)
+        if result.error is not None:
+            tracing.tool_failed(span, result.error.code)
+    return store_result(scope, ready.ref, result, flags, registry.result_limit(ready.tool))
+
+
+def _execute(scope: StepScope, ready: Ready) -> tuple[ToolResult, dict[str, Any]]:
     run, tool, ref = scope.run, ready.tool, ready.ref
     assert not isinstance(tool, AgentTool), "an agent tool delegates (see delegate), it never executes"
     observability.tool_called(tool.name)
@@ -280,8 +307,7 @@ def execute(scope: StepScope, ready: Ready) -> dict[str, Any]:
     result = registry.after_tool_use(
         scope.tenant_id, run, scope.agent, tool.name, ready.arguments, guarded.result
     )
-    flags = guarded.flags()
-    return store_result(scope, ref, result, flags, registry.result_limit(tool))
+    return result, guarded.flags()
 
 
 def execute_all(scope: StepScope, batch: list[Ready], *, concurrently: bool) -> list[dict[str, Any]]:

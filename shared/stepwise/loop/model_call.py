@@ -11,12 +11,12 @@ import json
 import os
 from typing import Any
 
-from stepwise import observability, safejson
+from stepwise import observability, safejson, tracing
 from stepwise.agents.bounds import allowed_for_step
 from stepwise.agents.models import Agent
 from stepwise.attachments import render
 from stepwise.errors import BudgetExceeded, ContextTooLong, DoomLoop
-from stepwise.llm.client import ModelTurn, complete
+from stepwise.llm.client import ModelTurn, complete, provider_of
 from stepwise.loop.working import Working
 from stepwise.prompt import build_messages, tool_declarations
 from stepwise.runs import events
@@ -152,16 +152,22 @@ def call_model(
         tokens = count_tokens(model, prompt, declarations or None)
     _check_budget(run.max_tokens_budget, context, tokens)
     chunks = ChunkBatcher(tenant_id, run.run_id, step)
+    provider = provider_of(model) if tracing.enabled() else None
 
     def call(sent: list[dict[str, Any]]) -> ModelTurn:
-        return complete(
-            model=model,
-            messages=sent,
-            tools=declarations or None,
-            temperature=agent.temperature,
-            script=run.script or agent.script,
-            on_text=chunks,
-        )
+        with tracing.chat_span(tenant_id, run, step, model, provider) as span:
+            turn = complete(
+                model=model,
+                messages=sent,
+                tools=declarations or None,
+                temperature=agent.temperature,
+                script=run.script or agent.script,
+                on_text=chunks,
+            )
+            tracing.record_turn(
+                span, response_model=turn.model, usage=turn.usage, finish_reason=turn.finish_reason
+            )
+            return turn
 
     try:
         turn = call(prompt)

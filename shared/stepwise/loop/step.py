@@ -14,7 +14,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
-from stepwise import observability
+from stepwise import observability, tracing
 from stepwise.agents.models import Agent
 from stepwise.attachments import render
 from stepwise.errors import DoomLoop, HookDenied, RunStateError
@@ -225,6 +225,12 @@ def _step(state: RunState) -> RunState:
         raise RunStateError(f"run {state.run_id} has ended; no step")
     work = working.load(tenant_id, state.run_id, context.version)
     observability.bind_run(work.run, step=context.steps + 1)
+    with tracing.step_span(tenant_id, work.run, context.steps + 1):
+        return _take(state, work, context)
+
+
+def _take(state: RunState, work: Working, context: RunContext) -> RunState:
+    tenant_id = state.tenant_id
     agent = stores().agents.get_for_run(tenant_id, work.run.agent_id)  # a deleted agent fails the run here
     agent = recall.with_memory_tools(tenant_id, agent, work.run)
     if not context.prepared:

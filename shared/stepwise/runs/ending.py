@@ -11,7 +11,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
-from stepwise import observability
+from stepwise import observability, tracing
 from stepwise.errors import NotFound
 from stepwise.hooks.run import fire
 from stepwise.runs import delegation, events
@@ -68,6 +68,7 @@ def end_run(
         _hand_on(tenant_id, run.session_id, run_id)
         return False
     store.run_context.mark_ended(tenant_id, run_id)
+    tracing.run_ended(tenant_id, run, status, usage=context.usage, error_code=error.code if error else None)
     waited = store.interactions.for_run(tenant_id, run_id, "pending")
     for pending in waited:
         store.interactions.close(tenant_id, pending.interaction_id, "expired")  # its links now answer 410
