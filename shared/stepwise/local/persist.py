@@ -31,7 +31,6 @@ from stepwise.local.state import FORMAT, VERSION, KmsKey, Snapshot, StateDir, St
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from stepwise.local.stack import Resolver
     from stepwise.schedules.local import LocalScheduler
 
 log = logging.getLogger("stepwise.local")
@@ -127,14 +126,15 @@ class LocalState:
         self._keys[logical] = KmsKey.of(key.id, key.key_material)
         return key.id, key.arn
 
-    def restore(self, resolver: Resolver, s3: Any) -> None:
-        """Put back every table's items, every bucket's objects and the schedules. `resolver` knows what
-        the stack created from the template; what it created is what is kept from now on."""
-        for logical, res in resolver.resources.items():
+    def restore(self, resources: dict[str, Any], physical: dict[str, str], s3: Any) -> None:
+        """Put back every table's items, every bucket's objects and the schedules. `resources` (the
+        template's) and `physical` (their local names) say what the stack created; what it created is
+        what is kept from now on. (Not the stack's Resolver itself: the stack imports this module.)"""
+        for logical, res in resources.items():
             if res["Type"] == "AWS::DynamoDB::Table":
-                self._tables[logical] = resolver.physical[logical]
+                self._tables[logical] = physical[logical]
             elif res["Type"] == "AWS::S3::Bucket":
-                self._buckets[logical] = resolver.physical[logical]
+                self._buckets[logical] = physical[logical]
         self._s3 = s3
         snapshot = self.snapshot
         if snapshot is None:

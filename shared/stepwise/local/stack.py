@@ -425,7 +425,7 @@ def _bring_up(
             resolver.physical[logical], resolver.arns[logical] = name, created["Role"]["Arn"]
 
     if state is not None:
-        state.restore(resolver, s3)
+        state.restore(resolver.resources, resolver.physical, s3)
 
     role = iam.create_role(
         RoleName="stepwise-local",
