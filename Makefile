@@ -19,7 +19,7 @@ export LITELLM_LOCAL_MODEL_COST_MAP := True
 # SAM CLI would try to send telemetry to AWS; nothing leaves this machine.
 export SAM_CLI_TELEMETRY := 0
 
-.PHONY: help run test unit integration e2e contract lint bench lock clean postgres nodejs conformance
+.PHONY: help run test unit integration e2e contract lint bench lock clean postgres mariadb nodejs conformance
 
 help:
 	@echo "make run    start the local stack on 127.0.0.1:$${PORT:-3000}"
@@ -61,6 +61,12 @@ postgres:
 		|| ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 \
 		|| { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq postgresql >/dev/null; }
 
+# The MySQL flavour of the database tools is tested against a real MariaDB (tests/fakes/mysql.py):
+# mariadb-install-db and mariadbd, Debian's mariadb-server, installed when missing (about a minute).
+mariadb:
+	@command -v mariadb-install-db >/dev/null 2>&1 && { command -v mariadbd >/dev/null 2>&1 || test -x /usr/sbin/mariadbd; } \
+		|| { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq mariadb-server >/dev/null; }
+
 # JavaScript code tools are tested in a sandbox on loopback that runs them with node
 # (tests/fakes/sandbox.py): node on PATH, else Debian's nodejs, installed when missing.
 nodejs:
@@ -81,13 +87,13 @@ conformance: $(STAMP) $(CONFORMANCE_STAMP)
 run: $(STAMP)
 	$(PY) -m stepwise.local
 
-test: lint contract $(CHROMIUM) postgres nodejs $(CONFORMANCE_STAMP)
+test: lint contract $(CHROMIUM) postgres mariadb nodejs $(CONFORMANCE_STAMP)
 	$(PY) -m pytest tests
 
 unit: $(STAMP)
 	$(PY) -m pytest tests/unit
 
-integration: $(STAMP) postgres nodejs
+integration: $(STAMP) postgres mariadb nodejs
 	$(PY) -m pytest tests/integration
 
 e2e: $(STAMP) $(CHROMIUM) postgres

@@ -239,3 +239,53 @@ def test_the_dead_letter_queue_is_encrypted_and_kept_two_weeks() -> None:
     queue = resources("AWS::SQS::Queue")["DeadLetterQueue"]["Properties"]
     assert queue["SqsManagedSseEnabled"] is True
     assert queue["MessageRetentionPeriod"] == 14 * 86400
+
+
+# Actions that take no resource IAM can name, each with why: the only grants on Resource "*".
+UNSCOPABLE = {
+    "states:SendTaskSuccess": "a task token is not a resource",
+    "states:SendTaskFailure": "a task token is not a resource",
+    **{
+        f"logs:{action}": "CloudWatch Logs vended delivery has no resource-level permissions"
+        for action in (
+            "CreateLogDelivery", "GetLogDelivery", "UpdateLogDelivery", "DeleteLogDelivery",
+            "ListLogDeliveries", "PutResourcePolicy", "DescribeResourcePolicies", "DescribeLogGroups",
+        )
+    },
+}  # fmt: skip
+
+
+def _iam_statements() -> list[tuple[str, dict[str, Any]]]:
+    """Every identity-policy statement of the template (inline on functions and state machines, and
+    managed policies); key policies are not identity policies and say "*" for the key itself."""
+    found = []
+    for name, resource in template()["Resources"].items():
+        properties = resource.get("Properties", {})
+        for policy in properties.get("Policies", []) or []:
+            if isinstance(policy, dict):
+                found += [(name, s) for s in policy.get("Statement", [])]
+        document = properties.get("PolicyDocument") if resource["Type"] == "AWS::IAM::ManagedPolicy" else None
+        if document:
+            found += [(name, s) for s in document["Statement"]]
+    return found
+
+
+def test_a_grant_on_every_resource_is_only_for_actions_that_take_none() -> None:
+    broad = [
+        (name, action)
+        for name, statement in _iam_statements()
+        if statement.get("Resource") == "*"
+        for action in (
+            statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+        )
+        if action not in UNSCOPABLE
+    ]
+
+    assert broad == []
+
+
+def test_approval_mail_may_only_be_sent_from_the_configured_sender() -> None:
+    [grant] = [s for s in statements("AwaitFunction") if "ses:SendEmail" in s["Action"]]
+
+    assert grant["Resource"] != "*"
+    assert grant["Condition"] == {"StringEquals": {"ses:FromAddress": {"Ref": "ApprovalSender"}}}

@@ -3,7 +3,7 @@ MAX_AGE_SECONDS), the environment locally; the placeholder the template creates 
 
 import uuid
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import boto3
@@ -13,6 +13,7 @@ from aws_lambda_powertools.utilities.parameters import base
 from moto import mock_aws
 
 from stepwise import credentials
+from stepwise.approvals import links
 from stepwise.channels import slack
 from stepwise.config import ConfigError
 from stepwise.llm import client
@@ -110,3 +111,59 @@ def test_locally_the_environment_is_read_on_every_call(monkeypatch: pytest.Monke
     with pytest.raises(ConfigError, match="not a deployment secret"):
         credentials.get("DATABASE_URL")
     credentials.reset()
+
+
+# --- The approval-link secret: the same Parameters cache, the local variable first ------------------
+
+
+@pytest.fixture
+def link_secret(aws: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    monkeypatch.delenv(links.SECRET_ENV, raising=False)
+    links.reset()
+    yield aws
+    links.reset()
+
+
+def put_link_secret(sm: Any, monkeypatch: pytest.MonkeyPatch, **value: Any) -> str:
+    arn = str(sm.create_secret(Name=f"stepwise-link-{uuid.uuid4().hex[:8]}", **value)["ARN"])
+    monkeypatch.setenv(links.SECRET_ARN_ENV, arn)
+    return arn
+
+
+def test_in_aws_the_link_secret_comes_from_secrets_manager(
+    link_secret: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    put_link_secret(link_secret, monkeypatch, SecretString="k" * 40)
+
+    assert links.secret() == b"k" * 40
+
+
+def test_a_binary_link_secret_is_used_as_is(link_secret: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    put_link_secret(link_secret, monkeypatch, SecretBinary=b"\x00\x01" * 16)
+
+    assert links.secret() == b"\x00\x01" * 16
+
+
+def test_a_rotated_link_secret_signs_and_verifies_after_max_age(
+    link_secret: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    arn = put_link_secret(link_secret, monkeypatch, SecretString="old secret " + "o" * 40)
+    expires = datetime.now(UTC) + timedelta(hours=1)
+    old_token = links.sign("int_1", "t1", expires, links.secret())
+    link_secret.put_secret_value(SecretId=arn, SecretString="new secret " + "n" * 40)
+
+    assert links.secret() == b"old secret " + b"o" * 40  # cached: no read per request
+    later = datetime.now() + timedelta(seconds=links.MAX_AGE_SECONDS + 1)
+    monkeypatch.setattr(base, "datetime", _Clock(later))  # Powertools' cache clock, moved past max_age
+    assert links.secret() == b"new secret " + b"n" * 40
+    with pytest.raises(links.ForgedLink):
+        links.verify(old_token, links.secret(), datetime.now(UTC))  # what rotating means for open links
+
+
+def test_the_local_variable_wins_over_secrets_manager(
+    link_secret: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    put_link_secret(link_secret, monkeypatch, SecretString="s" * 40)
+    monkeypatch.setenv(links.SECRET_ENV, "e" * 40)
+
+    assert links.secret() == b"e" * 40

@@ -17,7 +17,6 @@ from urllib.parse import quote, urlencode
 
 import pytest
 
-from stepwise import aws
 from stepwise.approvals import links
 from stepwise.approvals.display import deadline_text, pretty_arguments, reveal_hidden
 from stepwise.approvals.links import ExpiredLink, ForgedLink, LinkClaims, approval_url, sign, verify
@@ -223,16 +222,6 @@ def test_approval_url_refuses_a_base_that_is_not_http() -> None:
 # --- The secret -----------------------------------------------------------------------------------
 
 
-class FakeSecretsManager:
-    def __init__(self, response: dict[str, Any]) -> None:
-        self.response = response
-        self.calls: list[str] = []
-
-    def get_secret_value(self, *, SecretId: str) -> dict[str, Any]:
-        self.calls.append(SecretId)
-        return self.response
-
-
 @pytest.fixture
 def secret_env(monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.delenv(links.SECRET_ENV, raising=False)
@@ -277,33 +266,13 @@ def test_no_secret_configured_fails_fast_naming_both_variables(secret_env: pytes
     assert links.SECRET_ARN_ENV in str(caught.value)
 
 
-def test_in_aws_the_secret_is_read_once_from_secrets_manager(secret_env: pytest.MonkeyPatch) -> None:
-    raw = secrets.token_bytes(32)
-    fake = FakeSecretsManager({"SecretString": base64.b64encode(raw).decode()})
-    secret_env.setattr(aws, "client", lambda service: fake if service == "secretsmanager" else None)
-    secret_env.setenv(links.SECRET_ARN_ENV, "arn:aws:secretsmanager:eu-west-1:123456789012:secret:link")
+def test_locally_a_changed_environment_is_read_on_the_next_call(secret_env: pytest.MonkeyPatch) -> None:
+    secret_env.setenv(links.SECRET_ENV, "a" * 40)
+    assert links.secret() == b"a" * 40
 
-    assert links.secret() == raw
-    assert links.secret() == raw
-    assert fake.calls == ["arn:aws:secretsmanager:eu-west-1:123456789012:secret:link"]
+    secret_env.setenv(links.SECRET_ENV, "b" * 40)
 
-
-def test_a_binary_secret_is_used_as_is(secret_env: pytest.MonkeyPatch) -> None:
-    fake = FakeSecretsManager({"SecretBinary": b"\x00" * 32})
-    secret_env.setattr(aws, "client", lambda service: fake)
-    secret_env.setenv(links.SECRET_ARN_ENV, "arn:link")
-
-    assert links.load_secret() == b"\x00" * 32
-
-
-def test_the_environment_wins_over_secrets_manager(secret_env: pytest.MonkeyPatch) -> None:
-    fake = FakeSecretsManager({"SecretString": "x" * 40})
-    secret_env.setattr(aws, "client", lambda service: fake)
-    secret_env.setenv(links.SECRET_ARN_ENV, "arn:link")
-    secret_env.setenv(links.SECRET_ENV, "y" * 40)
-
-    assert links.load_secret() == b"y" * 40
-    assert fake.calls == []
+    assert links.secret() == b"b" * 40  # nothing cached for the life of the process
 
 
 # --- What a human sees: shared display rules ------------------------------------------------------

@@ -41,6 +41,7 @@ SCOPE = ToolScope("t1", "a1", "r1", "s1")
 TOOLS = [database_query, database_write, storage_read, storage_write, knowledge_search]
 SQLITE = _sql.FLAVORS["sqlite"]
 POSTGRES = _sql.FLAVORS["postgresql"]
+MYSQL = _db_target.flavor_of(make_url("mysql://app@db.example/shop"))  # unqualified tables are in shop
 
 
 def error_of(result: ToolResult) -> tuple[str, str]:
@@ -233,6 +234,33 @@ QUERY_REFUSED = [
     (POSTGRES, "SELECT set_config('search_path', 'private', false)", "function_not_allowed"),
     (POSTGRES, "SELECT pg_sleep(100)", "function_not_allowed"),
     (SQLITE, "SELECT load_extension('/tmp/evil.so')", "function_not_allowed"),
+    # MySQL: files, settings, waits, session state, catalog and table functions
+    (MYSQL, "SELECT LOAD_FILE('/etc/passwd')", "function_not_allowed"),
+    (MYSQL, "SELECT @@datadir", "statement_not_allowed"),
+    (MYSQL, "SELECT @@session.sql_mode", "statement_not_allowed"),
+    (MYSQL, "SELECT @v := id FROM orders", "statement_not_allowed"),
+    (MYSQL, "SELECT SLEEP(10)", "function_not_allowed"),
+    (MYSQL, "SELECT BENCHMARK(1000000000, MD5('x'))", "function_not_allowed"),
+    (MYSQL, "SELECT GET_LOCK('x', 10)", "function_not_allowed"),
+    (MYSQL, "SELECT DATABASE()", "function_not_allowed"),
+    (MYSQL, "SELECT CURRENT_USER()", "function_not_allowed"),
+    (MYSQL, "SELECT VERSION()", "function_not_allowed"),
+    (MYSQL, "SELECT EXTRACTVALUE('<a/>', '/a')", "function_not_allowed"),
+    (MYSQL, "SELECT UPDATEXML('<a/>', '/a', '<b/>')", "function_not_allowed"),
+    (MYSQL, "SELECT REPEAT('x', 1000000000)", "function_not_allowed"),
+    (MYSQL, "SELECT SPACE(1000000000)", "function_not_allowed"),
+    (MYSQL, "SELECT LPAD('x', 1000000000, 'y')", "function_not_allowed"),
+    (MYSQL, "SELECT * FROM JSON_TABLE('[1]', '$[*]' COLUMNS (x INT PATH '$')) AS j", "table_not_allowed"),
+    (MYSQL, "SELECT * FROM secret", "table_not_allowed"),
+    (MYSQL, "SELECT * FROM other.orders", "table_not_allowed"),
+    (MYSQL, "SELECT * FROM `ORDERS`", "table_not_allowed"),  # another table on a case-sensitive server
+    (MYSQL, "SELECT * FROM mysql.user", "table_not_allowed"),
+    (MYSQL, "SELECT * FROM information_schema.tables", "table_not_allowed"),
+    (MYSQL, "SELECT * INTO @x FROM orders", "statement_not_allowed"),
+    (MYSQL, "SELECT * FROM orders INTO OUTFILE '/tmp/x'", "invalid_query"),
+    (MYSQL, "SELECT * FROM orders LOCK IN SHARE MODE", "statement_not_allowed"),
+    (MYSQL, "LOAD DATA LOCAL INFILE '/etc/passwd' INTO TABLE orders", "invalid_query"),
+    (MYSQL, "TABLE secret", "table_not_allowed"),
 ]
 
 
@@ -326,6 +354,29 @@ QUERY_ALLOWED = [
         "ntile(4) OVER (), lag(total) OVER (), lead(total) OVER (), first_value(total) OVER (), "
         "percent_rank() OVER (ORDER BY total), cume_dist() OVER (ORDER BY total) "
         "FROM orders GROUP BY id, note, total, placed",
+    ),
+    (MYSQL, "SELECT * FROM orders"),
+    (MYSQL, "SELECT * FROM shop.orders"),
+    (MYSQL, "SELECT * FROM `orders` o JOIN customers c ON c.id = o.customer_id"),
+    (
+        MYSQL,
+        "SELECT customer_id, COUNT(*), SUM(total), AVG(total), STD(total), VARIANCE(total), "
+        "GROUP_CONCAT(DISTINCT note ORDER BY note SEPARATOR ', '), IF(total > 10, 'big', 'small'), "
+        "IFNULL(note, '-'), COALESCE(note, ''), NULLIF(note, ''), CASE WHEN total > 1 THEN 1 END, "
+        "CONCAT(note, '!'), CONCAT_WS(',', note, 'x'), LOWER(note), UCASE(note), CHAR_LENGTH(note), "
+        "SUBSTRING(note, 1, 3), SUBSTRING_INDEX(note, ' ', 1), LEFT(note, 2), TRIM(note), "
+        "REPLACE(note, 'a', 'b'), LOCATE('a', note), INSTR(note, 'a'), note LIKE 'a%', note REGEXP '^a', "
+        "REGEXP_REPLACE(note, 'a', 'b'), MD5(note), SHA2(note, 256), ROUND(total, 2), TRUNCATE(total, 1), "
+        "CEIL(total), FLOOR(total), ABS(total), MOD(id, 3), POWER(total, 2), GREATEST(total, 1), "
+        "DATE(placed), DATE_FORMAT(placed, '%Y-%m'), YEAR(placed), MONTH(placed), DAYOFWEEK(placed), "
+        "DATE_ADD(placed, INTERVAL 1 DAY), DATEDIFF(NOW(), placed), TIMESTAMPDIFF(HOUR, placed, NOW()), "
+        "STR_TO_DATE('2024-01-01', '%Y-%m-%d'), UNIX_TIMESTAMP(placed), FROM_UNIXTIME(0), CURDATE(), "
+        "EXTRACT(YEAR FROM placed), LAST_DAY(placed), CAST(total AS CHAR), CONVERT(total, DECIMAL(10, 2)), "
+        "JSON_EXTRACT(note, '$.a'), note ->> '$.a', JSON_OBJECT('id', id), JSON_LENGTH(note), "
+        "ROW_NUMBER() OVER (ORDER BY total), RANK() OVER (PARTITION BY customer_id ORDER BY total), "
+        "LAG(total) OVER (ORDER BY id) "
+        "FROM orders WHERE placed > NOW() - INTERVAL 7 DAY GROUP BY customer_id, id, note, total, placed "
+        "ORDER BY 2 DESC LIMIT 10",
     ),
 ]
 
@@ -426,6 +477,22 @@ WRITE_REFUSED = [
     (POSTGRES, "UPDATE orders SET note = repeat('x', 100000000) WHERE id = 1", "function_not_allowed"),
     (POSTGRES, "UPDATE orders SET note = current_setting('data_directory') WHERE id = 1", None),
     (SQLITE, "DELETE FROM orders WHERE id IN secret", "table_not_allowed"),
+    # MySQL's forms: replace, upsert from a query, multi-table writes, writes that read a setting
+    (MYSQL, "REPLACE INTO orders SELECT * FROM customers", "statement_not_allowed"),
+    (
+        MYSQL,
+        "INSERT INTO orders SELECT * FROM customers ON DUPLICATE KEY UPDATE total = 0",
+        "statement_not_allowed",
+    ),
+    (
+        MYSQL,
+        "UPDATE orders o JOIN secret s ON s.id = o.id SET o.note = s.value WHERE o.id = 1",
+        "table_not_allowed",
+    ),
+    (MYSQL, "DELETE o, s FROM orders o JOIN secret s ON s.id = o.id WHERE o.id = 1", "table_not_allowed"),
+    (MYSQL, "UPDATE orders SET note = @@datadir WHERE id = 1", "statement_not_allowed"),
+    (MYSQL, "UPDATE orders SET total = 0", "where_required"),
+    (MYSQL, "DELETE FROM orders WHERE 1 = 1 LIMIT 1000", "where_required"),
 ]
 
 
@@ -505,7 +572,26 @@ def test_without_a_database_url_the_tools_say_how_to_configure_one() -> None:
     ("url", "fragment"),
     [
         ("not a url", "not a valid SQLAlchemy URL"),
-        ("mysql://app:hunter22@db.internal.example/shop", "mysql is not supported"),
+        ("mssql://app:hunter22@db.internal.example/shop", "mssql is not supported"),
+        # MySQL: drivers with their own sockets, and PyMySQL arguments that pick another destination,
+        # read a file of the function or run SQL of their own
+        ("mysql+mysqldb://app:hunter22@db.internal.example/shop", "the driver mysql+mysqldb"),
+        (
+            "mysql://app:hunter22@db.internal.example/shop?unix_socket=/run/x.sock",
+            "the parameter unix_socket",
+        ),
+        (
+            "mysql://app:hunter22@db.internal.example/shop?read_default_file=/proc/self/environ",
+            "the parameter read_default_file",
+        ),
+        (
+            "mysql://app:hunter22@db.internal.example/shop?init_command=SET+x%3D1",
+            "the parameter init_command",
+        ),
+        ("mysql://app:hunter22@db.internal.example/shop?local_infile=1", "the parameter local_infile"),
+        ("mysql://app:hunter22@db.internal.example/shop?ssl_mode=PREFERRED", "ssl_mode is one of"),
+        ("mysql://app:hunter22@db.internal.example", "names its database"),
+        ("mysql://app:hunter22@/shop", "needs one host"),
         (
             "postgresql+nosuchdriver://app:hunter22@db.internal.example/shop",
             "the driver postgresql+nosuchdriver is not supported",
@@ -607,6 +693,70 @@ def test_a_database_name_that_does_not_resolve_is_the_generic_connect_failure() 
     result = query_with("postgresql://app:hunter22@nowhere.example/shop", nxdomain)
 
     assert error_of(result) == ("database_error", "could not connect to the database")
+
+
+def test_the_mysql_guard_connects_a_socket_to_the_checked_address_and_keeps_the_name_for_tls(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import pymysql
+
+    monkeypatch.setenv("STEPWISE_ALLOW_HOSTS", "10.0.0.0/8")
+    dialed: list[tuple[str, int]] = []
+    made: list[Any] = []
+
+    class Dialed(socket.socket):
+        def __init__(self, address: tuple[str, int]) -> None:
+            super().__init__()
+            dialed.append(address)
+
+    def create_connection(address: tuple[str, int], timeout: float) -> socket.socket:
+        if address[0] == "10.0.0.7":
+            raise ConnectionRefusedError("first address down")
+        return Dialed(address)
+
+    class Connection:
+        def __init__(self, **kwargs: Any) -> None:
+            self.kwargs = kwargs
+            made.append(self)
+
+        def connect(self, sock: socket.socket) -> None:
+            self.sock = sock
+
+    monkeypatch.setattr(_db_target.socket, "create_connection", create_connection)
+    monkeypatch.setattr(pymysql.connections, "Connection", Connection)
+    guard = _db_target.mysql_connect_guard(lambda host, port: ["10.0.0.7", "10.0.0.8"])
+    cparams = {"host": "db.tenant.example", "port": 3307, "user": "app", "ssl_mode": "VERIFY_IDENTITY"}
+
+    connection = guard(None, None, [], cparams)
+
+    assert connection is made[0]
+    assert dialed == [("10.0.0.8", 3307)]  # the second checked address, once the first refused
+    assert connection.sock.getpeername  # PyMySQL got that socket rather than dialing the name itself
+    assert connection.kwargs == {
+        "host": "db.tenant.example",  # the name TLS verifies
+        "port": 3307,
+        "user": "app",
+        "ssl_verify_cert": True,
+        "ssl_verify_identity": True,
+        "connect_timeout": _db_target.CONNECT_TIMEOUT_SECONDS,
+        "read_timeout": _db_target.MYSQL_IO_TIMEOUT_SECONDS,
+        "write_timeout": _db_target.MYSQL_IO_TIMEOUT_SECONDS,
+        "local_infile": False,
+        "defer_connect": True,
+    }
+    connection.sock.close()
+
+
+def test_the_mysql_allowlist_has_nothing_that_reads_waits_or_grows_on_request() -> None:
+    from stepwise.tools.builtin._sql_functions import FUNCTIONS
+
+    dangerous = {
+        "load_file", "sleep", "benchmark", "get_lock", "release_lock", "master_pos_wait", "database",
+        "schema", "user", "current_user", "version", "connection_id", "extractvalue", "updatexml",
+        "repeat", "space", "lpad", "rpad", "format", "json_table", "sys_eval", "name_const",
+    }  # fmt: skip
+
+    assert dangerous.isdisjoint(FUNCTIONS["mysql"])
 
 
 def test_the_guard_hands_libpq_the_checked_addresses_and_keeps_the_name_for_tls(

@@ -22,6 +22,7 @@ from stepwise.hooks import (
     RuleConfig,
     evaluate,
 )
+from stepwise.hooks.models import SHAPE, SHAPE_KEY, applied
 from stepwise.hooks.patterns import MATCH_INPUT_LIMIT, PATTERN_LIMIT
 from stepwise.hooks.rules import evaluate_rules, resolve_field
 
@@ -150,6 +151,54 @@ def test_http_hooks_on_gates_fail_closed_by_default_and_the_choice_is_kept(
     assert [c.config.fail_closed for c in chosen if isinstance(c.config, HttpConfig)] == [True, False]
     # What is stored and shown says which applies, so reading it back never depends on the default.
     assert defaulted.model_dump(mode="json")["config"]["fail_closed"] is fails_closed
+
+
+# What the API stored for an http hook before gates failed closed (every field dumped, the default
+# `fail_closed: false` included, and no shape key), as the item holds it.
+OLD_ITEM: dict[str, Any] = {
+    "event": "PreToolUse",
+    "type": "http",
+    "matcher": None,
+    "config": {"url": "https://hooks.example/h", "headers": {}, "timeout_seconds": 5.0, "fail_closed": False},
+    "enabled": True,
+    "position": 0,
+    "hook_id": "hook_old",
+    "created_at": "2026-11-30T12:00:00Z",
+}
+
+
+@pytest.mark.parametrize(
+    ("event", "fails_closed"), [("PreToolUse", True), ("OnDelegation", True), ("PostToolUse", False)]
+)
+def test_a_hook_stored_before_fail_closed_gates_gets_the_gates_default(
+    event: str, fails_closed: bool
+) -> None:
+    old = Hook.from_item({**OLD_ITEM, "event": event})
+    without_the_field = {**OLD_ITEM, "event": event, "config": {"url": "https://hooks.example/h"}}
+
+    assert isinstance(old.config, HttpConfig) and old.config.fail_closed is fails_closed
+    fielded = Hook.from_item(without_the_field)
+    assert isinstance(fielded.config, HttpConfig) and fielded.config.fail_closed is fails_closed
+
+
+@pytest.mark.parametrize("event", ["PreToolUse", "OnDelegation"])
+def test_a_gate_stored_now_with_false_stays_open_and_shows_what_applies(event: str) -> None:
+    body = {
+        "event": event,
+        "type": "http",
+        "config": {"url": "https://hooks.example/h", "fail_closed": False},
+    }
+    created = Hook(
+        **HookCreate.model_validate(body).model_dump(), hook_id="hook_new", created_at=datetime.now(UTC)
+    )
+    item = created.stored()
+
+    read_back = Hook.from_item(item)
+
+    assert item[SHAPE_KEY] == SHAPE
+    assert isinstance(read_back.config, HttpConfig) and read_back.config.fail_closed is False
+    assert applied(item)["config"]["fail_closed"] is False and SHAPE_KEY not in applied(item)
+    assert applied(OLD_ITEM)["config"]["fail_closed"] is True  # the API shows the old item as it now acts
 
 
 def test_config_is_validated_against_the_hooks_type() -> None:

@@ -13,6 +13,7 @@ from stepwise.api.context import tenant
 from stepwise.api.params import AgentId
 from stepwise.api.responses import json_response, model_content, responses
 from stepwise.errors import Unprocessable
+from stepwise.hooks.models import applied
 from stepwise.ids import new_id
 from stepwise.masking import public_hook, public_tool
 from stepwise.mcp.models import public_servers
@@ -42,7 +43,7 @@ def view(agent: Agent) -> dict[str, Any]:
     return {
         **shown,
         "tools": [public_tool(t) for t in shown["tools"]],
-        "hooks": [public_hook(h) for h in shown["hooks"]],
+        "hooks": [public_hook(applied(h)) for h in shown["hooks"]],
         "mcp_servers": public_servers(agent),
     }
 

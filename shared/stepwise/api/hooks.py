@@ -1,7 +1,5 @@
 """/v1/agents/{id}/hooks: create, list, delete. Hooks are immutable: change one by replacing it."""
 
-from typing import Any
-
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from pydantic import BaseModel
@@ -9,7 +7,7 @@ from pydantic import BaseModel
 from stepwise.api.context import tenant
 from stepwise.api.params import AgentId, HookId
 from stepwise.api.responses import json_response, responses
-from stepwise.hooks.models import Hook, HookCreate
+from stepwise.hooks.models import Hook, HookCreate, applied
 from stepwise.ids import new_id
 from stepwise.masking import public_hook
 from stepwise.schema import utcnow
@@ -32,9 +30,8 @@ class HookList(BaseModel):
 )
 def create_hook(agent_id: AgentId, body: HookCreate) -> Response[Hook]:
     hook = Hook(**body.model_dump(), hook_id=new_id("hook"), created_at=utcnow())
-    stored: dict[str, Any] = hook.model_dump(mode="json")
-    agents.add_hook(tenant(router), agent_id, stored)
-    return json_response(public_hook(stored), 201)
+    agents.add_hook(tenant(router), agent_id, hook.stored())
+    return json_response(public_hook(hook.model_dump(mode="json")), 201)
 
 
 @router.get(
@@ -45,7 +42,7 @@ def create_hook(agent_id: AgentId, body: HookCreate) -> Response[Hook]:
 )
 def list_hooks(agent_id: AgentId) -> Response[HookList]:
     agent = agents.get(tenant(router), agent_id)
-    return json_response({"hooks": [public_hook(h) for h in agent.hooks]})
+    return json_response({"hooks": [public_hook(applied(h)) for h in agent.hooks]})
 
 
 @router.delete(

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import functools
 import hashlib
 import hmac
 import json
@@ -36,6 +35,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
+from stepwise import credentials
 from stepwise.approvals import Decision
 from stepwise.approvals.display import as_utc
 from stepwise.config import ConfigError
@@ -44,6 +44,9 @@ from stepwise.errors import Forbidden, Gone
 SECRET_ENV = "STEPWISE_LINK_SECRET"
 SECRET_ARN_ENV = "LINK_SECRET_ARN"
 MIN_SECRET_BYTES = 32  # HMAC-SHA256's own output size: a shorter key is the weakest link
+# Seconds a secret read from Secrets Manager is reused: the delay before a rotation takes effect, the
+# same as for the deployment's other secrets.
+MAX_AGE_SECONDS = credentials.MAX_AGE_SECONDS
 MAX_TOKEN_LENGTH = 1024  # far above any real token; refused before any work is done
 APPROVALS_PATH = "/v1/approvals/"
 
@@ -152,11 +155,14 @@ def secret() -> bytes:
     return load_secret()
 
 
-@functools.cache
 def load_secret() -> bytes:
-    """Read the link secret once per process: `STEPWISE_LINK_SECRET` if set (the local stack sets it),
-    else the Secrets Manager secret named by `LINK_SECRET_ARN` (in AWS). Neither set is a ConfigError.
-    """
+    """`STEPWISE_LINK_SECRET` if set (the local stack sets it), else the Secrets Manager secret named by
+    `LINK_SECRET_ARN` (in AWS), read through Powertools Parameters and reused for MAX_AGE_SECONDS: a
+    rotated secret reaches every warm function within that time, with no redeploy and no read per
+    request. Neither set is a ConfigError.
+
+    Rotating the secret ends the links and follow URLs signed with the old one (they verify against the
+    current secret only): rotate when no approval is pending, or accept that those links show 403."""
     value = os.environ.get(SECRET_ENV)
     if value:
         return parse_secret(value, source=SECRET_ENV)
@@ -170,8 +176,11 @@ def load_secret() -> bytes:
 
 
 def reset() -> None:
-    """Forget the cached secret (tests, and the local stack when it sets the environment late)."""
-    load_secret.cache_clear()
+    """Forget what Powertools Parameters cached (tests, and the local stack when it sets the environment
+    late); the environment variable is read on every call anyway."""
+    from aws_lambda_powertools.utilities import parameters
+
+    parameters.clear_caches()
 
 
 def parse_secret(value: str, *, source: str) -> bytes:
@@ -191,17 +200,18 @@ def parse_secret(value: str, *, source: str) -> bytes:
 
 
 def _from_secrets_manager(arn: str) -> bytes:
-    from stepwise import aws  # boto3 is imported only where the secret really comes from AWS
+    # Imported here: only a function that really reads the secret from AWS pays for boto3.
+    from aws_lambda_powertools.utilities import parameters
 
-    response: dict[str, Any] = aws.client("secretsmanager").get_secret_value(SecretId=arn)
-    if response.get("SecretString"):
-        return parse_secret(response["SecretString"], source=f"secret {arn}")
-    binary = response.get("SecretBinary") or b""
+    value = parameters.get_secret(arn, max_age=MAX_AGE_SECONDS)
+    if isinstance(value, str) and value:
+        return parse_secret(value, source=f"secret {arn}")
+    binary = bytes(value) if isinstance(value, bytes | bytearray) else b""
     if len(binary) < MIN_SECRET_BYTES:
         raise ConfigError(
             f"secret {arn} is too short: the approval link secret needs {MIN_SECRET_BYTES} bytes"
         )
-    return bytes(binary)
+    return binary
 
 
 # --- Encoding -------------------------------------------------------------------------------------

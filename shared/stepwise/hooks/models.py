@@ -30,6 +30,12 @@ APPROVAL_EVENTS: tuple[HookEvent, ...] = ("PreToolUse",)  # a human can be asked
 # Gates: a hook here stands between the model and an effect, so one that cannot answer denies unless its
 # config says `fail_closed: false`. Elsewhere a broken hook is skipped with a warning unless it says true.
 FAIL_CLOSED_EVENTS: tuple[HookEvent, ...] = ("PreToolUse", "OnDelegation")
+# Stored hooks carry the shape they were stored in. Before fail-closed gates (no key: shape 1) every http
+# hook was stored with `fail_closed: false`, whether it was asked for or was the default of the day, so
+# on a gate that false says nothing and the gate's default (closed) applies; from shape 2 on, a stored
+# false is the author's choice and stays open. (Hooks are immutable: to keep an old one open, re-create it.)
+SHAPE_KEY = "shape"
+SHAPE = 2
 
 OUTPUT_FIELD = "output"  # a rule field that names the output rather than an argument
 Operator = Literal["CONTAINS", "STARTS_WITH", "MATCHES", "IN"]
@@ -252,6 +258,36 @@ class Hook(HookCreate):
 
     hook_id: str
     created_at: datetime
+
+    @classmethod
+    def from_item(cls, item: dict[str, Any]) -> Hook:
+        """A hook as the agent's item keeps it; an item of shape 1 (no shape key) on a gate reads its
+        `fail_closed: false` as unset, so the gate's default applies (see SHAPE_KEY)."""
+        config = item.get("config")
+        if (
+            item.get(SHAPE_KEY) is None
+            and item.get("type") == "http"
+            and item.get("event") in FAIL_CLOSED_EVENTS
+            and isinstance(config, dict)
+            and config.get("fail_closed") is False
+        ):
+            item = {**item, "config": {**config, "fail_closed": None}}  # resolved to the gate's default
+        return cls.model_validate(item)
+
+    def stored(self) -> dict[str, Any]:
+        """The item the agent keeps: the hook as JSON, with the shape it was stored in."""
+        return self.model_dump(mode="json") | {SHAPE_KEY: SHAPE}
+
+
+def applied(item: dict[str, Any]) -> dict[str, Any]:
+    """A stored hook as it applies now (an old item's gate default resolved), without storage keys: what
+    the API shows. An item this version cannot read is shown as stored rather than hidden."""
+    from pydantic import ValidationError
+
+    try:
+        return Hook.from_item(item).model_dump(mode="json")
+    except ValidationError:
+        return {key: value for key, value in item.items() if key != SHAPE_KEY}
 
 
 # --- Decisions ------------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ def fire(
     output: Any = None,
 ) -> HookDecision:
     """Run `event`'s hooks; a deny writes a `hook_blocked` event. No hooks, no work."""
-    hooks = [Hook.model_validate(h) for h in agent.hooks]
+    hooks = [Hook.from_item(h) for h in agent.hooks]
     if not hooks:
         return HookDecision(action="allow")
     decision = evaluate(hooks, event=event, tool_name=tool_name, arguments=arguments, output=output)

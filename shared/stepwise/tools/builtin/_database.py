@@ -1,8 +1,9 @@
 """Running the model's SQL against the tenant's database: what database_query and database_write share.
 
 The database is the tenant's `DATABASE_URL` setting, a SQLAlchemy URL: PostgreSQL through psycopg 3
-(`postgresql://user:password@host:5432/db?sslmode=require`), or, on the local stack, a SQLite file in
-the tenant's directory (`sqlite:///shop.db`). Where a URL may point and how the connection is guarded
+(`postgresql://user:password@host:5432/db?sslmode=require`), MySQL or MariaDB through PyMySQL
+(`mysql://user:password@host:3306/db?ssl_mode=VERIFY_IDENTITY`), or, on the local stack, a SQLite file
+in the tenant's directory (`sqlite:///shop.db`). Where a URL may point and how the connection is guarded
 (the SSRF guard, connect-to-the-checked-address, one error text for every refused or failed connect):
 `_db_target`. In AWS, Aurora PostgreSQL can also be reached through the RDS Data API with a Data API
 dialect for SQLAlchemy (for example the `sqlalchemy-aurora-data-api` package):
@@ -16,17 +17,22 @@ Every call:
    only) and runs sqlglot's rendering of it, passed to the driver as is (no bind-parameter parsing of
    the model's text);
 2. bounds it: a read runs in a read-only transaction (SQLite: `PRAGMA query_only = ON` on the connection,
-   reset before the connection returns to the pool; PostgreSQL: `SET TRANSACTION READ ONLY`) that is
-   rolled back; every statement is stopped after STATEMENT_TIMEOUT_SECONDS (PostgreSQL's
-   `statement_timeout`, and `lock_timeout` so a write does not queue behind a lock; in SQLite a
-   progress handler); a connection attempt after CONNECT_TIMEOUT_SECONDS;
-3. streams the rows: PostgreSQL reads go through a server-side cursor and every read is fetched
+   reset before the connection returns to the pool; PostgreSQL: `SET TRANSACTION READ ONLY`; MySQL:
+   `START TRANSACTION READ ONLY`) that is rolled back; every statement is stopped after
+   STATEMENT_TIMEOUT_SECONDS (PostgreSQL's `statement_timeout`, and `lock_timeout` so a write does not
+   queue behind a lock; MariaDB's `max_statement_time`, MySQL's `max_execution_time` for SELECTs, with
+   `innodb_lock_wait_timeout` and PyMySQL's socket timeout behind them; in SQLite a progress handler);
+   a connection attempt after CONNECT_TIMEOUT_SECONDS;
+3. streams the rows: PostgreSQL reads go through a server-side cursor, MySQL reads (and MariaDB's
+   RETURNING writes) through PyMySQL's unbuffered cursor, and every read is fetched
    _FETCH_BATCH rows at a time, so no more than one batch is held beyond what the answer keeps, and
    reading stops once the JSON would pass the 50,000-character tool result limit;
 4. for a write, counts the rows it changed inside the transaction and rolls back when they are more
    than the tool's `max_rows_affected` (`too_many_rows`): a WHERE that is always true, however it is
    spelled, changes nothing. A PostgreSQL write with RETURNING runs as `WITH written AS (...) SELECT
-   ... LIMIT max_rows_affected + 1`, so no more than that many rows cross the wire either;
+   ... LIMIT max_rows_affected + 1`, so no more than that many rows cross the wire either. On MySQL
+   the rollback needs a transactional table (InnoDB, the default; a MyISAM table keeps what a
+   statement changed), and an upsert's updated row counts twice, as MySQL counts it;
 5. answers with `{columns, rows, row_count, truncated}` (rows are lists in column order: two columns
    may share a name), plus `rows_affected` for a write.
 
@@ -42,7 +48,14 @@ allowlist names; in PostgreSQL:
     REVOKE EXECUTE ON FUNCTION pg_catalog.query_to_xml(text, boolean, boolean, text) FROM PUBLIC; -- and kin
 
 Never a superuser or a member of `pg_read_all_data`, `pg_read_server_files`, `pg_execute_server_program`
-or `pg_monitor`: those read what no allowlist names.
+or `pg_monitor`: those read what no allowlist names. In MySQL:
+
+    CREATE USER 'agent_reports'@'%' IDENTIFIED BY '...' REQUIRE SSL;
+    GRANT SELECT ON shop.orders TO 'agent_reports'@'%';                  -- database_query
+    GRANT INSERT, UPDATE, DELETE ON shop.orders TO 'agent_reports'@'%';  -- database_write, if any
+
+and never FILE, PROCESS, SUPER or any privilege ON *.* (FILE reads the server's files, PROCESS other
+sessions' statements).
 
 Engines are cached per URL (`engine_for`), so a warm Lambda reuses its connections. Errors after the
 connection is up become `database_error` with the driver's one-line message, scrubbed of the URL's
@@ -80,6 +93,7 @@ from stepwise.tools.builtin._db_target import (
     checked_url,
     connect_guard,
     flavor_of,
+    mysql_connect_guard,
 )
 from stepwise.tools.builtin._provider import invalid_arguments, not_configured, setting
 from stepwise.tools.builtin._sql import Allowlist, Flavor, Refused
@@ -107,6 +121,8 @@ def engine_for(url: URL, resolver: Resolver = system_resolver) -> Engine:
         ) from None
     if url.drivername == "postgresql+psycopg":
         event.listen(engine, "do_connect", connect_guard(resolver))
+    elif url.drivername == "mysql+pymysql":
+        event.listen(engine, "do_connect", mysql_connect_guard(resolver))
     return engine
 
 
@@ -143,8 +159,14 @@ def execute(
     except Refused as refused:
         return ToolResult.failure(refused.code, refused.message)
     limit = None if read_only else max_rows_affected
-    if limit is not None and flavor.backend == "postgresql" and _returns_rows(sql):
+    returning = not read_only and flavor.backend != "sqlite" and _returns_rows(sql, flavor.dialect)
+    if limit is not None and flavor.backend == "postgresql" and returning:
         sql = f"WITH written AS ({sql}) SELECT * FROM written LIMIT {limit + 1}"
+    # MySQL reads, and MariaDB's DELETE/INSERT ... RETURNING, stream through an unbuffered cursor:
+    # PyMySQL's default one holds the whole result before the first row is seen.
+    streamed = (read_only and flavor.backend == "postgresql") or (
+        flavor.backend == "mysql" and (read_only or returning)
+    )
 
     try:
         connection = engine.connect()
@@ -158,10 +180,16 @@ def execute(
         with connection:
             with _bounded(connection, flavor, read_only=read_only):
                 options: dict[str, Any] = {"no_parameters": True}
-                if read_only and flavor.backend == "postgresql":
+                if streamed:
                     options |= {"stream_results": True, "max_row_buffer": _FETCH_BATCH}
                 result = connection.exec_driver_sql(sql, execution_options=options)
-                output = _answer(result, write=not read_only, limit=limit)
+                # An unbuffered MySQL cursor knows its row count only once every row was read.
+                output = _answer(
+                    result,
+                    write=not read_only,
+                    limit=limit,
+                    count_rows=streamed and flavor.backend == "mysql",
+                )
                 result.close()
             if limit is not None and output["rows_affected"] > limit:
                 connection.rollback()
@@ -173,12 +201,12 @@ def execute(
     return ToolResult(output=output)
 
 
-def _returns_rows(sql: str) -> bool:
+def _returns_rows(sql: str, dialect: str) -> bool:
     """Whether the checked write has a RETURNING clause (read from its tree: the word could also sit
     in a string literal, and wrapping a statement without one in a CTE is an error)."""
     import sqlglot  # loaded already: the check just parsed this statement
 
-    return sqlglot.parse_one(sql, read="postgres").args.get("returning") is not None
+    return sqlglot.parse_one(sql, read=dialect).args.get("returning") is not None
 
 
 def _too_many(seen: int, limit: int) -> ToolResult:
@@ -194,6 +222,10 @@ def _too_many(seen: int, limit: int) -> ToolResult:
 @contextmanager
 def _bounded(connection: Connection, flavor: Flavor, *, read_only: bool) -> Iterator[None]:
     """Read-only when asked, and stopped after STATEMENT_TIMEOUT_SECONDS."""
+    if flavor.backend == "mysql":
+        with _bounded_mysql(connection, read_only=read_only):
+            yield
+        return
     if flavor.backend != "sqlite":
         if read_only:
             connection.exec_driver_sql("SET TRANSACTION READ ONLY")  # first statement of the transaction
@@ -224,7 +256,32 @@ def _bounded(connection: Connection, flavor: Flavor, *, read_only: bool) -> Iter
                 connection.invalidate()  # never back into the pool still read-only
 
 
-def _answer(result: CursorResult[Any], *, write: bool, limit: int | None) -> dict[str, Any]:
+@contextmanager
+def _bounded_mysql(connection: Connection, *, read_only: bool) -> Iterator[None]:
+    """MySQL's and MariaDB's forms of the same bounds. Session settings, set again on every call
+    because the pooled connection keeps them: MariaDB's max_statement_time stops any statement, MySQL's
+    max_execution_time only SELECTs (a write is bounded by the lock waits and PyMySQL's socket timeout);
+    innodb_lock_wait_timeout and lock_wait_timeout keep a write from queueing behind a row or table lock.
+    A read runs in `START TRANSACTION READ ONLY`, rolled back: InnoDB refuses any write to a table in it."""
+    seconds = STATEMENT_TIMEOUT_SECONDS
+    if connection.dialect.is_mariadb:  # type: ignore[attr-defined]
+        connection.exec_driver_sql(f"SET SESSION max_statement_time = {seconds}")
+    else:
+        connection.exec_driver_sql(f"SET SESSION max_execution_time = {seconds * 1000}")
+    connection.exec_driver_sql(f"SET SESSION innodb_lock_wait_timeout = {seconds}")
+    connection.exec_driver_sql(f"SET SESSION lock_wait_timeout = {seconds}")
+    if read_only:
+        connection.exec_driver_sql("START TRANSACTION READ ONLY")
+    try:
+        yield
+    finally:
+        if read_only:
+            connection.rollback()
+
+
+def _answer(
+    result: CursorResult[Any], *, write: bool, limit: int | None, count_rows: bool = False
+) -> dict[str, Any]:
     if not result.returns_rows:
         return {"rows_affected": max(result.rowcount, 0)}
     columns = list(result.keys())
@@ -255,7 +312,8 @@ def _answer(result: CursorResult[Any], *, write: bool, limit: int | None) -> dic
     answer = {"columns": columns, "rows": rows, "row_count": len(rows), "truncated": truncated}
     if write:
         # A RETURNING statement's rowcount is the driver's count of rows returned, until they all were.
-        answer["rows_affected"] = seen if limit is not None and seen > limit else max(result.rowcount, seen)
+        over = limit is not None and seen > limit
+        answer["rows_affected"] = seen if over or count_rows else max(result.rowcount, seen)
     return answer
 
 

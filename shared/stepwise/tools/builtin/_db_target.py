@@ -9,6 +9,12 @@ one SSRF guard (`stepwise.ssrf`):
   lookup while `host` still names the server for TLS verification. Unix sockets, several hosts and the
   libpq parameters that choose another destination or read local files (`host`, `hostaddr`, `port`,
   `service`, `passfile`, `sslkey`, ...) are refused; only the parameters in `_PG_PARAMETERS` pass.
+- MySQL and MariaDB (PyMySQL): the same resolution and check; the guard opens the TCP connection to a
+  checked address itself and hands PyMySQL the socket, so PyMySQL never resolves the name, while TLS
+  (`ssl_mode=REQUIRED` or `VERIFY_IDENTITY`, the MySQL client's names) still verifies the URL's host
+  name. PyMySQL's other connect arguments are refused in the URL (`unix_socket`, `read_default_file`
+  and `init_command` pick another destination, read a file of the function or run SQL of their own),
+  `LOAD DATA LOCAL` is off, and the URL must name its database (unqualified tables resolve there).
 - Aurora through the RDS Data API (`postgresql+auroradataapi`) opens no socket to a tenant's host: it
   calls the AWS API with the function's own role, which the template scopes.
 - SQLite opens a file of the function, so it is only allowed under a per-tenant directory:
@@ -22,19 +28,25 @@ port scanner reads, so none of it reaches the model. The detail goes to the log,
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy.engine import URL
 
-from stepwise.ssrf import Resolver, allow_hosts_from_env, resolve_checked
+from stepwise.ssrf import IPAddress, Resolver, allow_hosts_from_env, resolve_checked
 from stepwise.tools.builtin._sql import FLAVORS, Flavor, Refused
 
 SQLITE_DIR_ENV = "STEPWISE_SQLITE_DIR"
 CONNECT_TIMEOUT_SECONDS = 5  # libpq's connect_timeout, per address tried (its minimum is 2)
 POSTGRES_PORT = 5432
+MYSQL_PORT = 3306
+# PyMySQL's socket timeout for each read and write once connected: a backstop behind the server's own
+# statement limit (set per statement by `_database`), so a peer that stops answering is dropped.
+MYSQL_IO_TIMEOUT_SECONDS = 40
 
 BLOCKED_MESSAGE = (
     "DATABASE_URL's host is not allowed: it is not a public address (STEPWISE_ALLOW_HOSTS can exempt it)"
@@ -49,10 +61,14 @@ _DRIVERS = {
         "postgresql+psycopg": "postgresql+psycopg",
         "postgresql+auroradataapi": "postgresql+auroradataapi",
     },
+    "mysql": {"mysql": "mysql+pymysql", "mysql+pymysql": "mysql+pymysql"},
 }
 # libpq parameters a tenant may set in the URL's query; each of the others either picks another
 # destination (host, hostaddr, port, service) or names a file of the function (passfile, sslkey, ...).
 _PG_PARAMETERS = frozenset({"sslmode", "application_name", "channel_binding", "sslnegotiation"})
+# The same for PyMySQL; `ssl_mode` is ours (read by the connect guard), the others go to PyMySQL.
+_MYSQL_PARAMETERS = frozenset({"charset", "ssl_mode"})
+SSL_MODES = ("DISABLED", "REQUIRED", "VERIFY_IDENTITY")
 
 
 def flavor_of(url: URL) -> Flavor:
@@ -61,6 +77,10 @@ def flavor_of(url: URL) -> Flavor:
     if flavor is None:
         supported = ", ".join(sorted(FLAVORS))
         raise Refused("not_configured", f"DATABASE_URL: {backend} is not supported (supported: {supported})")
+    if flavor.backend == "mysql":
+        if not url.database:
+            raise Refused("not_configured", "DATABASE_URL: a MySQL URL names its database (mysql://.../shop)")
+        return dataclasses.replace(flavor, default_schema=url.database)
     return flavor
 
 
@@ -81,12 +101,15 @@ def checked_url(url: URL, tenant_id: str) -> URL:
     host = url.host or ""
     if not host or host.startswith("/") or "," in host:
         raise Refused("not_configured", "DATABASE_URL needs one host name or address (no sockets, no lists)")
-    extra = sorted(set(url.query) - _PG_PARAMETERS)
+    permitted = _MYSQL_PARAMETERS if flavor.backend == "mysql" else _PG_PARAMETERS
+    extra = sorted(set(url.query) - permitted)
     if extra:
-        allowed = ", ".join(sorted(_PG_PARAMETERS))
+        allowed = ", ".join(sorted(permitted))
         raise Refused(
             "not_configured", f"DATABASE_URL: the parameter {extra[0]} is not allowed (allowed: {allowed})"
         )
+    if flavor.backend == "mysql" and url.query.get("ssl_mode", "DISABLED") not in SSL_MODES:
+        raise Refused("not_configured", f"DATABASE_URL: ssl_mode is one of {', '.join(SSL_MODES)}")
     return url
 
 
@@ -129,3 +152,50 @@ def connect_guard(resolver: Resolver) -> Callable[..., None]:
         cparams["connect_timeout"] = CONNECT_TIMEOUT_SECONDS
 
     return guard
+
+
+def mysql_connect_guard(resolver: Resolver) -> Callable[..., Any]:
+    """A SQLAlchemy `do_connect` listener for PyMySQL that makes the connection itself (SQLAlchemy uses
+    what a listener returns): the name resolved and every address checked, TCP to the first checked
+    address that answers, PyMySQL handed that socket. Runs for every new connection, like the PG guard."""
+
+    def guard(dialect: Any, record: Any, cargs: Any, cparams: dict[str, Any]) -> Any:
+        import pymysql
+
+        params = dict(cparams)
+        host = str(params.pop("host"))
+        port = int(params.pop("port", None) or MYSQL_PORT)
+        mode = str(params.pop("ssl_mode", "DISABLED"))
+        addresses = resolve_checked(host, port, allow_hosts_from_env(), resolver)  # BlockedDestination
+        if mode == "REQUIRED":  # encrypted, the certificate unchecked: MySQL's own REQUIRED
+            params["ssl"] = {"verify_mode": False, "check_hostname": False}
+        elif mode == "VERIFY_IDENTITY":  # the system's CAs, and the certificate must name `host`
+            params |= {"ssl_verify_cert": True, "ssl_verify_identity": True}
+        connection = pymysql.connections.Connection(
+            host=host,  # what TLS verifies and errors name; the socket below is what is connected to
+            port=port,
+            **params,
+            connect_timeout=CONNECT_TIMEOUT_SECONDS,
+            read_timeout=MYSQL_IO_TIMEOUT_SECONDS,
+            write_timeout=MYSQL_IO_TIMEOUT_SECONDS,
+            local_infile=False,  # a server's LOAD DATA LOCAL request would read a file of the function
+            defer_connect=True,
+        )
+        connection.connect(_open_socket(addresses, port))
+        return connection
+
+    return guard
+
+
+def _open_socket(addresses: list[IPAddress], port: int) -> socket.socket:
+    failure: OSError | None = None
+    for address in addresses:
+        try:
+            sock = socket.create_connection((str(address), port), timeout=CONNECT_TIMEOUT_SECONDS)
+        except OSError as exc:
+            failure = exc
+            continue
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        return sock
+    raise failure or OSError("no address to connect to")

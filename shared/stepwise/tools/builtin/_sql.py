@@ -15,9 +15,12 @@ not a table name (a function in FROM or under LATERAL, ROWS FROM, UNNEST, XMLTAB
 
 Tables are compared by normalized name, as the database resolves them: identifiers fold the way the
 dialect folds them (PostgreSQL lowercases unquoted ones and keeps quoted ones; SQLite ignores ASCII case
-either way), and an unqualified name gets the schema it resolves to (`main` in SQLite; `public` in
-PostgreSQL, except `pg_*` names, which PostgreSQL finds in `pg_catalog` first). So `"orders"`, `ORDERS`
-and `public.orders` are the same table, and `"public.orders"` (one quoted identifier) is not.
+either way; MySQL's table names are compared exactly, as on a Linux server: on a server that ignores
+case that refuses a differently spelled name of an allowed table, never the other way round), and an
+unqualified name gets the schema it resolves to (`main` in SQLite; `public` in PostgreSQL, except
+`pg_*` names, which PostgreSQL finds in `pg_catalog` first; the URL's database in MySQL). So in
+PostgreSQL `"orders"`, `ORDERS` and `public.orders` are the same table, and `"public.orders"` (one quoted
+identifier) is not.
 A name that refers to a CTE in scope is not a table; a DML target always is.
 
 These checks keep an honest model inside its grant and give it errors it can act on; they are not the
@@ -88,12 +91,19 @@ class Flavor:
         """Catalog tables: allowed only by name in allowed_tables, never through allowed_schemas."""
         if self.backend == "sqlite":
             return name.startswith("sqlite_")
+        if self.backend == "mysql":
+            return schema in _MYSQL_SYSTEM_SCHEMAS
         return schema in ("pg_catalog", "information_schema") or schema.startswith("pg_")
 
+
+# MySQL's schemas are its databases; an unqualified table is in the URL's database (`_db_target.flavor_of`
+# fills default_schema in from it), and these hold the server's catalog, accounts and statistics.
+_MYSQL_SYSTEM_SCHEMAS = frozenset({"information_schema", "mysql", "performance_schema", "sys"})
 
 FLAVORS: dict[str, Flavor] = {
     "sqlite": Flavor(backend="sqlite", dialect="sqlite", default_schema="main"),
     "postgresql": Flavor(backend="postgresql", dialect="postgres", default_schema="public"),
+    "mysql": Flavor(backend="mysql", dialect="mysql", default_schema=""),
 }
 
 
@@ -254,6 +264,13 @@ def _checked(statement: exp.Expr, allowlist: Allowlist) -> str:
     for node in statement.walk():
         if node is not statement and isinstance(node, _NESTED_STATEMENTS):
             raise Refused("statement_not_allowed", f"a nested {_kind(node)} is not allowed")
+        if isinstance(node, exp.SessionParameter | exp.Parameter):
+            # MySQL's @@datadir and kin are its current_setting(); @user variables carry state from one
+            # statement (of another tool call, on a pooled connection) into the next.
+            raise Refused(
+                "statement_not_allowed",
+                f"variables are not allowed: {_shown(node, allowlist.flavor.dialect)}",
+            )
         _check_row_source(node)
         if isinstance(node, exp.Func):
             _check_function(node, dialect)

@@ -6,19 +6,21 @@ casts to plain types; nothing else is allowed. A name is judged as it is written
 parser normalizes (`ifnull` to COALESCE, `strpos` to POSITION) is judged by what the database will
 actually call. Left out on purpose, whatever they are useful for:
 
-- anything that runs SQL given as text or names a table or a setting in an argument (PostgreSQL's
-  query_to_xml family, xpath, ts_stat, dblink, current_setting/set_config, has_*_privilege,
-  pg_relation_size, to_regclass, nextval; SQLite's load_extension, readfile), so no string can reach
+- anything that runs SQL given as text or names a table, a file or a setting in an argument
+  (PostgreSQL's query_to_xml family, xpath, ts_stat, dblink, current_setting/set_config,
+  has_*_privilege, pg_relation_size, to_regclass, nextval; SQLite's load_extension, readfile; MySQL's
+  load_file, extractvalue/updatexml; its @@variables are refused in `_sql`), so no string can reach
   past the table allowlist;
-- the catalog and activity functions (pg_*, sqlite_*, version()) and table-valued or set-returning
-  functions (generate_series, unnest, json_each, regexp_matches): a row source is a table reference,
-  and those are refused in `_sql` unless they are an allowlisted table;
-- functions whose output size the caller chooses (repeat, lpad, rpad, format, printf, zeroblob,
-  randomblob): one call could build a gigabyte value the result cap only sees once it is in memory;
+- the catalog, session and activity functions (pg_*, sqlite_*, version(), MySQL's database(), user(),
+  connection_id(), found_rows()) and table-valued or set-returning functions (generate_series,
+  unnest, json_each, regexp_matches, json_table): a row source is a table reference, and those are
+  refused in `_sql` unless they are an allowlisted table;
+- functions that wait or hold server state (MySQL's sleep, benchmark, get_lock, master_pos_wait);
+- functions whose output size the caller chooses (repeat, lpad, rpad, space, format, printf,
+  zeroblob, randomblob): one call could build a gigabyte value the result cap only sees once it is in
+  memory;
 - schema-qualified calls (`pg_catalog.lower(x)`, `public.f(x)`): a tenant's own functions are not
   allowlisted names, and the real boundary for them is the database role (see `_database`).
-
-MySQL is not a supported flavor (see `_sql.FLAVORS`), so it has no list here.
 """
 
 from __future__ import annotations
@@ -76,6 +78,35 @@ FUNCTIONS: dict[str, frozenset[str]] = {
         "to_json", "to_jsonb", "json_extract_path", "jsonb_extract_path", "json_extract_path_text",
         "jsonb_extract_path_text", "json_typeof", "jsonb_typeof", "json_array_length",
         "jsonb_array_length", "array_length", "array_to_string", "array_position", "cardinality",
+    },
+    # As sqlglot's mysql dialect renders them (IFNULL as COALESCE, INSTR as LOCATE, STD as STDDEV_POP).
+    "mysql": _COMMON
+    | {
+        # aggregates (GROUP_CONCAT is cut at the server's group_concat_max_len)
+        "group_concat", "bit_and", "bit_or", "bit_xor", "stddev_pop", "stddev_samp", "var_pop",
+        "var_samp", "json_arrayagg", "json_objectagg",
+        # conditional
+        "if",
+        # strings
+        "char_length", "octet_length", "bit_length", "mid", "substring_index", "left", "right",
+        "locate", "reverse", "field", "find_in_set", "elt", "strcmp", "ascii", "ord", "hex", "unhex",
+        "md5", "sha", "sha2", "char", "insert", "soundex",
+        "regexp_replace", "regexp_like", "regexp_instr", "regexp_substr",
+        # dates and times
+        "now", "current_timestamp", "current_time", "sysdate", "utc_timestamp", "utc_time", "date",
+        "time", "timestamp", "year", "month", "day", "dayofmonth", "dayofweek", "dayofyear", "week",
+        "weekday", "weekofyear", "yearweek", "quarter", "hour", "minute", "second", "microsecond",
+        "dayname", "date_format", "time_format", "str_to_date", "date_add", "date_sub", "adddate",
+        "subdate", "addtime", "subtime", "datediff", "timestampdiff", "timediff", "last_day",
+        "makedate", "maketime", "unix_timestamp", "from_unixtime", "from_days", "extract",
+        "convert_tz", "sec_to_time", "time_to_sec", "period_add", "period_diff",
+        # math
+        "truncate", "greatest", "least", "pi", "degrees", "radians", "crc32", "conv", "rand", "sin",
+        "cos", "tan", "cot", "asin", "acos", "atan", "atan2",
+        # JSON (values of the row, never a row source: JSON_TABLE is refused as a table function)
+        "json_extract", "json_unquote", "json_object", "json_array", "json_length", "json_type",
+        "json_valid", "json_contains", "json_contains_path", "json_keys", "json_depth", "json_search",
+        "json_quote", "json_overlaps", "json_member_of",
     },
 }  # fmt: skip
 

@@ -11,11 +11,11 @@ from stepwise.tools.builtin._db_config import QUERY_SCHEMA, TableAccess
 
 NAME = "database_query"
 DESCRIPTION = (
-    "Run one read-only SQL SELECT against the project database (SQLite or PostgreSQL syntax, as the "
-    "database is) and get {columns, rows, row_count, truncated}. Only the tables this agent was granted "
-    "may be read, including in joins, subqueries and CTEs. One statement, no writes, no DDL or PRAGMA. "
-    "Rows beyond about 50,000 characters of JSON are cut (truncated: true): select the columns you need "
-    "and use WHERE, LIMIT and aggregates."
+    "Run one read-only SQL SELECT against the project database (SQLite, PostgreSQL or MySQL syntax, as "
+    "the database is) and get {columns, rows, row_count, truncated}. Only the tables this agent was "
+    "granted may be read, including in joins, subqueries and CTEs. One statement, no writes, no DDL or "
+    "PRAGMA. Rows beyond about 50,000 characters of JSON are cut (truncated: true): select the columns "
+    "you need and use WHERE, LIMIT and aggregates."
 )
 INPUT_SCHEMA: dict[str, Any] = QUERY_SCHEMA
 READ_ONLY = True

@@ -17,11 +17,12 @@ from stepwise.tools.builtin._db_config import QUERY_SCHEMA, TableAccess
 
 NAME = "database_write"
 DESCRIPTION = (
-    "Run one SQL INSERT, UPDATE or DELETE against the project database (SQLite or PostgreSQL syntax, as "
-    "the database is) and get {rows_affected} (plus the rows of a RETURNING clause). Only the tables this "
-    "agent was granted may be touched, including in subqueries. UPDATE and DELETE need a WHERE clause on "
-    "the rows' columns. One statement per call, committed when it succeeds; a statement that would "
-    "change more rows than this agent may change at once is rolled back (too_many_rows)."
+    "Run one SQL INSERT, UPDATE or DELETE against the project database (SQLite, PostgreSQL or MySQL "
+    "syntax, as the database is) and get {rows_affected} (plus the rows of a RETURNING clause). Only "
+    "the tables this agent was granted may be touched, including in subqueries. UPDATE and DELETE need "
+    "a WHERE clause on the rows' columns. One statement per call, committed when it succeeds; a "
+    "statement that would change more rows than this agent may change at once is rolled back "
+    "(too_many_rows)."
 )
 INPUT_SCHEMA: dict[str, Any] = QUERY_SCHEMA
 READ_ONLY = False
