@@ -190,3 +190,74 @@ def test_watching_a_run_and_approving_its_call_from_the_console(
 
     assert fits_the_screen(page)
     assert_clean(console)
+
+
+def test_answering_a_client_tool_of_a_delegated_run_from_the_console(
+    api: httpx.Client, desktop: Console
+) -> None:
+    # The child's client tool waits in the child's run; its request is written to the root's stream too,
+    # so the root's page can answer it.
+    picker = {
+        "type": "client",
+        "name": "pick_color",
+        "description": "Ask the user for a color",
+        "input_schema": {"type": "object", "properties": {"palette": {"type": "string"}}},
+    }
+    child_script = [
+        {"tool_calls": [{"name": "pick_color", "arguments": {"palette": "warm"}}]},
+        {"text": "amber"},
+    ]
+    designer = api.post(
+        "/v1/agents", json={"name": "console-designer", "tools": [picker], "script": child_script}
+    ).json()
+    delegate = {
+        "type": "agent",
+        "name": "designer",
+        "description": "Ask the designer.",
+        "agent_id": designer["agent_id"],
+    }
+    lead = api.post("/v1/agents", json={"name": "console-lead", "tools": [delegate]}).json()
+    script = [
+        {"tool_calls": [{"name": "designer", "arguments": {"message": "pick a color"}}]},
+        {"text": "done"},
+    ]
+    run = start(api, lead["agent_id"], "design it", script)
+    page = desktop.page
+
+    sign_in(desktop)
+    page.goto(f"{page.url.split('#')[0]}#/runs/{run['run_id']}")
+    wait = page.locator(".pending .wait")
+    expect(wait).to_contain_text("pick_color")
+    expect(wait).to_contain_text('"palette": "warm"')
+    child_link = page.locator(".event-delegation_started a")
+    expect(child_link).to_be_visible()
+    child_id = child_link.inner_text()
+    desktop.shot("client-tool-waiting")
+
+    wait.get_by_label("Output (JSON, or plain text)").fill('{"color": "amber"}')
+    wait.get_by_role("button", name="Send result").click()
+
+    expect(page.locator(".live")).to_have_text("The run ended: succeeded.")
+    expect(page.locator(".event-delegation_completed")).to_contain_text("succeeded")
+    expect(page.locator(".output")).to_have_text("done")
+    desktop.shot("client-tool-finished")
+
+    # The child's own page: its tool result is the answer given above, and it links back to its parent.
+    child_link.click()
+    expect(page.locator("h1")).to_contain_text(child_id)
+    expect(page.locator(".live")).to_have_text("The run ended: succeeded.")
+    expect(page.locator(".event-tool_result")).to_contain_text('"color": "amber"')
+    expect(page.locator(".facts").get_by_role("link", name=run["run_id"])).to_be_visible()
+    child = api.get(f"/v1/runs/{child_id}").json()
+    assert child["parent_run_id"] == run["run_id"] and child["output"] == "amber"
+    assert_clean(desktop)
+
+
+def test_a_refused_key_is_not_kept(desktop: Console) -> None:
+    page = desktop.page
+    page.get_by_label("API key").fill("sk-not-a-key")
+    page.get_by_role("button", name="Sign in").click()
+
+    expect(page.get_by_role("alert")).to_have_text("The API refused that key.")
+    assert page.evaluate("window.sessionStorage.length") == 0
+    expect(page.locator("#nav")).to_be_hidden()
