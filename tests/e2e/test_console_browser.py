@@ -13,7 +13,9 @@ from typing import Any
 import httpx
 import pytest
 from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Error as PlaywrightError
 
+from bench import console_weight
 from stepwise.console.assets import CSP
 from tests.e2e.support import KEY
 from tests.fakes.receiver import Receiver, Reply
@@ -82,7 +84,10 @@ def desktop(browser: Browser, base_url: str) -> Iterator[Console]:
 
 def sign_in(console: Console) -> None:
     page = console.page
-    page.get_by_label("API key").fill(KEY)
+    try:
+        page.get_by_label("API key").fill(KEY)
+    except PlaywrightError as exc:  # say what the page did instead of only that the form never came
+        raise AssertionError(f"no sign-in form: {console.problems} {console.urls}\n{page.content()}") from exc
     page.get_by_role("button", name="Sign in").click()
     expect(page.locator("#nav")).to_be_visible()
 
@@ -190,6 +195,9 @@ def test_watching_a_run_and_approving_its_call_from_the_console(
 
     assert fits_the_screen(page)
     assert_clean(console)
+    # bench/console_weight.py counts exactly the files the browser loaded.
+    fetched = {url.rsplit("/", 1)[1] for url in console.urls if "/v1/console/" in url}
+    assert fetched | {"index.html"} == {asset.name for asset in console_weight.loaded()}
 
 
 def test_answering_a_client_tool_of_a_delegated_run_from_the_console(

@@ -4,6 +4,7 @@ console's CSP, an unknown file a 404 in the contract's error shape."""
 from __future__ import annotations
 
 import re
+import sys
 
 import pytest
 
@@ -77,3 +78,36 @@ def test_a_current_copy_is_a_304_without_a_body(stack: LocalStack) -> None:
     assert status == 304 and body == ""
     assert headers["etag"] == first["etag"]
     assert stale[0] == 200
+
+
+def test_parallel_requests_to_the_api_function_never_see_each_others_state(stack: LocalStack) -> None:
+    # A browser loads the page's modules in parallel, and the local stack serves them on threads of one
+    # process: each answer must be its own (its file, its tenant), as from separate Lambda instances.
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tests.integration.support import OTHER_KEY
+
+    mine = stack.invoke_api("POST", "/v1/agents", {"name": "parallel-mine"})[2]["agent_id"]
+    theirs = stack.invoke_api("POST", "/v1/agents", {"name": "parallel-theirs"}, key=OTHER_KEY)[2]["agent_id"]
+    names = [n for n in assets.files() if n != assets.INDEX]
+
+    def load(i: int) -> bool:
+        name = names[i % len(names)]
+        status, _, body = stack.invoke_api("GET", f"/v1/console/{name}", key=None)
+        key = OTHER_KEY if i % 2 else None
+        agents = stack.invoke_api("GET", "/v1/agents", **({"key": key} if key else {}))[2]["agents"]
+        seen = {a["agent_id"] for a in agents}
+        own, other = (theirs, mine) if key else (mine, theirs)
+        return status == 200 and body == assets.files()[name].body and own in seen and other not in seen
+
+    # Threads switch every few microseconds instead of every 5 ms, so that requests interleave inside
+    # the resolver as they do under a browser's parallel loads.
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            results = list(pool.map(load, range(96)))
+    finally:
+        sys.setswitchinterval(interval)
+
+    assert all(results), results.count(False)

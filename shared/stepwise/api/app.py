@@ -1,6 +1,7 @@
 """The API function's resolver: routers, authentication, body limits and the error mapping."""
 
 import json
+import threading
 from functools import cache
 from typing import Any, Literal
 
@@ -92,5 +93,14 @@ def spec(app: APIGatewayHttpResolver) -> str:
     return app.get_openapi_json_schema(servers=[Server(url="/")], **SPEC_INFO)
 
 
+# Powertools keeps the request being resolved on shared objects (the resolver's `context`, each router's
+# `current_event`): one request at a time per process, which is what a Lambda instance gives. The local
+# stack serves requests on threads in one process, and a browser loads the console's modules in parallel:
+# without this, two requests saw each other's state (a 500 KeyError '_route', or the other's event).
+# Uncontended in Lambda; none of the API's routes waits long (the long polls are the events function's).
+_ONE_AT_A_TIME = threading.Lock()
+
+
 def handle(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    return refused(event) or build().resolve(event, context)
+    with _ONE_AT_A_TIME:
+        return refused(event) or build().resolve(event, context)
