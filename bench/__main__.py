@@ -24,7 +24,8 @@ from bench.harness import Section, close_local
 
 # In this order: cold_imports before any stack exists; loop_overhead first on the stack, so its first
 # run is the cold one; streaming last, as it points litellm at a fake server for a while; package_sizes
-# reads (or builds) the Lambda zips in dist/ and touches no stack; tokens replays prompts offline (no stack).
+# reads (or builds) the Lambda zips in dist/ and touches no stack; tokens replays prompts offline (no stack);
+# console_weight reads the console's files from the package (no stack).
 BENCHMARKS = [
     "cold_imports",
     "loop_overhead",
@@ -40,6 +41,7 @@ BENCHMARKS = [
     "attachments",
     "package_sizes",
     "tokens",
+    "console_weight",
 ]
 RESULTS = Path(__file__).resolve().parent / "results"
 NAME_WIDTH = 64

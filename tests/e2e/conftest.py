@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -13,9 +14,23 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from playwright.sync_api import Browser, sync_playwright
 
 from tests.e2e.support import KEY, OTHER_KEY, READY, free_port, wait_until
 from tests.fakes.receiver import Receiver
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+# Without these Chromium reaches for Google's services on a machine with no route to them.
+CHROMIUM_FLAGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 @pytest.fixture(scope="session")
@@ -107,3 +122,13 @@ def receiver() -> Iterator[Receiver]:
     fake = Receiver()
     yield fake
     fake.close()
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Browser]:
+    """Headless Chromium, Debian's package (no browser download at test time), for the pages and the
+    console."""
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        yield launched
+        launched.close()

@@ -2,37 +2,13 @@
 
 from __future__ import annotations
 
-import shutil
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
-import pytest
-from playwright.sync_api import Browser, sync_playwright
+from playwright.sync_api import Browser
 
 from tests.e2e.support import wait_until
 from tests.fakes.receiver import Receiver
-
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-# Without these Chromium reaches for Google's services on a machine with no route to them.
-FLAGS = [
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        yield launched
-        launched.close()
 
 
 def test_clicking_approve_on_the_link_page_runs_the_tool(

@@ -153,10 +153,13 @@ def test_every_private_route_answers_401_without_a_key_or_with_a_bad_one(
 
 @pytest.mark.parametrize(("method", "path"), PUBLIC, ids=[f"{m} {p}" for m, p in PUBLIC])
 def test_public_routes_answer_without_a_key(base_url: str, method: str, path: str) -> None:
-    # Each checks its own credential instead: a signed link (403 for a forged one), Slack's signature
-    # (checked only where a signing secret is set: 404 without one), an OAuth callback's state.
+    # The console's page and files need none; the others each check their own credential instead: a
+    # signed link (403 for a forged one), Slack's signature (checked only where a signing secret is set:
+    # 404 without one), an OAuth callback's state.
     expected = {
         ("GET", "/v1/health"): 200,
+        ("GET", "/v1/console"): 200,  # the page asks for a key itself
+        ("GET", "/v1/console/{asset}"): 404,  # no file named "x"
         ("GET", "/v1/approvals/{token}"): 403,
         ("POST", "/v1/approvals/{token}"): 403,
         ("POST", "/v1/integrations/slack/interactions"): 404,  # the e2e stack has no Slack secret

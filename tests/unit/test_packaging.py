@@ -304,3 +304,15 @@ def test_bytecode_gives_way_largest_first_in_the_layer_fewest_functions_carry(tm
     assert left == ["core/m0", "model/m0", "model/m2", "small/m0"]
     assert (done.files, done.bytes, done.dropped_files, done.dropped_bytes) == (4, 610, 1, 500)
     assert done.by_tree["model"] == 300
+
+
+def test_the_web_consoles_files_ship_in_the_stepwise_layer() -> None:
+    # The API function serves them from the package (stepwise.console.assets): no rule may trim them.
+    from stepwise.console import assets
+
+    names = set(assets.files())
+    assert {"index.html", "app.js", "style.css"} <= names
+    for name in names:
+        relpath = f"stepwise/console/static/{name}"
+        assert (ROOT / "shared" / relpath).is_file()
+        assert trim.removed_by(relpath, "stepwise") is None, relpath

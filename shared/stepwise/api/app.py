@@ -11,6 +11,7 @@ from pydantic import BaseModel
 from stepwise.api import (
     agents,
     approvals,
+    console,
     events,
     hooks,
     interactions,
@@ -32,7 +33,7 @@ VERSION = "0.1.0"
 DESCRIPTION = (
     "A serverless runtime for LLM agents: define agents, start runs, follow their events and answer the "
     "approvals and client tools they wait on.\n\n"
-    "Every route but `/v1/health`, `/v1/approvals/*` and `/v1/integrations/*` needs "
+    "Every route but `/v1/health`, `/v1/console`, `/v1/approvals/*` and `/v1/integrations/*` needs "
     '`Authorization: Bearer <api key>`. Errors are `{"error": {"code", "message", "details"}}` '
     "(the `Error` schema); an id that belongs to another tenant is a 404, like one that does not exist."
 )
@@ -66,6 +67,7 @@ def build() -> APIGatewayHttpResolver:
     app.include_router(settings.router)
     app.include_router(webhooks.router)
     app.include_router(uploads.router)
+    app.include_router(console.router)
 
     @app.get(
         "/v1/health",

@@ -8,8 +8,9 @@ from stepwise.errors import Unauthorized
 from stepwise.ids import InvalidTenant, valid_tenant
 
 # Routes that API Gateway serves without the authorizer (template.yaml: `Auth: Authorizer: NONE`).
-PUBLIC_PATHS = frozenset({"/v1/health"})
-PUBLIC_PREFIXES = ("/v1/approvals/", "/v1/integrations/")
+# The console's page and files are public too: the page asks for a key and sends it on its API calls.
+PUBLIC_PATHS = frozenset({"/v1/health", "/v1/console"})
+PUBLIC_PREFIXES = ("/v1/approvals/", "/v1/integrations/", "/v1/console/")
 # OpenAPI extras for the routes is_public() serves: they override the spec's global bearer requirement.
 # (Powertools drops a route's `security=[]` as unset, so the empty list goes in as an extension.)
 PUBLIC: dict[str, Any] = {"security": []}

@@ -69,6 +69,7 @@ def main() -> int:
   base URL   {base}
   API key    {key}   (tenant {stack.api_keys[key]})
   docs       {base}/v1/docs   (spec: {base}/v1/openapi.json; both need the key)
+  console    {base}/v1/console   (a web page: it asks for the key)
   follow     {stack.sockets.url if stack.sockets else "-"}   (WebSocket API: POST /v1/runs/<run_id>/follow)
   uploads    {os.environ.get("STEPWISE_LOCAL_S3_URL", "-")}   (S3 of the URLs POST /v1/uploads signs)
   demo agent {agent_id}   (tool get_weather)

@@ -1,0 +1,469 @@
+// The console's views, one per hash route: #/agents, #/agents/<id>, #/runs, #/runs/<id>,
+// #/sessions/<id>. Ids live in the hash; the API key never does (it stays in session storage).
+
+import { ApiError, api, key } from "./api.js";
+import { add, cost, facts, h, json, link, mono, replace, status, tokens, when } from "./dom.js";
+import { TERMINAL, Timeline } from "./timeline.js";
+
+const main = document.getElementById("main");
+const nav = document.getElementById("nav");
+const LONG_POLL_SECONDS = 20; // under the API's 25 s cap, itself under API Gateway's 30 s timeout
+const RETRY_MS = 2000;
+let view = null; // the AbortController of the view on screen: leaving a view stops its requests
+
+document.getElementById("sign-out").addEventListener("click", () => {
+  key.clear();
+  route();
+});
+window.addEventListener("hashchange", route);
+route();
+
+function route() {
+  view?.abort();
+  view = new AbortController();
+  const signal = view.signal;
+  if (!key.get()) {
+    signIn();
+    return;
+  }
+  nav.hidden = false;
+  const [name, id] = window.location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
+  const show = {
+    agents: () => (id ? agentView(id, signal) : agentsView(signal)),
+    runs: () => (id ? runView(id, signal) : runsView(signal)),
+    sessions: () => sessionView(id, signal),
+  }[name || "runs"];
+  (show ?? (() => runsView(signal)))().catch((err) => failed(err, signal));
+}
+
+function failed(err, signal) {
+  if (signal.aborted || err?.name === "AbortError") return;
+  if (err instanceof ApiError && err.status === 401) {
+    key.clear();
+    signIn("The API refused that key. Enter a valid one.");
+    return;
+  }
+  replace(main, problem(err));
+}
+
+function problem(err) {
+  const code = err instanceof ApiError ? err.code : "error";
+  return h("div", { class: "card problem", role: "alert" }, h("strong", {}, code), " ", err.message);
+}
+
+function sleep(ms, signal) {
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    signal.addEventListener("abort", () => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
+}
+
+// --- sign in ------------------------------------------------------------------------------------
+
+function signIn(note) {
+  nav.hidden = true;
+  const input = h("input", {
+    id: "api-key",
+    name: "api-key",
+    type: "password",
+    autocomplete: "off",
+    spellcheck: "false",
+    required: true,
+    placeholder: "sk-...",
+  });
+  const message = h("p", { class: "error-text", role: "alert" }, note ?? "");
+  const form = h(
+    "form",
+    {
+      class: "card sign-in",
+      onsubmit: async (event) => {
+        event.preventDefault(); // handled here: the page never submits the key anywhere as a form
+        const value = input.value.trim();
+        if (!value) return;
+        key.set(value);
+        try {
+          await api.agents();
+        } catch (err) {
+          key.clear();
+          message.textContent =
+            err instanceof ApiError && err.status === 401 ? "The API refused that key." : err.message;
+          return;
+        }
+        input.value = "";
+        route();
+      },
+    },
+    h("h1", {}, "Stepwise console"),
+    h("label", { for: "api-key" }, "API key"),
+    input,
+    h("button", { type: "submit" }, "Sign in"),
+    message,
+    h("p", { class: "note" }, "The key stays in this tab's session storage and is sent only to this API."),
+  );
+  replace(main, form);
+  input.focus();
+}
+
+// --- agents -------------------------------------------------------------------------------------
+
+async function agentsView(signal) {
+  replace(main, h("h1", {}, "Agents"), h("p", { class: "note" }, "Loading…"));
+  const { agents } = await api.agents(signal);
+  const list = h("ul", { class: "cards" });
+  for (const agent of agents) {
+    add(
+      list,
+      h(
+        "li",
+        { class: "card agent" },
+        h("h2", {}, link(agent.name, "agents", agent.agent_id)),
+        facts([
+          ["id", mono(agent.agent_id)],
+          ["model", agent.model ?? "default"],
+          ["tools", (agent.tools ?? []).map((t) => t.name).join(", ") || "none"],
+          ["created", when(agent.created_at)],
+        ]),
+      ),
+    );
+  }
+  replace(main, h("h1", {}, "Agents"), agents.length ? list : h("p", { class: "note" }, "No agents yet."));
+}
+
+async function agentView(agentId, signal) {
+  const agent = await api.agent(agentId, signal);
+  const runs = h("section", {});
+  replace(
+    main,
+    h("p", { class: "crumbs" }, link("Agents", "agents")),
+    h("h1", {}, agent.name),
+    h(
+      "div",
+      { class: "card" },
+      facts([
+        ["id", mono(agent.agent_id)],
+        ["model", agent.model ?? "default"],
+        ["max steps", agent.max_steps],
+        ["tools", (agent.tools ?? []).map((t) => `${t.name} (${t.type ?? "builtin"})`).join(", ") || "none"],
+      ]),
+      agent.system_prompt ? h("p", { class: "prompt" }, agent.system_prompt) : null,
+    ),
+    h("h2", {}, "Runs"),
+    runs,
+  );
+  await runTable(runs, { agent_id: agentId }, signal);
+}
+
+// --- runs ---------------------------------------------------------------------------------------
+
+async function runsView(signal) {
+  const runs = h("section", {});
+  replace(main, h("h1", {}, "Runs"), runs);
+  await runTable(runs, {}, signal);
+}
+
+// Runs newest first (the API's order), a page at a time.
+async function runTable(container, query, signal) {
+  const list = h("ul", { class: "runs" });
+  const more = h("button", { type: "button", class: "quiet", hidden: true }, "Older runs");
+  const refresh = h("button", { type: "button", class: "quiet" }, "Refresh");
+  replace(container, h("div", { class: "tools" }, refresh), list, more);
+  let token = null;
+  const load = async () => {
+    const page = await api.runs({ ...query, next_token: token ?? undefined }, signal);
+    for (const run of page.runs) add(list, runRow(run));
+    token = page.next_token;
+    more.hidden = !token;
+    if (!list.children.length) add(list, h("li", { class: "note" }, "No runs yet."));
+  };
+  more.addEventListener("click", () => load().catch((err) => failed(err, signal)));
+  refresh.addEventListener("click", () => {
+    list.replaceChildren();
+    token = null;
+    load().catch((err) => failed(err, signal));
+  });
+  await load();
+}
+
+function runRow(run) {
+  return h(
+    "li",
+    { class: "card run-row", "data-run-id": run.run_id },
+    h("div", { class: "line" }, link(run.run_id, "runs", run.run_id), status(run.status)),
+    h(
+      "div",
+      { class: "line meta" },
+      h("span", {}, `agent ${run.agent_id}`),
+      h("span", { class: "cost" }, cost(run)),
+      h("span", {}, `${run.steps} steps`),
+      h("span", {}, when(run.created_at)),
+    ),
+    h("p", { class: "input" }, run.input),
+  );
+}
+
+async function runView(runId, signal) {
+  let run = await api.run(runId, signal);
+  const header = h("div", { class: "card" });
+  const pending = h("section", { class: "pending", "aria-label": "Waiting on you" });
+  const timeline = new Timeline(runId);
+  const live = h("p", { class: "note live" }, "Following…");
+  const waits = new Set(); // interactions the stream asked for (a descendant's included)
+  replace(
+    main,
+    h("p", { class: "crumbs" }, link("Runs", "runs"), " / ", link(run.agent_id, "agents", run.agent_id)),
+    h("h1", {}, "Run ", mono(runId)),
+    header,
+    pending,
+    h("h2", {}, "Timeline"),
+    timeline.el,
+    live,
+  );
+  const showHeader = () => replace(header, runFacts(run));
+  const showPending = () => pendingView(pending, run, waits, signal, () => showPending());
+  showHeader();
+
+  let after = 0;
+  let first = true;
+  while (!signal.aborted) {
+    let page;
+    try {
+      page = await api.events(runId, after, LONG_POLL_SECONDS, signal);
+    } catch (err) {
+      if (signal.aborted) return;
+      // A dropped connection or a busy API: try again, from where the timeline is.
+      if (err instanceof ApiError && (err.status === 0 || err.status === 429 || err.status >= 500)) {
+        live.textContent = `Reconnecting (${err.code})…`;
+        await sleep(RETRY_MS, signal);
+        continue;
+      }
+      throw err;
+    }
+    let changed = false;
+    let asked = false;
+    for (const event of page.events) {
+      timeline.add(event);
+      if (event.type === "approval_requested" || event.type === "client_tool_requested") {
+        waits.add(event.data?.interaction_id);
+        asked = true;
+      }
+      if (event.type.endsWith("_decided") || event.type.endsWith("_answered")) asked = true;
+      if (event.type === "step_completed" || TERMINAL.has(event.type) || event.type === "run_started") {
+        changed = true;
+      }
+    }
+    live.textContent = "Following…";
+    after = page.next;
+    if (asked || first) await showPending();
+    first = false;
+    if (changed || page.done) {
+      run = await api.run(runId, signal);
+      showHeader();
+    }
+    if (page.done) {
+      live.textContent = `The run ended: ${run.status}.`;
+      await showPending();
+      return;
+    }
+  }
+}
+
+function runFacts(run) {
+  return [
+    facts([
+      ["status", status(run.status)],
+      ["agent", link(run.agent_id, "agents", run.agent_id)],
+      ["session", link(run.session_id, "sessions", run.session_id)],
+      ["parent", run.parent_run_id ? link(run.parent_run_id, "runs", run.parent_run_id) : null],
+      [
+        "children",
+        run.children?.length ? run.children.flatMap((c, i) => [i ? ", " : "", link(c, "runs", c)]) : null,
+      ],
+      ["steps", `${run.steps} of ${run.max_steps}`],
+      ["cost", h("span", { class: "cost" }, cost(run))],
+      ["tokens", tokens(run.total_usage ?? run.usage)],
+      ["tools run", run.tools_executed === null ? "unknown" : run.tools_executed.join(", ") || "none"],
+      ["replay of", run.replay_of ? link(run.replay_of, "runs", run.replay_of) : null],
+      ["started", when(run.created_at)],
+      ["finished", run.finished_at ? when(run.finished_at) : null],
+    ]),
+    h("h3", {}, "Input"),
+    h("p", { class: "input" }, run.input),
+    run.output !== null && run.output !== undefined
+      ? [h("h3", {}, "Output"), h("p", { class: "answer output" }, run.output)]
+      : null,
+    run.error
+      ? h("p", { class: "error-text", role: "alert" }, `${run.error.code}: ${run.error.message}`)
+      : null,
+  ];
+}
+
+// --- waits: approvals and client tools ------------------------------------------------------------
+
+// One Idempotency-Key per answer given: a retry of the same answer (a lost response) changes nothing.
+const answerKeys = new Map();
+
+function idempotencyKey(interactionId, answer) {
+  const id = `${interactionId} ${JSON.stringify(answer)}`;
+  if (!answerKeys.has(id)) answerKeys.set(id, window.crypto.randomUUID());
+  return answerKeys.get(id);
+}
+
+async function pendingView(container, run, waits, signal, refresh) {
+  const { interactions } = await api.interactions(run.session_id, "pending", signal);
+  const mine = interactions.filter((i) => i.run_id === run.run_id || waits.has(i.interaction_id));
+  if (!mine.length) {
+    container.replaceChildren();
+    return;
+  }
+  replace(
+    container,
+    h("h2", {}, "Waiting on you"),
+    mine.map((i) => (i.kind === "approval" ? approvalCard(i, refresh) : clientToolCard(i, refresh))),
+  );
+}
+
+function waitCard(interaction, title, ...body) {
+  return h(
+    "article",
+    { class: "card wait", "data-interaction-id": interaction.interaction_id },
+    h("h3", {}, title, " ", mono(interaction.tool_name)),
+    interaction.run_id ? h("p", { class: "note" }, "run ", link(interaction.run_id, "runs", interaction.run_id)) : null,
+    h("p", { class: "note" }, `asked ${when(interaction.created_at)}`),
+    json(interaction.arguments),
+    body,
+  );
+}
+
+async function send(interaction, answer, message, buttons, refresh) {
+  for (const button of buttons) button.disabled = true;
+  message.textContent = "Sending…";
+  try {
+    await api.respond(interaction.interaction_id, answer, idempotencyKey(interaction.interaction_id, answer));
+    message.textContent = "Sent: the run goes on.";
+    await refresh().catch((err) => {
+      message.textContent = `Sent; the list could not be refreshed (${err.code ?? err.name}).`;
+    });
+  } catch (err) {
+    message.textContent = `${err.code}: ${err.message}`;
+    for (const button of buttons) button.disabled = false;
+  }
+}
+
+function approvalCard(interaction, refresh) {
+  const reason = h("input", { type: "text", name: "reason", maxlength: 2000, placeholder: "Reason (optional)" });
+  const message = h("p", { class: "note", role: "status" });
+  const approve = h("button", { type: "button", class: "approve" }, "Approve");
+  const deny = h("button", { type: "button", class: "deny" }, "Deny");
+  const decide = (approved) => {
+    const answer = { approved };
+    if (reason.value.trim()) answer.reason = reason.value.trim();
+    send(interaction, answer, message, [approve, deny], refresh);
+  };
+  approve.addEventListener("click", () => decide(true));
+  deny.addEventListener("click", () => decide(false));
+  return waitCard(
+    interaction,
+    "Approve",
+    h("label", {}, "Reason", reason),
+    h("div", { class: "actions" }, approve, deny),
+    message,
+  );
+}
+
+function clientToolCard(interaction, refresh) {
+  const output = h("textarea", { name: "output", rows: 4, spellcheck: "false", placeholder: '{"result": "..."}' });
+  const outcome = h(
+    "select",
+    { name: "outcome" },
+    h("option", { value: "completed" }, "completed"),
+    h("option", { value: "error" }, "error"),
+  );
+  const message = h("p", { class: "note", role: "status" });
+  const submit = h("button", { type: "button", class: "approve" }, "Send result");
+  submit.addEventListener("click", () => {
+    const text = output.value.trim();
+    let value = text;
+    try {
+      value = text ? JSON.parse(text) : null;
+    } catch {
+      value = text; // not JSON: sent as the text it is
+    }
+    const answer = { tool_call_id: interaction.tool_call_id, outcome: outcome.value, output: value };
+    send(interaction, answer, message, [submit], refresh);
+  });
+  return waitCard(
+    interaction,
+    "Run client tool",
+    h("label", {}, "Output (JSON, or plain text)", output),
+    h("label", {}, "Outcome", outcome),
+    h("div", { class: "actions" }, submit),
+    message,
+  );
+}
+
+// --- sessions -----------------------------------------------------------------------------------
+
+async function sessionView(sessionId, signal) {
+  const session = await api.session(sessionId, signal);
+  const runs = h("ul", { class: "runs" }, session.runs.map(runRow));
+  const messages = h("ol", { class: "conversation" }, session.messages.map(message));
+  replace(
+    main,
+    h("p", { class: "crumbs" }, link("Runs", "runs"), " / ", link(session.agent_id, "agents", session.agent_id)),
+    h("h1", {}, "Session ", mono(session.session_id)),
+    h(
+      "div",
+      { class: "card" },
+      facts([
+        ["agent", link(session.agent_id, "agents", session.agent_id)],
+        ["user", session.user_id],
+        ["active run", session.active_run_id ? link(session.active_run_id, "runs", session.active_run_id) : null],
+        ["cost", h("span", { class: "cost" }, cost(session))],
+        ["tokens", tokens(session.usage)],
+        ["created", when(session.created_at)],
+      ]),
+    ),
+    h("h2", {}, "Conversation"),
+    session.messages.length ? messages : h("p", { class: "note" }, "No messages yet."),
+    h("h2", {}, "Runs"),
+    runs,
+  );
+}
+
+// A message as stored (OpenAI's chat shape): text, or content parts; tool calls and their results.
+function message(m) {
+  const role = String(m.role ?? "?");
+  return h(
+    "li",
+    { class: `message message-${role.replace(/[^a-z]/g, "")}` },
+    h("span", { class: "role" }, role, m.name ? ` (${m.name})` : "", m.tool_call_id ? ` ← ${m.tool_call_id}` : ""),
+    content(m.content),
+    (m.tool_calls ?? []).map((c) =>
+      h("div", { class: "call" }, "calls ", mono(c.function?.name ?? c.name), json(parseArguments(c))),
+    ),
+  );
+}
+
+function content(value) {
+  if (value === null || value === undefined || value === "") return null;
+  if (typeof value === "string") return h("p", { class: "text" }, value);
+  if (Array.isArray(value)) {
+    return value.map((part) =>
+      part?.type === "text" ? h("p", { class: "text" }, part.text ?? "") : h("p", { class: "note" }, `[${part?.type ?? "part"}]`),
+    );
+  }
+  return json(value);
+}
+
+function parseArguments(toolCall) {
+  const raw = toolCall.function?.arguments ?? toolCall.arguments;
+  if (typeof raw !== "string") return raw ?? {};
+  try {
+    return JSON.parse(raw);
+  } catch {
+    return raw;
+  }
+}

@@ -1,0 +1,271 @@
+"""The web console in headless Chromium against the local stack over HTTP: sign in with the key, watch a
+run's timeline stream to its end, approve its pending call and answer a client tool from the page, on a
+desktop and on a phone. Screenshots for review go to bench/results/console/ (gitignored)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Error as PlaywrightError
+
+from bench import console_weight
+from stepwise.console.assets import CSP
+from tests.e2e.support import KEY
+from tests.fakes.receiver import Receiver, Reply
+
+SHOTS = Path(__file__).resolve().parents[2] / "bench" / "results" / "console"
+VIEWPORTS: dict[str, dict[str, Any]] = {
+    "desktop": {"viewport": {"width": 1280, "height": 900}},
+    "phone": {"viewport": {"width": 390, "height": 844}, "is_mobile": True, "has_touch": True},
+}
+TIMEOUT_MS = 30_000  # the machine is shared: a step of a run may take seconds
+expect.set_options(timeout=TIMEOUT_MS)
+# Run in the page before its own scripts (Playwright injects it over DevTools, so the CSP does not apply):
+# every violation the page causes is kept for the test to read.
+WATCH_CSP = """
+window.__violations = [];
+document.addEventListener("securitypolicyviolation", (e) => {
+  window.__violations.push(`${e.violatedDirective} ${e.blockedURI}`);
+});
+"""
+
+
+@dataclass
+class Console:
+    page: Page
+    name: str
+    problems: list[str] = field(default_factory=list)
+    urls: list[str] = field(default_factory=list)
+
+    def shot(self, what: str) -> Path:
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        path = SHOTS / f"{self.name}-{what}.png"
+        self.page.screenshot(path=str(path), full_page=True)
+        print(f"screenshot: {path}")
+        return path
+
+    def violations(self) -> list[str]:
+        found: list[str] = self.page.evaluate("window.__violations")
+        return found
+
+
+def _open(browser: Browser, base_url: str, name: str) -> Iterator[Console]:
+    context = browser.new_context(**VIEWPORTS[name])
+    context.set_default_timeout(TIMEOUT_MS)
+    context.add_init_script(WATCH_CSP)
+    page = context.new_page()
+    console = Console(page, name)
+    page.on("console", lambda m: m.type == "error" and console.problems.append(f"error: {m.text}"))
+    page.on("pageerror", lambda e: console.problems.append(f"page error: {e}"))
+    page.on("request", lambda r: console.urls.append(r.url))
+    response = page.goto(f"{base_url}/v1/console")
+    assert response is not None and response.status == 200
+    assert response.headers["content-security-policy"] == CSP
+    yield console
+    context.close()
+
+
+@pytest.fixture(params=list(VIEWPORTS))
+def console(request: pytest.FixtureRequest, browser: Browser, base_url: str) -> Iterator[Console]:
+    yield from _open(browser, base_url, request.param)
+
+
+@pytest.fixture
+def desktop(browser: Browser, base_url: str) -> Iterator[Console]:
+    yield from _open(browser, base_url, "desktop")
+
+
+def sign_in(console: Console) -> None:
+    page = console.page
+    try:
+        page.get_by_label("API key").fill(KEY)
+    except PlaywrightError as exc:  # say what the page did instead of only that the form never came
+        raise AssertionError(f"no sign-in form: {console.problems} {console.urls}\n{page.content()}") from exc
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.locator("#nav")).to_be_visible()
+
+
+def assert_clean(console: Console) -> None:
+    """The key is in the tab's session storage and nowhere else; the page broke no rule of its CSP."""
+    page = console.page
+    assert page.evaluate("window.sessionStorage.getItem('stepwise.api_key')") == KEY
+    assert page.evaluate("window.localStorage.length") == 0
+    assert KEY not in page.url
+    assert console.urls and not [url for url in console.urls if KEY in url]
+    assert console.violations() == []
+    assert console.problems == []
+
+
+def fits_the_screen(page: Page) -> bool:
+    return bool(page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"))
+
+
+def shown_cost(value: float | None) -> str:
+    """The console's way of writing a cost (dom.js `dollars`)."""
+    if value is None:
+        return "—"
+    return f"${value:.6f}" if 0 < abs(value) < 0.01 else f"${value:.4f}"
+
+
+def start(api: httpx.Client, agent_id: str, message: str, script: list[dict[str, Any]]) -> dict[str, Any]:
+    created = api.post(f"/v1/agents/{agent_id}/runs", json={"message": message, "script": script})
+    assert created.status_code == 202, created.text
+    run: dict[str, Any] = created.json()
+    return run
+
+
+def test_watching_a_run_and_approving_its_call_from_the_console(
+    api: httpx.Client, receiver: Receiver, console: Console
+) -> None:
+    receiver.replies["/lookup"] = Reply(body={"email": "ceo@example.com"})
+    tools = [
+        {
+            "type": "http",
+            "name": "lookup",
+            "description": "Find a person's address",
+            "input_schema": {"type": "object", "properties": {"who": {"type": "string"}}},
+            "endpoint": f"{receiver.url}/lookup",
+            "read_only": True,
+        },
+        {
+            "type": "http",
+            "name": "send_email",
+            "description": "Send an email",
+            "input_schema": {"type": "object", "properties": {"to": {"type": "string"}}, "required": ["to"]},
+            "endpoint": f"{receiver.url}/send",
+            "permission": "ask",
+        },
+    ]
+    agent = api.post("/v1/agents", json={"name": f"console-mailer-{console.name}", "tools": tools}).json()
+    script = [
+        {"tool_calls": [{"name": "lookup", "arguments": {"who": "the ceo"}}]},
+        {"tool_calls": [{"name": "send_email", "arguments": {"to": "ceo@example.com"}}]},
+        {"text": "Mailed the ceo."},
+    ]
+    run = start(api, agent["agent_id"], "mail the ceo", script)
+    page = console.page
+
+    sign_in(console)
+    row = page.locator(f'[data-run-id="{run["run_id"]}"]')
+    expect(row).to_be_visible()
+    expect(row.locator(".status")).to_have_text(re.compile(r"^(queued|running|waiting)$"))
+    expect(row.locator(".cost")).to_have_text(re.compile(r"^(\$\d+\.\d{4,6}|—)$"))
+    console.shot("runs")
+
+    row.get_by_role("link", name=run["run_id"]).click()
+    wait = page.locator(".pending .wait")
+    expect(wait).to_contain_text("send_email")
+    expect(wait).to_contain_text('"to": "ceo@example.com"')
+    expect(page.locator(".event-tool_call").first).to_contain_text('"who": "the ceo"')
+    expect(page.locator(".event-tool_result").first).to_contain_text('"email": "ceo@example.com"')
+    expect(page.locator(".event-approval_requested")).to_contain_text("send_email")
+    assert receiver.to("/send") == []  # looking decides nothing
+    console.shot("run-waiting")
+
+    wait.get_by_role("button", name="Approve").click()
+
+    # The page was open before the approval: what follows arrives on its long poll.
+    expect(page.locator(".live")).to_have_text("The run ended: succeeded.")
+    expect(page.locator(".event-approval_decided")).to_contain_text("Approved")
+    expect(page.locator(".event-run_completed .answer")).to_have_text("Mailed the ceo.")
+    expect(page.locator(".output")).to_have_text("Mailed the ceo.")
+    expect(page.locator(".pending .wait")).to_have_count(0)
+    console.shot("run-finished")
+    final = api.get(f"/v1/runs/{run['run_id']}").json()
+    assert final["status"] == "succeeded"
+    expect(page.locator(".facts .cost")).to_have_text(shown_cost(final["total_usage"]["cost_usd"]))
+    assert [r.json() for r in receiver.to("/send")] == [{"to": "ceo@example.com"}]
+
+    page.get_by_role("link", name=run["session_id"]).click()
+    conversation = page.locator(".conversation")
+    expect(conversation.locator(".message-user").first).to_contain_text("mail the ceo")
+    expect(conversation.locator(".message-assistant").last).to_contain_text("Mailed the ceo.")
+    console.shot("session")
+
+    page.get_by_role("link", name="Agents").click()
+    expect(page.get_by_role("link", name=agent["name"])).to_be_visible()
+    console.shot("agents")
+
+    assert fits_the_screen(page)
+    assert_clean(console)
+    # bench/console_weight.py counts exactly the files the browser loaded.
+    fetched = {url.rsplit("/", 1)[1] for url in console.urls if "/v1/console/" in url}
+    assert fetched | {"index.html"} == {asset.name for asset in console_weight.loaded()}
+
+
+def test_answering_a_client_tool_of_a_delegated_run_from_the_console(
+    api: httpx.Client, desktop: Console
+) -> None:
+    # The child's client tool waits in the child's run; its request is written to the root's stream too,
+    # so the root's page can answer it.
+    picker = {
+        "type": "client",
+        "name": "pick_color",
+        "description": "Ask the user for a color",
+        "input_schema": {"type": "object", "properties": {"palette": {"type": "string"}}},
+    }
+    child_script = [
+        {"tool_calls": [{"name": "pick_color", "arguments": {"palette": "warm"}}]},
+        {"text": "amber"},
+    ]
+    designer = api.post(
+        "/v1/agents", json={"name": "console-designer", "tools": [picker], "script": child_script}
+    ).json()
+    delegate = {
+        "type": "agent",
+        "name": "designer",
+        "description": "Ask the designer.",
+        "agent_id": designer["agent_id"],
+    }
+    lead = api.post("/v1/agents", json={"name": "console-lead", "tools": [delegate]}).json()
+    script = [
+        {"tool_calls": [{"name": "designer", "arguments": {"message": "pick a color"}}]},
+        {"text": "done"},
+    ]
+    run = start(api, lead["agent_id"], "design it", script)
+    page = desktop.page
+
+    sign_in(desktop)
+    page.goto(f"{page.url.split('#')[0]}#/runs/{run['run_id']}")
+    wait = page.locator(".pending .wait")
+    expect(wait).to_contain_text("pick_color")
+    expect(wait).to_contain_text('"palette": "warm"')
+    child_link = page.locator(".event-delegation_started a")
+    expect(child_link).to_be_visible()
+    child_id = child_link.inner_text()
+    desktop.shot("client-tool-waiting")
+
+    wait.get_by_label("Output (JSON, or plain text)").fill('{"color": "amber"}')
+    wait.get_by_role("button", name="Send result").click()
+
+    expect(page.locator(".live")).to_have_text("The run ended: succeeded.")
+    expect(page.locator(".event-delegation_completed")).to_contain_text("succeeded")
+    expect(page.locator(".output")).to_have_text("done")
+    desktop.shot("client-tool-finished")
+
+    # The child's own page: its tool result is the answer given above, and it links back to its parent.
+    child_link.click()
+    expect(page.locator("h1")).to_contain_text(child_id)
+    expect(page.locator(".live")).to_have_text("The run ended: succeeded.")
+    expect(page.locator(".event-tool_result")).to_contain_text('"color": "amber"')
+    expect(page.locator(".facts").get_by_role("link", name=run["run_id"])).to_be_visible()
+    child = api.get(f"/v1/runs/{child_id}").json()
+    assert child["parent_run_id"] == run["run_id"] and child["output"] == "amber"
+    assert_clean(desktop)
+
+
+def test_a_refused_key_is_not_kept(desktop: Console) -> None:
+    page = desktop.page
+    page.get_by_label("API key").fill("sk-not-a-key")
+    page.get_by_role("button", name="Sign in").click()
+
+    expect(page.get_by_role("alert")).to_have_text("The API refused that key.")
+    assert page.evaluate("window.sessionStorage.length") == 0
+    expect(page.locator("#nav")).to_be_hidden()
