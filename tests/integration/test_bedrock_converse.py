@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import quote
 
 import litellm
 import pytest
@@ -20,11 +21,19 @@ from tests.integration.support import tool, wait_for_run
 CLAUDE = "bedrock/converse/anthropic.claude-sonnet-4-5-20250929-v1:0"
 CLAUDE_PROFILE = "bedrock/us.anthropic.claude-haiku-4-5-20251001-v1:0"  # a cross-region inference profile
 NOVA = "bedrock/amazon.nova-pro-v1:0"
+# inference profiles named by ARN: a system-defined one names its model, an application one does not
+PROFILE_ARN = (
+    "bedrock/arn:aws:bedrock:eu-west-3:123456789012:inference-profile/"
+    "eu.anthropic.claude-sonnet-4-5-20250929-v1:0"
+)
+APP_PROFILE_ARN = (
+    "bedrock/converse/arn:aws:bedrock:eu-west-3:123456789012:application-inference-profile/abc123"
+)
 LLAMA = "bedrock/converse/meta.llama3-3-70b-instruct-v1:0"
 MISTRAL = "bedrock/converse/mistral.mistral-large-2407-v1:0"
 UNKNOWN = "bedrock/converse/acme.frontier-v9:0"  # in no price map
 
-LOOKUP = {
+LOOKUP: dict[str, Any] = {
     "type": "function",
     "function": {
         "name": "lookup",
@@ -33,7 +42,7 @@ LOOKUP = {
     },
 }
 ZETA = {**LOOKUP, "function": {**LOOKUP["function"], "name": "zeta"}}
-CONVERSATION = [
+CONVERSATION: list[dict[str, Any]] = [
     {"role": "system", "content": "Be brief."},
     {"role": "user", "content": "Weather in Paris?"},
     {
@@ -103,7 +112,7 @@ def test_text_streams_delta_by_delta_and_an_empty_answer_is_asked_again(bedrock:
 # --- cache points ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("model", [CLAUDE, CLAUDE_PROFILE, NOVA])
+@pytest.mark.parametrize("model", [CLAUDE, CLAUDE_PROFILE, PROFILE_ARN, NOVA])
 def test_claude_and_nova_get_cache_points_after_the_prefix_and_on_the_newest_message(
     bedrock: FakeBedrock, model: str
 ) -> None:
@@ -111,7 +120,7 @@ def test_claude_and_nova_get_cache_points_after_the_prefix_and_on_the_newest_mes
 
     (sent,) = bedrock.requests
     model_id = model.removeprefix("bedrock/").removeprefix("converse/")
-    assert sent.path == f"/model/{model_id.replace(':', '%3A')}/converse-stream" and sent.model_id == model_id
+    assert sent.path == f"/model/{quote(model_id, safe='')}/converse-stream" and sent.model_id == model_id
     body = sent.body
     assert body["system"] == [{"text": "Be brief."}, POINT]  # the system prompt closes with a point
     tools = body["toolConfig"]["tools"]
@@ -135,7 +144,7 @@ def test_the_prefix_is_byte_identical_across_the_calls_of_a_run(bedrock: FakeBed
     assert message_points(second) == 1
 
 
-@pytest.mark.parametrize("model", [LLAMA, MISTRAL, UNKNOWN])
+@pytest.mark.parametrize("model", [LLAMA, MISTRAL, APP_PROFILE_ARN, UNKNOWN])
 def test_models_that_do_not_cache_on_request_get_no_cache_points(bedrock: FakeBedrock, model: str) -> None:
     bedrock.replies.append(BedrockReply(text="", tool_calls=[("lookup", {"city": "Oslo"})]))
     tools = None if model == UNKNOWN else [LOOKUP]  # litellm refuses tools for a model it cannot place
@@ -180,7 +189,9 @@ def test_cache_reads_and_writes_are_counted_and_priced_from_the_map(bedrock: Fak
     )
     price = map_price(model)
     full = 1207 * price["input_cost_per_token"] + 5 * price["output_cost_per_token"]
-    assert 0 < usage.cost_usd < full  # cached tokens are neither full price nor free
+    assert (
+        usage.cost_usd is not None and 0 < usage.cost_usd < full
+    )  # cached tokens are neither full price nor free
     if model == CLAUDE:  # written by hand from the map: reads at a tenth, writes at 1.25x
         assert usage.cost_usd == pytest.approx(
             7 * price["input_cost_per_token"]
@@ -190,10 +201,13 @@ def test_cache_reads_and_writes_are_counted_and_priced_from_the_map(bedrock: Fak
         )
 
 
-def test_an_unknown_bedrock_model_costs_null_with_its_tokens_counted(bedrock: FakeBedrock) -> None:
+@pytest.mark.parametrize("model", [UNKNOWN, APP_PROFILE_ARN])  # an application profile hides its model
+def test_an_unknown_bedrock_model_costs_null_with_its_tokens_counted(
+    bedrock: FakeBedrock, model: str
+) -> None:
     bedrock.replies.append(BedrockReply(input_tokens=40, output_tokens=6))
 
-    usage = complete(model=UNKNOWN, messages=CONVERSATION[:2], tools=None).usage
+    usage = complete(model=model, messages=CONVERSATION[:2], tools=None).usage
 
     assert (usage.input_tokens, usage.output_tokens, usage.cost_usd) == (40, 6, None)
 
