@@ -14,6 +14,7 @@ import pytest
 from stepwise import credentials
 from stepwise.hooks.models import ApprovalConfig
 from stepwise.local.stack import parameter_env
+from tests.contract.test_dynamodb_grants import granted
 from tests.contract.test_template import ASL, ROOT, functions, resources, template
 
 pytestmark = pytest.mark.contract
@@ -188,51 +189,38 @@ def test_a_run_has_a_timeout_longer_than_its_longest_legitimate_wait() -> None:
 
 
 def test_the_event_log_is_append_only_for_every_function() -> None:
+    appenders = set()
     for function in functions():
-        for policy in props(function).get("Policies", []):
-            if isinstance(policy, dict):
-                assert policy.get("DynamoDBCrudPolicy", {}).get("TableName") != {"Ref": "RunEventsTable"}, (
-                    function
-                )
-    actions = set(props("RunEventsAppendPolicy")["PolicyDocument"]["Statement"][0]["Action"])
-    assert {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"} <= actions
-    assert not actions & {"dynamodb:DeleteItem", "dynamodb:Scan", "dynamodb:*"}
-    assert (
-        len([f for f in functions() if {"Ref": "RunEventsAppendPolicy"} in props(f).get("Policies", [])]) >= 5
-    )
+        actions = {action for table, _, action in granted(function) if table == "RunEventsTable"}
+        assert not actions & {"dynamodb:DeleteItem", "dynamodb:Scan", "dynamodb:PutItem"}, function
+        if "dynamodb:BatchWriteItem" in actions:
+            appenders.add(function)
+
+    assert len(appenders) >= 5
+    assert {"Ref": "RunEventsAppendPolicy"} in props("StepFunction")["Policies"]
 
 
 def test_only_the_model_step_creates_interactions() -> None:
-    for function in functions():
-        for policy in props(function).get("Policies", []):
-            if isinstance(policy, dict):
-                assert policy.get("DynamoDBCrudPolicy", {}).get("TableName") != {"Ref": "InteractionsTable"}
-    creators = {
-        f
-        for f in functions()
-        for s in statements(f)
-        if "dynamodb:PutItem" in s.get("Action", [])
-        and s.get("Resource") == {"Fn::GetAtt": ["InteractionsTable", "Arn"]}
-    }
+    creators = {f for f in functions() if ("InteractionsTable", "table", "dynamodb:PutItem") in granted(f)}
+    deleters = {f for f in functions() if ("InteractionsTable", "table", "dynamodb:DeleteItem") in granted(f)}
+
     assert creators == {"StepFunction"}
-    actions = set(props("InteractionsAnswerPolicy")["PolicyDocument"]["Statement"][0]["Action"])
-    assert actions == {"dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem"}
+    assert deleters == set()
 
 
 def test_every_function_that_moves_runs_or_schedules_may_move_the_quota_counters() -> None:
+    writes = {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}
     writers = {
         function
         for function in functions()
-        for policy in props(function).get("Policies", [])
-        if isinstance(policy, dict)
-        and policy.get("DynamoDBCrudPolicy", {}).get("TableName")
-        in ({"Ref": "RunsTable"}, {"Ref": "SchedulesTable"})
+        for table, _, action in granted(function)
+        if table in ("RunsTable", "SchedulesTable") and action in writes
     }
     assert writers
     for function in writers:
         assert {"Ref": "QuotasPolicy"} in props(function)["Policies"], function
     actions = props("QuotasPolicy")["PolicyDocument"]["Statement"][0]["Action"]
-    assert "dynamodb:UpdateItem" in actions and "dynamodb:DeleteItem" not in actions
+    assert actions == ["dynamodb:UpdateItem"]
 
 
 def test_the_dead_letter_queue_is_encrypted_and_kept_two_weeks() -> None:
