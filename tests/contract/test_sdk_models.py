@@ -31,9 +31,11 @@ NOT_MODELLED = {
     "GatewayError",
     "SlackReply",
 }
-# Routes for browsers and Slack, not for apps (the approval pages, the page an MCP authorization server
-# sends a person back to); the SSE stream carries what `runs.events` long-polls.
+# Routes for browsers and Slack, not for apps (the approval pages, the web console and its files, the page
+# an MCP authorization server sends a person back to); the SSE stream carries what `runs.events` long-polls.
 NOT_IN_SDK = {
+    ("GET", "/v1/console"),
+    ("GET", "/v1/console/{asset}"),
     ("GET", "/v1/approvals/{token}"),
     ("POST", "/v1/approvals/{token}"),
     ("GET", "/v1/integrations/mcp/oauth/callback"),
