@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import threading
 from collections.abc import Iterator
 from contextvars import ContextVar
@@ -51,6 +52,7 @@ SCOPE = "stepwise"
 # What one flush may take at the end of an invocation: an unreachable collector must not hold the
 # Lambda until its timeout (the exporter's own request timeout is OTEL_EXPORTER_OTLP_TIMEOUT, 10 s).
 FLUSH_TIMEOUT_MS = 5_000
+_CODE = re.compile(r"[a-z][a-z0-9_]{0,63}")  # the shape of our errors' stable codes (stepwise.errors)
 
 # litellm's provider names → the GenAI conventions' gen_ai.provider.name (others are passed as they are).
 PROVIDERS = {
@@ -249,10 +251,22 @@ def _span(
         )
     finally:
         _pinned.reset(token)
-    # Current for what runs inside (threads get it through their contextvars copy), recorded and
-    # marked as an error when what runs inside raises.
-    with api.use_span(span, end_on_exit=True, record_exception=True, set_status_on_exception=True):
-        yield span
+    # Current for what runs inside (threads get it through their contextvars copy), and marked as an
+    # error when what runs inside raises: by the exception's class (or its stable code) only. Not
+    # `record_exception`: an exception's message and stack are text nobody vetted (a pydantic error
+    # quotes the value it refused, a provider's error the request it refused), and content must not
+    # leave in a span.
+    with api.use_span(span, end_on_exit=True, record_exception=False, set_status_on_exception=False):
+        try:
+            yield span
+        except BaseException as exc:
+            from opentelemetry.trace import Status, StatusCode
+
+            code = getattr(exc, "code", None)
+            kind = code if isinstance(code, str) and _CODE.fullmatch(code) else type(exc).__qualname__
+            span.set_attribute("error.type", kind)
+            span.set_status(Status(StatusCode.ERROR, kind))
+            raise
 
 
 # --- Spans ----------------------------------------------------------------------------------------

@@ -590,6 +590,9 @@ def test_without_a_database_url_the_tools_say_how_to_configure_one() -> None:
         ),
         ("mysql://app:hunter22@db.internal.example/shop?local_infile=1", "the parameter local_infile"),
         ("mysql://app:hunter22@db.internal.example/shop?ssl_mode=PREFERRED", "ssl_mode is one of"),
+        # PyMySQL fails on an unknown charset with an AttributeError when connecting, not a driver error
+        ("mysql://app:hunter22@db.internal.example/shop?charset=klingon", "charset is not a character set"),
+        ("mysql://app:hunter22@db.internal.example/shop?charset=a&charset=b", "charset is not a"),
         ("mysql://app:hunter22@db.internal.example", "names its database"),
         ("mysql://app:hunter22@/shop", "needs one host"),
         (

@@ -149,3 +149,35 @@ def test_importing_the_model_step_handler_with_an_endpoint_still_imports_no_sdk(
     )
 
     assert loaded == {"opentelemetry.sdk": False, "litellm": False, "boto3": False}
+
+
+def test_a_span_that_raises_says_only_the_errors_kind_never_its_message() -> None:
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.trace import StatusCode
+
+    from stepwise.errors import ModelError
+    from stepwise.runs.models import Run
+
+    memory = InMemorySpanExporter()
+    tracing.use(SimpleSpanProcessor(memory))
+    run = Run.model_validate(run_record())
+    try:
+        # A message quoting content, as a pydantic error quotes the value it refused.
+        quoted = ValueError("input_value='my card is 4111 1111 1111 1111'")
+        for raised in (quoted, ModelError("said: secret")):
+            try:
+                with tracing.step_span("tenant-1", run, 1):
+                    raise raised
+            except (ValueError, ModelError):
+                pass
+    finally:
+        tracing.reset()
+
+    plain, coded = memory.get_finished_spans()
+    assert [s.status.status_code for s in (plain, coded)] == [StatusCode.ERROR, StatusCode.ERROR]
+    assert (plain.attributes or {})["error.type"] == "ValueError"
+    assert (coded.attributes or {})["error.type"] == ModelError.code
+    for span in (plain, coded):
+        assert span.events == ()  # no exception event: its message and stack would leave with the span
+        assert "4111" not in str(span.status.description) and "secret" not in str(span.status.description)

@@ -108,9 +108,21 @@ def checked_url(url: URL, tenant_id: str) -> URL:
         raise Refused(
             "not_configured", f"DATABASE_URL: the parameter {extra[0]} is not allowed (allowed: {allowed})"
         )
-    if flavor.backend == "mysql" and url.query.get("ssl_mode", "DISABLED") not in SSL_MODES:
-        raise Refused("not_configured", f"DATABASE_URL: ssl_mode is one of {', '.join(SSL_MODES)}")
+    if flavor.backend == "mysql":
+        _check_mysql_query(url)
     return url
+
+
+def _check_mysql_query(url: URL) -> None:
+    from pymysql.charset import charset_by_name
+
+    if url.query.get("ssl_mode", "DISABLED") not in SSL_MODES:
+        raise Refused("not_configured", f"DATABASE_URL: ssl_mode is one of {', '.join(SSL_MODES)}")
+    # PyMySQL looks the charset up when the connection is made, and an unknown one is an AttributeError
+    # there, not a driver error: checked here, so it is a setting's mistake named as such.
+    charset = url.query.get("charset")
+    if charset is not None and (not isinstance(charset, str) or charset_by_name(charset) is None):
+        raise Refused("not_configured", "DATABASE_URL: charset is not a character set MySQL knows")
 
 
 def _sqlite_url(url: URL, tenant_id: str) -> URL:
