@@ -269,3 +269,16 @@ def test_a_refused_key_is_not_kept(desktop: Console) -> None:
     expect(page.get_by_role("alert")).to_have_text("The API refused that key.")
     assert page.evaluate("window.sessionStorage.length") == 0
     expect(page.locator("#nav")).to_be_hidden()
+
+
+def test_an_address_that_is_not_valid_percent_encoding_says_so(desktop: Console) -> None:
+    # Given a signed-in console
+    sign_in(desktop)
+    page = desktop.page
+
+    # When the address is edited by hand into something decodeURIComponent refuses
+    page.goto(f"{page.url.split('#')[0]}#/runs/%E0")
+
+    # Then the page says what went wrong rather than staying blank, and nothing escaped as a page error
+    expect(page.get_by_role("alert")).to_contain_text("URI")
+    assert desktop.problems == []

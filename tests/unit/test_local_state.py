@@ -137,3 +137,21 @@ def test_the_state_directory_comes_from_the_environment(
     assert state_dir({}) == tmp_path / ".stepwise"
     assert state_dir({"STEPWISE_LOCAL_STATE": "memory"}) is None
     assert state_dir({"STEPWISE_LOCAL_STATE": "elsewhere"}) == tmp_path / "elsewhere"
+
+
+def test_the_state_is_readable_by_its_owner_only(tmp_path: Path) -> None:
+    # Given a state directory that holds key material and secret values, with a permissive umask
+    previous = os.umask(0o022)
+    try:
+        directory = opened(tmp_path / "state")
+        blob = directory.put_object(b"secret bytes")
+        directory.write(header(), {"Runs": json.dumps([ITEM])})
+    finally:
+        os.umask(previous)
+
+    # Then neither the directory nor what it holds is open to other users
+    assert (tmp_path / "state").stat().st_mode & 0o777 == 0o700
+    assert (tmp_path / "state" / SNAPSHOT).stat().st_mode & 0o777 == 0o600
+    stored = [p for p in (tmp_path / "state").rglob("*") if p.is_file() and blob in p.name]
+    assert stored and all(p.stat().st_mode & 0o777 == 0o600 for p in stored)
+    directory.close()

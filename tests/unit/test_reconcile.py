@@ -213,3 +213,36 @@ def test_the_sweep_is_scheduled_every_five_minutes() -> None:
     (schedule,) = [e["Properties"] for e in reconciler_events().values() if e["Type"] == "Schedule"]
 
     assert schedule["Schedule"] == "rate(5 minutes)"
+
+
+def test_a_lost_run_that_cannot_be_settled_leaves_the_others_settled(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given two runs left active by a restart, the first of which cannot be ended (a broken item)
+    from stepwise.runs.models import Run
+
+    def run(run_id: str) -> Run:
+        return Run(
+            tenant_id="local",
+            run_id=run_id,
+            agent_id="agt_1",
+            session_id="ses_1",
+            status="running",
+            input="go",
+            created_at=reconcile.utcnow(),
+        )
+
+    active = [("local", run("run_a")), ("local", run("run_b"))]
+    monkeypatch.setattr(reconcile.runs, "active_before", lambda _: active)
+    monkeypatch.setattr(reconcile, "_describe", lambda _: None)
+
+    def settle(tenant_id: str, run_id: str, ending: Any) -> reconcile.Outcome:
+        if run_id == "run_a":
+            raise RuntimeError("broken item")
+        return reconcile.Outcome(run_id=run_id, tenant_id=tenant_id, action="reconciled", status="failed")
+
+    monkeypatch.setattr(reconcile, "settle", settle)
+
+    # When the lost executions are settled
+    outcomes = reconcile.settle_lost("the local stack restarted")
+
+    # Then the other run is still failed, and starting the stack does not stop at the first
+    assert [(o.run_id, o.action) for o in outcomes] == [("run_b", "reconciled")]

@@ -102,7 +102,10 @@ class StateDir:
     def open(self) -> Snapshot | None:
         """Lock the directory and read its snapshot (None: nothing remembered yet)."""
         try:
-            (self.path / OBJECTS).mkdir(parents=True, exist_ok=True)
+            # It holds KMS key material and secret values: the developer's alone (0700; files 0600).
+            self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
+            os.chmod(self.path, 0o700)
+            (self.path / OBJECTS).mkdir(mode=0o700, exist_ok=True)
         except OSError as exc:
             raise StateError(f"cannot create the local state directory {self.path}: {exc}") from exc
         lock = (self.path / LOCK).open("a")
@@ -194,7 +197,7 @@ def write_atomically(target: Path, data: bytes) -> None:
     over it, and the directory fsynced so the rename itself survives a crash."""
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
-        with tmp.open("wb") as out:
+        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as out:
             out.write(data)
             out.flush()
             os.fsync(out.fileno())

@@ -40,10 +40,9 @@ from stepwise import aws, config
 from stepwise.errors import NotFound
 from stepwise.loop.failed import describe_failure
 from stepwise.loop.models import StepFailure
-from stepwise.runs.cancel import CANCELLED_ERROR
 from stepwise.runs.ending import end_run
 from stepwise.runs.models import EventType, Run, RunError, RunStatus
-from stepwise.runs.queue import start_next
+from stepwise.runs.queue import CANCELLED_ERROR, start_next
 from stepwise.schema import utcnow
 from stepwise.store import runs, sessions
 
@@ -318,7 +317,10 @@ def settle_lost(message: str) -> list[Outcome]:
                 continue
         if _describe(run.run_id) is not None:
             continue  # started during this pass: its queue moved on when the run ahead of it ended
-        outcomes.append(settle(tenant_id, run.run_id, lost))
+        try:
+            outcomes.append(settle(tenant_id, run.run_id, lost))
+        except Exception:  # one run that cannot be settled must not keep the stack from starting
+            logger.exception("lost execution not settled", extra={"run_id": run.run_id})
     changed = [o.model_dump(mode="json") for o in outcomes if o.action in ("reconciled", "resumed_queue")]
     logger.info("executions lost", extra={"changed": changed})
     return outcomes

@@ -27,7 +27,13 @@ function route() {
     return;
   }
   nav.hidden = false;
-  const [name, id] = window.location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
+  let name, id;
+  try {
+    [name, id] = window.location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
+  } catch (err) {
+    failed(err, signal); // a hand-edited hash that is not valid percent-encoding (URIError)
+    return;
+  }
   const show = {
     agents: () => (id ? agentView(id, signal) : agentsView(signal)),
     runs: () => (id ? runView(id, signal) : runsView(signal)),
@@ -53,11 +59,13 @@ function problem(err) {
 
 function sleep(ms, signal) {
   return new Promise((resolve) => {
-    const timer = setTimeout(resolve, ms);
-    signal.addEventListener("abort", () => {
+    const done = () => {
       clearTimeout(timer);
+      signal.removeEventListener("abort", done);
       resolve();
-    });
+    };
+    const timer = setTimeout(done, ms); // and forget the listener: a long reconnect loop sleeps often
+    signal.addEventListener("abort", done, { once: true });
   });
 }
 
