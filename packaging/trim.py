@@ -6,11 +6,15 @@ layer leaving out what the core layer has, and the bytecode of what it loads (pa
 adds about 31 MiB. These rules take out what the runtime never imports or reads, and nothing a model
 call can reach:
 
-- data, stubs and scripts (33.8 MiB): the proxy's admin UI and API documents, `.pyi`, console scripts;
-- code (`code=True`, 11.3 MiB): only the LiteLLM proxy server's own modules (PROXY_SERVER below).
-  Every build measures what the functions load and fails if a rule removed any of it; no other rule
-  may remove a `.py` or native module (tests/unit/test_packaging.py checks every file of every layer
-  distribution, as installed in the venv, and every module stepwise imports);
+- data, stubs and scripts: the proxy's admin UI and API documents, the API models of AWS services no
+  shipped code names and botocore's request examples (BOTOCORE_SERVICES below), `.pyi`, console scripts;
+- code (`code=True`), each an explicit list of modules proven unloaded: the LiteLLM proxy server's own
+  modules (PROXY_SERVER), googleapis-common-protos (GOOGLEAPIS) and OTLP's messages and exporters for
+  metrics, logs and profiles (OTLP_OTHER_SIGNALS). Every build measures what the functions load and
+  fails if a rule removed any of it; tests/unit/test_packaging.py exports a span through the OTLP
+  exporter and fails if a rule removed a module that loads; no other rule may remove a `.py` or native
+  module (the same test checks every file of every layer distribution, as installed in the venv, and
+  every module stepwise imports);
 - never litellm's offline data: the bundled cost map (LITELLM_LOCAL_MODEL_COST_MAP) and the tiktoken
   and tokenizer files it counts tokens with (KEEP below; the same test checks it), nor a provider of
   `litellm/llms/` (which one a deployment calls is its configuration);
@@ -43,6 +47,8 @@ class Rule:
     layers: tuple[str, ...]
     why: str
     code: bool = False  # removes modules: only what no function loads (checked by the build, below)
+    # Directories (with a trailing `/`) the pattern must spare, and everything under them.
+    unless: tuple[str, ...] = ()
 
     @property
     def is_dir(self) -> bool:
@@ -51,7 +57,8 @@ class Rule:
     def matches(self, relpath: str, is_dir: bool) -> bool:
         if is_dir != self.is_dir:
             return False
-        return fnmatch.fnmatchcase(relpath + "/" if is_dir else relpath, self.pattern)
+        path = relpath + "/" if is_dir else relpath
+        return fnmatch.fnmatchcase(path, self.pattern) and not path.startswith(self.unless)
 
 
 ALL = ("core", "model", "stepwise")
@@ -94,6 +101,49 @@ PROXY_ROUTES = (
     "vector_store_files", "vertex_ai", "video",
 )  # fmt: skip
 
+# googleapis-common-protos (0.6 MiB): opentelemetry-exporter-otlp-proto-http requires it, but the exporter
+# imports none of it (it posts OTLP protobuf and reads only the HTTP status; measured: exporting a span
+# loads no module of these, tests/unit/test_packaging.py), and the only other importers (litellm's Vertex
+# and Google KMS helpers, pydantic-settings' GCP source) need google-cloud-* packages no layer ships.
+GOOGLEAPIS = ("api", "cloud", "gapic", "logging", "longrunning", "rpc", "type")
+# OpenTelemetry's OTLP parts for signals other than traces (0.1 MiB): Stepwise exports spans only (stepwise
+# tracing builds its TracerProvider itself; the SDK's auto-configuration, which would look the metric and
+# log exporters up by entry point, never runs). The `_grpc` stubs need grpcio, which no layer ships.
+OTLP_OTHER_SIGNALS: dict[str, str] = {
+    "opentelemetry/proto/logs/": "log records' messages",
+    "opentelemetry/proto/metrics/": "metrics' messages",
+    "opentelemetry/proto/profiles/": "profiles' messages",
+    "opentelemetry/proto/collector/logs/": "the logs service's request and response",
+    "opentelemetry/proto/collector/metrics/": "the metrics service's request and response",
+    "opentelemetry/proto/collector/profiles/": "the profiles service's request and response",
+    "opentelemetry/proto/collector/trace/v1/trace_service_pb2_grpc.py": "the trace service's gRPC stub",
+    "opentelemetry/exporter/otlp/proto/common/_internal/_log_encoder/": "the log encoder",
+    "opentelemetry/exporter/otlp/proto/common/_internal/metrics_encoder/": "the metrics encoder",
+    "opentelemetry/exporter/otlp/proto/common/_log_encoder.py": "the log encoder's public name",
+    "opentelemetry/exporter/otlp/proto/common/metrics_encoder.py": "the metrics encoder's public name",
+    "opentelemetry/exporter/otlp/proto/http/_log_exporter/": "the OTLP/HTTP log exporter",
+    "opentelemetry/exporter/otlp/proto/http/metric_exporter/": "the OTLP/HTTP metric exporter",
+}
+# The AWS services whose botocore models stay (botocore/data/<service>/): every service that any code a
+# layer ships names in a string literal (stepwise's clients; litellm's Bedrock, SageMaker, STS, KMS,
+# secret managers and loggers; Powertools' utilities; botocore's own STS/SSO credential and token
+# providers), a deliberately loose superset: a word in a docstring that happens to be a service name keeps
+# that service too. tests/unit/test_packaging.py scans every .py of every layer distribution and of
+# stepwise and fails when one names a service missing here. A client for any other service would fail
+# at creation (UnknownServiceError); nothing in Stepwise takes a service name from configuration.
+BOTOCORE_SERVICES = (
+    "account", "amp", "apigatewaymanagementapi", "appconfig", "appconfigdata", "appsync", "artifact",
+    "athena", "backup", "batch", "bedrock", "bedrock-agent", "bedrock-agent-runtime", "bedrock-agentcore",
+    "bedrock-runtime", "billing", "budgets", "chatbot", "cloudwatch", "comprehendmedical", "config",
+    "connect", "cur", "dax", "discovery", "dynamodb", "ec2", "elasticache", "elb", "es", "events",
+    "forecast", "glacier", "health", "iam", "inspector", "kafka", "kinesis", "kms", "lambda", "location",
+    "logs", "m2", "mpa", "notifications", "opensearch", "opensearchserverless", "organizations", "pi",
+    "pipes", "polly", "pricing", "ram", "rds", "redshift", "s3", "s3vectors", "sagemaker",
+    "sagemaker-runtime", "scheduler", "schemas", "secretsmanager", "ses", "sesv2", "shield", "signin",
+    "sns", "sqs", "ssm", "sso", "sso-oidc", "stepfunctions", "sts", "support", "transcribe", "transfer",
+    "translate",
+)  # fmt: skip
+
 RULES: tuple[Rule, ...] = (
     Rule(
         "litellm/proxy/_experimental/out/",
@@ -114,6 +164,27 @@ RULES: tuple[Rule, ...] = (
     *(
         Rule(f"litellm/proxy/{name}_endpoints/", ("model",), "HTTP routes of the proxy server", code=True)
         for name in PROXY_ROUTES
+    ),
+    *(
+        Rule(
+            f"google/{name}/", ("core",), "googleapis-common-protos: no shipped module imports it", code=True
+        )
+        for name in GOOGLEAPIS
+    ),
+    *(
+        Rule(path, ("core",), f"OTLP {what}: Stepwise exports traces only", code=True)
+        for path, what in OTLP_OTHER_SIGNALS.items()
+    ),
+    Rule(
+        "botocore/data/*/",
+        ("core",),
+        "~10 MiB: the API models of the AWS services no shipped code names (BOTOCORE_SERVICES above)",
+        unless=tuple(f"botocore/data/{service}/" for service in BOTOCORE_SERVICES),
+    ),
+    Rule(
+        "botocore/data/*/examples-1.json",
+        ("core",),
+        "~1.6 MiB: request examples, read only by botocore.docs and boto3.docs to write documentation",
     ),
     Rule("bin/", ALL, "console scripts pip wrote for the build machine's interpreter; Lambda runs none"),
     Rule("*.pyi", ALL, "type stubs: read by type checkers, never by the interpreter"),

@@ -7,7 +7,8 @@ the venv by their RECORD files into a tree shaped like the function's /opt/pytho
 rules (trim.RULES, trim.SKIP_DISTS) to a second copy, and runs packaging/probe.py in a bare
 interpreter (`-I -S`: no site-packages, only that tree, the staged stepwise layer and the function):
 
-1. every module of litellm, huggingface_hub, tiktoken and tokenizers is imported in both trees;
+1. every module of litellm, huggingface_hub, tiktoken, tokenizers, opentelemetry and google (protobuf)
+   is imported in both trees;
    any module that imports untrimmed but not trimmed fails the verification;
 2. the trimmed tree runs the model step's init as under SnapStart with all sockets refused (the
    snapshot must not hold a connection), its after-restore hooks, and real model turns through
@@ -35,7 +36,9 @@ from stepwise.local.cfn_yaml import load_template
 
 FUNCTION = "StepFunction"
 PROBE = Path(__file__).resolve().parent / "probe.py"
-PACKAGES = ["litellm", "huggingface_hub", "tiktoken", "tokenizers"]
+# Every module of these is imported with and without the rules (opentelemetry and google: the code rules
+# of the core layer).
+PACKAGES = ["litellm", "huggingface_hub", "tiktoken", "tokenizers", "opentelemetry", "google"]
 PROBE_TIMEOUT = 600  # seconds; importing all of litellm takes about 15 here
 LAMBDA_TASK = "/var/task"
 

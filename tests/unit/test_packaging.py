@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import json
+import os
 import re
+import subprocess
 import sys
 from functools import cache
 from importlib import metadata
@@ -152,22 +155,152 @@ def test_only_code_rules_remove_code_of_a_layer_distribution(layer: str) -> None
     assert removed == []
 
 
-def test_code_rules_remove_only_the_litellm_proxy_servers_python_modules() -> None:
-    """Code rules are the reviewed PROXY_SERVER list; each removes .py files, never a native module."""
+def test_code_rules_are_the_reviewed_lists_and_remove_python_modules_only() -> None:
+    """Code rules are the reviewed lists (the proxy server; googleapis-common-protos and OTLP's other
+    signals); each removes .py files of its own distribution, never a native module."""
+    reviewed = {
+        **{f"litellm/proxy/{path}": ("model", "litellm") for path in trim.PROXY_SERVER},
+        **{f"litellm/proxy/{name}_endpoints/": ("model", "litellm") for name in trim.PROXY_ROUTES},
+        **{f"google/{name}/": ("core", "googleapis-common-protos") for name in trim.GOOGLEAPIS},
+        **{path: ("core", _otel_dist(path)) for path in trim.OTLP_OTHER_SIGNALS},
+    }
     code = [rule for rule in trim.RULES if rule.code]
-    litellm_files = [f.as_posix() for f in metadata.distribution("litellm").files or []]
 
-    assert code
+    assert sorted(rule.pattern for rule in code) == sorted(reviewed)
+    removed_from: dict[tuple[str, str], dict[str, list[str]]] = {}
+    for layer, dist in set(reviewed.values()):
+        by_rule = removed_from[layer, dist] = {}
+        for file in metadata.distribution(dist).files or []:
+            if rule_found := trim.removed_by(file.as_posix(), layer):
+                by_rule.setdefault(rule_found.pattern, []).append(file.as_posix())
     for rule in code:
-        assert rule.layers == ("model",), rule.pattern
-        assert rule.pattern.startswith("litellm/proxy/") and rule.pattern != "litellm/proxy/", rule.pattern
-        removed = [f for f in litellm_files if trim.removed_by(f, "model") is rule]
-        assert removed, f"{rule.pattern} matches nothing in litellm: stale"
+        layer, dist = reviewed[rule.pattern]
+        assert rule.layers == (layer,), rule.pattern
+        removed = removed_from[layer, dist].get(rule.pattern, [])
+        assert removed, f"{rule.pattern} matches nothing in {dist}: stale"
         assert not [f for f in removed if ".so" in f.rsplit("/", 1)[-1]], rule.pattern
     assert trim.removed_by("litellm/proxy/_types.py", "model") is None  # `import litellm` loads it
     assert (
         trim.removed_by("litellm/proxy/guardrails/exception_utils.py", "model") is None
     )  # a completion does
+    assert trim.removed_by("opentelemetry/proto/trace/v1/trace_pb2.py", "core") is None
+    assert trim.removed_by("google/protobuf/message.py", "core") is None
+
+
+def _otel_dist(path: str) -> str:
+    return (
+        "opentelemetry-proto"
+        if path.startswith("opentelemetry/proto/")
+        else (
+            "opentelemetry-exporter-otlp-proto-http"
+            if "/http/" in path
+            else "opentelemetry-exporter-otlp-proto-common"
+        )
+    )
+
+
+# A fresh interpreter with tracing on, as a function with OTEL_EXPORTER_OTLP_ENDPOINT set runs it: one span
+# with an error status and an exception event, through stepwise.tracing's provider and the OTLP/HTTP
+# exporter to a closed loopback port (the export fails after encoding; that is all this needs).
+_EXPORT_A_SPAN = """
+import json, sys
+from opentelemetry import trace
+from opentelemetry.trace import Status, StatusCode
+from stepwise import tracing
+assert tracing.enabled()
+span = trace.get_tracer("probe").start_span("probe", attributes={"stepwise.run_id": "r", "n": 1})
+span.set_status(Status(StatusCode.ERROR, "failed"))
+span.record_exception(ValueError("x"))
+span.end()
+tracing.flush()
+print(json.dumps(sorted({m.__file__ for m in list(sys.modules.values()) if getattr(m, "__file__", None)})))
+"""
+
+
+def test_exporting_a_span_over_otlp_loads_no_module_a_rule_removes() -> None:
+    site = Path(metadata.distribution("opentelemetry-proto").locate_file("")).resolve()
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "PYTHONPATH": str(ROOT / "shared"),
+        "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9",
+        "OTEL_EXPORTER_OTLP_TIMEOUT": "1",
+        "AWS_LAMBDA_FUNCTION_NAME": "probe",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", _EXPORT_A_SPAN],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    loaded = [Path(f).resolve() for f in json.loads(done.stdout.strip().splitlines()[-1])]
+    rel = [f.relative_to(site).as_posix() for f in loaded if f.is_relative_to(site)]
+
+    assert "opentelemetry/exporter/otlp/proto/common/_internal/trace_encoder/__init__.py" in rel
+    assert "opentelemetry/proto/collector/trace/v1/trace_service_pb2.py" in rel
+    assert {f: rule.pattern for f in rel for layer in LAYERS if (rule := trim.removed_by(f, layer))} == {}
+
+
+# --- botocore's service models ------------------------------------------------------------------------
+
+_LITERAL = re.compile(r"""["']([a-z0-9][a-z0-9-]*)["']""")
+
+
+def _botocore_services() -> set[str]:
+    data = Path(str(metadata.distribution("botocore").locate_file("botocore/data")))
+    return {p.name for p in data.iterdir() if p.is_dir()}
+
+
+def test_every_service_that_shipped_code_names_keeps_its_botocore_model() -> None:
+    """Every string literal naming an AWS service in any .py of the layers' distributions (botocore: its
+    credential and token providers), of stepwise and of the handlers keeps that service's model."""
+    services = _botocore_services()
+    named: dict[str, set[str]] = {}
+    sources = [*(ROOT / "shared").rglob("*.py"), *(ROOT / "functions").rglob("*.py")]
+    for dist in {d for layer in LAYERS for d in layer_dists(layer)}:
+        distribution = metadata.distribution(dist)
+        for file in distribution.files or []:
+            path = file.as_posix()
+            if not path.endswith(".py") or path.startswith(".."):
+                continue
+            if path.startswith("botocore/") and path not in ("botocore/credentials.py", "botocore/tokens.py"):
+                continue  # botocore's per-service customisations name services without creating clients
+            sources.append(Path(str(distribution.locate_file(file))))
+    for source in sources:
+        for word in set(_LITERAL.findall(source.read_text(errors="replace"))) & services:
+            named.setdefault(word, set()).add(source.name)
+
+    assert {"dynamodb", "stepfunctions", "bedrock-runtime", "sts", "sso-oidc"} <= set(named)
+    assert sorted(set(named) - set(trim.BOTOCORE_SERVICES)) == []
+    assert sorted(set(trim.BOTOCORE_SERVICES) - services) == []  # no stale name
+    removed = [s for s in services if trim.removed_by(f"botocore/data/{s}/", "core", is_dir=True)]
+    assert sorted(set(removed) & set(named)) == []
+    assert len(removed) == len(services) - len(trim.BOTOCORE_SERVICES) > 300
+
+
+def test_a_kept_service_keeps_its_models_and_loses_only_its_examples() -> None:
+    kept = "botocore/data/dynamodb/2012-08-10/"
+    for name in ("service-2.json.gz", "paginators-1.json", "waiters-2.json", "endpoint-rule-set-1.json.gz"):
+        assert trim.removed_by(kept + name, "core") is None, name
+    assert trim.removed_by(kept + "examples-1.json", "core").pattern == "botocore/data/*/examples-1.json"
+    assert (
+        trim.removed_by("botocore/data/ivs/2020-07-14/service-2.json.gz", "core").pattern
+        == "botocore/data/*/"
+    )
+    for shared in ("endpoints.json", "partitions.json", "sdk-default-configuration.json", "_retry.json"):
+        assert trim.removed_by(f"botocore/data/{shared}", "core") is None, shared
+    assert trim.removed_by("botocore/data/ivs/2020-07-14/service-2.json.gz", "model") is None
+
+
+def test_botocores_examples_are_read_by_the_docs_modules_only() -> None:
+    readers = []
+    for dist in ("botocore", "boto3"):
+        for file in metadata.distribution(dist).files or []:
+            if file.suffix == ".py" and "examples-1" in file.read_text():
+                readers.append(file.as_posix())
+
+    assert readers and all(r.startswith(("botocore/docs/", "boto3/docs/")) for r in readers), readers
 
 
 def test_no_rule_removes_litellms_offline_data() -> None:
