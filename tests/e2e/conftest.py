@@ -124,10 +124,12 @@ def receiver() -> Iterator[Receiver]:
     fake.close()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
     """Headless Chromium, Debian's package (no browser download at test time), for the pages and the
-    console."""
+    console. Per module, never per session: Playwright's sync API keeps an asyncio loop running in the
+    main thread while it is open, and every later test that runs a loop of its own (the MCP client, the
+    async SDK) would fail with "Cannot run the event loop while another loop is running"."""
     with sync_playwright() as playwright:
         launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
         yield launched
