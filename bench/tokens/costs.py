@@ -67,7 +67,9 @@ def measure(requests: list[Request], *, naive: bool) -> list[CallFigures]:
         whole = max(1, _text_tokens(OPENAI_MODEL, rendered))
         shared_tokens = _text_tokens(OPENAI_MODEL, rendered[:shared]) if shared else 0
         share = shared_tokens / whole
-        prefix = int(share * tokens)
+        # No call can reuse more of the previous request than there was of it; the share is measured
+        # on the rendering and the totals by the counter, whose layouts differ by a few tokens.
+        prefix = min(int(share * tokens), previous_tokens)  # 0 on a run's first call: nothing before it
         cached = (prefix // OPENAI_BLOCK) * OPENAI_BLOCK if prefix >= OPENAI_MIN_PREFIX else 0
         read, write = 0, 0
         if not naive and claude >= ANTHROPIC_MIN_PREFIX:  # naive sends no marks: Anthropic caches nothing
