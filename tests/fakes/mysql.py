@@ -15,13 +15,14 @@ import contextlib
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.fakes.daemons import free_port, run_as
 
 _START_TIMEOUT = 60  # seconds for the server to accept connections
 
@@ -67,21 +68,6 @@ class Server:
             connection.close()
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def _run_as() -> str | None:
-    if os.geteuid() != 0:
-        return None
-    for name in ("mysql", "nobody"):
-        with contextlib.suppress(KeyError):
-            return pwd.getpwnam(name).pw_name
-    raise RuntimeError("running as root and no unprivileged user (mysql, nobody) to run MariaDB as")
-
-
 @contextlib.contextmanager
 def server() -> Iterator[Server]:
     """Start a server and yield it; RuntimeError (with what to install) when MariaDB is missing."""
@@ -92,7 +78,7 @@ def server() -> Iterator[Server]:
             "`apt-get install -y mariadb-server`"
         )
     install, mariadbd = found
-    user = _run_as()
+    user = run_as("mysql", "nobody")
     directory = Path(tempfile.mkdtemp(prefix="stepwise-mariadb-"))
     data, sock = directory / "data", directory / "mysqld.sock"
     data.mkdir()
@@ -100,7 +86,7 @@ def server() -> Iterator[Server]:
         entry = pwd.getpwnam(user)
         for path in (directory, data):
             os.chown(path, entry.pw_uid, entry.pw_gid)
-    port = _free_port()
+    port = free_port()
     user_args = [f"--user={user}"] if user else []
     subprocess.run(
         [str(install), "--no-defaults", f"--datadir={data}", "--auth-root-authentication-method=socket",

@@ -12,12 +12,13 @@ import contextlib
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.fakes.daemons import free_port, run_as
 
 _START_TIMEOUT = 60  # seconds for pg_ctl -w to see the server accept connections
 
@@ -56,21 +57,6 @@ class Cluster:
             connection.execute(statements.encode())
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def _run_as() -> str | None:
-    if os.geteuid() != 0:
-        return None
-    for name in ("postgres", "nobody"):
-        with contextlib.suppress(KeyError):
-            return pwd.getpwnam(name).pw_name
-    raise RuntimeError("running as root and no unprivileged user (postgres, nobody) to run PostgreSQL as")
-
-
 @contextlib.contextmanager
 def cluster() -> Iterator[Cluster]:
     """Start a cluster and yield it; RuntimeError (with what to install) when PostgreSQL is missing."""
@@ -80,7 +66,7 @@ def cluster() -> Iterator[Cluster]:
             "PostgreSQL is not installed: `make test` installs Debian's postgresql, or run "
             "`apt-get install -y postgresql`"
         )
-    user = _run_as()
+    user = run_as("postgres", "nobody")
     superuser = user or pwd.getpwuid(os.geteuid()).pw_name
     directory = Path(tempfile.mkdtemp(prefix="stepwise-pg-"))
     data, sockets = directory / "data", directory / "run"
@@ -89,7 +75,7 @@ def cluster() -> Iterator[Cluster]:
         entry = pwd.getpwnam(user)
         for path in (directory, sockets):
             os.chown(path, entry.pw_uid, entry.pw_gid)
-    port = _free_port()
+    port = free_port()
 
     def run(*args: str) -> None:
         subprocess.run(
