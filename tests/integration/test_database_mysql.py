@@ -13,19 +13,16 @@ import pytest
 from sqlalchemy import event
 
 from stepwise.ssrf import system_resolver
-from stepwise.tools.base import ToolResult
 from stepwise.tools.builtin import (
     StaticSettings,
-    ToolScope,
     _database,
     _db_target,
     _sql,
     database_query,
-    database_write,
 )
 from tests.fakes.mysql import Server, server
+from tests.integration.database_tools import error_of, query, unchecked_query, write
 
-SCOPE = ToolScope(tenant_id="t1", agent_id="a1", run_id="r1", session_id="s1")
 PASSWORD = "agent-password-1"
 SCHEMA = """
     DROP TABLE IF EXISTS customers, orders, secret;
@@ -56,37 +53,6 @@ def shop(mariadb: Server, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     mariadb.sql(SCHEMA, database="shop")
     yield mariadb.url("agent", PASSWORD, "shop")
     _database.engine_for.cache_clear()
-
-
-def error_of(result: ToolResult) -> tuple[str, str]:
-    assert result.error is not None, f"expected an error, got {result.output!r}"
-    return result.error.code, result.error.message
-
-
-def query(url: str, sql: str, tables: tuple[str, ...] = ("orders", "customers")) -> ToolResult:
-    config = database_query.Config(allowed_tables=list(tables))
-    return database_query.run(
-        {"query": sql}, scope=SCOPE, settings=StaticSettings({"DATABASE_URL": url}), config=config
-    )
-
-
-def write(url: str, sql: str, max_rows: int = 100) -> ToolResult:
-    config = database_write.Config(allowed_tables=["orders", "customers"], max_rows_affected=max_rows)
-    return database_write.run(
-        {"query": sql}, scope=SCOPE, settings=StaticSettings({"DATABASE_URL": url}), config=config
-    )
-
-
-def unchecked_query(url: str, sql: str) -> ToolResult:
-    return _database.execute(
-        {"query": sql},
-        tool="database_query",
-        tenant_id="t1",
-        settings=StaticSettings({"DATABASE_URL": url}),
-        access=database_query.Config(),
-        check=lambda text, allowlist: text,
-        read_only=True,
-    )
 
 
 def rows(mariadb: Server, sql: str) -> list[tuple[Any, ...]]:

@@ -265,16 +265,25 @@ def _describe(run_id: str) -> dict[str, Any] | None:
 
 def _without_execution(tenant_id: str, run: Run, now: datetime) -> Outcome:
     """A run with no execution: waiting its turn, its session stuck behind a finished run, or lost."""
-    if run.status == "queued":
-        try:
-            session = sessions.get(tenant_id, run.session_id)
-        except NotFound:
-            session = None
-        if session is not None and run.run_id in session.queue:
-            return _queued(tenant_id, run, session.active_run_id)
+    waiting = _in_queue(tenant_id, run)
+    if waiting is not None:
+        return waiting
     if now - run.created_at < LOST_AFTER:
         return Outcome(run_id=run.run_id, tenant_id=tenant_id, action="kept", reason="no execution yet")
     return settle(tenant_id, run.run_id, _lost(run))
+
+
+def _in_queue(tenant_id: str, run: Run) -> Outcome | None:
+    """What became of a queued run that waits in its session's queue; None: it is in no queue."""
+    if run.status != "queued":
+        return None
+    try:
+        session = sessions.get(tenant_id, run.session_id)
+    except NotFound:
+        return None
+    if run.run_id not in session.queue:
+        return None
+    return _queued(tenant_id, run, session.active_run_id)
 
 
 def _queued(tenant_id: str, run: Run, active_run_id: str | None) -> Outcome:
@@ -307,14 +316,10 @@ def settle_lost(message: str) -> list[Outcome]:
     active = sorted(everything, key=lambda pair: -pair[1].depth)
     outcomes = []
     for tenant_id, run in active:
-        if run.status == "queued":
-            try:
-                session = sessions.get(tenant_id, run.session_id)
-            except NotFound:
-                session = None
-            if session is not None and run.run_id in session.queue:
-                outcomes.append(_queued(tenant_id, run, session.active_run_id))
-                continue
+        waiting = _in_queue(tenant_id, run)
+        if waiting is not None:
+            outcomes.append(waiting)
+            continue
         if _describe(run.run_id) is not None:
             continue  # started during this pass: its queue moved on when the run ahead of it ended
         try:
