@@ -30,10 +30,12 @@ APPROVAL_EVENTS: tuple[HookEvent, ...] = ("PreToolUse",)  # a human can be asked
 # Gates: a hook here stands between the model and an effect, so one that cannot answer denies unless its
 # config says `fail_closed: false`. Elsewhere a broken hook is skipped with a warning unless it says true.
 FAIL_CLOSED_EVENTS: tuple[HookEvent, ...] = ("PreToolUse", "OnDelegation")
-# Stored hooks carry the shape they were stored in. Before fail-closed gates (no key: shape 1) every http
-# hook was stored with `fail_closed: false`, whether it was asked for or was the default of the day, so
-# on a gate that false says nothing and the gate's default (closed) applies; from shape 2 on, a stored
-# false is the author's choice and stays open. (Hooks are immutable: to keep an old one open, re-create it.)
+# Stored hooks carry the shape they were stored in. Items without the key (shape 1) come from before
+# fail-closed gates, when the default of the day (false) was written into every item, and from a short
+# window after, when a stored false was asked for; the item cannot tell which. On a gate such a false is
+# read as unset and the gate's default (closed) applies: erring closed, an explicit false of that window
+# is overridden too. From shape 2 on a stored false is the author's choice and stays open. (Hooks are
+# immutable: to keep an old one open, re-create it.)
 SHAPE_KEY = "shape"
 SHAPE = 2
 
