@@ -144,20 +144,115 @@ def test_a_binary_link_secret_is_used_as_is(link_secret: Any, monkeypatch: pytes
     assert links.secret() == b"\x00\x01" * 16
 
 
-def test_a_rotated_link_secret_signs_and_verifies_after_max_age(
+OLD = "old secret " + "o" * 40
+NEW = "new secret " + "n" * 40
+NEWER = "newer secret " + "w" * 40
+
+
+def past_max_age(monkeypatch: pytest.MonkeyPatch, steps: int = 1) -> None:
+    later = datetime.now() + timedelta(seconds=steps * (links.MAX_AGE_SECONDS + 1))
+    monkeypatch.setattr(base, "datetime", _Clock(later))  # Powertools' cache clock, moved past max_age
+
+
+def test_a_link_signed_before_a_rotation_still_verifies_after_it(
     link_secret: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    arn = put_link_secret(link_secret, monkeypatch, SecretString="old secret " + "o" * 40)
+    arn = put_link_secret(link_secret, monkeypatch, SecretString=OLD)
     expires = datetime.now(UTC) + timedelta(hours=1)
     old_token = links.sign("int_1", "t1", expires, links.secret())
-    link_secret.put_secret_value(SecretId=arn, SecretString="new secret " + "n" * 40)
+    link_secret.put_secret_value(SecretId=arn, SecretString=NEW)
 
-    assert links.secret() == b"old secret " + b"o" * 40  # cached: no read per request
-    later = datetime.now() + timedelta(seconds=links.MAX_AGE_SECONDS + 1)
-    monkeypatch.setattr(base, "datetime", _Clock(later))  # Powertools' cache clock, moved past max_age
-    assert links.secret() == b"new secret " + b"n" * 40
+    assert links.secret() == OLD.encode()  # cached: no read per request
+    past_max_age(monkeypatch)
+    assert links.secret() == NEW.encode()  # signing uses the new secret...
+    new_token = links.sign("int_2", "t1", expires, links.secret())
     with pytest.raises(links.ForgedLink):
-        links.verify(old_token, links.secret(), datetime.now(UTC))  # what rotating means for open links
+        links.verify(new_token, OLD.encode(), datetime.now(UTC))  # ...and nothing else
+    # Both verify: the pending link through the previous version, the new one through the current.
+    assert links.verify(old_token, links.verifying_secrets(), datetime.now(UTC)).interaction_id == "int_1"
+    assert links.verify(new_token, links.verifying_secrets(), datetime.now(UTC)).interaction_id == "int_2"
+
+
+def test_a_link_signed_two_rotations_ago_is_refused(
+    link_secret: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    arn = put_link_secret(link_secret, monkeypatch, SecretString=OLD)
+    expires = datetime.now(UTC) + timedelta(hours=1)
+    oldest = links.sign("int_1", "t1", expires, links.secret())
+    link_secret.put_secret_value(SecretId=arn, SecretString=NEW)
+    link_secret.put_secret_value(SecretId=arn, SecretString=NEWER)
+    past_max_age(monkeypatch)
+
+    with pytest.raises(links.ForgedLink, match="this approval link is not valid"):
+        links.verify(oldest, links.verifying_secrets(), datetime.now(UTC))
+    between = links.sign("int_2", "t1", expires, NEW.encode())  # signed while NEW was current
+    assert links.verify(between, links.verifying_secrets(), datetime.now(UTC)).interaction_id == "int_2"
+
+
+def test_a_follow_url_signed_before_a_rotation_is_admitted_by_the_same_rule(
+    link_secret: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from stepwise.follow import tokens
+
+    arn = put_link_secret(link_secret, monkeypatch, SecretString=OLD)
+    now = datetime.now(UTC)
+    claims = tokens.new_claims("t1", "run_1", 0, now)
+    url_token = tokens.sign(claims, links.secret())
+    link_secret.put_secret_value(SecretId=arn, SecretString=NEW)
+    past_max_age(monkeypatch)
+
+    assert tokens.verify(url_token, links.verifying_secrets(), now) == claims
+    link_secret.put_secret_value(SecretId=arn, SecretString=NEWER)
+    past_max_age(monkeypatch, steps=2)
+    with pytest.raises(links.ForgedLink):
+        tokens.verify(url_token, links.verifying_secrets(), now)
+
+
+def test_a_never_rotated_secret_verifies_against_the_current_version_only(
+    link_secret: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    put_link_secret(link_secret, monkeypatch, SecretString=OLD)
+    expires = datetime.now(UTC) + timedelta(hours=1)
+
+    assert list(links.verifying_secrets()) == [OLD.encode()]  # no AWSPREVIOUS: not an error
+    with pytest.raises(links.ForgedLink):
+        links.verify(
+            links.sign("int_1", "t1", expires, NEW.encode()), links.verifying_secrets(), datetime.now(UTC)
+        )
+
+
+def test_both_versions_are_cached_for_max_age_including_an_absent_previous(
+    link_secret: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    arn = put_link_secret(link_secret, monkeypatch, SecretString=OLD)
+    expires = datetime.now(UTC) + timedelta(hours=1)
+    forged = links.sign("int_1", "t1", expires, b"f" * 40)
+    with pytest.raises(links.ForgedLink):
+        links.verify(forged, links.verifying_secrets(), datetime.now(UTC))  # reads (and caches) both
+    link_secret.put_secret_value(SecretId=arn, SecretString=NEW)
+    signed_with_new = links.sign("int_2", "t1", expires, NEW.encode())
+
+    # Within max_age neither version is read again: current is still OLD, previous still absent.
+    assert list(links.verifying_secrets()) == [OLD.encode()]
+    with pytest.raises(links.ForgedLink):
+        links.verify(signed_with_new, links.verifying_secrets(), datetime.now(UTC))
+    past_max_age(monkeypatch)
+    assert list(links.verifying_secrets()) == [NEW.encode(), OLD.encode()]
+
+
+def test_resetting_the_link_secret_leaves_the_other_secrets_cached(
+    link_secret: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    link_arn = put_link_secret(link_secret, monkeypatch, SecretString=OLD)
+    key_arn = put(link_secret, monkeypatch, "OPENAI_API_KEY", "sk-old-key-000")
+    assert (links.secret(), credentials.get("OPENAI_API_KEY")) == (OLD.encode(), "sk-old-key-000")
+    link_secret.put_secret_value(SecretId=link_arn, SecretString=NEW)
+    link_secret.put_secret_value(SecretId=key_arn, SecretString="sk-new-key-111")
+
+    links.reset()
+
+    assert links.secret() == NEW.encode()  # read again
+    assert credentials.get("OPENAI_API_KEY") == "sk-old-key-000"  # still the cached value
 
 
 def test_the_local_variable_wins_over_secrets_manager(
@@ -167,3 +262,4 @@ def test_the_local_variable_wins_over_secrets_manager(
     monkeypatch.setenv(links.SECRET_ENV, "e" * 40)
 
     assert links.secret() == b"e" * 40
+    assert list(links.verifying_secrets()) == [b"e" * 40]  # the variable has no previous version

@@ -137,6 +137,37 @@ def test_a_token_signed_with_another_secret_is_forged() -> None:
         verify(sign("int_1", "acme", EXPIRES, OTHER_SECRET), SECRET, NOW)
 
 
+def test_verify_tries_each_secret_in_order_so_a_previous_version_still_verifies() -> None:
+    signed_before_rotation = sign("int_1", "acme", EXPIRES, OTHER_SECRET)
+
+    assert verify(signed_before_rotation, [SECRET, OTHER_SECRET], NOW).interaction_id == "int_1"
+    assert verify(token(), [SECRET, OTHER_SECRET], NOW).interaction_id == "int_01JPAR3B7X"
+    with pytest.raises(ForgedLink):
+        verify(signed_before_rotation, [SECRET], NOW)
+    with pytest.raises(ForgedLink):
+        verify(sign("int_1", "acme", EXPIRES, b"x" * 32), [SECRET, OTHER_SECRET], NOW)
+
+
+def test_a_later_secret_is_not_fetched_once_an_earlier_one_matched() -> None:
+    fetched: list[bytes] = []
+
+    def keys() -> Any:
+        for key in (SECRET, OTHER_SECRET):
+            fetched.append(key)
+            yield key
+
+    verify(token(), keys(), NOW)
+
+    assert fetched == [SECRET]  # the previous version costs nothing while links use the current one
+
+
+def test_no_secret_at_all_is_a_programming_error_not_a_forged_link() -> None:
+    with pytest.raises(ValueError, match="no approval link secret"):
+        verify(token(), [], NOW)
+    with pytest.raises(ValueError, match="empty"):
+        verify(token(), [b"", SECRET], NOW)
+
+
 @pytest.mark.parametrize(
     "garbage",
     [
@@ -273,6 +304,16 @@ def test_locally_a_changed_environment_is_read_on_the_next_call(secret_env: pyte
     secret_env.setenv(links.SECRET_ENV, "b" * 40)
 
     assert links.secret() == b"b" * 40  # nothing cached for the life of the process
+
+
+def test_locally_links_verify_against_the_variable_only(secret_env: pytest.MonkeyPatch) -> None:
+    secret_env.setenv(links.SECRET_ENV, "a" * 40)
+    signed_with_a = sign("int_1", "acme", EXPIRES, links.secret())
+    secret_env.setenv(links.SECRET_ENV, "b" * 40)
+
+    assert list(links.verifying_secrets()) == [b"b" * 40]
+    with pytest.raises(ForgedLink):
+        verify(signed_with_a, links.verifying_secrets(), NOW)  # no previous version without Secrets Manager
 
 
 # --- What a human sees: shared display rules ------------------------------------------------------

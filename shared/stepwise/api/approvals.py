@@ -98,7 +98,7 @@ def _page(status: pages.ResultStatus, detail: str | None = None, **kwargs: Any) 
 
 def _claims(token: str) -> links.LinkClaims | Response[str]:
     try:
-        return links.verify(token, links.secret(), utcnow())
+        return links.verify(token, links.verifying_secrets(), utcnow())
     except links.ForgedLink as exc:
         logger.warning("forged approval link", extra={"reason": exc.reason})
         return _page("forged")
@@ -223,7 +223,7 @@ def slack_interaction() -> Response[SlackReply]:
         time.time(),
     )
     action = slack.parse_interaction(raw)
-    claims = links.verify(action.token, links.secret(), utcnow())
+    claims = links.verify(action.token, links.verifying_secrets(), utcnow())
     interaction = interactions.get(claims.tenant_id, claims.interaction_id)
     answer = {"approved": action.decision == "approve", "reason": None}
     text = "Decision recorded."

@@ -19,6 +19,9 @@ only if that write won. A lost condition means "already decided" (409). Pages th
 (`GET /v1/approvals/{token}`) verify the link but never write: mail scanners prefetch links.
 
 The link's expiry should be the approval state's deadline: after it the task token is dead anyway.
+
+Signing always uses the current secret; verifying accepts the current one, then the previous one
+(`verifying_secrets`), so rotating the secret does not end the links already sent.
 """
 
 from __future__ import annotations
@@ -30,9 +33,10 @@ import hmac
 import json
 import os
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from stepwise import credentials
@@ -41,12 +45,22 @@ from stepwise.approvals.display import as_utc
 from stepwise.config import ConfigError
 from stepwise.errors import Forbidden, Gone
 
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.parameters import SecretsProvider
+
+# What `verify` and `unseal` take: one secret, or secrets tried in order until one matches (an
+# iterator is consumed lazily, so a secret after the one that matched is never fetched).
+Secrets = bytes | Iterable[bytes]
+
 SECRET_ENV = "STEPWISE_LINK_SECRET"
 SECRET_ARN_ENV = "LINK_SECRET_ARN"
 MIN_SECRET_BYTES = 32  # HMAC-SHA256's own output size: a shorter key is the weakest link
 # Seconds a secret read from Secrets Manager is reused: the delay before a rotation takes effect, the
 # same as for the deployment's other secrets.
 MAX_AGE_SECONDS = credentials.MAX_AGE_SECONDS
+# Secrets Manager's version stages: the value that signs, and the one it replaced at the last rotation.
+CURRENT = "AWSCURRENT"
+PREVIOUS = "AWSPREVIOUS"
 MAX_TOKEN_LENGTH = 1024  # far above any real token; refused before any work is done
 APPROVALS_PATH = "/v1/approvals/"
 
@@ -93,8 +107,9 @@ def sign(interaction_id: str, tenant_id: str, expires_at: datetime, secret: byte
     return seal(_MAC_CONTEXT, [_VERSION, interaction_id, tenant_id, expires], secret)
 
 
-def verify(token: str, secret: bytes, now: datetime) -> LinkClaims:
-    """The claims of a genuine, unexpired token; raises ForgedLink or ExpiredLink.
+def verify(token: str, secret: Secrets, now: datetime) -> LinkClaims:
+    """The claims of a genuine, unexpired token; raises ForgedLink or ExpiredLink. The API passes
+    `verifying_secrets()`, so a link signed before the last rotation still verifies.
 
     Authenticity is checked first, so an altered token is forged (403) even when it is also expired.
     Single use is not checked here: see the module docstring.
@@ -113,17 +128,25 @@ def seal(context: bytes, fields: list[Any], secret: bytes) -> str:
     return f"{payload}.{_mac(_checked_secret(secret), payload, context)}"
 
 
-def unseal(context: bytes, token: str, secret: bytes) -> list[Any]:
-    """The fields of a token `seal` made under `context`; raises ForgedLink otherwise. Authenticity is
-    checked before anything is decoded."""
-    key = _checked_secret(secret)
+def unseal(context: bytes, token: str, secret: Secrets) -> list[Any]:
+    """The fields of a token `seal` made under `context` with `secret` (or any of `secret`, tried in
+    order); raises ForgedLink otherwise. Authenticity is checked before anything is decoded. This is
+    the one MAC check of every signed URL: approval pages, Slack buttons and follow URLs."""
     if not isinstance(token, str) or len(token) > MAX_TOKEN_LENGTH:
         raise ForgedLink("not a token")
     match = _TOKEN.fullmatch(token)
     if match is None:
         raise ForgedLink("malformed token")
     payload, signature = match.groups()
-    if not hmac.compare_digest(_mac(key, payload, context), signature):
+    keys = [secret] if isinstance(secret, bytes | bytearray) else secret
+    tried = False
+    for key in keys:
+        tried = True
+        if hmac.compare_digest(_mac(_checked_secret(key), payload, context), signature):
+            break
+    else:
+        if not tried:
+            raise ValueError("no approval link secret to verify with")
         raise ForgedLink("bad signature")
     # The MAC matched, so this is our own writing; a failure here is a format we no longer read.
     try:
@@ -151,8 +174,22 @@ def approval_url(base_url: str, token: str, *, decision: Decision | None = None)
 
 
 def secret() -> bytes:
-    """The link secret of this deployment; what the API passes to `sign` and `verify`."""
+    """The link secret of this deployment (its current version): what the API passes to `sign`."""
     return load_secret()
+
+
+def verifying_secrets() -> Iterator[bytes]:
+    """What the API passes to `verify` (and follow URLs' verify): the current secret, then, only if
+    that did not match, the previous version from Secrets Manager when there is one. So a rotation
+    leaves the links signed before it valid until the next rotation (or their expiry), and a link two
+    rotations old is refused. The local variable has no previous version."""
+    yield load_secret()
+    if os.environ.get(SECRET_ENV):
+        return
+    arn = os.environ.get(SECRET_ARN_ENV)
+    previous = _from_secrets_manager(arn, PREVIOUS) if arn else None
+    if previous is not None:
+        yield previous
 
 
 def load_secret() -> bytes:
@@ -161,14 +198,17 @@ def load_secret() -> bytes:
     rotated secret reaches every warm function within that time, with no redeploy and no read per
     request. Neither set is a ConfigError.
 
-    Rotating the secret ends the links and follow URLs signed with the old one (they verify against the
-    current secret only): rotate when no approval is pending, or accept that those links show 403."""
+    This is the current version. The previous one keeps verifying (`verifying_secrets`), so one
+    rotation does not end pending links; a second rotation ends those signed before the first."""
     value = os.environ.get(SECRET_ENV)
     if value:
         return parse_secret(value, source=SECRET_ENV)
     arn = os.environ.get(SECRET_ARN_ENV)
     if arn:
-        return _from_secrets_manager(arn)
+        current = _from_secrets_manager(arn, CURRENT)
+        if current is None:
+            raise ConfigError(f"secret {arn} has no {CURRENT} value: put the approval link secret there")
+        return current
     raise ConfigError(
         f"no approval link secret: set {SECRET_ENV} (locally) or {SECRET_ARN_ENV} (a Secrets Manager "
         'secret); generate one with: python -c "import secrets; print(secrets.token_urlsafe(32))"'
@@ -176,11 +216,10 @@ def load_secret() -> bytes:
 
 
 def reset() -> None:
-    """Forget what Powertools Parameters cached (tests, and the local stack when it sets the environment
-    late); the environment variable is read on every call anyway."""
-    from aws_lambda_powertools.utilities import parameters
-
-    parameters.clear_caches()
+    """Forget the cached link secret versions, and the Secrets Manager clients that read them (tests,
+    and the local stack when it sets the environment late); the environment variable is read on every
+    call anyway. Only this secret's cache: the deployment's other secrets stay cached."""
+    _providers.clear()
 
 
 def parse_secret(value: str, *, source: str) -> bytes:
@@ -199,18 +238,42 @@ def parse_secret(value: str, *, source: str) -> bytes:
     return key
 
 
-def _from_secrets_manager(arn: str) -> bytes:
-    # Imported here: only a function that really reads the secret from AWS pays for boto3.
-    from aws_lambda_powertools.utilities import parameters
+# One Powertools provider per version stage, each with its own cache: Powertools keys its cache by the
+# secret's name only, not by the VersionStage passed to the SDK, so one provider would hand back the
+# current value when asked for the previous one (or the reverse).
+_providers: dict[str, SecretsProvider] = {}
 
-    value = parameters.get_secret(arn, max_age=MAX_AGE_SECONDS)
+
+def _provider(stage: str) -> SecretsProvider:
+    if stage not in _providers:
+        # Imported here: only a function that really reads the secret from AWS pays for boto3.
+        from aws_lambda_powertools.utilities.parameters import SecretsProvider
+
+        class StageProvider(SecretsProvider):
+            def _get(self, name: str, **sdk_options: Any) -> str | bytes:
+                try:
+                    return super()._get(name, **sdk_options, VersionStage=stage)
+                except self.client.exceptions.ResourceNotFoundException:
+                    # No version at this stage (a secret never rotated has no AWSPREVIOUS). Returned
+                    # as empty so Powertools caches the absence for max_age like a value: a stream of
+                    # forged tokens costs no Secrets Manager read each.
+                    return b""
+
+        _providers[stage] = StageProvider()
+    return _providers[stage]
+
+
+def _from_secrets_manager(arn: str, stage: str) -> bytes | None:
+    """The key at `stage`, None when the secret has no version there."""
+    value = _provider(stage).get(arn, max_age=MAX_AGE_SECONDS)
+    source = f"secret {arn} ({stage})"
     if isinstance(value, str) and value:
-        return parse_secret(value, source=f"secret {arn}")
+        return parse_secret(value, source=source)
     binary = bytes(value) if isinstance(value, bytes | bytearray) else b""
+    if not binary:
+        return None
     if len(binary) < MIN_SECRET_BYTES:
-        raise ConfigError(
-            f"secret {arn} is too short: the approval link secret needs {MIN_SECRET_BYTES} bytes"
-        )
+        raise ConfigError(f"{source} is too short: the approval link secret needs {MIN_SECRET_BYTES} bytes")
     return binary
 
 

@@ -54,7 +54,7 @@ def issue(tenant_id: str, run_id: str, after: int, now: datetime | None = None) 
 def admit(token: str, now: datetime | None = None) -> FollowClaims:
     """The claims of a genuine, unexpired, unused URL, which is used up by this call; Refused otherwise."""
     try:
-        claims = tokens.verify(token, links.secret(), now or utcnow())
+        claims = tokens.verify(token, links.verifying_secrets(), now or utcnow())
     except (links.ForgedLink, tokens.ExpiredFollowUrl) as exc:
         raise Refused(getattr(exc, "reason", exc.code)) from exc
     if not followers.use_token(claims.tenant_id, claims.run_id, claims.nonce, claims.expires_at):

@@ -12,7 +12,7 @@ import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from stepwise.approvals.links import ForgedLink, seal, unseal
+from stepwise.approvals.links import ForgedLink, Secrets, seal, unseal
 from stepwise.errors import Gone
 
 VALID_FOR = timedelta(seconds=60)
@@ -52,7 +52,7 @@ def sign(claims: FollowClaims, secret: bytes) -> str:
     return seal(_CONTEXT, fields, secret)
 
 
-def verify(token: str, secret: bytes, now: datetime) -> FollowClaims:
+def verify(token: str, secret: Secrets, now: datetime) -> FollowClaims:
     """The claims of a genuine, unexpired token; raises ForgedLink or ExpiredFollowUrl. Single use is
     the caller's job (stepwise.follow.service.admit)."""
     fields = unseal(_CONTEXT, token, secret)
