@@ -18,9 +18,11 @@ random per call, so a value the tool prints cannot pass for its result by accide
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import re
 import secrets
+import threading
 from typing import Literal
 
 Language = Literal["python", "javascript"]
@@ -34,6 +36,15 @@ _JS_EXPORTS_RUN = re.compile(
 )
 
 
+# CPython 3.11 keeps the AST builder's recursion depth in interpreter-wide state (gh-106905): two threads
+# parsing at once can fail with "SystemError: AST constructor recursion depth mismatch". Lambda serves one
+# request per process, but the local stack's threads validate stored agents concurrently (a list of a
+# tenant's agents failed so), hence the lock; and every read of an agent validates its code tools again,
+# hence the cache.
+_PARSING = threading.Lock()
+
+
+@functools.lru_cache(maxsize=64)
 def entry_problem(language: Language, source: str) -> str | None:
     """Why `source` cannot be a code tool (None when it can), found without running it: Python is parsed
     and must bind `run` at module level; JavaScript must export `run` (checked by pattern: a JavaScript
@@ -46,7 +57,8 @@ def entry_problem(language: Language, source: str) -> str | None:
             return "a JavaScript code tool must export its entry point: export function run(args) { ... }"
         return None
     try:
-        tree = ast.parse(source, filename=PYTHON_FILE)
+        with _PARSING:
+            tree = ast.parse(source, filename=PYTHON_FILE)
     except SyntaxError as exc:
         return f"source is not valid Python: line {exc.lineno}: {exc.msg}"
     except (ValueError, RecursionError, MemoryError) as exc:
