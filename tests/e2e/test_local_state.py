@@ -275,9 +275,16 @@ def test_a_run_waiting_on_an_approval_when_killed_fails_execution_lost_and_repla
     ).json()["run_id"]
     assert before.api.get(f"/v1/runs/{queued}").json()["status"] == "queued"
 
-    def saved() -> bool | None:  # both runs and the approval are on disk before the kill
+    def saved() -> bool | None:
+        # Both runs, the approval and the session's queue are on disk before the kill. The queued run
+        # is recorded before its session's queue names it: a save between the two writes holds a queued
+        # run in no queue, which the restart rightly fails as lost; this test is about the other case.
+        queues = [item.get("queue", {}).get("L", []) for item in saved_items(state, "SessionsTable")]
+        in_queue = any({"S": queued} in queue for queue in queues)
         return (
-            len(saved_items(state, "RunsTable")) == 2 and bool(saved_items(state, "InteractionsTable"))
+            len(saved_items(state, "RunsTable")) == 2
+            and bool(saved_items(state, "InteractionsTable"))
+            and in_queue
         ) or None
 
     wait_until(saved)
