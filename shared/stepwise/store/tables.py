@@ -238,7 +238,7 @@ class InteractionsByRun(GlobalSecondaryIndex["InteractionItem"]):
 
 
 class InteractionItem(Model):
-    """A pause of a run: an approval or a client tool, with the task token that resumes it."""
+    """A pause of a run: an approval, a client tool or a delegation, with the task token that resumes it."""
 
     class Meta:
         table_name = "InteractionsTable"
@@ -250,7 +250,7 @@ class InteractionItem(Model):
     run_id = UnicodeAttribute()
     session_id = UnicodeAttribute()
     agent_id = UnicodeAttribute()
-    kind = UnicodeAttribute()  # approval | client_tool
+    kind = UnicodeAttribute()  # approval | client_tool | delegation
     status = UnicodeAttribute()  # pending | answered | expired
     step = NumberAttribute()
     tool_call_id = UnicodeAttribute()
