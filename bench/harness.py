@@ -202,13 +202,16 @@ class Local:
         max_steps: int | None = None,
         *,
         agent_id: str | None = None,
+        poll: float = POLL_INTERVAL,
     ) -> RunResult:
-        """Start a run and wait until both its record and its execution have finished."""
+        """Start a run and wait until both its record and its execution have finished (polling the run
+        every `poll` seconds: the client shares the process with the stack, so its polls take CPU from
+        the steps)."""
         calls = sum(len(t.get("tool_calls") or []) for t in script or [])
         before, tool_before = dict(self.stack.lambdas.invocations), self.tool.requests
         began = time.perf_counter()
         run_id = self.start(script, max_steps or max(len(script or []), 1), agent_id=agent_id)
-        view = self.wait_run(run_id)
+        view = self.wait_run(run_id, poll)
         client = time.perf_counter() - began
         self.wait_execution(run_id)
         after = self.stack.lambdas.invocations
@@ -224,7 +227,7 @@ class Local:
             error=view.get("error"),
         )
 
-    def wait_run(self, run_id: str) -> dict[str, Any]:
+    def wait_run(self, run_id: str, poll: float = POLL_INTERVAL) -> dict[str, Any]:
         """Poll GET /v1/runs/{id} until the run is terminal; returns its view."""
         deadline = time.monotonic() + RUN_DEADLINE
         while True:
@@ -233,7 +236,7 @@ class Local:
                 return dict(view)
             if time.monotonic() > deadline:
                 raise TimeoutError(f"run {run_id} still {view.get('status')} after {RUN_DEADLINE}s")
-            time.sleep(POLL_INTERVAL)
+            time.sleep(poll)
 
     def wait_status(self, run_id: str, wanted: str) -> dict[str, Any]:
         """Poll GET /v1/runs/{id} until the run's status is `wanted` (an error if it ends first)."""

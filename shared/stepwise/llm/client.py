@@ -358,6 +358,11 @@ def _litellm() -> Any:
     import litellm
 
     litellm.suppress_debug_info = True  # its "Give Feedback" banner would otherwise land in every error log
+    # Stepwise registers no litellm callbacks: it reads usage and prices the call itself (_priced). Left
+    # on, litellm hands every streamed chunk to a logging thread that starts an asyncio loop per chunk,
+    # CPU a step pays for on every delta (half of a scripted model call). The one success log at the end
+    # of a stream still runs.
+    litellm.disable_streaming_logging = True
     return litellm
 
 

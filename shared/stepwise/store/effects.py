@@ -3,10 +3,10 @@ between statuses by conditional writes only, so of two callers racing for a key 
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
-from pynamodb.exceptions import DoesNotExist, UpdateError
+from pynamodb.exceptions import DoesNotExist, PutError, UpdateError
 
 from stepwise import config
 from stepwise.errors import Conflict, NotFound
@@ -57,6 +57,42 @@ def claim(tenant_id: str, key: EffectKey, tool_name: str, run_id: str, tool_call
     """Create the entry, or take an `undone` or `released` one as its next generation, in one conditional
     write; when the key is held (claimed, done, unknown), report the entry as it is."""
     bind()
+    # Almost every claim is of a key never seen: a conditional put creates it. A key with an entry
+    # (a replay, a retried Step, an undone effect) costs the failed put and a read, as the update did.
+    item = EffectItem(
+        tenant_id,
+        key.id,
+        kind=key.kind,
+        tool_name=tool_name,
+        intent=key.recorded(),
+        status="claimed",
+        generation=1,
+        run_id=run_id,
+        tool_call_id=tool_call_id,
+        claimed_at=utcnow(),
+        expires_at=_expiry(key),
+    )
+    try:
+        item.save(condition=EffectItem.effect_key.does_not_exist())
+        return Claim(won=True, entry=_entry(item))
+    except PutError as exc:
+        if not condition_failed(exc):
+            raise
+    held = get(tenant_id, key.id)
+    if held is not None and held.status not in CLAIMABLE:
+        return Claim(won=False, entry=held)
+    return _take_over(tenant_id, key, tool_name, run_id, tool_call_id)
+
+
+def _expiry(key: EffectKey) -> datetime | None:
+    # A call entry only guards the retries of its own Gate; it goes with the run's events.
+    if key.kind != "call":
+        return None
+    return utcnow() + timedelta(days=config.runtime().events_ttl_days)
+
+
+def _take_over(tenant_id: str, key: EffectKey, tool_name: str, run_id: str, tool_call_id: str) -> Claim:
+    """Claim a key whose entry was undone or released (or has just gone) as its next generation."""
     for _ in range(_ATTEMPTS):
         item = EffectItem(tenant_id, key.id)
         actions: list[Any] = [
@@ -75,10 +111,9 @@ def claim(tenant_id: str, key: EffectKey, tool_name: str, run_id: str, tool_call
             EffectItem.undone_at.remove(),
             EffectItem.undone_by.remove(),
         ]
-        if key.kind == "call":
-            # A call entry only guards the retries of its own Gate; it goes with the run's events.
-            ttl = timedelta(days=config.runtime().events_ttl_days)
-            actions.append(EffectItem.expires_at.set(utcnow() + ttl))
+        expires = _expiry(key)
+        if expires is not None:
+            actions.append(EffectItem.expires_at.set(expires))
         try:
             item.update(
                 actions=actions,
