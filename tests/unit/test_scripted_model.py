@@ -566,3 +566,52 @@ def test_tool_declarations_round_trip_as_json() -> None:
     # What the model step stores is JSON: a turn's assistant message must serialise as is.
     turn = complete(model="scripted", messages=conversation(), tools=TOOLS)
     assert json.loads(json.dumps(turn.assistant_message()))["tool_calls"][0]["function"]["name"] == "lookup"
+
+
+_LOADED_PROBE = """
+import gc, json
+from litellm.litellm_core_utils import streaming_handler
+from stepwise.agents.models import ScriptTurn
+from stepwise.llm.client import complete
+
+submitted = []
+submit = streaming_handler.executor.submit
+
+
+def recording(fn, *args, **kwargs):
+    submitted.append(fn.__name__)
+    return submit(fn, *args, **kwargs)
+
+
+streaming_handler.executor.submit = recording
+text = " ".join(f"word{i}" for i in range(40))
+turn = complete(model="scripted", messages=[{"role": "user", "content": "hi"}], tools=None,
+                script=[ScriptTurn(text=text)], on_text=lambda delta: None)
+import litellm
+frozen = {id(o) for o in gc.get_objects()}
+print(json.dumps({
+    "text": turn.text,
+    "per_chunk_logs": submitted.count("run_success_logging_and_cache_storage"),
+    "cost_map_scanned": id(litellm.model_cost) in frozen,
+    "freeze_count": gc.get_freeze_count(),
+}))
+"""
+
+
+def test_once_litellm_is_loaded_its_objects_are_frozen_and_chunks_are_not_logged() -> None:
+    # In a fresh process: the model client's first call loads litellm, and with it the two settings.
+    shared = Path(__file__).resolve().parents[2] / "shared"
+    env = {**os.environ, "PYTHONPATH": str(shared), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+
+    out = subprocess.run(
+        [sys.executable, "-c", _LOADED_PROBE], env=env, capture_output=True, text=True, check=True
+    )
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+
+    assert seen["text"].startswith("word0 word1")
+    # A streamed answer of many chunks hands none of them to litellm's logging thread; only the stream's
+    # end is submitted (and returns at once: no callback is registered).
+    assert seen["per_chunk_logs"] <= 1
+    # litellm's cost map (like everything loaded with it) is out of the collector's generations.
+    assert seen["cost_map_scanned"] is False
+    assert seen["freeze_count"] > 100_000
