@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import tomllib
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,8 @@ import pytest
 from stepwise import credentials
 from stepwise.hooks.models import ApprovalConfig
 from stepwise.local.stack import parameter_env
+from stepwise.memory import service as memory
+from tests.contract import dynamodb_access as access
 from tests.contract.test_dynamodb_grants import granted
 from tests.contract.test_template import ASL, ROOT, functions, resources, template
 
@@ -85,6 +88,54 @@ def test_the_model_step_may_invoke_bedrock_models_and_inference_profiles() -> No
     assert any(":foundation-model/*" in a for a in arns)
     assert any(":inference-profile/*" in a for a in arns)
     assert any(":application-inference-profile/*" in a for a in arns)
+
+
+def _embeds(function: str) -> bool:
+    """Whether the function's code can reach the embedding of memories (stepwise.memory.service.embedder)."""
+    reach = access.derive(access.handler_module(functions()[function])).reach
+    return (memory.__name__, memory.embedder.__name__) in reach.items
+
+
+def test_the_embedding_model_reaches_exactly_the_functions_that_embed() -> None:
+    given = {f for f in functions() if env(f).get(memory.EMBEDDING_MODEL_ENV) == {"Ref": "EmbeddingModel"}}
+
+    assert given == {f for f in functions() if _embeds(f)} == {"StepFunction"}
+    assert memory.EMBEDDING_MODEL_ENV not in template()["Globals"]["Function"]["Environment"]["Variables"]
+    assert parameter_env(template())["EmbeddingModel"] == memory.EMBEDDING_MODEL_ENV
+    assert template()["Parameters"]["EmbeddingModel"]["Default"] == ""  # BM25 only unless asked
+
+
+# litellm's bedrock/ embedding models (Titan and Cohere, on demand and through an inference profile).
+BEDROCK_EMBEDDINGS = [
+    "foundation-model/amazon.titan-embed-text-v2:0",
+    "foundation-model/cohere.embed-multilingual-v3",
+    "inference-profile/us.cohere.embed-v4:0",
+]
+REGION, ACCOUNT = "eu-west-1", "123456789012"
+
+
+def _invokable(function: str, resource: str) -> bool:
+    account = "" if resource.startswith("foundation-model/") else ACCOUNT  # AWS's models name no account
+    arn = f"arn:aws:bedrock:{REGION}:{account}:{resource}"
+    substituted = {"${AWS::Partition}": "aws", "${AWS::Region}": REGION, "${AWS::AccountId}": ACCOUNT}
+    for statement in statements(function):
+        if statement["Effect"] != "Allow" or "bedrock:InvokeModel" not in statement["Action"]:
+            continue
+        for pattern in statement["Resource"]:
+            text = pattern["Fn::Sub"] if isinstance(pattern, dict) else pattern
+            for name, value in substituted.items():
+                text = text.replace(name, value)
+            if fnmatchcase(arn, text):
+                return True
+    return False
+
+
+@pytest.mark.parametrize("resource", BEDROCK_EMBEDDINGS)
+def test_the_functions_that_embed_may_invoke_a_bedrock_embedding_model(resource: str) -> None:
+    """No grant of its own: the model step's Bedrock grant covers the embedding model. A narrower
+    model grant must then grant `bedrock:InvokeModel` on the EmbeddingModel parameter's model."""
+    for function in (f for f in functions() if _embeds(f)):
+        assert _invokable(function, resource), (function, resource)
 
 
 @pytest.mark.parametrize(

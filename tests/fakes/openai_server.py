@@ -1,10 +1,16 @@
-"""A fake OpenAI-compatible chat model on loopback: the peer for tests that run real litellm over real HTTP.
+"""A fake OpenAI-compatible chat and embedding model on loopback: the peer for tests that run real litellm
+over real HTTP.
 
 The test queues replies (`text`, `tool_calls`, `length`, `empty`, `error`, ...); each request to
 `POST /v1/chat/completions` takes the next one, or a default text when the queue is empty, and is
 answered as OpenAI would: a `chat.completion` JSON body, or with `"stream": true` Server-Sent Events of
 `chat.completion.chunk`s ending in `data: [DONE]`, with a usage-only chunk before it when the request
 asks for `stream_options.include_usage`. Every request is recorded.
+
+`POST /v1/embeddings` answers every input with `embedding_of(text)`: a bag of words hashed into
+EMBEDDING_DIMS dimensions, unit length, so texts sharing words are close. A test declares words that
+mean the same (`same_meaning("drink", "espresso")`): they hash as one, so texts with no word in common
+can be close here while BM25 sees nothing alike. Embedding requests are recorded in `embedded`.
 
 Pointing litellm 1.110.2 at it, for the `openai/` provider (`openai/<any name>`; the name is sent
 through verbatim, and one the cost map does not know is always served by chat completions):
@@ -20,8 +26,13 @@ through verbatim, and one the cost map does not know is always served by chat co
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import itertools
 import json
+import math
+import re
+import struct
 import threading
 import time
 from collections import deque
@@ -31,6 +42,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 DEFAULT_TEXT = "Hello from the fake model."
+EMBEDDING_DIMS = 256
 CONTEXT_LENGTH_BODY = {
     "error": {
         "message": "This model's maximum context length is 8192 tokens. However, your messages resulted in "
@@ -85,6 +97,8 @@ class Reply:
 class FakeOpenAI:
     def __init__(self) -> None:
         self.requests: list[Recorded] = []
+        self.embedded: list[Recorded] = []
+        self.synonyms: dict[str, str] = {}
         self._replies: deque[Reply] = deque()
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
@@ -97,11 +111,17 @@ class FakeOpenAI:
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length) if length else b"{}"
                 path = self.path.split("?")[0]
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                if path.endswith("/embeddings"):
+                    body = json.loads(raw)
+                    with fake._lock:
+                        fake.embedded.append(Recorded(path, headers, body))
+                    self._json(200, _embeddings(body, fake.embedding_of))
+                    return
                 if not path.endswith("/chat/completions"):
                     self._json(404, {"error": {"message": f"no route {path}", "type": "not_found"}})
                     return
                 body = json.loads(raw)
-                headers = {k.lower(): v for k, v in self.headers.items()}
                 with fake._lock:
                     fake.requests.append(Recorded(path, headers, body))
                     reply = fake._replies.popleft() if fake._replies else Reply(content=DEFAULT_TEXT)
@@ -166,7 +186,21 @@ class FakeOpenAI:
         self.server.shutdown()
         self.server.server_close()
 
+    def embedding_of(self, text: str) -> list[float]:
+        """Word counts (each word as its declared meaning) hashed into EMBEDDING_DIMS, unit length."""
+        vector = [0.0] * EMBEDDING_DIMS
+        for word in re.findall(r"\w+", text.lower()):
+            meaning = self.synonyms.get(word, word)
+            vector[int.from_bytes(hashlib.sha256(meaning.encode()).digest()[:4], "big") % EMBEDDING_DIMS] += 1
+        norm = math.sqrt(sum(x * x for x in vector))
+        return [x / norm for x in vector] if norm else vector
+
     # --- scripting ------------------------------------------------------------------------------------
+
+    def same_meaning(self, *words: str) -> None:
+        """These words embed as one (the first)."""
+        for word in words:
+            self.synonyms[word.lower()] = words[0].lower()
 
     def push(self, reply: Reply) -> Reply:
         with self._lock:
@@ -262,6 +296,28 @@ def _completion(ident: str, request: dict[str, Any], reply: Reply) -> dict[str, 
         "model": request.get("model", "fake"),
         "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": reply.finish_reason}],
         "usage": _usage(request, reply),
+    }
+
+
+def _embeddings(request: dict[str, Any], embed: Callable[[str], list[float]]) -> dict[str, Any]:
+    inputs = request.get("input")
+    texts = [inputs] if isinstance(inputs, str) else list(inputs or [])
+
+    def encoded(vector: list[float]) -> list[float] | str:
+        # The OpenAI SDK asks for base64 (little-endian float32) unless its caller names a format.
+        if request.get("encoding_format") == "base64":
+            return base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode()
+        return vector
+
+    tokens = sum(len(str(t).split()) for t in texts)
+    return {
+        "object": "list",
+        "data": [
+            {"object": "embedding", "index": i, "embedding": encoded(embed(str(text)))}
+            for i, text in enumerate(texts)
+        ],
+        "model": request.get("model", "fake"),
+        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
     }
 
 

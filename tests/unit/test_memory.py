@@ -114,6 +114,23 @@ def test_hybrid_search_fuses_lexical_and_semantic_ranks(store: FakeMemories) -> 
     assert contents(service.search(ALICE, "dog", 3, store=store)) == ["Allergic to dog hair"]  # lexical only
 
 
+def test_memories_embedded_by_another_model_are_found_by_bm25_alone(store: FakeMemories) -> None:
+    def before(text: str) -> list[float]:  # the model the deployment used to name: 2 dimensions
+        return [1.0, 0.0]
+
+    def now(text: str) -> list[float]:  # its replacement, whose first dimension is "about pets"
+        return [float(any(w in text.lower() for w in ("dog", "kitten"))), 0.0, 1.0]
+
+    service.save(ALICE, "Loves pasta", [], source_run_id=None, store=store, embed=before)
+    service.save(ALICE, "Pasta with a dog nearby", [], source_run_id=None, store=store, embed=before)
+    service.save(ALICE, "Has a kitten named Miso", [], source_run_id=None, store=store, embed=now)
+
+    hits = service.search(ALICE, "dog", 5, store=store, embed=now)
+
+    # Compared across spaces (zipped to the shorter vector), "Loves pasta" would score as well.
+    assert contents(hits) == ["Pasta with a dog nearby", "Has a kitten named Miso"]
+
+
 def test_a_memory_id_token_from_elsewhere_is_refused(store: FakeMemories) -> None:
     with pytest.raises(Exception) as raised:
         service.page(ALICE, "alice#mem_x", 10, store=store)

@@ -22,9 +22,12 @@ from stepwise.errors import Unavailable
 from stepwise.tools.builtin import _storage
 
 LOCAL_S3_ENV = "STEPWISE_LOCAL_S3_URL"
-# Lifecycle rules select on this tag (a rule's prefix cannot reach under every tenant's folder):
-# `run` objects expire with the run's events, `upload` ones a day after they were made.
+# Lifecycle rules select on this tag (a rule's prefix cannot reach under every tenant's folder), and
+# tests/contract/test_storage_lifecycle.py holds template.yaml's rules to these values.
 RETENTION_TAG = "stepwise-retention"
+RUN_RETENTION = "run"  # a run's copies and derived text: expire with the run's events (EventsTtlDays)
+UPLOAD_RETENTION = "upload"  # a presigned upload no run took: expires UPLOAD_RETENTION_DAYS after its PUT
+UPLOAD_RETENTION_DAYS = 1
 NAME_META = "name"  # x-amz-meta-name: the upload's file name, percent-encoded (metadata is ASCII)
 CHUNK = 1024 * 1024
 
@@ -84,7 +87,7 @@ def presign_put(
         "ContentType": content_type,
         "ContentLength": size,
         "Metadata": {NAME_META: quoted},
-        "Tagging": tagging("upload"),
+        "Tagging": tagging(UPLOAD_RETENTION),
     }
     url = presigner().generate_presigned_url("put_object", Params=params, ExpiresIn=expires)
     headers = {
@@ -137,7 +140,7 @@ def read(key: str) -> bytes | None:
 
 def put(key: str, data: bytes, content_type: str) -> None:
     _client().put_object(
-        Bucket=bucket(), Key=key, Body=data, ContentType=content_type, Tagging=tagging("run")
+        Bucket=bucket(), Key=key, Body=data, ContentType=content_type, Tagging=tagging(RUN_RETENTION)
     )
 
 
@@ -151,7 +154,7 @@ def copy(source: str, target: str, content_type: str, *, etag: str | None = None
         CopySource={"Bucket": name, "Key": source},
         ContentType=content_type,
         MetadataDirective="REPLACE",
-        Tagging=tagging("run"),
+        Tagging=tagging(RUN_RETENTION),
         TaggingDirective="REPLACE",
         **extra,
     )

@@ -154,7 +154,12 @@ def search(
         except Exception:  # any provider failure: the lexical ranking still answers
             logger.warning("query embedding failed; searching memories lexically", exc_info=True)
             return search(owner, query, top_k, store=store)
-        semantic = [_cosine(wanted, m.embedding) if m.embedding else 0.0 for m in entry.memories]
+        # A memory saved before the model was set has no vector; one of another length was embedded by
+        # another model, whose space is not this one's. Either is found by BM25 alone.
+        semantic = [
+            _cosine(wanted, m.embedding) if m.embedding and len(m.embedding) == len(wanted) else 0.0
+            for m in entry.memories
+        ]
         scores = {}
         for ranks in (_ranks(lexical), _ranks(semantic)):
             for doc, rank in ranks.items():
