@@ -213,8 +213,11 @@ def test_a_run_that_fails_while_waiting_closes_its_pending_approvals(
 
 
 def test_a_result_too_large_for_an_item_is_kept_whole_in_storage(stack: LocalStack) -> None:
+    import boto3
+
     from stepwise.store import sessions
     from stepwise.tools import results
+    from stepwise.tools.builtin import _storage
 
     client = {
         "type": "client",
@@ -240,6 +243,10 @@ def test_a_result_too_large_for_an_item_is_kept_whole_in_storage(stack: LocalSta
     (result,) = [e["data"] for e in events(stack, run["run_id"]) if e["type"] == "tool_result"]
     assert result["output_ref"]["chars"] == 120_000 and len(result["output"]) < 50_200
     assert results.read("local", run["run_id"], requested["tool_call_id"]) == whole
+    # It is kept as long as the events that cite it: the run's lifecycle tag (EventsTtlDays).
+    key = results.key_for("local", run["run_id"], requested["tool_call_id"])
+    tags = boto3.client("s3").get_object_tagging(Bucket=_storage.bucket(), Key=key)["TagSet"]
+    assert tags == [{"Key": _storage.RETENTION_TAG, "Value": _storage.RUN_RETENTION}]
     (message,) = [m for m in sessions.messages("local", run["session_id"]) if m["role"] == "tool"]
     assert message["content"].startswith(whole[:50_000]) and "truncated" in message["content"]
 

@@ -20,14 +20,9 @@ from botocore.config import Config as BotoConfig
 from stepwise import aws
 from stepwise.errors import Unavailable
 from stepwise.tools.builtin import _storage
+from stepwise.tools.builtin._storage import RUN_RETENTION, UPLOAD_RETENTION, tagging
 
 LOCAL_S3_ENV = "STEPWISE_LOCAL_S3_URL"
-# Lifecycle rules select on this tag (a rule's prefix cannot reach under every tenant's folder), and
-# tests/contract/test_storage_lifecycle.py holds template.yaml's rules to these values.
-RETENTION_TAG = "stepwise-retention"
-RUN_RETENTION = "run"  # a run's copies and derived text: expire with the run's events (EventsTtlDays)
-UPLOAD_RETENTION = "upload"  # a presigned upload no run took: expires UPLOAD_RETENTION_DAYS after its PUT
-UPLOAD_RETENTION_DAYS = 1
 NAME_META = "name"  # x-amz-meta-name: the upload's file name, percent-encoded (metadata is ASCII)
 CHUNK = 1024 * 1024
 
@@ -57,10 +52,6 @@ def attachment_key(tenant_id: str, run_id: str, attachment_id: str) -> str:
 def derived_key(tenant_id: str, run_id: str, attachment_id: str) -> str:
     """Where the text the model reads of an attachment (a PDF's) is kept once extracted."""
     return f"{attachment_key(tenant_id, run_id, attachment_id)}.txt"
-
-
-def tagging(retention: str) -> str:
-    return f"{RETENTION_TAG}={retention}"
 
 
 @cache

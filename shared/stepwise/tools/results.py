@@ -31,7 +31,11 @@ def offload(tenant_id: str, run_id: str, tool_call_id: str, text: str) -> dict[s
     key = key_for(tenant_id, run_id, tool_call_id)
     body = text.encode()
     _storage.s3_client().put_object(
-        Bucket=bucket, Key=key, Body=body, ContentType="text/plain; charset=utf-8"
+        Bucket=bucket,
+        Key=key,
+        Body=body,
+        ContentType="text/plain; charset=utf-8",
+        Tagging=_storage.tagging(_storage.RUN_RETENTION),  # kept as long as the events that cite it
     )
     return {"key": key, "chars": len(text), "bytes": len(body)}
 

@@ -28,6 +28,17 @@ TENANTS_PREFIX = "tenants/"
 KEY_LIMIT = 1024  # bytes of an S3 key
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _TENANT_ID = re.compile(r"[A-Za-z0-9_.:@-]{1,128}")
+# Lifecycle rules select on this tag (a rule's prefix cannot reach under every tenant's folder), and
+# tests/contract/test_storage_lifecycle.py holds template.yaml's rules to these values. What the model
+# writes with storage_write is the tenant's own and carries no tag: it stays until deleted.
+RETENTION_TAG = "stepwise-retention"
+RUN_RETENTION = "run"  # a run's files, derived text and large results: expire with its events (EventsTtlDays)
+UPLOAD_RETENTION = "upload"  # a presigned upload no run took: expires UPLOAD_RETENTION_DAYS after its PUT
+UPLOAD_RETENTION_DAYS = 1
+
+
+def tagging(retention: str) -> str:
+    return f"{RETENTION_TAG}={retention}"
 
 
 class InvalidPath(ValueError):
