@@ -366,7 +366,8 @@ def _litellm() -> Any:
     litellm.disable_streaming_logging = True
     # What exists once litellm is in lives as long as the process: its modules, the cost map, ~400,000
     # objects with the loop. Frozen, a full collection no longer scans them; one took 250 ms in a model
-    # step's process here, and 0.8 s in the local stack, where every function shares one process.
+    # step's process here. (The local stack gains less: moto's tables grow in its one process, and
+    # its full collections still scan them.)
     gc.freeze()
     return litellm
 
