@@ -6,6 +6,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import botocore.client
+import botocore.exceptions
+import pytest
+
 from stepwise.local.stack import LocalStack
 from tests.integration.support import OTHER_KEY, tool, wait_for_run
 
@@ -98,6 +102,37 @@ def test_read_only_agent_tools_run_their_children_at_once(stack: LocalStack) -> 
     assert kinds[:2] == ["delegation_started", "delegation_started"]  # both started before either ended
     outputs = sorted(r["output"] for r in of_type(found, "tool_result"))
     assert outputs == ["You said: one", "You said: two"]
+
+
+def test_a_tree_of_runs_makes_no_failed_conditional_write(
+    stack: LocalStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every request a failed condition refused is billed; on the happy path there is none (issue 10).
+    # A parent resumed by its children used to try `waiting` → `running`, though delegating never
+    # made it `waiting`.
+    refused: list[str] = []
+    original = botocore.client.BaseClient._make_api_call
+
+    def recording(client: Any, operation: str, params: dict[str, Any]) -> Any:
+        try:
+            return original(client, operation, params)
+        except botocore.exceptions.ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code", "")
+            if code in ("ConditionalCheckFailedException", "TransactionCanceledException"):
+                refused.append(f"{operation} {params}")
+            raise
+
+    monkeypatch.setattr(botocore.client.BaseClient, "_make_api_call", recording)
+    first, second = agent(stack, "left"), agent(stack, "right")
+    tools = [agent_tool("a", first, read_only=True), agent_tool("b", second, read_only=True)]
+    coordinator = agent(stack, "both", tools=tools)
+    script = [{"tool_calls": [ask("a", "one"), ask("b", "two")]}, {"tool_calls": [ask("a", "three")]}]
+
+    run = wait_for_run(stack, start(stack, coordinator, [*script, {"text": "done"}])["run_id"])
+
+    assert run["status"] == "succeeded" and len(run["children"]) == 3
+    tree = [run["run_id"], *run["children"]]
+    assert [r for r in refused if any(run_id in r for run_id in tree)] == []
 
 
 def test_a_chain_goes_three_deep_and_no_deeper(stack: LocalStack) -> None:

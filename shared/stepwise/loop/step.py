@@ -108,7 +108,12 @@ def _finish_waits(
 ) -> tuple[RunContext, list[Wait]]:
     """Apply each answer (an approved call runs with exactly the approved arguments; an approved
     delegation starts its child, a new wait) or expire the wait, in the model's order."""
-    if stores().runs.transition(tenant_id, work.run.run_id, "running", allowed_from={"waiting"}):
+    # Only a human's or the app's wait made the run `waiting` (Await); through a delegation it stayed
+    # `running`, and a transition from `waiting` would only be a failed conditional write.
+    waited_on_someone = any(w.kind != "delegation" for w in context.waits)
+    if waited_on_someone and stores().runs.transition(
+        tenant_id, work.run.run_id, "running", allowed_from={"waiting"}
+    ):
         work.run = work.run.model_copy(update={"status": "running"})
     scope = _scope(tenant_id, work, agent, context)
     by_id = {ref.id: ref for ref in context.calls}
