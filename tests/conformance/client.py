@@ -7,7 +7,7 @@ stepwise.mcp.client (through the SSRF guard, loopback allowed), and for the `aut
 server-side OAuth flow of stepwise.mcp.authorization with an in-memory grant store. Where Stepwise
 hands a person the authorization URL, this command plays the person: it opens the URL, and the
 suite's authorization server approves at once and redirects to the callback, whose `code` and `state`
-go to `complete` just as the API's callback route passes them.
+go to `take` and `exchange` just as the API's callback does.
 
 Exit status 0 when the scenario ran to its end, 1 when Stepwise's client failed it, 2 for a scenario
 Stepwise has no client for (OAuth client credentials: Stepwise acts for a person, with their consent).
@@ -24,7 +24,7 @@ from urllib.parse import parse_qs, urlparse
 
 import httpx
 
-from stepwise.mcp.authorization import authorize, complete, token_source
+from stepwise.mcp.authorization import authorize, exchange, take, token_source
 from stepwise.mcp.client import McpFailure, call_tool, discover
 from stepwise.mcp.models import McpOAuth, McpServer, McpTool
 from stepwise.mcp.oauth import NEEDS_AUTHORIZATION, OAuthFailure
@@ -89,7 +89,8 @@ def authorized_session(url: str) -> int:
         )
         log.info("authorization %d: %s", attempt, link)
         params = approve(link)
-        complete(store, params["state"], params["code"], iss=params.get("iss"), allow_hosts=ALLOW_HOSTS)
+        record = take(store, params["state"])
+        exchange(store, record, params["code"], iss=params.get("iss"), allow_hosts=ALLOW_HOSTS)
         try:
             tools = discover(server, allow_hosts=ALLOW_HOSTS, timeout=TIMEOUT, token=token)
         except McpFailure as exc:

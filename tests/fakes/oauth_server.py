@@ -15,6 +15,7 @@ import hashlib
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlencode
 
@@ -39,6 +40,7 @@ class FakeOAuthMcpServer(FakeMcpServer):
         self.refresh: dict[str, tuple[str, str]] = {}  # token -> (client id, scope)
         self.authorize_requests: list[dict[str, str]] = []
         self.token_requests: list[dict[str, str]] = []
+        self.before_token: Callable[[], None] | None = None  # what else happens while a token is asked for
         self._auth_lock = threading.Lock()
         super().__init__()
 
@@ -148,6 +150,8 @@ class FakeOAuthMcpServer(FakeMcpServer):
     async def _token(self, request: Request) -> Response:
         form = {k: str(v) for k, v in (await request.form()).items()}
         self.token_requests.append(form)
+        if self.before_token is not None:
+            self.before_token()
         client_id = self._client(request.headers.get("authorization", ""))
         if client_id is None:
             return JSONResponse({"error": "invalid_client"}, status_code=401)

@@ -3,6 +3,7 @@ event-stream framing, against a fake Bedrock Runtime on loopback (tests/fakes/be
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -15,6 +16,7 @@ from stepwise import errors
 from stepwise.llm.client import complete
 from stepwise.local.stack import LocalStack
 from tests.fakes.bedrock_server import BedrockReply, FakeBedrock
+from tests.fakes.files import png
 from tests.fakes.receiver import Receiver, Reply
 from tests.integration.support import tool, wait_for_run
 
@@ -342,3 +344,38 @@ def test_a_run_on_bedrock_calls_a_tool_and_reports_cached_usage_and_cost(
         "cache_write_tokens": 960,
     }
     assert usage["cost_usd"] == pytest.approx(cost)
+
+
+def user_blocks(body: dict[str, Any], index: int = -1) -> list[dict[str, Any]]:
+    """A user message's Converse content blocks, without cache points."""
+    users = [m for m in body["messages"] if m["role"] == "user"]
+    return [b for b in users[index]["content"] if "cachePoint" not in b]
+
+
+def test_an_image_reaches_a_bedrock_vision_model_as_an_image_block_and_later_turns_get_a_note(
+    stack: LocalStack, bedrock: FakeBedrock
+) -> None:
+    image = png(8, 8)
+    bedrock.replies += [BedrockReply(text="a red square"), BedrockReply(text="still red")]
+    _, _, agent = stack.invoke_api("POST", "/v1/agents", {"name": "sees", "model": CLAUDE})
+    runs = f"/v1/agents/{agent['agent_id']}/runs"
+    attachment = {"name": "square.png", "content_type": "image/png", "data": base64.b64encode(image).decode()}
+
+    # When a run carries an image, and the session's next run does not
+    _, _, first = stack.invoke_api("POST", runs, {"message": "look", "attachments": [attachment]})
+    assert wait_for_run(stack, first["run_id"])["status"] == "succeeded"
+    _, _, second = stack.invoke_api("POST", runs, {"message": "and now?", "session_id": first["session_id"]})
+    assert wait_for_run(stack, second["run_id"])["status"] == "succeeded"
+
+    # Then the first call carries it as a Converse image block: its format and its bytes (base64 in JSON)
+    shown, later = bedrock.bodies
+    blocks = user_blocks(shown)
+    assert blocks[0] == {"text": "look"}
+    [picture] = [b["image"] for b in blocks if "image" in b]
+    assert picture == {"format": "png", "source": {"bytes": base64.b64encode(image).decode()}}
+    # And the next turn: the image is a note, the model's answer about it stays
+    earlier = user_blocks(later, 0)
+    assert not [b for b in earlier if "image" in b]
+    assert "shown in an earlier turn, not sent again" in " ".join(b.get("text", "") for b in earlier)
+    answers = [m["content"] for m in later["messages"] if m["role"] == "assistant"]
+    assert [b for b in answers[0] if "cachePoint" not in b] == [{"text": "a red square"}]

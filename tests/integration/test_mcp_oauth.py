@@ -16,6 +16,7 @@ import pytest
 
 from stepwise import config, mcp
 from stepwise.local.stack import DEFAULT_TENANT, LocalStack
+from stepwise.mcp import servers
 from stepwise.store import agents
 from stepwise.store import mcp as store
 from tests.fakes.mcp_server import FakeMcpServer
@@ -272,3 +273,105 @@ def test_bad_auth_configurations_are_refused(stack: LocalStack) -> None:
     assert status == 422 and "Authorization" in str(body)
     status, body = register(stack, agent_id, "http://127.0.0.1:9/mcp", scopes=["has space"])
     assert status == 422
+
+
+def grant_items(agent_id: str) -> list[str]:
+    """The ids of the grants (client and tokens) kept for the agent's servers in McpAuthTable."""
+    items = boto3.client("dynamodb").scan(TableName=config.tables().mcp_auth)["Items"]
+    return [i["id"]["S"] for i in items if i["id"]["S"].startswith(f"grant#{DEFAULT_TENANT}#{agent_id}/")]
+
+
+def test_a_callback_for_a_removed_server_is_gone_and_stores_nothing(
+    stack: LocalStack, fake: FakeOAuthMcpServer
+) -> None:
+    # Given an authorization started, then the server removed before the person approved
+    agent_id = new_agent(stack)
+    _, body = register(stack, agent_id, fake.url)
+    params = approve(body["authorization_url"])
+    assert stack.invoke_api("DELETE", f"/v1/agents/{agent_id}/mcp-servers/linear")[0] == 204
+
+    # When the authorization server sends the person back
+    status, page = callback(stack, params)
+
+    # Then the link is gone (410), the code was never exchanged and no grant is kept for the server
+    assert status == 410 and "Not connected" in page and "was removed" in page
+    assert fake.grants("authorization_code") == []
+    assert grant_items(agent_id) == []
+
+
+def test_a_callback_for_a_server_removed_and_registered_again_does_not_authorize_the_new_one(
+    stack: LocalStack, fake: FakeOAuthMcpServer
+) -> None:
+    # Given an authorization started, then the server removed and registered again under its name
+    agent_id = new_agent(stack)
+    _, first = register(stack, agent_id, fake.url)
+    params = approve(first["authorization_url"])
+    assert stack.invoke_api("DELETE", f"/v1/agents/{agent_id}/mcp-servers/linear")[0] == 204
+    _, again = register(stack, agent_id, fake.url)
+    assert again["status"] == "needs_authorization"
+
+    # When the first link comes back
+    status, page = callback(stack, params)
+
+    # Then it is gone (410) and the new registration stays unauthorized: the code was never exchanged
+    assert status == 410 and "was removed" in page
+    assert fake.grants("authorization_code") == []
+    assert server_view(stack, agent_id)["status"] == "needs_authorization"
+    assert len(grant_items(agent_id)) == 1  # the new registration's client only
+    # and the new registration's own link still works
+    assert callback(stack, approve(again["authorization_url"]))[0] == 200
+    assert server_view(stack, agent_id)["status"] == "ready"
+
+
+def test_a_callback_for_a_deleted_agent_is_gone_and_stores_nothing(
+    stack: LocalStack, fake: FakeOAuthMcpServer
+) -> None:
+    # Given an authorization started, then the whole agent deleted before the person approved
+    agent_id = new_agent(stack)
+    _, body = register(stack, agent_id, fake.url)
+    params = approve(body["authorization_url"])
+    assert stack.invoke_api("DELETE", f"/v1/agents/{agent_id}")[0] == 204
+
+    # Then the agent's grant (its registered client) went with it
+    assert grant_items(agent_id) == []
+
+    # When the authorization server sends the person back
+    status, page = callback(stack, params)
+
+    # Then the link is gone (410), the code was never exchanged and no tokens were written
+    assert status == 410 and "Not connected" in page and "was removed" in page
+    assert fake.grants("authorization_code") == [] and fake.access == {}
+    assert grant_items(agent_id) == []
+
+
+def test_a_grant_left_behind_by_a_deleted_agent_is_never_given_tokens(
+    stack: LocalStack, fake: FakeOAuthMcpServer
+) -> None:
+    # Given an agent whose item went without its grant (deleted before agents dropped their grants)
+    agent_id = new_agent(stack)
+    _, body = register(stack, agent_id, fake.url)
+    params = approve(body["authorization_url"])
+    agents.delete(DEFAULT_TENANT, agent_id)
+    assert len(grant_items(agent_id)) == 1
+
+    # When the callback arrives, then it is gone and the server is looked for before the code is exchanged
+    status, page = callback(stack, params)
+    assert status == 410 and "was removed" in page
+    assert fake.grants("authorization_code") == [] and fake.access == {}
+
+
+def test_a_server_removed_while_its_code_is_exchanged_keeps_no_tokens(
+    stack: LocalStack, fake: FakeOAuthMcpServer
+) -> None:
+    # Given an authorization whose server is removed while the token endpoint is answering
+    agent_id = new_agent(stack)
+    _, body = register(stack, agent_id, fake.url)
+    fake.before_token = lambda: servers.remove(DEFAULT_TENANT, agent_id, "linear")
+
+    # When the callback exchanges the code
+    status, page = callback(stack, approve(body["authorization_url"]))
+
+    # Then it answers gone, and the tokens it was given are not kept for a server that no longer exists
+    assert status == 410 and "was removed" in page
+    assert len(fake.grants("authorization_code")) == 1 and fake.access  # they were issued
+    assert grant_items(agent_id) == []

@@ -3,12 +3,15 @@
 everything of theirs and nothing else; another tenant's agent is a 404."""
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import boto3
 import pytest
 
 from stepwise.local.stack import LocalStack
+from stepwise.tools.builtin.catalog import MEMORY_TOOLS
+from tests.fakes.openai_server import FakeOpenAI
 from tests.integration.support import OTHER_KEY, wait_for_run
 
 ALICE_FACT = "Alice drinks her coffee black with cardamom"
@@ -180,6 +183,55 @@ def test_a_run_without_a_user_has_no_memory_tools(stack: LocalStack) -> None:
 
     (result,) = results(stack, done["run_id"])
     assert done["user_id"] is None and result["error"]["code"] == "unknown_tool"
+
+
+@pytest.fixture
+def openai(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
+    """An OpenAI-compatible model on loopback that records every request: what the model is offered."""
+    fake = FakeOpenAI()
+    monkeypatch.setenv("OPENAI_BASE_URL", fake.url)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-fake")
+    yield fake
+    fake.close()
+
+
+def offered(request: dict[str, Any]) -> set[str]:
+    return {t["function"]["name"] for t in request.get("tools", [])}
+
+
+def test_memory_tools_are_offered_to_the_model_only_for_a_run_with_a_user(
+    stack: LocalStack, openai: FakeOpenAI
+) -> None:
+    # Given an agent with memory on, a model behind the fake, and one tool of its own
+    status, _, created = stack.invoke_api(
+        "POST",
+        "/v1/agents",
+        {
+            "name": "remembers",
+            "model": "openai/gpt-fake",
+            "memory": {"enabled": True},
+            "tools": [{"name": "http_request"}],
+        },
+    )
+    assert status == 201, created
+    agent_id = created["agent_id"]
+
+    # When a run without a user_id asks the model
+    openai.text("nothing to remember")
+    anonymous = run(stack, agent_id, "hello", [])
+
+    # Then the model is offered the agent's own tools and no memory tool at all
+    assert anonymous["status"] == "succeeded" and anonymous["user_id"] is None, anonymous
+    (request,) = openai.bodies
+    own = offered(request)
+    assert "http_request" in own and not own & set(MEMORY_TOOLS)
+
+    # When the same agent runs for a user, then the model is offered memory_save, _search and _delete too
+    openai.text("noted")
+    known = run(stack, agent_id, "hello", [], user_id="dana")
+    assert known["status"] == "succeeded", known
+    assert offered(openai.bodies[-1]) == own | set(MEMORY_TOOLS)
+    assert set(MEMORY_TOOLS) == {"memory_save", "memory_search", "memory_delete"}
 
 
 def test_a_replay_does_not_save_a_memory_twice(stack: LocalStack) -> None:

@@ -16,6 +16,7 @@ from stepwise.errors import Unprocessable
 from stepwise.hooks.models import applied
 from stepwise.ids import new_id
 from stepwise.masking import public_hook, public_tool
+from stepwise.mcp import servers as mcp_servers
 from stepwise.mcp.models import public_servers
 from stepwise.memory import service as memory
 from stepwise.schedules import service as schedules
@@ -134,18 +135,19 @@ def patch_agent(agent_id: AgentId, body: AgentPatch) -> Response[Agent]:
 @router.delete(
     "/v1/agents/<agent_id>",
     summary="Delete an agent",
-    description="Its schedules are deleted with it, so nothing fires for a deleted agent, and so is "
-    "everything it remembered about its users.",
+    description="Its schedules are deleted with it, so nothing fires for a deleted agent, and so are "
+    "everything it remembered about its users and its MCP servers' OAuth grants.",
     responses=responses(204, "Deleted", 404, content={}),
     tags=AGENTS,
 )
 def delete_agent(agent_id: AgentId) -> Response[None]:
     tenant_id = tenant(router)
-    agents.get(tenant_id, agent_id)
+    agent = agents.get(tenant_id, agent_id)
     for schedule in schedules.list_for_agent(tenant_id, agent_id):  # nothing fires for a deleted agent
         schedules.delete(tenant_id, agent_id, schedule.schedule_id)
     agents.delete(tenant_id, agent_id)
     memory.default_store().forget_agent(tenant_id, agent_id)  # no user's memories outlive the agent
+    mcp_servers.forget_agent(tenant_id, agent)  # nor its MCP servers' OAuth clients and tokens
     return Response(status_code=204)
 
 

@@ -136,7 +136,7 @@ def _callback_responses() -> dict[int, OpenAPIResponse]:
     for status, what in (
         (400, "denied, or the code refused"),
         (403, "not a state Stepwise issued"),
-        (410, "the state was used already or expired"),
+        (410, "the state was used already or expired, or its server was removed"),
     ):
         documented[status] = {"description": f"A page: {what}", "content": _CALLBACK_PAGE}
     return documented
@@ -148,7 +148,8 @@ def _callback_responses() -> dict[int, OpenAPIResponse]:
     description="Public: where the authorization server sends the person back with `code` and `state`. "
     "The state (single use, valid 10 minutes) names the tenant, agent and server; the tokens are stored "
     "encrypted and never shown. Answers an HTML page: 200 connected, 400 refused or denied, 403 a state "
-    "we never issued, 410 a state used or expired.",
+    "we never issued, 410 a state used or expired, or one whose server (or agent) was removed since; no "
+    "tokens are stored for a server that is gone.",
     responses=_callback_responses(),
     tags=MCP,
     openapi_extensions=PUBLIC,
@@ -175,12 +176,14 @@ def mcp_oauth_callback() -> Response[str]:
         logger.warning("MCP OAuth callback refused", extra={"problem": exc.problem})
         if exc.problem == "unknown":
             return _notice(403, "Not connected", "This authorization was not started by Stepwise.")
+        if exc.problem == "removed":
+            return _removed()
         used = "was used already" if exc.problem == "used" else "has expired"
         return _notice(410, "Not connected", f"This authorization link {used}: start it again.")
     except OAuthFailure as exc:
         return _notice(400, "Not connected", exc.message)
-    except NotFound:
-        return _notice(410, "Not connected", "The MCP server was removed before the authorization completed.")
+    except NotFound:  # removed while its tools were being discovered
+        return _removed()
     tools = len(server.tools)
     detail = (
         f"{tools} tool{'s' if tools != 1 else ''} found." if server.last_error is None else server.last_error
@@ -188,6 +191,10 @@ def mcp_oauth_callback() -> Response[str]:
     return _notice(
         200, "Connected", f"MCP server {server.name} is authorized. You can close this page.", detail
     )
+
+
+def _removed() -> Response[str]:
+    return _notice(410, "Not connected", "The MCP server was removed before the authorization completed.")
 
 
 def _notice(status: int, title: str, message: str, detail: str | None = None) -> Response[str]:

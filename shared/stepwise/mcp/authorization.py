@@ -75,11 +75,12 @@ class PendingAuthorization(BaseModel):
         return GrantKey(self.agent_id, self.server, self.server_created_at)
 
 
-StateProblem = Literal["unknown", "used", "expired"]
+StateProblem = Literal["unknown", "used", "expired", "removed"]
 
 
 class StateRejected(Exception):
-    """The callback's state is not one we issued (`unknown`), was already used, or has expired."""
+    """The callback's state is not one we issued (`unknown`), was already used, has expired, or was
+    issued for a server (or an agent) removed since (`removed`)."""
 
     def __init__(self, problem: StateProblem) -> None:
         super().__init__(problem)
@@ -169,29 +170,27 @@ def authorize(
     return started.authorization_url
 
 
-def complete(
+def exchange(
     store: GrantStore,
-    state: str,
+    record: PendingAuthorization,
     code: str,
     *,
     iss: str | None = None,
     allow_hosts: AllowHosts = None,
     timeout: float = MCP_TIMEOUT,
-) -> PendingAuthorization:
-    """Finish the authorization `state` names: exchange `code` for tokens and store them. Returns whose
-    server it was. StateRejected for a state not ours, used or expired; OAuthFailure when the token
-    endpoint refuses (the state is spent either way: a person starts again)."""
-    record = take(store, state)
+) -> None:
+    """Finish the authorization `record` (from `take`) started: exchange `code` for tokens and store them.
+    StateRejected("removed") when the server's grant is gone (the server was removed meanwhile);
+    OAuthFailure when the token endpoint refuses (the state is spent either way: a person starts again)."""
     stored = store.load(record.tenant_id, record.key)
     if stored is None:
-        raise StateRejected("expired")  # the server was removed meanwhile
+        raise StateRejected("removed")
     grant = _run(
         lambda http: oauth.exchange(http, stored.grant, record.pending, code, iss),
         allow_hosts=allow_hosts,
         timeout=timeout,
     )
     store.save(record.tenant_id, record.key, StoredGrant(grant=grant, needs_authorization=False))
-    return record
 
 
 def take(store: GrantStore, state: str) -> PendingAuthorization:

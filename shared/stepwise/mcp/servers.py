@@ -24,13 +24,15 @@ from stepwise.mcp.models import (
     McpServerCreate,
     McpServerView,
     McpTool,
+    servers_of,
 )
 from stepwise.schema import utcnow
 from stepwise.ssrf import AllowHosts, BlockedDestination, check_url
 from stepwise.store import mcp as store
 
 if TYPE_CHECKING:
-    from stepwise.mcp.authorization import GrantStore
+    from stepwise.agents.models import Agent
+    from stepwise.mcp.authorization import GrantStore, PendingAuthorization
 
 logger = Logger(service="stepwise")
 
@@ -123,16 +125,38 @@ def complete_authorization(
     state: str, code: str, *, iss: str | None = None, timeout: float = MCP_TIMEOUT
 ) -> McpServer:
     """The callback: store the tokens for the server `state` was issued for, then discover its tools.
-    StateRejected for a state that cannot be used; OAuthFailure when the token endpoint refuses."""
+    StateRejected for a state that cannot be used (`removed` when its server or agent is gone);
+    OAuthFailure when the token endpoint refuses."""
     from stepwise.mcp import authorization  # its SDK models load only where OAuth is used
 
-    record = authorization.complete(_grants(), state, code, iss=iss, timeout=timeout)
-    server = store.get_server(record.tenant_id, record.agent_id, record.server)
-    if server.created_at != record.server_created_at:
-        raise authorization.StateRejected("expired")  # removed and registered again meanwhile
+    grants = _grants()
+    record = authorization.take(grants, state)
+    # Checked before the code is exchanged, so no tokens are ever written for a server that is gone.
+    server = _issued_for(record)
+    authorization.exchange(grants, record, code, iss=iss, timeout=timeout)
+    try:
+        server = _issued_for(record)
+    except authorization.StateRejected:
+        # Removed while the code was exchanged: drop the tokens just written, as `remove` would have.
+        grants.delete(record.tenant_id, record.key)
+        raise
     fresh = discovered(server, timeout=timeout, tenant_id=record.tenant_id, agent_id=record.agent_id)
     saved = store.save_discoveries(record.tenant_id, record.agent_id, [fresh])
     return saved[0] if saved else server
+
+
+def _issued_for(record: PendingAuthorization) -> McpServer:
+    """The server an authorization was started for, still registered; StateRejected("removed") when it
+    or its agent was removed since, or when it was removed and registered again (another grant)."""
+    from stepwise.mcp import authorization
+
+    try:
+        server = store.get_server(record.tenant_id, record.agent_id, record.server)
+    except NotFound:
+        raise authorization.StateRejected("removed") from None
+    if server.created_at != record.server_created_at:
+        raise authorization.StateRejected("removed")
+    return server
 
 
 def remove(tenant_id: str, agent_id: str, name: str) -> None:
@@ -143,6 +167,18 @@ def remove(tenant_id: str, agent_id: str, name: str) -> None:
         from stepwise.mcp import authorization  # its SDK models load only where OAuth is used
 
         authorization.forget(_grants(), tenant_id, agent_id, server)
+
+
+def forget_agent(tenant_id: str, agent: Agent) -> None:
+    """Drop the grants of a deleted agent's servers, so no client or token outlives it."""
+    behind_oauth = [s for s in servers_of(agent) if s.auth is not None]
+    if not behind_oauth:
+        return
+    from stepwise.mcp import authorization  # its SDK models load only where OAuth is used
+
+    grants = _grants()
+    for server in behind_oauth:
+        authorization.forget(grants, tenant_id, agent.agent_id, server)
 
 
 def needs_authorization(tenant_id: str, agent_id: str, server: McpServer) -> bool:
