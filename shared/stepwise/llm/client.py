@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import gc
 import json
 import os
 import re
@@ -364,11 +363,6 @@ def _litellm() -> Any:
     # CPU a step pays for on every delta (half of a scripted model call). The one success log at the end
     # of a stream still runs.
     litellm.disable_streaming_logging = True
-    # What exists once litellm is in lives as long as the process: its modules, the cost map, ~400,000
-    # objects with the loop. Frozen, a full collection no longer scans them; one took 250 ms in a model
-    # step's process here. (The local stack gains less: moto's tables grow in its one process, and
-    # its full collections still scan them.)
-    gc.freeze()
     return litellm
 
 

@@ -54,8 +54,9 @@ def get(tenant_id: str, key: str) -> Entry | None:
 
 
 def claim(tenant_id: str, key: EffectKey, tool_name: str, run_id: str, tool_call_id: str) -> Claim:
-    """Create the entry, or take an `undone` or `released` one as its next generation, in one conditional
-    write; when the key is held (claimed, done, unknown), report the entry as it is."""
+    """Create the entry (one conditional put), or take an `undone` or `released` one as its next
+    generation (a conditional update); when the key is held (claimed, done, unknown), report the entry
+    as it is."""
     bind()
     # Almost every claim is of a key never seen: a conditional put creates it. A key with an entry
     # (a replay, a retried Step, an undone effect) costs the failed put and a read, as the update did.
