@@ -144,14 +144,18 @@ def idle(timeout: int | None = None) -> Callable[[dict[str, Any]], dict[str, Any
     return change
 
 
+ENDED = frozenset({"ExecutionSucceeded", "ExecutionFailed", "ExecutionTimedOut", "ExecutionAborted"})
+
+
 def past_the_first_step(run_id: str, timeout: float = 30) -> None:
     """The first Step has returned: the run is running inside it already, so its status alone does
-    not say that the execution moved on to the redefinition."""
+    not say that the execution moved on to the redefinition. An execution that ended first (a 1 s
+    TimeoutSeconds can fire inside a slow first Step) is past it too."""
     deadline = time.monotonic() + timeout
     while True:
         history = sfn().get_execution_history(executionArn=execution_arn(run_id), maxResults=1000)["events"]
         entered = [e["stateEnteredEventDetails"]["name"] for e in history if "stateEnteredEventDetails" in e]
-        if any(name != "Step" for name in entered):
+        if any(name != "Step" for name in entered) or any(e["type"] in ENDED for e in history):
             return
         assert time.monotonic() < deadline, entered
         time.sleep(0.05)
