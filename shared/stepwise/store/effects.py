@@ -79,9 +79,6 @@ def claim(tenant_id: str, key: EffectKey, tool_name: str, run_id: str, tool_call
     except PutError as exc:
         if not condition_failed(exc):
             raise
-    held = get(tenant_id, key.id)
-    if held is not None and held.status not in CLAIMABLE:
-        return Claim(won=False, entry=held)
     return _take_over(tenant_id, key, tool_name, run_id, tool_call_id)
 
 
@@ -93,8 +90,14 @@ def _expiry(key: EffectKey) -> datetime | None:
 
 
 def _take_over(tenant_id: str, key: EffectKey, tool_name: str, run_id: str, tool_call_id: str) -> Claim:
-    """Claim a key whose entry was undone or released (or has just gone) as its next generation."""
-    for _ in range(_ATTEMPTS):
+    """Report a held key's entry, or claim one that was undone or released (or has just gone) as its
+    next generation."""
+    for attempt in range(_ATTEMPTS + 1):
+        held = get(tenant_id, key.id)
+        if held is not None and held.status not in CLAIMABLE:
+            return Claim(won=False, entry=held)
+        if attempt == _ATTEMPTS:
+            break  # claimable still, yet every take-over lost its race
         item = EffectItem(tenant_id, key.id)
         actions: list[Any] = [
             EffectItem.kind.set(key.kind),
@@ -124,9 +127,6 @@ def _take_over(tenant_id: str, key: EffectKey, tool_name: str, run_id: str, tool
         except UpdateError as exc:
             if not condition_failed(exc):
                 raise
-        held = get(tenant_id, key.id)
-        if held is not None and held.status not in CLAIMABLE:
-            return Claim(won=False, entry=held)
     raise Conflict(f"ledger entry {key.id} keeps changing; try again", code="effect_contended")
 
 
