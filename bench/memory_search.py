@@ -104,8 +104,8 @@ def _fact(rng: random.Random, n: int) -> str:
 def _populate(owner: Any, rng: random.Random) -> None:
     """The items memory_save would write, in batches: 2,000 one-by-one transactions take moto minutes
     and measure nothing this benchmark reports."""
-    from stepwise.ids import new_id
-    from stepwise.schema import utcnow
+    from stepwise.core.ids import new_id
+    from stepwise.core.schema import utcnow
     from stepwise.store import memories, tables
     from stepwise.store.tables import MemoryHeadItem, MemoryItem
 
@@ -150,11 +150,11 @@ def run() -> Section:
     env = local()
     from bench.meter import Recorder
     from stepwise.agents.models import Agent
+    from stepwise.core.schema import utcnow
     from stepwise.memory import recall, service
     from stepwise.memory.bm25 import Index
     from stepwise.memory.models import Owner
     from stepwise.runs.models import Run
-    from stepwise.schema import utcnow
 
     agent_id = env.create_agent({"name": "bench-memory", "memory": {"enabled": True}})
     tenant_id = env.stack.api_keys[next(iter(env.stack.api_keys))]

@@ -1,7 +1,7 @@
 """Metering the local stack: every DynamoDB request with its read and write units, every Lambda
 invocation with its wall time and caller, every model call and which invocation made it.
 
-DynamoDB: every botocore client's API call, boto3's (stepwise.aws), pynamodb's (its own botocore
+DynamoDB: every botocore client's API call, boto3's (stepwise.core.aws), pynamodb's (its own botocore
 session per Connection) and Powertools' alike, goes through `botocore.client.BaseClient._make_api_call`,
 so wrapping it on the class meters clients that already exist and any made later, on any session,
 without a hook per client. A request is recorded whatever its outcome: ConditionalCheckFailed,

@@ -39,7 +39,7 @@ LOCK = ROOT / "requirements" / "main.lock"
 LAYERS: dict[str, list[tuple[str, tuple[str, ...]]]] = {
     "core": [
         ("aws-lambda-powertools", ()),
-        # Traces of runs (stepwise.tracing): every function may end a run, so every function exports.
+        # Traces of runs (stepwise.core.tracing): every function may end a run, so every function exports.
         ("opentelemetry-sdk", ()),
         ("opentelemetry-exporter-otlp-proto-http", ()),
         # The Lambda runtime ships its own boto3, but pynamodb pulls botocore into the layer, and a

@@ -7,7 +7,7 @@ MODE `imports`: import every module of the packages in SPEC["packages"] and repo
 
 MODE `smoke`: the model step's life on Lambda under SnapStart, with every socket refused but
 loopback (where the fake model server is) and, during init, every socket at all:
-  init     import the handler module and `stepwise.snapstart.prepare()` (litellm gets imported);
+  init     import the handler module and `stepwise.core.snapstart.prepare()` (litellm gets imported);
   restore  run the after-restore hooks prepare() registered;
   invoke   model turns through stepwise.llm.client: the scripted model, and an OpenAI-compatible
            fake (text, tool call, rate limit), and litellm's offline token counting.
@@ -100,7 +100,7 @@ def smoke(spec: dict[str, Any], guard: NetGuard) -> dict[str, Any]:
 
     began = time.perf_counter()
     importlib.import_module(spec["handler_module"])
-    from stepwise import snapstart
+    from stepwise.core import snapstart
 
     out["hooks_registered"] = snapstart.prepare()
     out["init_seconds"] = round(time.perf_counter() - began, 2)
@@ -112,8 +112,8 @@ def smoke(spec: dict[str, Any], guard: NetGuard) -> dict[str, Any]:
     out["restore_hooks_run"] = len(hooks)
 
     guard.allow_loopback = True
-    from stepwise import errors
     from stepwise.agents.models import ScriptTurn
+    from stepwise.core import errors
     from stepwise.llm.client import complete
 
     hello = [{"role": "user", "content": "hello"}]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from stepwise.agents.models import Agent
-from stepwise.schema import utcnow
+from stepwise.core.schema import utcnow
 
 INSTRUCTIONS = """\
 You are the analytics assistant of a retail company. You answer questions about sales, orders, \

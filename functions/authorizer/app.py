@@ -4,9 +4,9 @@ from typing import Any
 
 from aws_lambda_powertools.logging import correlation_paths
 
-from stepwise import observability
 from stepwise.api.auth import authorize
-from stepwise.observability import logger
+from stepwise.core import observability
+from stepwise.core.observability import logger
 
 metrics = observability.metrics()
 

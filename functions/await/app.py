@@ -3,9 +3,9 @@
 
 from typing import Any
 
-from stepwise import observability
+from stepwise.core import observability
+from stepwise.core.observability import logger
 from stepwise.loop import await_
-from stepwise.observability import logger
 
 metrics = observability.metrics()
 

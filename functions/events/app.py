@@ -7,11 +7,11 @@ from typing import Any
 
 from aws_lambda_powertools.logging import correlation_paths
 
-from stepwise import observability
 from stepwise.api import light
 from stepwise.api.auth import known_tenant
+from stepwise.core import observability
+from stepwise.core.observability import logger
 from stepwise.follow import handlers
-from stepwise.observability import logger
 
 metrics = observability.metrics()
 

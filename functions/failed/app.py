@@ -2,10 +2,10 @@
 
 from typing import Any
 
-from stepwise import observability
+from stepwise.core import observability
+from stepwise.core.observability import logger
 from stepwise.loop import failed
 from stepwise.loop.models import FailedState
-from stepwise.observability import logger
 
 metrics = observability.metrics()
 

@@ -3,8 +3,8 @@ state machine's status changes), and sweeps for any that slipped through (a 5-mi
 
 from typing import Any
 
-from stepwise import observability
-from stepwise.observability import logger
+from stepwise.core import observability
+from stepwise.core.observability import logger
 from stepwise.runs import reconcile
 
 metrics = observability.metrics()

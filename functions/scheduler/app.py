@@ -5,8 +5,8 @@ stepwise.schedules for the target configuration of each)."""
 
 from typing import Any
 
-from stepwise import observability
-from stepwise.observability import logger
+from stepwise.core import observability
+from stepwise.core.observability import logger
 from stepwise.schedules.triggers import deliver
 
 metrics = observability.metrics()

@@ -2,8 +2,8 @@
 
 from typing import Any
 
-from stepwise import observability, snapstart
-from stepwise.observability import logger
+from stepwise.core import observability, snapstart
+from stepwise.core.observability import logger
 
 metrics = observability.metrics()
 # Under SnapStart init runs once per published version: the loop and litellm are imported into the

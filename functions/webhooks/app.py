@@ -2,8 +2,8 @@
 
 from typing import Any
 
-from stepwise import observability
-from stepwise.observability import logger
+from stepwise.core import observability
+from stepwise.core.observability import logger
 from stepwise.webhooks import deliver
 
 metrics = observability.metrics()

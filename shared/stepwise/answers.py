@@ -10,8 +10,8 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from botocore.exceptions import ClientError
 
-from stepwise import aws, observability
-from stepwise.errors import Conflict, Gone, Unavailable, Unprocessable
+from stepwise.core import aws, observability
+from stepwise.core.errors import Conflict, Gone, Unavailable, Unprocessable
 from stepwise.runs import events
 from stepwise.store import interactions
 from stepwise.store.interactions import Interaction

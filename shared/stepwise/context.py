@@ -34,9 +34,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from stepwise import safejson
 from stepwise.attachments.models import TOOL_IMAGES_PREFIX
-from stepwise.config import ConfigError
+from stepwise.core import safejson
+from stepwise.core.config import ConfigError
 from stepwise.llm import client as llm_client
 from stepwise.loop.models import Compacted
 

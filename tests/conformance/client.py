@@ -24,11 +24,11 @@ from urllib.parse import parse_qs, urlparse
 
 import httpx
 
+from stepwise.core.schema import utcnow
 from stepwise.mcp.authorization import authorize, exchange, take, token_source
 from stepwise.mcp.client import McpFailure, call_tool, discover
 from stepwise.mcp.models import McpOAuth, McpServer, McpTool
 from stepwise.mcp.oauth import NEEDS_AUTHORIZATION, OAuthFailure
-from stepwise.schema import utcnow
 from tests.fakes.grant_store import MemoryGrantStore
 
 ALLOW_HOSTS = "localhost,127.0.0.1,::1"  # the suite's servers listen on localhost

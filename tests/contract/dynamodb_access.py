@@ -98,7 +98,7 @@ def models() -> dict[str, type[Model]]:
 def model_tables() -> dict[str, str]:
     """Model class -> the template's table logical id, as stepwise.store.tables.bind() binds them: the
     `config.tables()` field it names, that field's environment variable, and the variable's !Ref."""
-    from stepwise import config
+    from stepwise.core import config
     from stepwise.local.cfn_yaml import load_template
 
     variables = load_template(ROOT / "template.yaml")["Globals"]["Function"]["Environment"]["Variables"]
@@ -120,7 +120,7 @@ def model_tables() -> dict[str, str]:
 
 
 def table_of_field(field_name: str) -> str:
-    from stepwise import config
+    from stepwise.core import config
     from stepwise.local.cfn_yaml import load_template
 
     variables = load_template(ROOT / "template.yaml")["Globals"]["Function"]["Environment"]["Variables"]

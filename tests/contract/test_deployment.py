@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from stepwise import credentials
+from stepwise.core import credentials
 from stepwise.hooks.models import ApprovalConfig
 from stepwise.local.stack import parameter_env
 from stepwise.memory import service as memory

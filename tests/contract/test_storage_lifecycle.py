@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from stepwise import config
 from stepwise.attachments.models import UPLOAD_EXPIRES_SECONDS
+from stepwise.core import config
 from stepwise.local.stack import parameter_env
 from stepwise.tools.builtin import _storage as storage
 from tests.contract.test_template import resources, template

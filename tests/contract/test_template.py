@@ -23,8 +23,8 @@ from cfnlint.api import ManualArgs, lint
 from pynamodb.indexes import GlobalSecondaryIndex
 from pynamodb.models import Model
 
-from stepwise import config
 from stepwise.api.auth import is_public
+from stepwise.core import config
 from stepwise.local.cfn_yaml import load_template
 from stepwise.loop.await_ import WaitEvent
 from stepwise.loop.models import FailedState, RunState

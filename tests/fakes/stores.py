@@ -20,9 +20,10 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from stepwise import config
 from stepwise.agents.models import Agent, AgentCreate
-from stepwise.errors import AgentGone, Conflict, NotFound, RunStateError
+from stepwise.core import config
+from stepwise.core.errors import AgentGone, Conflict, NotFound, RunStateError
+from stepwise.core.schema import utcnow
 from stepwise.ledger import (
     CLAIMABLE,
     HISTORY_LIMIT,
@@ -34,7 +35,6 @@ from stepwise.ledger import (
     Settlement,
 )
 from stepwise.runs.models import TERMINAL_STATUSES, EventType, Run, RunError, RunEvent, RunStatus, Usage
-from stepwise.schema import utcnow
 from stepwise.sessions.models import Session
 from stepwise.store.events import TERMINAL_EVENTS, Appended
 from stepwise.store.interactions import Interaction, digest

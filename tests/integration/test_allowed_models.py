@@ -6,9 +6,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from stepwise import config
 from stepwise.agents.bounds import allowed_for_step
-from stepwise.errors import ModelForbidden, step_error_code
+from stepwise.core import config
+from stepwise.core.errors import ModelForbidden, step_error_code
 from stepwise.local.stack import LocalStack
 
 

@@ -162,7 +162,7 @@ def test_an_expired_link_is_410(stack: LocalStack, receiver: Receiver) -> None:
     from datetime import timedelta
 
     from stepwise.approvals import links
-    from stepwise.schema import utcnow
+    from stepwise.core.schema import utcnow
 
     approval = start_waiting(stack, receiver)
     old = links.sign(approval["interaction_id"], "local", utcnow() - timedelta(seconds=1), links.secret())

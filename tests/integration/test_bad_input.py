@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from stepwise import safejson
+from stepwise.core import safejson
 from stepwise.local.stack import LocalStack
 from stepwise.store.tables import ITEM_LIMIT
 from tests.fakes.openai_server import FakeOpenAI

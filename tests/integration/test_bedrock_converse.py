@@ -12,7 +12,7 @@ from urllib.parse import quote
 import litellm
 import pytest
 
-from stepwise import errors
+from stepwise.core import errors
 from stepwise.llm.client import complete
 from stepwise.local.stack import LocalStack
 from tests.fakes.bedrock_server import BedrockReply, FakeBedrock

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from stepwise.agents.models import Agent
-from stepwise.errors import Conflict
+from stepwise.core.errors import Conflict
+from stepwise.core.schema import utcnow
 from stepwise.local.stack import LocalStack
 from stepwise.mcp.models import McpServer
-from stepwise.schema import utcnow
 from stepwise.store import agents, mcp
 from stepwise.tools.models import ClientTool
 

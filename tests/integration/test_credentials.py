@@ -12,10 +12,10 @@ from aws_lambda_powertools.utilities import parameters
 from aws_lambda_powertools.utilities.parameters import base
 from moto import mock_aws
 
-from stepwise import credentials
 from stepwise.approvals import links
 from stepwise.channels import slack
-from stepwise.config import ConfigError
+from stepwise.core import credentials
+from stepwise.core.config import ConfigError
 from stepwise.llm import client
 
 

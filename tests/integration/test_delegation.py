@@ -316,8 +316,8 @@ def test_a_custom_schema_reaches_the_child_as_json(stack: LocalStack) -> None:
 def test_a_delegation_past_the_tenants_active_run_quota_is_an_error_result(
     stack: LocalStack, monkeypatch: Any
 ) -> None:
-    from stepwise import config
-    from stepwise.ids import new_id
+    from stepwise.core import config
+    from stepwise.core.ids import new_id
     from stepwise.store import keys
 
     tenant_id, key = new_id("ten"), f"sk-{new_id('key')}"

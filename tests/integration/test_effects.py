@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from stepwise import ledger
-from stepwise.errors import Conflict, NotFound
+from stepwise.core.errors import Conflict, NotFound
 from stepwise.local.stack import DEFAULT_TENANT, LocalStack
 from stepwise.runs.models import RunCreate
 from stepwise.runs.start import start_run

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from stepwise import ids
+from stepwise.core import ids
 from stepwise.local.stack import DEFAULT_TENANT, LocalStack
 from stepwise.runs import events
 from tests.integration.support import tool, wait_for_run

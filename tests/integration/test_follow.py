@@ -13,11 +13,11 @@ import pytest
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
-from stepwise import ids
+from stepwise.core import ids
+from stepwise.core.schema import utcnow
 from stepwise.follow import service
 from stepwise.local.stack import DEFAULT_TENANT, LocalStack
 from stepwise.runs import events
-from stepwise.schema import utcnow
 from stepwise.store import events as log
 from stepwise.store.tables import HEAD_SEQ, RunHeadItem, RunItem, tenant_key
 from tests.fakes.receiver import Receiver

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from stepwise.core.schema import utcnow
 from stepwise.local.cfn_yaml import load_template
 from stepwise.local.gateway import serve
 from stepwise.local.stack import (
@@ -19,7 +20,6 @@ from stepwise.local.stack import (
     _parameters,
     parameter_env,
 )
-from stepwise.schema import utcnow
 from stepwise.store import keys
 from stepwise.store.tables import ApiKeyItem, bind
 

@@ -8,8 +8,8 @@ from typing import Any
 import boto3
 import pytest
 
+from stepwise.core.schema import utcnow
 from stepwise.local.stack import LocalStack
-from stepwise.schema import utcnow
 from stepwise.store import interactions as interaction_store
 from tests.fakes.receiver import Receiver, Reply
 from tests.integration.support import tool, wait_for_run
@@ -252,7 +252,7 @@ def test_a_result_too_large_for_an_item_is_kept_whole_in_storage(stack: LocalSta
 
 
 def test_a_stale_or_late_step_cannot_write_the_runs_context(stack: LocalStack) -> None:
-    from stepwise.errors import RunStateError
+    from stepwise.core.errors import RunStateError
     from stepwise.store import run_context
 
     fresh = run_context.load("local", "run_ctx")

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from stepwise import mcp
+from stepwise.core.masking import MASK
 from stepwise.local.stack import DEFAULT_TENANT, LocalStack
-from stepwise.masking import MASK
 from stepwise.mcp import servers
 from stepwise.mcp.models import MAX_SERVERS
 from stepwise.store import agents

@@ -14,7 +14,8 @@ import boto3
 import httpx
 import pytest
 
-from stepwise import config, mcp
+from stepwise import mcp
+from stepwise.core import config
 from stepwise.local.stack import DEFAULT_TENANT, LocalStack
 from stepwise.mcp import servers
 from stepwise.store import agents

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from stepwise import mcp
+from stepwise.core.masking import MASK
 from stepwise.local.stack import DEFAULT_TENANT, LocalStack
-from stepwise.masking import MASK
 from stepwise.mcp.stdio import ALLOW_ENV
 from stepwise.store import mcp as store
 from tests.fakes.mcp_stdio_server import STDIO_SERVER

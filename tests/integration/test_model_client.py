@@ -9,8 +9,8 @@ from typing import Any
 import litellm
 import pytest
 
-from stepwise import errors
 from stepwise.agents.models import ScriptTurn
+from stepwise.core import errors
 from stepwise.llm.client import CONTINUE_PROMPT, MAX_CONTINUATIONS, ContextTooLong, ModelTurn, complete
 from stepwise.runs.models import Usage
 from tests.fakes.anthropic_server import AnthropicReply, FakeAnthropic

@@ -17,7 +17,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from stepwise import observability
+from stepwise.core import observability
 from stepwise.local.stack import DEFAULT_TENANT, LocalStack
 from stepwise.store import keys
 from tests.fakes.receiver import Receiver

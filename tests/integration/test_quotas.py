@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from stepwise import config
-from stepwise.ids import new_id
+from stepwise.core import config
+from stepwise.core.ids import new_id
 from stepwise.local.stack import LocalStack
 from stepwise.store import keys, quotas
 from tests.integration.support import wait_for_run

@@ -16,11 +16,11 @@ from typing import Any
 import boto3
 import pytest
 
-from stepwise import config, ids
+from stepwise.core import config, ids
+from stepwise.core.schema import utcnow
 from stepwise.local.stack import LocalStack
 from stepwise.runs import reconcile
 from stepwise.runs.models import Run
-from stepwise.schema import utcnow
 from stepwise.store import runs, sessions
 from tests.fakes.receiver import Receiver
 from tests.integration.support import tool, wait_for_run

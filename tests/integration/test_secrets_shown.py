@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
+from stepwise.core.masking import MASK
+from stepwise.core.schema import utcnow
 from stepwise.local.stack import LocalStack
 from stepwise.loop import await_
-from stepwise.masking import MASK
-from stepwise.schema import utcnow
 from stepwise.store.interactions import Interaction
 from stepwise.tools.builtin import _sql, database_query
 from tests.integration.support import tool

@@ -12,7 +12,7 @@ from typing import Any
 import boto3
 import pytest
 
-from stepwise import config
+from stepwise.core import config
 from stepwise.local.stack import DEFAULT_KEY, DEFAULT_TENANT, LocalStack
 from stepwise.settings.accessor import invalidate, tenant_settings
 from stepwise.settings.crypto import SettingUnreadable, context, decrypt

@@ -9,7 +9,7 @@ from urllib.parse import quote
 import pytest
 
 from stepwise.api.auth import authorize
-from stepwise.ids import (
+from stepwise.core.ids import (
     AGENT_ID,
     HOOK_ID,
     INTERACTION_ID,
@@ -20,8 +20,8 @@ from stepwise.ids import (
     new_id,
     valid_tenant,
 )
+from stepwise.core.schema import utcnow
 from stepwise.local.stack import LocalStack, local_api_keys
-from stepwise.schema import utcnow
 from stepwise.store import keys, runs
 from stepwise.store.tables import ApiKeyItem, RunItem, bind, tenant_key
 

@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
-from stepwise import tracing
+from stepwise.core import tracing
 from stepwise.local.stack import LocalStack
 from tests.fakes.receiver import Receiver, Reply
 from tests.integration.support import tool, wait_for_run

@@ -11,7 +11,7 @@ import boto3
 import pytest
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from stepwise import config
+from stepwise.core import config
 from stepwise.local.stack import LocalStack
 from stepwise.store import runs
 from stepwise.webhooks import enqueue, retry

@@ -30,7 +30,7 @@ from stepwise.approvals.pages import (
     parse_form,
     result_page,
 )
-from stepwise.config import ConfigError
+from stepwise.core.config import ConfigError
 
 SECRET = b"k" * 32
 OTHER_SECRET = b"o" * 32

@@ -12,7 +12,7 @@ from botocore.config import Config
 from stepwise.attachments import render
 from stepwise.attachments.models import Attachment
 from stepwise.attachments.sniff import Inspector
-from stepwise.errors import Unprocessable
+from stepwise.core.errors import Unprocessable
 from stepwise.local.s3 import refusal
 from tests.fakes.files import pdf, png
 

@@ -36,7 +36,7 @@ from stepwise.channels.slack import (
     slack_len,
     verify_signature,
 )
-from stepwise.config import ConfigError
+from stepwise.core.config import ConfigError
 
 EXPIRES = datetime(2025, 3, 14, 9, 30, tzinfo=UTC)
 TOKEN = "WzEsImludF8wMUpQQVIzQjdYIiwiYWNtZSIsMTc0MTk0NDYwMF0.c2lnbmF0dXJlLXNpZ25hdHVyZS1zaWduYXR1cmUtc2ln"

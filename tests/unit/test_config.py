@@ -2,7 +2,7 @@
 
 import pytest
 
-from stepwise import config
+from stepwise.core import config
 from stepwise.local.stack import local_api_keys
 
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from stepwise import context
-from stepwise.config import ConfigError
 from stepwise.context import Compaction, context_window, count_tokens, fit, placeholder, summary_prompt
+from stepwise.core.config import ConfigError
 from stepwise.loop.models import Compacted
 
 Message = dict[str, Any]

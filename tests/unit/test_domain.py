@@ -9,14 +9,14 @@ from pydantic import ValidationError
 
 from stepwise.agents.models import Agent, AgentCreate, ScriptTurn
 from stepwise.api.auth import is_public, tenant_from_event
-from stepwise.errors import Unauthorized
-from stepwise.ids import new_id, ulid
+from stepwise.core.errors import Unauthorized
+from stepwise.core.ids import new_id, ulid
+from stepwise.core.schema import utcnow
 from stepwise.loop.failed import describe_failure
 from stepwise.loop.models import StepFailure
 from stepwise.prompt import build_messages, tool_declarations
 from stepwise.runs.eventlog import HOLE_GRACE, _contiguous
 from stepwise.runs.models import RunEvent
-from stepwise.schema import utcnow
 from stepwise.tools.models import HttpTool
 from stepwise.tools.registry import permission_for
 

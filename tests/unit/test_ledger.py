@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from stepwise import ledger
-from stepwise.errors import Conflict, NotFound
+from stepwise.core.errors import Conflict, NotFound
 from stepwise.ledger import (
     CallScope,
     KeyFieldError,

@@ -5,13 +5,13 @@ from typing import Any
 
 import pytest
 
-from stepwise.errors import DoomLoop
+from stepwise.core.errors import DoomLoop
+from stepwise.core.schema import utcnow
 from stepwise.llm.client import ModelTurn, ToolCallOut
 from stepwise.loop.model_call import DOOM_LOOP_REPEATS, check_doom_loop
 from stepwise.loop.step import _add_results, _answered_ids, _batches
 from stepwise.loop.working import Working
 from stepwise.runs.models import Run, Usage
-from stepwise.schema import utcnow
 from stepwise.store.run_context import CallRef, RunContext
 
 

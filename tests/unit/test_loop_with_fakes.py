@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 
 from stepwise.agents.models import AgentCreate, ScriptTurn
-from stepwise.errors import AgentGone, NotFound, RunStateError
+from stepwise.core.errors import AgentGone, NotFound, RunStateError
+from stepwise.core.schema import utcnow
 from stepwise.loop import await_, working
 from stepwise.loop.models import RunState, Wait
 from stepwise.loop.step import step, sync_answer
 from stepwise.runs.ending import end_run
 from stepwise.runs.models import Run, RunError
-from stepwise.schema import utcnow
 from stepwise.store import ports
 from stepwise.store.run_context import CallRef, RunContext
 from stepwise.store.sessions import USER_SLOT, Earlier

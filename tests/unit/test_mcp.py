@@ -15,8 +15,8 @@ import pytest
 from pydantic import ValidationError
 
 from stepwise.agents.models import Agent
-from stepwise.errors import Unprocessable
-from stepwise.masking import MASK
+from stepwise.core.errors import Unprocessable
+from stepwise.core.masking import MASK
 from stepwise.mcp import declarations, find
 from stepwise.mcp.models import TOOLS_CACHE_LIMIT, McpServer, McpServerCreate, McpTool
 from stepwise.mcp.naming import NAME_LIMIT, exposed_name, exposed_names

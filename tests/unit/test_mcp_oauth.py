@@ -6,9 +6,9 @@ from datetime import timedelta
 
 import pytest
 
+from stepwise.core.schema import utcnow
 from stepwise.mcp.authorization import PendingAuthorization, StateRejected, state_hash, take
 from stepwise.mcp.oauth import Pending
-from stepwise.schema import utcnow
 from tests.fakes.grant_store import MemoryGrantStore
 
 

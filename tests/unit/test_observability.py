@@ -1,4 +1,4 @@
-"""Logs, traces and metrics (stepwise.observability) and the template's alarms and dashboard.
+"""Logs, traces and metrics (stepwise.core.observability) and the template's alarms and dashboard.
 
 Handlers here are built like the ones in functions/: the same decorators from the same module. Metrics
 are read back from what Powertools prints (EMF documents on stdout), logs from the `stepwise` logger's
@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from stepwise import observability
+from stepwise.core import observability
 from stepwise.local.cfn_yaml import load_template
 from stepwise.local.lambdas import LambdaContext
 from stepwise.runs.models import Run, Usage

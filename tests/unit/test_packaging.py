@@ -200,13 +200,13 @@ def _otel_dist(path: str) -> str:
 
 
 # A fresh interpreter with tracing on, as a function with OTEL_EXPORTER_OTLP_ENDPOINT set runs it: one span
-# with an error status and an exception event, through stepwise.tracing's provider and the OTLP/HTTP
+# with an error status and an exception event, through stepwise.core.tracing's provider and the OTLP/HTTP
 # exporter to a closed loopback port (the export fails after encoding; that is all this needs).
 _EXPORT_A_SPAN = """
 import json, sys
 from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
-from stepwise import tracing
+from stepwise.core import tracing
 assert tracing.enabled()
 span = trace.get_tracer("probe").start_span("probe", attributes={"stepwise.run_id": "r", "n": 1})
 span.set_status(Status(StatusCode.ERROR, "failed"))

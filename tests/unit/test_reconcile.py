@@ -7,7 +7,7 @@ from typing import Any, get_args
 import pytest
 from pydantic import ValidationError
 
-from stepwise import config
+from stepwise.core import config
 from stepwise.local.cfn_yaml import load_template
 from stepwise.runs import reconcile
 

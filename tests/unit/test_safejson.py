@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from stepwise import safejson
+from stepwise.core import safejson
 from stepwise.llm.client import parse_arguments
 from stepwise.loop.calls import _arguments
 from stepwise.loop.model_call import _signature

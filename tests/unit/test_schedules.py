@@ -11,7 +11,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from pydantic import ValidationError
 
-from stepwise.ids import ulid
+from stepwise.core.ids import ulid
 from stepwise.runs.models import MESSAGE_LIMIT
 from stepwise.schedules import expressions
 from stepwise.schedules.expressions import At, Cron, InvalidExpression, InvalidTimezone, Rate

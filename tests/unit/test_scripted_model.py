@@ -17,8 +17,8 @@ import pytest
 from jsonschema import Draft202012Validator, FormatChecker
 from litellm.llms.custom_llm import CustomLLMError
 
-from stepwise import errors
 from stepwise.agents.models import ScriptedToolCall, ScriptTurn
+from stepwise.core import errors
 from stepwise.llm import scripted
 from stepwise.llm.client import (
     ContextTooLong,

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from stepwise import aws, snapstart
+from stepwise.core import aws, snapstart
 from stepwise.llm import client
 
 

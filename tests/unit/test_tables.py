@@ -6,8 +6,8 @@ from typing import Any
 
 from stepwise import context
 from stepwise.agents.models import Agent
+from stepwise.core.schema import utcnow
 from stepwise.prompt import tool_declarations
-from stepwise.schema import utcnow
 from stepwise.tools import tables
 
 RECORDS = [{"sku": f"sku-{i}", "qty": i, "price": 2.5, "tag": None if i % 4 else "promo"} for i in range(200)]

@@ -1,4 +1,4 @@
-"""stepwise.tracing's choices that need no stack: the ids every Lambda derives for a run's trace, the
+"""stepwise.core.tracing's choices that need no stack: the ids every Lambda derives for a run's trace, the
 no-op path when no OTLP endpoint is set (no SDK import, no thread), and the OTLP/HTTP protobuf export
 flushed by `observability.traced` before the handler returns.
 
@@ -17,7 +17,7 @@ from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from stepwise import ids, tracing
+from stepwise.core import ids, tracing
 from tests.fakes.receiver import Receiver
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,7 +27,7 @@ RUN_ID = f"run_{ids.ulid(int(CREATED.timestamp() * 1000))}"
 # A handler decorated as functions/*/app.py decorate theirs, that records one step span of a run.
 CHILD = """
 import json, os, sys, threading
-from stepwise import observability, tracing
+from stepwise.core import observability, tracing
 from stepwise.runs.models import Run
 
 run = Run.model_validate({run!r})
@@ -156,7 +156,7 @@ def test_a_span_that_raises_says_only_the_errors_kind_never_its_message() -> Non
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
     from opentelemetry.trace import StatusCode
 
-    from stepwise.errors import ModelError
+    from stepwise.core.errors import ModelError
     from stepwise.runs.models import Run
 
     memory = InMemorySpanExporter()

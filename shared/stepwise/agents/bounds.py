@@ -9,8 +9,8 @@ reach the model.
 
 from __future__ import annotations
 
-from stepwise import config
-from stepwise.errors import ModelForbidden, Unprocessable
+from stepwise.core import config
+from stepwise.core.errors import ModelForbidden, Unprocessable
 from stepwise.llm.client import resolve_model
 
 

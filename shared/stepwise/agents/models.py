@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from stepwise.schema import Strict
+from stepwise.core.schema import Strict
 from stepwise.tools.models import TOOL_NAME, DeclaredTool, Tool
 from stepwise.webhooks.models import WebhookConfig
 

@@ -95,7 +95,7 @@ def weighed(tenant_id: str, agent: Agent) -> AgentWeight:
     counts, invoked synchronously."""
     import json
 
-    from stepwise import aws, config
+    from stepwise.core import aws, config
 
     payload = {"mode": "weigh", "tenant_id": tenant_id, "agent_id": agent.agent_id}
     response = aws.client("lambda").invoke(

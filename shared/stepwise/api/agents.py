@@ -12,10 +12,10 @@ from stepwise.agents.models import Agent, AgentCreate, AgentPatch, MemoryConfig
 from stepwise.api.context import tenant
 from stepwise.api.params import AgentId
 from stepwise.api.responses import json_response, model_content, responses
-from stepwise.errors import Unprocessable
+from stepwise.core.errors import Unprocessable
+from stepwise.core.ids import new_id
+from stepwise.core.masking import public_hook, public_tool
 from stepwise.hooks.models import applied
-from stepwise.ids import new_id
-from stepwise.masking import public_hook, public_tool
 from stepwise.mcp import servers as mcp_servers
 from stepwise.mcp.models import public_servers
 from stepwise.memory import service as memory

@@ -18,9 +18,9 @@ from stepwise import answers
 from stepwise.api.auth import PUBLIC
 from stepwise.api.responses import HTML, json_response, responses
 from stepwise.approvals import links, pages
-from stepwise.config import ConfigError
-from stepwise.errors import Conflict, Gone, NotFound
-from stepwise.schema import utcnow
+from stepwise.core.config import ConfigError
+from stepwise.core.errors import Conflict, Gone, NotFound
+from stepwise.core.schema import utcnow
 from stepwise.store import agents, interactions
 
 router = APIGatewayHttpRouter()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from stepwise.errors import Unauthorized
-from stepwise.ids import InvalidTenant, valid_tenant
+from stepwise.core.errors import Unauthorized
+from stepwise.core.ids import InvalidTenant, valid_tenant
 
 # Routes that API Gateway serves without the authorizer (template.yaml: `Auth: Authorizer: NONE`).
 # The console's page and files are public too: the page asks for a key and sends it on its API calls.

@@ -11,7 +11,7 @@ from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from stepwise.api.auth import PUBLIC
 from stepwise.api.responses import responses
 from stepwise.console import assets
-from stepwise.errors import NotFound
+from stepwise.core.errors import NotFound
 
 router = APIGatewayHttpRouter()
 CONSOLE = ["console"]

@@ -11,7 +11,7 @@ from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from stepwise.api.context import tenant
 from stepwise.api.params import RunId
 from stepwise.api.responses import json_response, responses
-from stepwise.errors import Malformed
+from stepwise.core.errors import Malformed
 from stepwise.follow import service as follow
 from stepwise.runs import eventlog as events
 from stepwise.runs.models import EventType

@@ -7,10 +7,10 @@ from pydantic import BaseModel
 from stepwise.api.context import tenant
 from stepwise.api.params import AgentId, HookId
 from stepwise.api.responses import json_response, responses
+from stepwise.core.ids import new_id
+from stepwise.core.masking import public_hook
+from stepwise.core.schema import utcnow
 from stepwise.hooks.models import Hook, HookCreate, applied
-from stepwise.ids import new_id
-from stepwise.masking import public_hook
-from stepwise.schema import utcnow
 from stepwise.store import agents
 
 router = APIGatewayHttpRouter()

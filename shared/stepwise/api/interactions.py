@@ -11,8 +11,8 @@ from stepwise import answers
 from stepwise.api.context import tenant
 from stepwise.api.params import InteractionId, RunId, SessionId
 from stepwise.api.responses import json_response, responses
-from stepwise.errors import Conflict, NotFound, Unprocessable
-from stepwise.schema import Strict
+from stepwise.core.errors import Conflict, NotFound, Unprocessable
+from stepwise.core.schema import Strict
 from stepwise.store import interactions, runs, sessions
 
 router = APIGatewayHttpRouter()

@@ -21,7 +21,7 @@ from stepwise.api.context import tenant
 from stepwise.api.params import AgentId
 from stepwise.api.responses import HTML, json_response, responses
 from stepwise.approvals import pages
-from stepwise.errors import NotFound
+from stepwise.core.errors import NotFound
 from stepwise.mcp import servers
 from stepwise.mcp.models import MCP_TIMEOUT, McpServerCreate, McpServerList, McpServerView
 from stepwise.store import mcp as store

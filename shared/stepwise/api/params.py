@@ -11,7 +11,7 @@ from typing import Annotated
 
 from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 
-from stepwise import ids
+from stepwise.core import ids
 
 AgentId = Annotated[str, Path(pattern=ids.AGENT_ID, description="`agt_…`, as the API issued it")]
 RunId = Annotated[str, Path(pattern=ids.RUN_ID, description="`run_…`, as the API issued it")]

@@ -13,11 +13,11 @@ from aws_lambda_powertools.event_handler.api_gateway import ResponseBuilder, Rou
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 
-from stepwise import safejson
 from stepwise.api.auth import is_public, tenant_from_event
 from stepwise.api.params import NOT_FOUND
 from stepwise.api.responses import error_response, from_error
-from stepwise.errors import ApiError, Malformed, PayloadTooLarge
+from stepwise.core import safejson
+from stepwise.core.errors import ApiError, Malformed, PayloadTooLarge
 
 MAX_BODY_BYTES = 1024 * 1024  # well under API Gateway's 10 MB: agent inputs are text, not uploads
 # Starting a run may carry inline attachments (5 MiB of base64): its body may be as large as a Lambda

@@ -8,7 +8,7 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 from pydantic import BaseModel, Field
 
-from stepwise.errors import ApiError
+from stepwise.core.errors import ApiError
 
 JSON = "application/json"
 HTML = "text/html; charset=utf-8"

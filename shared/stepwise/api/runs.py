@@ -8,12 +8,12 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Header, Query
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 
-from stepwise import config
 from stepwise.api.context import tenant
 from stepwise.api.params import AgentId, AgentIdQuery, RunId, SessionIdQuery
 from stepwise.api.responses import json_response, responses
 from stepwise.attachments import service as attachments
-from stepwise.errors import ApiError, BadGateway, Conflict, Unavailable, Unprocessable
+from stepwise.core import config
+from stepwise.core.errors import ApiError, BadGateway, Conflict, Unavailable, Unprocessable
 from stepwise.runs import cancel, replay, start
 from stepwise.runs.models import (
     Run,

@@ -6,7 +6,7 @@ from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from stepwise.api.context import tenant
 from stepwise.api.params import SessionId
 from stepwise.api.responses import json_response, responses
-from stepwise.errors import Conflict
+from stepwise.core.errors import Conflict
 from stepwise.runs.models import Usage
 from stepwise.sessions.models import SessionView
 from stepwise.store import runs, sessions

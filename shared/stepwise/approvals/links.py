@@ -39,11 +39,11 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from stepwise import credentials
 from stepwise.approvals import Decision
 from stepwise.approvals.display import as_utc
-from stepwise.config import ConfigError
-from stepwise.errors import Forbidden, Gone
+from stepwise.core import credentials
+from stepwise.core.config import ConfigError
+from stepwise.core.errors import Forbidden, Gone
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.parameters import SecretsProvider

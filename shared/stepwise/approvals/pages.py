@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from stepwise.approvals import DECISIONS, Decision, is_decision
 from stepwise.approvals.display import as_utc, deadline_text, pretty_arguments, reveal_hidden
-from stepwise.errors import Malformed
+from stepwise.core.errors import Malformed
 
 ResultStatus = Literal["approved", "denied", "already_decided", "expired", "closed", "forged", "error"]
 MAX_REASON_CHARS = 1000

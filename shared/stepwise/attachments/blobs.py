@@ -17,8 +17,8 @@ from urllib.parse import quote, unquote
 
 from botocore.config import Config as BotoConfig
 
-from stepwise import aws
-from stepwise.errors import Unavailable
+from stepwise.core import aws
+from stepwise.core.errors import Unavailable
 from stepwise.tools.builtin import _storage
 from stepwise.tools.builtin._storage import RUN_RETENTION, UPLOAD_RETENTION, tagging
 

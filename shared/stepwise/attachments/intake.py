@@ -17,8 +17,8 @@ from stepwise.attachments.models import (
     UploadRef,
 )
 from stepwise.attachments.sniff import IMAGE_TYPES, Inspector
-from stepwise.errors import Gone, PayloadTooLarge, Unprocessable
-from stepwise.ids import new_id
+from stepwise.core.errors import Gone, PayloadTooLarge, Unprocessable
+from stepwise.core.ids import new_id
 
 UPLOAD_HINT = "upload larger files with POST /v1/uploads and pass {upload_id} instead"
 

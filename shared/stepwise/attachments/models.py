@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, StringConstraints
 
-from stepwise.schema import Strict
+from stepwise.core.schema import Strict
 
 UPLOAD_LIMIT = 50 * 1024 * 1024  # bytes of one uploaded file
 # Inline files travel base64 inside the run's JSON body, which the API function receives whole: Lambda

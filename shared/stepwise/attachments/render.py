@@ -65,7 +65,7 @@ class _Listings:
     def files(self, run_id: str, ids: list[str]) -> tuple[list[Attachment], list[str]]:
         """The listed attachments among `ids`, and the ids no longer listed."""
         if run_id not in self.runs:
-            from stepwise.errors import NotFound
+            from stepwise.core.errors import NotFound
             from stepwise.store import runs
 
             try:

@@ -6,9 +6,9 @@ from datetime import timedelta
 
 from stepwise.attachments import blobs, intake
 from stepwise.attachments.models import UPLOAD_EXPIRES_SECONDS, UploadCreate, UploadTicket
-from stepwise.errors import Conflict
-from stepwise.ids import new_id
-from stepwise.schema import utcnow
+from stepwise.core.errors import Conflict
+from stepwise.core.ids import new_id
+from stepwise.core.schema import utcnow
 from stepwise.store import runs
 
 

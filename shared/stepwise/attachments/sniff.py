@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import puremagic
 
-from stepwise.errors import Unprocessable
+from stepwise.core.errors import Unprocessable
 
 IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 PDF = "application/pdf"

@@ -131,7 +131,7 @@ def send_email(sender: str, to: Sequence[str], message: ApprovalEmail, *, client
     from botocore.exceptions import BotoCoreError, ClientError
 
     if client is None:
-        from stepwise import aws
+        from stepwise.core import aws
 
         client = aws.client("sesv2")
     try:

@@ -21,7 +21,6 @@ from typing import Any, TextIO
 
 import httpx
 
-from stepwise import credentials, safejson
 from stepwise.approvals import Decision
 from stepwise.approvals.display import (
     TRUNCATION_MARK,
@@ -31,8 +30,9 @@ from stepwise.approvals.display import (
     truncate,
 )
 from stepwise.channels import ChannelError
-from stepwise.config import ConfigError
-from stepwise.errors import Malformed, Unauthorized
+from stepwise.core import credentials, safejson
+from stepwise.core.config import ConfigError
+from stepwise.core.errors import Malformed, Unauthorized
 from stepwise.outbound import OutboundRefused
 from stepwise.ssrf import guarded_client
 

@@ -24,8 +24,8 @@ def register(
 
 
 def create_key(ctx: Context) -> int:
-    from stepwise import config
-    from stepwise.ids import InvalidTenant, new_id, valid_tenant
+    from stepwise.core import config
+    from stepwise.core.ids import InvalidTenant, new_id, valid_tenant
     from stepwise.store import keys, tables
 
     tenant = ctx.args.tenant or new_id("ten")

@@ -11,8 +11,8 @@ import time
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from stepwise.core.observability import logger
 from stepwise.follow import sockets
-from stepwise.observability import logger
 from stepwise.runs import eventlog
 from stepwise.store import events as log
 from stepwise.store import followers

@@ -7,8 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
+from stepwise.core.observability import logger
 from stepwise.follow import service
-from stepwise.observability import logger
 
 Kind = Literal["http", "authorize", "connect", "disconnect", "flush"]
 

@@ -13,12 +13,12 @@ from urllib.parse import quote
 
 from pydantic import BaseModel
 
-from stepwise import aws
 from stepwise.approvals import links
-from stepwise.config import ConfigError
+from stepwise.core import aws
+from stepwise.core.config import ConfigError
+from stepwise.core.schema import utcnow
 from stepwise.follow import delivery, sockets, tokens
 from stepwise.follow.tokens import FollowClaims
-from stepwise.schema import utcnow
 from stepwise.store import events as log
 from stepwise.store import followers, runs
 

@@ -8,8 +8,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from stepwise import aws
-from stepwise.config import ConfigError
+from stepwise.core import aws
+from stepwise.core.config import ConfigError
 
 ENDPOINT_ENV = "FOLLOW_API_ENDPOINT"  # https://{api-id}.execute-api.{region}.amazonaws.com/{stage}
 

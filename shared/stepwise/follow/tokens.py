@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from stepwise.approvals.links import ForgedLink, Secrets, seal, unseal
-from stepwise.errors import Gone
+from stepwise.core.errors import Gone
 
 VALID_FOR = timedelta(seconds=60)
 

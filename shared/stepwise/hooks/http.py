@@ -25,7 +25,7 @@ from typing import Any, Literal, Protocol
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from stepwise import safejson
+from stepwise.core import safejson
 from stepwise.hooks.models import OUTPUT_EVENTS, ApprovalConfig, Hook, HookDecision, HttpConfig
 from stepwise.outbound import OutboundRefused, ResponseTooLarge
 from stepwise.ssrf import AllowHosts, guarded_client

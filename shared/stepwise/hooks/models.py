@@ -14,8 +14,8 @@ from typing import Annotated, Any, Literal, get_args
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from stepwise.core.schema import Strict
 from stepwise.hooks.patterns import compile_pattern
-from stepwise.schema import Strict
 from stepwise.tools.models import TOOL_NAME
 
 HookEvent = Literal["OnRunStart", "PreToolUse", "OnDelegation", "PostToolUse", "PreResponse", "OnRunComplete"]

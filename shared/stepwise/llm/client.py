@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from stepwise import credentials, errors, safejson
 from stepwise.agents.models import ScriptTurn
+from stepwise.core import credentials, errors, safejson
 from stepwise.runs.models import Usage
 
 SCRIPTED = "scripted"
@@ -31,7 +31,7 @@ _DETAIL_CLIP = 500
 
 TextSink = Callable[[str], None]
 
-# litellm's provider → the deployment secret that holds its API key (stepwise.credentials). Bedrock
+# litellm's provider → the deployment secret that holds its API key (stepwise.core.credentials). Bedrock
 # needs none: the model step's role signs its requests (bedrock:InvokeModel*).
 PROVIDER_KEYS = {"openai": credentials.OPENAI_API_KEY, "anthropic": credentials.ANTHROPIC_API_KEY}
 

@@ -113,7 +113,7 @@ class LocalLambdas:
         except Exception as exc:
             # A named error is the loop speaking (the ASL retries or catches it); anything else is a
             # bug a run ends `internal_error` with, and its traceback is only here: say it loudly.
-            from stepwise.errors import StepError
+            from stepwise.core.errors import StepError
 
             level = logging.DEBUG if isinstance(exc, StepError) else logging.WARNING
             log.log(level, "%s raised %s", logical, type(exc).__name__, exc_info=True)

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from stepwise import aws
+from stepwise.core import aws
 from stepwise.local.lambdas import FunctionError
 
 log = logging.getLogger("stepwise.local")

@@ -21,7 +21,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from stepwise.ids import valid_tenant
+from stepwise.core.ids import valid_tenant
 from stepwise.local.cfn_yaml import load_template
 from stepwise.local.gateway import Gateway, Route
 from stepwise.local.lambdas import (
@@ -365,8 +365,8 @@ def _bring_up(
 ) -> LocalStack:
     import boto3
 
-    from stepwise import aws, config, credentials
     from stepwise.approvals import links
+    from stepwise.core import aws, config, credentials
     from stepwise.schedules.local import LocalScheduler
     from stepwise.store import keys, tables
 

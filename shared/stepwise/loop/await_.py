@@ -10,7 +10,8 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from pydantic import BaseModel
 
-from stepwise import answers, observability, tracing
+from stepwise import answers
+from stepwise.core import observability, tracing
 from stepwise.loop.models import Wait
 from stepwise.runs import delegation, events
 from stepwise.runs.models import EventType

@@ -16,10 +16,11 @@ from typing import Any, Literal
 
 from aws_lambda_powertools import Logger
 
-from stepwise import ids, ledger, observability, safejson, tracing
+from stepwise import ledger
 from stepwise.agents.models import Agent
 from stepwise.attachments import render
-from stepwise.errors import Conflict, NotFound, QuotaExceeded
+from stepwise.core import ids, observability, safejson, tracing
+from stepwise.core.errors import Conflict, NotFound, QuotaExceeded
 from stepwise.loop.models import Wait
 from stepwise.mcp.models import McpToolRef
 from stepwise.runs import delegation, events

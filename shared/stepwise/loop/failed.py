@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from stepwise.errors import step_error_code
+from stepwise.core.errors import step_error_code
 from stepwise.loop.models import FailedState, RunState, StepFailure
 from stepwise.runs.ending import end_run
 from stepwise.runs.models import RunError

@@ -11,11 +11,11 @@ import json
 import os
 from typing import Any
 
-from stepwise import observability, safejson, tracing
 from stepwise.agents.bounds import allowed_for_step
 from stepwise.agents.models import Agent
 from stepwise.attachments import render
-from stepwise.errors import BudgetExceeded, ContextTooLong, DoomLoop
+from stepwise.core import observability, safejson, tracing
+from stepwise.core.errors import BudgetExceeded, ContextTooLong, DoomLoop
 from stepwise.llm.client import ModelTurn, complete, provider_of
 from stepwise.loop.working import Working
 from stepwise.prompt import build_messages, tool_declarations

@@ -14,10 +14,10 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
-from stepwise import observability, tracing
 from stepwise.agents.models import Agent
 from stepwise.attachments import render
-from stepwise.errors import DoomLoop, HookDenied, RunStateError
+from stepwise.core import observability, tracing
+from stepwise.core.errors import DoomLoop, HookDenied, RunStateError
 from stepwise.hooks.run import fire
 from stepwise.loop import calls, done, failed, working
 from stepwise.loop.calls import StepScope

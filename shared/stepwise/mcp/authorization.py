@@ -25,11 +25,11 @@ import anyio
 import httpx2
 from pydantic import BaseModel
 
+from stepwise.core.schema import utcnow
 from stepwise.mcp import oauth
 from stepwise.mcp.models import MCP_TIMEOUT, McpServer
 from stepwise.mcp.oauth import Grant, OAuthFailure, Pending
 from stepwise.mcp.transport import guarded_async_client
-from stepwise.schema import utcnow
 from stepwise.ssrf import AllowHosts, BlockedDestination
 
 STATE_TTL = timedelta(minutes=10)

@@ -16,8 +16,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from stepwise.agents.models import Agent
-from stepwise.masking import mask_headers
-from stepwise.schema import Strict, utcnow
+from stepwise.core.masking import mask_headers
+from stepwise.core.schema import Strict, utcnow
 from stepwise.tools.models import Permission
 
 SERVER_NAME = r"^[a-z0-9_-]{1,32}$"

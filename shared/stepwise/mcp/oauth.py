@@ -51,7 +51,7 @@ from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAu
 from mcp.shared.auth_utils import check_resource_allowed, resource_url_from_server_url
 from pydantic import BaseModel, ValidationError
 
-from stepwise.schema import utcnow
+from stepwise.core.schema import utcnow
 
 CLIENT_NAME = "Stepwise"
 GRANT_TYPES = ["authorization_code", "refresh_token"]

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 
 from aws_lambda_powertools import Logger
 
-from stepwise.errors import NotFound, Unprocessable
+from stepwise.core.errors import NotFound, Unprocessable
+from stepwise.core.schema import utcnow
 from stepwise.mcp.models import (
     MCP_TIMEOUT,
     STALE_AFTER,
@@ -26,7 +27,6 @@ from stepwise.mcp.models import (
     McpTool,
     servers_of,
 )
-from stepwise.schema import utcnow
 from stepwise.ssrf import AllowHosts, BlockedDestination, check_url
 from stepwise.store import mcp as store
 

@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
-from stepwise.errors import Unprocessable
+from stepwise.core.errors import Unprocessable
 
 if TYPE_CHECKING:
     from mcp.client._transport import TransportStreams

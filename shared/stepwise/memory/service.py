@@ -19,11 +19,11 @@ from typing import Protocol
 
 from aws_lambda_powertools import Logger
 
-from stepwise.errors import Malformed
-from stepwise.ids import MEMORY_ID, new_id
+from stepwise.core.errors import Malformed
+from stepwise.core.ids import MEMORY_ID, new_id
+from stepwise.core.schema import utcnow
 from stepwise.memory.bm25 import Index
 from stepwise.memory.models import MAX_PER_USER, EmbeddingFailed, Hit, Memory, Owner
-from stepwise.schema import utcnow
 
 logger = Logger(service="stepwise")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 
-from stepwise.errors import Conflict
+from stepwise.core.errors import Conflict
 from stepwise.runs.ending import end_run
 from stepwise.runs.models import Run, RunError
 from stepwise.runs.queue import CANCELLED_ERROR, stop

@@ -15,10 +15,10 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from stepwise import ids
-from stepwise.errors import NotFound
+from stepwise.core import ids
+from stepwise.core.errors import NotFound
+from stepwise.core.schema import utcnow
 from stepwise.runs.models import Run, RunError, Usage
-from stepwise.schema import utcnow
 from stepwise.store import interactions, runs, sessions
 from stepwise.store.interactions import Interaction
 

@@ -11,8 +11,8 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
-from stepwise import observability, tracing
-from stepwise.errors import NotFound
+from stepwise.core import observability, tracing
+from stepwise.core.errors import NotFound
 from stepwise.hooks.run import fire
 from stepwise.runs import delegation, events
 from stepwise.runs.models import ACTIVE_STATUSES, EventType, RunError, RunStatus

@@ -17,8 +17,8 @@ import time
 
 from pydantic import BaseModel
 
+from stepwise.core.schema import utcnow
 from stepwise.runs.models import RunEvent
-from stepwise.schema import utcnow
 from stepwise.store import events as store
 from stepwise.store import runs
 

@@ -17,8 +17,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
+from stepwise.core.observability import logger
 from stepwise.follow import delivery
-from stepwise.observability import logger
 from stepwise.runs.eventlog import HOLE_GRACE, MAX_WAIT, PAGE, POLL_INTERVAL, TERMINAL_EVENTS, EventPage, read
 from stepwise.runs.models import EventType, RunEvent
 from stepwise.store.ports import stores

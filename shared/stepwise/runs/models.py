@@ -10,8 +10,8 @@ from pydantic import BaseModel, Field, field_validator
 
 from stepwise.agents.models import DEFAULT_MAX_STEPS, MAX_STEPS_LIMIT, ScriptTurn
 from stepwise.attachments.models import MAX_ATTACHMENTS, Attachment, AttachmentIn
-from stepwise.ids import SESSION_ID, USER_ID
-from stepwise.schema import Strict
+from stepwise.core.ids import SESSION_ID, USER_ID
+from stepwise.core.schema import Strict
 from stepwise.webhooks.models import RunTarget, WebhookConfig
 
 RunStatus = Literal["queued", "running", "waiting", "succeeded", "failed", "cancelled", "timed_out"]

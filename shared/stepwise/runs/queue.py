@@ -3,8 +3,8 @@ when one ends. The execution is named after the run, so a retried start never ma
 
 from __future__ import annotations
 
-from stepwise import aws, config, observability
-from stepwise.errors import Unavailable
+from stepwise.core import aws, config, observability
+from stepwise.core.errors import Unavailable
 from stepwise.loop.models import RunState
 from stepwise.runs.models import Run
 from stepwise.store.ports import stores

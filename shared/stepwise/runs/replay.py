@@ -9,7 +9,7 @@ copies of its attachments; once they are deleted (or past retention) it is 410 `
 
 from __future__ import annotations
 
-from stepwise.errors import Conflict, Gone
+from stepwise.core.errors import Conflict, Gone
 from stepwise.runs.models import Run, RunCreate
 from stepwise.runs.start import start_run
 from stepwise.store import runs

@@ -12,17 +12,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from stepwise import aws, config, observability
 from stepwise.agents import bounds
 from stepwise.agents.models import DEFAULT_MAX_STEPS, Agent
 from stepwise.attachments import intake
 from stepwise.attachments.models import Attachment
-from stepwise.errors import Conflict
-from stepwise.ids import new_id
+from stepwise.core import aws, config, observability
+from stepwise.core.errors import Conflict
+from stepwise.core.ids import new_id
+from stepwise.core.schema import utcnow
 from stepwise.runs.cancel import cancel_active
 from stepwise.runs.models import Run, RunCreate, SyncRunCreate
 from stepwise.runs.queue import launch
-from stepwise.schema import utcnow
 from stepwise.sessions.models import Session
 from stepwise.store import agents, runs, sessions
 from stepwise.webhooks import keys as webhook_keys

@@ -22,12 +22,12 @@ from datetime import datetime, timedelta
 from itertools import takewhile
 from typing import Any
 
-from stepwise import aws
+from stepwise.core import aws
+from stepwise.core.schema import utcnow
 from stepwise.local.lambdas import FunctionError
 from stepwise.schedules import expressions
 from stepwise.schedules.service import RETRY_POLICY, SCHEDULED_TIME
 from stepwise.schedules.triggers import iso
-from stepwise.schema import utcnow
 
 log = logging.getLogger("stepwise.local")
 

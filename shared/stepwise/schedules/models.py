@@ -7,10 +7,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from stepwise.core.schema import Strict, utcnow
 from stepwise.runs.models import MESSAGE_LIMIT, _fits_an_item
 from stepwise.schedules import expressions
 from stepwise.schedules.expressions import At
-from stepwise.schema import Strict, utcnow
 
 
 class ScheduleCreate(Strict):

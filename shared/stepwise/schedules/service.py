@@ -9,13 +9,13 @@ import json
 import logging
 from typing import Any
 
-from stepwise import aws, config
-from stepwise.errors import Unavailable
-from stepwise.ids import new_id
+from stepwise.core import aws, config
+from stepwise.core.errors import Unavailable
+from stepwise.core.ids import new_id
+from stepwise.core.schema import utcnow
 from stepwise.schedules import expressions
 from stepwise.schedules.expressions import At
 from stepwise.schedules.models import Schedule, ScheduleCreate
-from stepwise.schema import utcnow
 from stepwise.store import agents
 from stepwise.store import schedules as store
 

@@ -16,8 +16,8 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from stepwise.agents.bounds import ModelNotAllowed
-from stepwise.errors import NotFound
-from stepwise.ids import derived_id
+from stepwise.core.errors import NotFound
+from stepwise.core.ids import derived_id
 from stepwise.runs.models import MESSAGE_LIMIT, RunCreate
 from stepwise.runs.start import start_run
 from stepwise.schedules.models import EventDelivery, ScheduleDelivery

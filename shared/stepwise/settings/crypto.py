@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from botocore.exceptions import ClientError
 
-from stepwise import aws, config
+from stepwise.core import aws, config
 
 KMS_MAX_PLAINTEXT = 4096  # bytes per kms:Encrypt call
 # KMS's answers to a ciphertext that is not ours, not for this context, or altered.

@@ -7,7 +7,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
-from stepwise.schema import Strict
+from stepwise.core.schema import Strict
 
 # Environment-variable style: EXA_API_KEY, DATABASE_URL. The one rule: the API's path parameter and
 # `is_valid_key` both read it.

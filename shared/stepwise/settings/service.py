@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from stepwise.errors import NotFound
-from stepwise.schema import utcnow
+from stepwise.core.errors import NotFound
+from stepwise.core.schema import utcnow
 from stepwise.settings import crypto
 from stepwise.settings.accessor import invalidate
 from stepwise.settings.models import SettingInfo

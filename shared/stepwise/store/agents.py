@@ -8,8 +8,8 @@ from typing import Any
 from pynamodb.exceptions import DoesNotExist, PutError, UpdateError
 
 from stepwise.agents.models import Agent, AgentCreate
-from stepwise.errors import AgentGone, Conflict, NotFound
-from stepwise.schema import utcnow
+from stepwise.core.errors import AgentGone, Conflict, NotFound
+from stepwise.core.schema import utcnow
 from stepwise.store.tables import AgentItem, bind, check_fits, condition_failed
 from stepwise.tools.models import DeclaredTool
 

@@ -12,8 +12,8 @@ from datetime import timedelta
 
 from pynamodb.exceptions import DoesNotExist
 
-from stepwise import config
-from stepwise.schema import utcnow
+from stepwise.core import config
+from stepwise.core.schema import utcnow
 from stepwise.store.tables import SessionItem, bind, tenant_key
 from stepwise.tools import results
 

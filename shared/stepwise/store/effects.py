@@ -8,8 +8,9 @@ from typing import Any
 
 from pynamodb.exceptions import DoesNotExist, PutError, UpdateError
 
-from stepwise import config
-from stepwise.errors import Conflict, NotFound
+from stepwise.core import config
+from stepwise.core.errors import Conflict, NotFound
+from stepwise.core.schema import utcnow
 from stepwise.ledger import (
     CLAIMABLE,
     HISTORY_LIMIT,
@@ -20,7 +21,6 @@ from stepwise.ledger import (
     Entry,
     Settlement,
 )
-from stepwise.schema import utcnow
 from stepwise.store.tables import EffectItem, bind, condition_failed
 
 _ATTEMPTS = 3  # an entry that changes under us this often is being fought over; report what it is

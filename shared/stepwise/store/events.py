@@ -13,9 +13,9 @@ from typing import Any
 
 from pynamodb.exceptions import DoesNotExist
 
-from stepwise import config
+from stepwise.core import config
+from stepwise.core.schema import utcnow
 from stepwise.runs.models import EventType, RunEvent
-from stepwise.schema import utcnow
 from stepwise.store.tables import HEAD_SEQ, RunEventItem, RunHeadItem, bind, tenant_key
 
 TERMINAL_EVENTS = frozenset({"run_completed", "run_failed", "run_cancelled"})

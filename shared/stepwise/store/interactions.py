@@ -11,8 +11,8 @@ from typing import Any
 from pydantic import BaseModel
 from pynamodb.exceptions import DoesNotExist, PutError, UpdateError
 
-from stepwise.errors import NotFound
-from stepwise.schema import utcnow
+from stepwise.core.errors import NotFound
+from stepwise.core.schema import utcnow
 from stepwise.store.tables import InteractionItem, bind, condition_failed, same_tenant, tenant_key
 
 

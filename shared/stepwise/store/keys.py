@@ -7,8 +7,8 @@ import secrets
 
 from pynamodb.exceptions import DoesNotExist
 
-from stepwise.ids import InvalidTenant, valid_tenant
-from stepwise.schema import utcnow
+from stepwise.core.ids import InvalidTenant, valid_tenant
+from stepwise.core.schema import utcnow
 from stepwise.store.tables import ApiKeyItem, bind
 
 KEY_PREFIX = "sw_"  # recognizable in logs and by secret scanners

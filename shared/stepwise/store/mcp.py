@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from stepwise.agents.models import Agent
-from stepwise.errors import Conflict, NotFound
+from stepwise.core.errors import Conflict, NotFound
 from stepwise.mcp.models import MAX_SERVERS, McpServer, servers_of
 from stepwise.store import agents
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pynamodb.exceptions import DoesNotExist, UpdateError
 
+from stepwise.core.schema import utcnow
 from stepwise.mcp.authorization import GrantKey, PendingAuthorization, StateRejected, StoredGrant
-from stepwise.schema import utcnow
 from stepwise.settings import crypto
 from stepwise.store.tables import McpAuthItem, bind, condition_failed
 

@@ -14,7 +14,7 @@ from typing import Any
 from pynamodb.exceptions import DoesNotExist, TransactWriteError
 from pynamodb.transactions import TransactWrite
 
-from stepwise.ids import new_id
+from stepwise.core.ids import new_id
 from stepwise.memory.models import Memory, MemoryFull, MemoryNotFound, Owner
 from stepwise.store import quotas
 from stepwise.store.tables import MemoryHeadItem, MemoryItem, bind, connection, tenant_key

@@ -16,7 +16,7 @@ from typing import Literal
 from pynamodb.exceptions import TransactWriteError
 from pynamodb.transactions import TransactWrite
 
-from stepwise.errors import QuotaExceeded
+from stepwise.core.errors import QuotaExceeded
 from stepwise.store.tables import QuotaItem, bind
 
 Quota = Literal["active_runs", "schedules"]

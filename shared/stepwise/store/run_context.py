@@ -13,11 +13,11 @@ from datetime import timedelta
 from pydantic import BaseModel, Field
 from pynamodb.exceptions import DoesNotExist, UpdateError
 
-from stepwise import config
-from stepwise.errors import RunStateError
+from stepwise.core import config
+from stepwise.core.errors import RunStateError
+from stepwise.core.schema import utcnow
 from stepwise.loop.models import Compacted, Wait
 from stepwise.runs.models import Usage
-from stepwise.schema import utcnow
 from stepwise.store.tables import CONTEXT_SEQ, RunContextItem, bind, condition_failed, tenant_key
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pynamodb.exceptions import DoesNotExist, TransactWriteError
 from pynamodb.transactions import TransactWrite
 
-from stepwise import config
-from stepwise.errors import NotFound
+from stepwise.core import config
+from stepwise.core.errors import NotFound
 from stepwise.schedules.models import Schedule
 from stepwise.store import quotas
 from stepwise.store.tables import ScheduleItem, bind, connection

@@ -10,9 +10,9 @@ from typing import Any, cast
 
 from pynamodb.exceptions import DoesNotExist, UpdateError
 
-from stepwise import config
-from stepwise.errors import NotFound
-from stepwise.schema import utcnow
+from stepwise.core import config
+from stepwise.core.errors import NotFound
+from stepwise.core.schema import utcnow
 from stepwise.sessions.models import Session
 from stepwise.store.tables import SessionItem, bind, condition_failed, tenant_key
 

@@ -28,9 +28,9 @@ from pynamodb.exceptions import PynamoDBException
 from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 
-from stepwise import config
-from stepwise.errors import PayloadTooLarge
-from stepwise.ids import valid_tenant
+from stepwise.core import config
+from stepwise.core.errors import PayloadTooLarge
+from stepwise.core.ids import valid_tenant
 
 logger = Logger(service="stepwise")
 

@@ -15,8 +15,8 @@ from typing import Any
 from pynamodb.exceptions import DoesNotExist, PutError, UpdateError
 from pynamodb.expressions.update import Action
 
-from stepwise import config
-from stepwise.schema import utcnow
+from stepwise.core import config
+from stepwise.core.schema import utcnow
 from stepwise.store.tables import WebhookDeliveryItem, WebhookSecretItem, bind, condition_failed, tenant_key
 from stepwise.webhooks.models import Attempt, Delivery, DeliveryRecord
 

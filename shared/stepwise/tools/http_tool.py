@@ -16,7 +16,7 @@ from jsonschema.exceptions import best_match
 from referencing import Registry
 from referencing.exceptions import Unresolvable
 
-from stepwise import safejson
+from stepwise.core import safejson
 from stepwise.outbound import OutboundRefused
 from stepwise.ssrf import AllowHosts, guarded_client
 from stepwise.tools.base import ToolResult

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
-from stepwise.schema import Strict
+from stepwise.core.schema import Strict
 
 TOOL_NAME = r"^[a-zA-Z0-9_-]{1,64}$"  # what every major model provider accepts as a function name
 CODE_SOURCE_LIMIT = 64_000  # characters of a code tool's source

@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from stepwise import safejson
+from stepwise.core import safejson
 
 PREVIEW_ROWS = 20
 DESCRIBE_CHARS = 8_000  # a table shorter than this (about 2,000 tokens) travels whole: reading it is cheap

@@ -23,10 +23,10 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from pydantic import BaseModel
 
-from stepwise import aws, config, observability
-from stepwise.observability import logger
+from stepwise.core import aws, config, observability
+from stepwise.core.observability import logger
+from stepwise.core.schema import utcnow
 from stepwise.outbound import OutboundRefused
-from stepwise.schema import utcnow
 from stepwise.ssrf import BlockedDestination, guarded_client
 from stepwise.store import webhooks as store
 from stepwise.tools.http_tool import USER_AGENT

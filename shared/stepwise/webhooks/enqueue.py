@@ -14,10 +14,10 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 from pynamodb.exceptions import PynamoDBException
 
-from stepwise import aws, config
-from stepwise.ids import derived_id
-from stepwise.observability import logger
-from stepwise.schema import utcnow
+from stepwise.core import aws, config
+from stepwise.core.ids import derived_id
+from stepwise.core.observability import logger
+from stepwise.core.schema import utcnow
 from stepwise.store import webhooks as store
 from stepwise.webhooks.models import DeliveryRecord, RunTarget
 from stepwise.webhooks.retry import WINDOW

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from stepwise.errors import Unprocessable
-from stepwise.schema import utcnow
+from stepwise.core.errors import Unprocessable
+from stepwise.core.schema import utcnow
 from stepwise.settings import crypto
 from stepwise.store import webhooks as store
 from stepwise.webhooks import signing

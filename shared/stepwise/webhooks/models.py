@@ -8,7 +8,7 @@ from typing import Any, Literal, get_args
 import httpx
 from pydantic import BaseModel, Field, field_validator
 
-from stepwise.schema import Strict
+from stepwise.core.schema import Strict
 
 WebhookEvent = Literal[
     "run_completed", "run_failed", "run_cancelled", "approval_requested", "client_tool_requested"

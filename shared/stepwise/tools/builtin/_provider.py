@@ -23,7 +23,7 @@ from typing import Any
 
 import httpx
 
-from stepwise import safejson
+from stepwise.core import safejson
 from stepwise.outbound import OutboundRefused, ResponseTooLarge
 from stepwise.ssrf import AllowHosts, guarded_client
 from stepwise.tools.base import ToolResult

@@ -20,7 +20,7 @@ from typing import Any
 from botocore.config import Config as BotoConfig
 from botocore.exceptions import BotoCoreError, ClientError
 
-from stepwise import aws
+from stepwise.core import aws
 from stepwise.tools.base import ToolResult
 
 BUCKET_ENV = "STORAGE_BUCKET"

@@ -53,7 +53,7 @@ class Config(BaseModel):
 
 
 def _find(scope: ToolScope, attachment_id: str) -> tuple[str, Attachment] | None:
-    from stepwise.errors import NotFound
+    from stepwise.core.errors import NotFound
     from stepwise.store import runs, sessions
 
     candidates = [scope.run_id]

@@ -21,7 +21,7 @@ from typing import Any, Literal
 import httpx
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from stepwise import safejson
+from stepwise.core import safejson
 from stepwise.outbound import OutboundRefused
 from stepwise.ssrf import AllowHosts, guarded_client
 from stepwise.tools.base import ToolResult

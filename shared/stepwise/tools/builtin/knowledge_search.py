@@ -36,7 +36,7 @@ from typing import Any, Literal, Protocol
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from stepwise import aws
+from stepwise.core import aws
 from stepwise.tools.base import ToolResult
 from stepwise.tools.builtin import Settings, ToolScope
 from stepwise.tools.builtin._provider import invalid_arguments

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from stepwise.ids import MEMORY_ID
+from stepwise.core.ids import MEMORY_ID
 from stepwise.memory import service
 from stepwise.memory.models import MemoryNotFound
 from stepwise.tools.base import ToolResult

@@ -12,7 +12,7 @@ that version lives:
   snapshot is taken without a request to serve. Importing litellm opens none as long as
   LITELLM_LOCAL_MODEL_COST_MAP is set (template.yaml sets it for every function; the model client
   sets it too); `make package VERIFY=1` checks the import with every socket refused.
-- The trace provider (stepwise.tracing) is never built at init: its batch processor's export
+- The trace provider (stepwise.core.tracing) is never built at init: its batch processor's export
   thread and the exporter's HTTP session belong to an invocation, not to a snapshot.
 - After each restore, every cached client is dropped so the next use builds a new one, with fresh
   connections and the restored environment's credentials, and `random` is reseeded so two
@@ -67,7 +67,7 @@ def after_restore() -> None:
 # Each looked up, not imported: what was never imported holds nothing to forget, and the handler
 # module's import (this one's) stays free of boto3.
 def _reset_aws() -> None:
-    aws = sys.modules.get("stepwise.aws")
+    aws = sys.modules.get("stepwise.core.aws")
     if aws is not None:
         aws.reset()  # every boto3 client, and the session they came from
 

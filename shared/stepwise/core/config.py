@@ -71,7 +71,7 @@ class Quotas(BaseModel):
 
 
 class Secrets(BaseModel):
-    """Where deployment secrets come from (stepwise.credentials): the environment, or Secrets Manager."""
+    """Where deployment secrets come from (stepwise.core.credentials): the environment, or Secrets Manager."""
 
     source: Literal["env", "aws"] = Field(default="env", alias="STEPWISE_SECRETS")
 

@@ -17,8 +17,8 @@ import os
 from functools import cache
 from typing import Protocol
 
-from stepwise import config
-from stepwise.config import ConfigError
+from stepwise.core import config
+from stepwise.core.config import ConfigError
 
 SLACK_SIGNING_SECRET = "SLACK_SIGNING_SECRET"
 OPENAI_API_KEY = "OPENAI_API_KEY"

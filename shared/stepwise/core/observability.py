@@ -15,7 +15,7 @@ Metrics: CloudWatch EMF, namespace from POWERTOOLS_METRICS_NAMESPACE, the only d
 (low cardinality: tenants, agents and tools are properties, searchable in Logs Insights, never
 dimensions). POWERTOOLS_METRICS_DISABLED=true (the local console) records nothing at all.
 
-Traces: OpenTelemetry (stepwise.tracing), not Powertools' Tracer. That Tracer is the X-Ray SDK, in
+Traces: OpenTelemetry (stepwise.core.tracing), not Powertools' Tracer. That Tracer is the X-Ray SDK, in
 maintenance mode with end of support on 2027-02-25; it also cost a quarter second of every handler's
 import and knew nothing of runs. Instead the OpenTelemetry API and SDK write one trace per run tree
 (spans per model step and tool call, GenAI semantic-convention attributes), exported by the official
@@ -40,7 +40,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 from aws_lambda_powertools.metrics.provider.cloudwatch_emf.cloudwatch import AmazonCloudWatchEMFProvider
 
-from stepwise import tracing
+from stepwise.core import tracing
 
 if TYPE_CHECKING:
     from stepwise.runs.models import Run, Usage

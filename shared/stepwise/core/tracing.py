@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from stepwise import ids
+from stepwise.core import ids
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
@@ -52,7 +52,7 @@ SCOPE = "stepwise"
 # What one flush may take at the end of an invocation: an unreachable collector must not hold the
 # Lambda until its timeout (the exporter's own request timeout is OTEL_EXPORTER_OTLP_TIMEOUT, 10 s).
 FLUSH_TIMEOUT_MS = 5_000
-_CODE = re.compile(r"[a-z][a-z0-9_]{0,63}")  # the shape of our errors' stable codes (stepwise.errors)
+_CODE = re.compile(r"[a-z][a-z0-9_]{0,63}")  # the shape of our errors' stable codes (stepwise.core.errors)
 
 # litellm's provider names → the GenAI conventions' gen_ai.provider.name (others are passed as they are).
 PROVIDERS = {
