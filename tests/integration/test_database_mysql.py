@@ -12,7 +12,7 @@ import pymysql
 import pytest
 from sqlalchemy import event
 
-from stepwise.ssrf import system_resolver
+from stepwise.net.ssrf import system_resolver
 from stepwise.tools.builtin import (
     StaticSettings,
     _database,

@@ -11,7 +11,7 @@ import psycopg
 import pytest
 from sqlalchemy import event
 
-from stepwise.ssrf import system_resolver
+from stepwise.net.ssrf import system_resolver
 from stepwise.tools.builtin import (
     StaticSettings,
     _database,

@@ -25,7 +25,7 @@ from stepwise.hooks import Hook, call_http_hook
 from stepwise.hooks.http import HOOK_REPLY_LIMIT
 from stepwise.mcp import client as mcp_client
 from stepwise.mcp.models import McpServer
-from stepwise.outbound import RESPONSE_LIMIT
+from stepwise.net.outbound import RESPONSE_LIMIT
 from stepwise.tools.base import ToolResult
 from stepwise.tools.builtin import StaticSettings, http_request, web_scrape
 from stepwise.tools.builtin._provider import PROVIDER_RESPONSE_BYTES, post_json

@@ -20,7 +20,6 @@ import httpcore
 import pytest
 from botocore.exceptions import ClientError
 
-from stepwise import ssrf
 from stepwise.channels import ChannelError, email, slack
 from stepwise.channels.email import ApprovalEmail, approval_email, print_email, send_email
 from stepwise.channels.slack import (
@@ -37,6 +36,7 @@ from stepwise.channels.slack import (
     verify_signature,
 )
 from stepwise.core.config import ConfigError
+from stepwise.net import ssrf
 
 EXPIRES = datetime(2025, 3, 14, 9, 30, tzinfo=UTC)
 TOKEN = "WzEsImludF8wMUpQQVIzQjdYIiwiYWNtZSIsMTc0MTk0NDYwMF0.c2lnbmF0dXJlLXNpZ25hdHVyZS1zaWduYXR1cmUtc2ln"

@@ -22,7 +22,7 @@ from stepwise.mcp.models import TOOLS_CACHE_LIMIT, McpServer, McpServerCreate, M
 from stepwise.mcp.naming import NAME_LIMIT, exposed_name, exposed_names
 from stepwise.mcp.servers import _within_limit, check_destination
 from stepwise.mcp.transport import GuardedAsyncBackend
-from stepwise.ssrf import BlockedDestination
+from stepwise.net.ssrf import BlockedDestination
 from stepwise.tools.models import TOOL_NAME
 from stepwise.tools.registry import permission_for
 

@@ -8,7 +8,7 @@ import zlib
 import httpx
 import pytest
 
-from stepwise.outbound import (
+from stepwise.net.outbound import (
     DECODE_CHUNK,
     BoundedBody,
     Deadline,

@@ -15,7 +15,7 @@ import httpcore
 import httpx
 import pytest
 
-from stepwise.ssrf import (
+from stepwise.net.ssrf import (
     REDIRECT_BODY_LIMIT,
     AllowList,
     BlockedDestination,

@@ -33,8 +33,8 @@ from stepwise.channels import ChannelError
 from stepwise.core import credentials, safejson
 from stepwise.core.config import ConfigError
 from stepwise.core.errors import Malformed, Unauthorized
-from stepwise.outbound import OutboundRefused
-from stepwise.ssrf import guarded_client
+from stepwise.net.outbound import OutboundRefused
+from stepwise.net.ssrf import guarded_client
 
 SIGNING_SECRET_ENV = credentials.SLACK_SIGNING_SECRET
 SIGNATURE_VERSION = "v0"

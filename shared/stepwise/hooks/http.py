@@ -27,8 +27,8 @@ from pydantic import BaseModel, ValidationError
 
 from stepwise.core import safejson
 from stepwise.hooks.models import OUTPUT_EVENTS, ApprovalConfig, Hook, HookDecision, HttpConfig
-from stepwise.outbound import OutboundRefused, ResponseTooLarge
-from stepwise.ssrf import AllowHosts, guarded_client
+from stepwise.net.outbound import OutboundRefused, ResponseTooLarge
+from stepwise.net.ssrf import AllowHosts, guarded_client
 from stepwise.tools.builtin._provider import truncation_marker
 from stepwise.tools.http_tool import USER_AGENT
 

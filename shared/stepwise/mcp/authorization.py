@@ -30,7 +30,7 @@ from stepwise.mcp import oauth
 from stepwise.mcp.models import MCP_TIMEOUT, McpServer
 from stepwise.mcp.oauth import Grant, OAuthFailure, Pending
 from stepwise.mcp.transport import guarded_async_client
-from stepwise.ssrf import AllowHosts, BlockedDestination
+from stepwise.net.ssrf import AllowHosts, BlockedDestination
 
 STATE_TTL = timedelta(minutes=10)
 CALLBACK_PATH = "/v1/integrations/mcp/oauth/callback"

@@ -34,8 +34,8 @@ from stepwise.mcp.authorization import TokenSource, oauth_client
 from stepwise.mcp.models import DESCRIPTION_LIMIT, MCP_TIMEOUT, McpServer, McpTool
 from stepwise.mcp.oauth import NEEDS_AUTHORIZATION, OAuthFailure
 from stepwise.mcp.transport import guarded_async_client
-from stepwise.outbound import OutboundRefused
-from stepwise.ssrf import AllowHosts
+from stepwise.net.outbound import OutboundRefused
+from stepwise.net.ssrf import AllowHosts
 from stepwise.tools.base import ToolResult
 from stepwise.tools.http_tool import USER_AGENT, schema_problem
 

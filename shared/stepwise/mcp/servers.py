@@ -27,7 +27,7 @@ from stepwise.mcp.models import (
     McpTool,
     servers_of,
 )
-from stepwise.ssrf import AllowHosts, BlockedDestination, check_url
+from stepwise.net.ssrf import AllowHosts, BlockedDestination, check_url
 from stepwise.store import mcp as store
 
 if TYPE_CHECKING:

@@ -23,8 +23,8 @@ import httpcore2
 import httpx
 import httpx2
 
-from stepwise.outbound import ACCEPT_ENCODING, RESPONSE_LIMIT, BoundedBody, OutboundRefused
-from stepwise.ssrf import (
+from stepwise.net.outbound import ACCEPT_ENCODING, RESPONSE_LIMIT, BoundedBody, OutboundRefused
+from stepwise.net.ssrf import (
     AllowHosts,
     BlockedDestination,
     Resolver,
@@ -87,7 +87,7 @@ class GuardedAsyncBackend(httpcore2.AsyncNetworkBackend):
 
 
 class _DecodingTransport(httpx2.AsyncHTTPTransport):
-    """httpx2's transport, decoding bodies itself in bounded pieces (see stepwise.outbound)."""
+    """httpx2's transport, decoding bodies itself in bounded pieces (see stepwise.net.outbound)."""
 
     def __init__(self, *, verify: ssl.SSLContext, response_limit: int) -> None:
         super().__init__(verify=verify, trust_env=False)

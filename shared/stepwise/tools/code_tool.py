@@ -21,7 +21,7 @@ from typing import Any
 
 from referencing.exceptions import Unresolvable
 
-from stepwise.ssrf import AllowHosts
+from stepwise.net.ssrf import AllowHosts
 from stepwise.tools.base import ToolResult
 from stepwise.tools.builtin import Settings
 from stepwise.tools.builtin._provider import cap, invalid_arguments

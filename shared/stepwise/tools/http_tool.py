@@ -17,8 +17,8 @@ from referencing import Registry
 from referencing.exceptions import Unresolvable
 
 from stepwise.core import safejson
-from stepwise.outbound import OutboundRefused
-from stepwise.ssrf import AllowHosts, guarded_client
+from stepwise.net.outbound import OutboundRefused
+from stepwise.net.ssrf import AllowHosts, guarded_client
 from stepwise.tools.base import ToolResult
 from stepwise.tools.models import HttpTool
 

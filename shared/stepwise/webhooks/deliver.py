@@ -26,8 +26,8 @@ from pydantic import BaseModel
 from stepwise.core import aws, config, observability
 from stepwise.core.observability import logger
 from stepwise.core.schema import utcnow
-from stepwise.outbound import OutboundRefused
-from stepwise.ssrf import BlockedDestination, guarded_client
+from stepwise.net.outbound import OutboundRefused
+from stepwise.net.ssrf import BlockedDestination, guarded_client
 from stepwise.store import webhooks as store
 from stepwise.tools.http_tool import USER_AGENT
 from stepwise.webhooks import keys, retry, signing

@@ -83,7 +83,7 @@ from sqlalchemy import create_engine, event
 from sqlalchemy.engine import URL, Connection, CursorResult, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 
-from stepwise.ssrf import BlockedDestination, Resolver, system_resolver
+from stepwise.net.ssrf import BlockedDestination, Resolver, system_resolver
 from stepwise.tools.base import TOOL_RESULT_LIMIT, ToolResult
 from stepwise.tools.builtin import Settings
 from stepwise.tools.builtin._db_config import QUERY_SCHEMA, TableAccess

@@ -1,7 +1,7 @@
 """Where a DATABASE_URL may point, and the guard on the connection to it.
 
 A tenant's DATABASE_URL is an outbound destination like any URL a tenant picks, so it goes through the
-one SSRF guard (`stepwise.ssrf`):
+one SSRF guard (`stepwise.net.ssrf`):
 
 - PostgreSQL (psycopg 3): the host is resolved once per new connection, every address is checked
   (`resolve_checked`, with STEPWISE_ALLOW_HOSTS as the only exemption, as for every outbound path),
@@ -37,7 +37,7 @@ from typing import Any
 
 from sqlalchemy.engine import URL
 
-from stepwise.ssrf import IPAddress, Resolver, allow_hosts_from_env, resolve_checked
+from stepwise.net.ssrf import IPAddress, Resolver, allow_hosts_from_env, resolve_checked
 from stepwise.tools.builtin._sql import FLAVORS, Flavor, Refused
 
 SQLITE_DIR_ENV = "STEPWISE_SQLITE_DIR"

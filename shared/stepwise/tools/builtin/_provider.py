@@ -24,8 +24,8 @@ from typing import Any
 import httpx
 
 from stepwise.core import safejson
-from stepwise.outbound import OutboundRefused, ResponseTooLarge
-from stepwise.ssrf import AllowHosts, guarded_client
+from stepwise.net.outbound import OutboundRefused, ResponseTooLarge
+from stepwise.net.ssrf import AllowHosts, guarded_client
 from stepwise.tools.base import ToolResult
 from stepwise.tools.builtin import Settings
 from stepwise.tools.http_tool import USER_AGENT, schema_problem

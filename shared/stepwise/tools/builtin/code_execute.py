@@ -29,7 +29,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from stepwise.ssrf import AllowHosts
+from stepwise.net.ssrf import AllowHosts
 from stepwise.tools.base import ToolResult
 from stepwise.tools.builtin import Settings, ToolScope
 from stepwise.tools.builtin._provider import cap, invalid_arguments, post_json, setting

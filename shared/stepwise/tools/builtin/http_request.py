@@ -22,8 +22,8 @@ import httpx
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from stepwise.core import safejson
-from stepwise.outbound import OutboundRefused
-from stepwise.ssrf import AllowHosts, guarded_client
+from stepwise.net.outbound import OutboundRefused
+from stepwise.net.ssrf import AllowHosts, guarded_client
 from stepwise.tools.base import ToolResult
 from stepwise.tools.builtin import Settings, ToolScope
 from stepwise.tools.builtin._provider import http_url, invalid_arguments

@@ -32,7 +32,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict
 
-from stepwise.ssrf import AllowHosts, BlockedDestination, check_url
+from stepwise.net.ssrf import AllowHosts, BlockedDestination, check_url
 from stepwise.tools.base import ToolResult
 from stepwise.tools.builtin import Settings, ToolScope
 from stepwise.tools.builtin._provider import (

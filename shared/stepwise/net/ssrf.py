@@ -11,7 +11,7 @@ that answers with a public address to an early check and a private one to the co
 therefore cannot slip through, and each redirect hop opens its own connection through the same check.
 `check_url` repeats the checks for early feedback when a URL is registered; it is advisory only.
 
-A guarded client is also bounded (stepwise.outbound): one wall-clock deadline over its whole exchange,
+A guarded client is also bounded (stepwise.net.outbound): one wall-clock deadline over its whole exchange,
 DNS, connect, TLS, redirects and body included, and responses decoded in bounded pieces up to a byte
 limit, with stacked or unoffered content-codings refused.
 """
@@ -31,7 +31,7 @@ from typing import Any, TypeAlias
 import httpcore
 import httpx
 
-from stepwise.outbound import (
+from stepwise.net.outbound import (
     ACCEPT_ENCODING,
     RESPONSE_LIMIT,
     BoundedBody,
