@@ -2,7 +2,7 @@
 costs the model step in wall time.
 
 The model step streams from litellm and writes text as `chunk` events in batches
-(stepwise.streaming.ChunkBatcher: a flush at CHUNK_CHARS characters or, checked when a delta arrives,
+(stepwise.loop.chunks.ChunkBatcher: a flush at CHUNK_CHARS characters or, checked when a delta arrives,
 CHUNK_SECONDS after the last flush). Here the real path runs: an agent whose model is "openai/gpt-fake",
 litellm over loopback HTTP to tests/fakes/openai_server.py, the handlers in process on the local stack.
 
@@ -169,7 +169,7 @@ def _per_thousand(run: dict[str, Any]) -> float:
 
 
 def run() -> Section:
-    from stepwise.streaming import CHUNK_CHARS, CHUNK_SECONDS
+    from stepwise.loop.chunks import CHUNK_CHARS, CHUNK_SECONDS
     from tests.fakes.openai_server import FakeOpenAI
 
     section = Section("Streaming: chunk events per 1,000 completion tokens (litellm → fake OpenAI server)")

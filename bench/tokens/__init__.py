@@ -76,10 +76,10 @@ def run() -> Section:
         "call reused 0% of the previous request",
         "prefix shares are an upper bound (what a provider serves from cache depends on its routing);"
         " the Anthropic figures assume its 1,024-token minimum and a cache still warm (5 minutes)",
-        "compaction (stepwise.context.fit) starts at 75% of the model's window: none of these conversations "
-        "reach it, so the cuts come from described tables; a compaction aims at 50% and the run's later "
-        "calls apply it again unchanged (tests/unit/test_context.py), so only the call that compacts "
-        "breaks the prefix",
+        "compaction (stepwise.loop.compaction.fit) starts at 75% of the model's window: none of these "
+        "conversations reach it, so the cuts come from described tables; a compaction aims at 50% and "
+        "the run's later calls apply it again unchanged (tests/unit/test_compaction.py), so only the "
+        "call that compacts breaks the prefix",
     ]
     RESULT.write_text(
         json.dumps(

@@ -1,5 +1,5 @@
 """The bench's BI agent: a real Stepwise `Agent` (instructions, custom HTTP tools, builtins), so its tool
-declarations come from stepwise.prompt exactly as a run's would."""
+declarations come from stepwise.loop.prompt exactly as a run's would."""
 
 from __future__ import annotations
 

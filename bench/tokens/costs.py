@@ -1,6 +1,6 @@
 """Tokens, reusable prefix and dollars of each recorded request.
 
-Counts are litellm's offline token counter (stepwise.context.count_tokens: tiktoken for OpenAI models,
+Counts are litellm's offline token counter (stepwise.loop.compaction.count_tokens: tiktoken for OpenAI models,
 the tokenizer bundled in litellm's wheel for Claude). The prefix a request shares with the previous one
 is found on a rendering of the request in the order providers read it (tools, system prompt, messages),
 and its length in tokens is counted the same way. Prices are litellm's cost map (bundled, offline).
@@ -15,7 +15,7 @@ from functools import cache
 from typing import Any
 
 from bench.tokens.replay import Request
-from stepwise.context import count_tokens
+from stepwise.loop.compaction import count_tokens
 
 OPENAI_MODEL = "gpt-4.1"
 ANTHROPIC_MODEL = "claude-sonnet-4-5"
@@ -130,7 +130,7 @@ def _common(previous: str | None, current: str) -> int:
 
 
 def _text_tokens(model: str, text: str) -> int:
-    from stepwise.context import _litellm
+    from stepwise.loop.compaction import _litellm
 
     return int(_litellm().token_counter(model=model, text=text))
 
@@ -138,7 +138,7 @@ def _text_tokens(model: str, text: str) -> int:
 @cache
 def _prices(model: str) -> dict[str, float]:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    from stepwise.context import _litellm
+    from stepwise.loop.compaction import _litellm
 
     entry = _litellm().model_cost[model]
     base = float(entry["input_cost_per_token"])

@@ -2,9 +2,9 @@
 
 naive: every message re-sent as it is, each tool result pasted whole, the tools in the agent's order
 shuffled once per run (a dict or set rebuilt by each cold function; MCP discovery order), no compaction.
-Stepwise: stepwise.prompt.build_messages and tool_declarations (sorted; result_read declared from the
+Stepwise: stepwise.loop.prompt.build_messages and tool_declarations (sorted; result_read declared from the
 first call), each result as the loop stores it (stepwise.tools.tables.describe, else the result cut at
-TOOL_RESULT_LIMIT), then stepwise.context.fit for the model's window.
+TOOL_RESULT_LIMIT), then stepwise.loop.compaction.fit for the model's window.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from typing import Any, Literal
 
 from bench.tokens.agent import agent as bench_agent
 from bench.tokens.scenarios import Call, Read, Scenario
-from stepwise.context import fit
+from stepwise.loop.compaction import fit
 from stepwise.loop.models import Compacted
-from stepwise.prompt import _function, build_messages, tool_declarations
+from stepwise.loop.prompt import _function, build_messages, tool_declarations
 from stepwise.tools import tables
 from stepwise.tools.base import ToolResult
 

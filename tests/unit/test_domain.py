@@ -14,7 +14,7 @@ from stepwise.core.ids import new_id, ulid
 from stepwise.core.schema import utcnow
 from stepwise.loop.failed import describe_failure
 from stepwise.loop.models import StepFailure
-from stepwise.prompt import build_messages, tool_declarations
+from stepwise.loop.prompt import build_messages, tool_declarations
 from stepwise.runs.eventlog import HOLE_GRACE, _contiguous
 from stepwise.runs.models import RunEvent
 from stepwise.tools.models import HttpTool
@@ -48,7 +48,7 @@ def test_ids_sort_by_creation_time() -> None:
 def test_tool_declarations_are_sorted_and_byte_stable() -> None:
     a = agent(tools=[http_tool("zeta"), http_tool("alpha")])
     b = agent(tools=[http_tool("alpha"), http_tool("zeta")])
-    # result_read is every tooled agent's, from the first call (stepwise.prompt.tool_declarations)
+    # result_read is every tooled agent's, from the first call (stepwise.loop.prompt.tool_declarations)
     assert [d["function"]["name"] for d in tool_declarations(a)] == ["alpha", "result_read", "zeta"]
     assert json.dumps(tool_declarations(a)) == json.dumps(tool_declarations(b))
 

@@ -4,10 +4,10 @@ result_read pages, and how a description ages in compaction and in the declarati
 import json
 from typing import Any
 
-from stepwise import context
 from stepwise.agents.models import Agent
 from stepwise.core.schema import utcnow
-from stepwise.prompt import tool_declarations
+from stepwise.loop.compaction import DESCRIBED_PLACEHOLDER_NOTE, placeholder
+from stepwise.loop.prompt import tool_declarations
 from stepwise.tools import tables
 
 RECORDS = [{"sku": f"sku-{i}", "qty": i, "price": 2.5, "tag": None if i % 4 else "promo"} for i in range(200)]
@@ -83,10 +83,10 @@ def test_wide_rows_stop_the_preview_early_and_a_page_stays_bounded() -> None:
 def test_an_old_description_compacts_to_a_placeholder_that_points_at_result_read() -> None:
     described = tables.describe(json.dumps(RECORDS), "call_7") or ""
 
-    short = json.loads(context.placeholder(described) or "null")
+    short = json.loads(placeholder(described) or "null")
 
     assert short["kept"]["tool_call_id"] == "call_7" and short["kept"]["rows"] == 200
-    assert short["note"] == context.DESCRIBED_PLACEHOLDER_NOTE
+    assert short["note"] == DESCRIBED_PLACEHOLDER_NOTE
 
 
 def test_result_read_is_declared_from_the_first_call_so_the_declarations_never_change_mid_run() -> None:

@@ -44,9 +44,9 @@ class ToolUsage(BaseModel):
 
 
 def weigh(agent: Agent) -> AgentWeight:
-    from stepwise.context import count_tokens
     from stepwise.llm.client import resolve_model
-    from stepwise.prompt import build_messages, tool_declarations
+    from stepwise.loop.compaction import count_tokens
+    from stepwise.loop.prompt import build_messages, tool_declarations
 
     model = resolve_model(agent.model)
     system = build_messages(agent, [])
@@ -74,7 +74,7 @@ def weigh(agent: Agent) -> AgentWeight:
 
 def tool_usage(agent: Agent, tools_executed: list[list[str] | None]) -> ToolUsage:
     """How often the latest runs (their `tools_executed`) called each tool, declared ones first."""
-    from stepwise.prompt import tool_declarations
+    from stepwise.loop.prompt import tool_declarations
 
     calls: Counter[str] = Counter(name for names in tools_executed for name in names or [])
     declared = [str(d["function"]["name"]) for d in tool_declarations(agent)]

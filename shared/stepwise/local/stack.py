@@ -496,7 +496,12 @@ def _bring_up(
     lambdas = LocalLambdas(specs, lambda logical: resolver.arns[logical])
     lambdas.preload()
     # Modules the steps import on first use (same reason as preload): loaded once, before any thread.
-    for module in ("stepwise.context", "stepwise.mcp", "stepwise.hooks.run", "stepwise.tools.http_tool"):
+    for module in (
+        "stepwise.loop.compaction",
+        "stepwise.mcp",
+        "stepwise.hooks.run",
+        "stepwise.tools.http_tool",
+    ):
         importlib.import_module(module)
     undo_seam = install_moto_seam(lambdas)
     undo_atomic = make_dynamodb_writes_atomic()

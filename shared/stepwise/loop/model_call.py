@@ -17,13 +17,13 @@ from stepwise.attachments import render
 from stepwise.core import observability, safejson, tracing
 from stepwise.core.errors import BudgetExceeded, ContextTooLong, DoomLoop
 from stepwise.llm.client import ModelTurn, complete, provider_of
+from stepwise.loop.chunks import ChunkBatcher
+from stepwise.loop.prompt import build_messages, tool_declarations
 from stepwise.loop.working import Working
-from stepwise.prompt import build_messages, tool_declarations
 from stepwise.runs import events
 from stepwise.store.ports import stores
 from stepwise.store.run_context import RunContext
 from stepwise.store.sessions import ASSISTANT_SLOT
-from stepwise.streaming import ChunkBatcher
 
 DOOM_LOOP_REPEATS = 3
 SUMMARY_MODEL_ENV = "STEPWISE_SUMMARY_MODEL"
@@ -61,7 +61,7 @@ def check_doom_loop(context: RunContext, turn: ModelTurn) -> RunContext:
 def _summarizer(model: str) -> Any:
     """The light model that summarizes old conversation: STEPWISE_SUMMARY_MODEL, else the run's model
     (the scripted model locally)."""
-    from stepwise.context import summary_prompt
+    from stepwise.loop.compaction import summary_prompt
 
     light = os.environ.get(SUMMARY_MODEL_ENV) or model
 
@@ -79,7 +79,7 @@ def _estimate(
     The whole prompt is counted only without a usable last count, or near the window, where
     compaction decides on our own tokenizer's count as it always has (a provider's count and ours can
     differ by a few percent)."""
-    from stepwise.context import context_window, count_tokens, reapply
+    from stepwise.loop.compaction import context_window, count_tokens, reapply
 
     added = len(messages) - context.counted_messages
     if context.prompt_tokens and 0 <= added <= len(messages):
@@ -103,7 +103,7 @@ def _fit(
     """Compaction before the call, on a copy: the stored session keeps everything. The run's last
     compaction is applied again as it was; a new one replaces it in the context. The flag says
     whether this call compacted anew (the estimate no longer describes the prompt)."""
-    from stepwise.context import fit
+    from stepwise.loop.compaction import fit
 
     if context.compaction_failures >= MAX_COMPACTION_FAILURES and not force:
         # it did not help three times: send as is and let the provider decide
@@ -147,7 +147,7 @@ def call_model(
     tokens = _estimate(model, context, messages, declarations)
     prompt, context, anew = _fit(tenant_id, run.run_id, context, model, messages, declarations, tokens=tokens)
     if run.max_tokens_budget is not None and anew:
-        from stepwise.context import count_tokens
+        from stepwise.loop.compaction import count_tokens
 
         tokens = count_tokens(model, prompt, declarations or None)
     _check_budget(run.max_tokens_budget, context, tokens)

@@ -48,7 +48,7 @@ class FailedState(RunState):
 
 class Compacted(BaseModel):
     """How far the run's last compaction reached, so the next calls send the same compacted prefix
-    (stepwise.context.fit) instead of compacting a little further each call: a provider caches a
+    (stepwise.loop.compaction.fit) instead of compacting a little further each call: a provider caches a
     prefix only while it stays byte for byte the same. Indices are into the whole conversation as
     sent (system prompt included), which only grows within a run."""
 

@@ -39,7 +39,7 @@ class RunContext(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     tools_executed: list[str] = Field(default_factory=list)
     compaction_failures: int = 0
-    # The last compaction, applied again to every later call of the run (stepwise.context.fit).
+    # The last compaction, applied again to every later call of the run (stepwise.loop.compaction.fit).
     compacted: Compacted | None = None
     # (tool, canonical arguments) digests of the latest calls, oldest first: the doom-loop check.
     recent_calls: list[str] = Field(default_factory=list)

@@ -1,5 +1,5 @@
 """result_read: page through a tool result that reached the model as a description (a large table; see
-stepwise.tools.tables). Every agent with tools gets it, declared from the first call (stepwise.prompt
+stepwise.tools.tables). Every agent with tools gets it, declared from the first call (stepwise.loop.prompt
 says why): the agent asked for the table, so reading the rest of it needs no registration. It reads
 only results of the run's own session (the scope is injected, the model names only the call).
 """
@@ -17,7 +17,7 @@ from stepwise.tools.builtin import Settings, ToolScope
 from stepwise.tools.builtin._provider import invalid_arguments
 
 NAME = tables.RESULT_READ
-# Short on purpose: every agent with tools declares it on every call (stepwise.prompt), and the
+# Short on purpose: every agent with tools declares it on every call (stepwise.loop.prompt), and the
 # description it reads names the tool_call_id and how to page.
 DESCRIPTION = (
     "Read rows of a tool result that was described instead of shown in full; next_offset is null "

@@ -10,9 +10,25 @@ from typing import Any
 
 import pytest
 
-from stepwise import context
-from stepwise.context import Compaction, context_window, count_tokens, fit, placeholder, summary_prompt
 from stepwise.core.config import ConfigError
+from stepwise.loop.compaction import (
+    COMPACT_TO,
+    DEFAULT_WINDOW,
+    FORCED_THRESHOLD,
+    KEEP_TURNS,
+    NAMED_VALUE_CHARS,
+    PREVIEW_CHARS,
+    SUMMARY_PREFIX,
+    THRESHOLD,
+    WINDOW_ENV,
+    Compaction,
+    context_window,
+    count_tokens,
+    fit,
+    placeholder,
+    reapply,
+    summary_prompt,
+)
 from stepwise.loop.models import Compacted
 
 Message = dict[str, Any]
@@ -162,16 +178,16 @@ def test_tokens_are_counted_offline(model: str, no_dns: list[object]) -> None:
 def test_the_window_comes_from_litellm_for_a_known_model_and_defaults_otherwise(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.delenv(context.WINDOW_ENV, raising=False)
+    monkeypatch.delenv(WINDOW_ENV, raising=False)
 
     assert context_window("gpt-4o-mini") == 128_000
     assert context_window("claude-sonnet-4-5") == 200_000
-    assert context_window("an-unknown-model") == context.DEFAULT_WINDOW == 128_000
+    assert context_window("an-unknown-model") == DEFAULT_WINDOW == 128_000
     assert context_window("scripted") == 128_000
 
 
 def test_the_environment_overrides_the_window(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(context.WINDOW_ENV, "32000")
+    monkeypatch.setenv(WINDOW_ENV, "32000")
 
     assert context_window("scripted") == 32_000
     assert context_window("claude-sonnet-4-5") == 32_000
@@ -179,9 +195,9 @@ def test_the_environment_overrides_the_window(monkeypatch: pytest.MonkeyPatch) -
 
 @pytest.mark.parametrize("value", ["0", "-5", "lots", "1.5"])
 def test_a_bad_window_setting_fails_with_its_name(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
-    monkeypatch.setenv(context.WINDOW_ENV, value)
+    monkeypatch.setenv(WINDOW_ENV, value)
 
-    with pytest.raises(ConfigError, match=context.WINDOW_ENV):
+    with pytest.raises(ConfigError, match=WINDOW_ENV):
         context_window("scripted")
 
 
@@ -202,7 +218,7 @@ def test_under_the_threshold_nothing_changes() -> None:
 
 def window_for(messages: list[Message], share: float) -> int:
     """A window whose threshold is `share` of what `messages` weigh."""
-    return int(count_tokens(MODEL, messages, TOOLS) * share / context.THRESHOLD)
+    return int(count_tokens(MODEL, messages, TOOLS) * share / THRESHOLD)
 
 
 def test_old_tool_results_are_shortened_oldest_first_until_under_the_threshold() -> None:
@@ -216,13 +232,13 @@ def test_old_tool_results_are_shortened_oldest_first_until_under_the_threshold()
     results = [i for i, m in enumerate(sent) if m["role"] == "tool"]
     shortened = [i for i in results if is_compacted(sent[i])]
     assert shortened == results[: len(shortened)]  # the oldest ones, with no gap
-    assert 0 < len(shortened) == compaction.shortened_tool_results < len(results) - context.KEEP_TURNS
+    assert 0 < len(shortened) == compaction.shortened_tool_results < len(results) - KEEP_TURNS
     # it aims below the threshold, so the calls after it have room to grow before the next one
-    assert compaction.tokens_after == count_tokens(MODEL, sent, TOOLS) <= context.COMPACT_TO * window
+    assert compaction.tokens_after == count_tokens(MODEL, sent, TOOLS) <= COMPACT_TO * window
     assert compaction.tokens_before == count_tokens(MODEL, messages, TOOLS) > compaction.tokens_after
     # it stopped as soon as it got there: with the last placeholder undone it would not
     undone = [*sent[: shortened[-1]], messages[shortened[-1]], *sent[shortened[-1] + 1 :]]
-    assert count_tokens(MODEL, undone, TOOLS) > context.COMPACT_TO * window
+    assert count_tokens(MODEL, undone, TOOLS) > COMPACT_TO * window
     assert messages == original
     assert pairing_errors(sent) == []
 
@@ -297,7 +313,7 @@ def test_a_text_result_keeps_its_beginning() -> None:
     short = json.loads(placeholder(text) or "")
 
     assert short["compacted"] is True
-    assert short["preview"].startswith(text[: context.PREVIEW_CHARS])
+    assert short["preview"].startswith(text[:PREVIEW_CHARS])
     assert len(short["preview"]) < 300
     assert short["original_chars"] == len(text)
 
@@ -321,7 +337,7 @@ def test_nested_small_fields_are_kept_by_path_and_long_values_are_clipped() -> N
 
     assert short["kept"]["data.order_id"] == "O-7"
     assert short["kept"]["data.total"] == 42.5
-    assert short["kept"]["message"].startswith("m" * context.NAMED_VALUE_CHARS)
+    assert short["kept"]["message"].startswith("m" * NAMED_VALUE_CHARS)
     assert len(short["kept"]["message"]) < 250
     assert "notes" not in short["kept"]
     assert short["dropped"] == {"notes": "100 chars"}
@@ -390,7 +406,7 @@ def test_compacting_a_compacted_conversation_folds_the_old_summary_into_the_new_
 
     assert compaction is not None and compaction.stage == "summary"
     assert summarizer.received[-1][0] == once[1]  # the first summary is among what the second replaces
-    assert sum(1 for m in again if m["content"] and str(m["content"]).startswith(context.SUMMARY_PREFIX)) == 1
+    assert sum(1 for m in again if m["content"] and str(m["content"]).startswith(SUMMARY_PREFIX)) == 1
     assert pairing_errors(again) == []
 
 
@@ -422,21 +438,21 @@ def test_force_compacts_even_when_the_estimate_is_under_the_threshold() -> None:
 
     assert compaction is not None and compaction.shortened_tool_results > 0
     # the provider disagreed with the estimate, so it aims at half of what was rejected
-    assert compaction.tokens_after <= context.FORCED_THRESHOLD * compaction.tokens_before
+    assert compaction.tokens_after <= FORCED_THRESHOLD * compaction.tokens_before
     assert pairing_errors(sent) == []
 
 
 def test_force_aims_at_half_the_window_when_the_estimate_is_over_it() -> None:
     messages = conversation(12)
-    window = window_for(messages, 0.9 * context.THRESHOLD)  # the estimate is over the window itself
+    window = window_for(messages, 0.9 * THRESHOLD)  # the estimate is over the window itself
     summarizer = FakeSummarizer()
 
     _, gentle = fit(messages, model=MODEL, tools=TOOLS, window=window, summarize=summarizer)
     _, forced = fit(messages, model=MODEL, tools=TOOLS, window=window, summarize=summarizer, force=True)
 
     assert gentle is not None and forced is not None
-    assert gentle.tokens_after <= context.COMPACT_TO * window
-    assert forced.tokens_after <= context.FORCED_THRESHOLD * window < forced.tokens_before
+    assert gentle.tokens_after <= COMPACT_TO * window
+    assert forced.tokens_after <= FORCED_THRESHOLD * window < forced.tokens_before
 
 
 # -- a compaction kept for the run's later calls
@@ -473,7 +489,7 @@ def test_the_calls_after_a_compaction_send_its_prefix_unchanged_until_the_thresh
     later = grown
     for n in range(2, 400):
         later = step(later, n)
-        if count_tokens(MODEL, context.reapply(later, kept), TOOLS) > context.THRESHOLD * window:
+        if count_tokens(MODEL, reapply(later, kept), TOOLS) > THRESHOLD * window:
             break
     _, third = fit(later, model=MODEL, tools=TOOLS, window=window, kept=kept)
     assert third is not None and third.kept is not None and third.kept.through > kept.through
