@@ -19,12 +19,13 @@ export LITELLM_LOCAL_MODEL_COST_MAP := True
 # SAM CLI would try to send telemetry to AWS; nothing leaves this machine.
 export SAM_CLI_TELEMETRY := 0
 
-.PHONY: help run test unit integration e2e contract lint bench lock clean postgres mariadb nodejs conformance
+.PHONY: help run test unit integration e2e contract lint bench lock clean postgres mariadb nodejs conformance sdk-sync
 
 help:
 	@echo "make run    start the local stack on 127.0.0.1:$${PORT:-3000}"
 	@echo "make test   lint, contract checks and all tests"
 	@echo "make lint   ruff and mypy"
+	@echo "make sdk-sync  regenerate the SDK's sync client from its async one"
 	@echo "make conformance  the MCP conformance suite against Stepwise's MCP client"
 	@echo "make bench  benchmarks (figures printed and saved under bench/results)"
 
@@ -113,6 +114,11 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m bench
+
+# The SDK's sync client is generated from the async one (standard library only, so no venv needed);
+# tests/unit/test_sdk_generated.py fails when the committed file is stale.
+sdk-sync:
+	$(PYTHON) sdk/python/scripts/generate_sync.py
 
 # Re-resolve the pins after editing requirements/*.in (needs the bootstrap venv).
 lock: $(STAMP)

@@ -1,4 +1,4 @@
-"""`AsyncStepwise`: `_sync.py`'s surface with every call awaited (`async with AsyncStepwise(...)`)."""
+"""`AsyncStepwise`, the asynchronous client: `_sync.py` is generated from this file."""
 
 from __future__ import annotations
 

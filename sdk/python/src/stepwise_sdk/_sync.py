@@ -1,3 +1,4 @@
+# Generated from _async.py by sdk/python/scripts/generate_sync.py: do not edit by hand.
 """`Stepwise`, the synchronous client. `_async.py` is the same surface with every call awaited."""
 
 from __future__ import annotations
