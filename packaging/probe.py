@@ -99,10 +99,10 @@ def smoke(spec: dict[str, Any], guard: NetGuard) -> dict[str, Any]:
     sys.modules["snapshot_restore_py"] = runtime
 
     began = time.perf_counter()
-    importlib.import_module(spec["handler_module"])
+    handler = importlib.import_module(spec["handler_module"])
     from stepwise.core import snapstart
 
-    out["hooks_registered"] = snapstart.prepare()
+    out["hooks_registered"] = snapstart.prepare(handler.warm)  # what the handler's own call found
     out["init_seconds"] = round(time.perf_counter() - began, 2)
     out["litellm_in_snapshot"] = "litellm" in sys.modules
     out["init_network_attempts"] = list(guard.attempts)

@@ -9,7 +9,17 @@ metrics = observability.metrics()
 # Under SnapStart init runs once per published version: the loop and litellm are imported into the
 # snapshot there, and clients are rebuilt after each restore. Without it (locally, $LATEST) the loop
 # is imported by the first call, so the module itself stays as light as a minimal Powertools handler.
-snapstart.prepare()
+
+
+def warm() -> None:
+    """What a snapshot should hold: the loop, and litellm loaded by the model client."""
+    from stepwise.llm import client
+    from stepwise.loop import step  # noqa: F401 — the handler imports it on its first call otherwise
+
+    client.warm()
+
+
+snapstart.prepare(warm)
 
 
 @logger.inject_lambda_context(clear_state=True)

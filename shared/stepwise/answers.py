@@ -72,7 +72,7 @@ def respond(
         _decided_event(tenant_id, interaction, answer, by)
         deliver(tenant_id, interaction_id)
         answered = interactions.get(tenant_id, interaction_id)
-        observability.answered(answered)
+        observability.answered(answered.kind, answered.created_at, answered.answered_at)
         return answered
     current = interactions.get(tenant_id, interaction_id)
     if current.status != "answered":

@@ -205,8 +205,11 @@ def test_a_failure_and_a_tool_call_carry_their_property_in_their_own_document(
 
 def test_an_approval_records_how_long_it_waited_for_a_human(capsys: pytest.CaptureFixture[str]) -> None:
     def body(_: dict[str, Any]) -> None:
-        observability.answered(an_interaction("approval", timedelta(seconds=42.5)))
-        observability.answered(an_interaction("client_tool", timedelta(seconds=7)))  # not a human's wait
+        for interaction in (
+            an_interaction("approval", timedelta(seconds=42.5)),
+            an_interaction("client_tool", timedelta(seconds=7)),  # not a human's wait
+        ):
+            observability.answered(interaction.kind, interaction.created_at, interaction.answered_at)
 
     handler_like_ours(body)({}, context("ApiFunction"))
 

@@ -11,14 +11,12 @@ from typing import Any
 import pytest
 
 from stepwise.core import aws, snapstart
-from stepwise.llm import client
 
 
 @pytest.fixture(autouse=True)
-def _fresh_prepare() -> Iterator[None]:
-    snapstart.prepare.cache_clear()
+def _fresh_prepare(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setattr(snapstart, "_prepared", None)
     yield
-    snapstart.prepare.cache_clear()
 
 
 @pytest.fixture
@@ -42,10 +40,13 @@ def rebinds(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
 
 
 @pytest.fixture
-def warmed(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
-    calls: list[bool] = []
-    monkeypatch.setattr(client, "warm", lambda: calls.append(True))
-    return calls
+def warmed() -> list[bool]:
+    """Each call of `warm`, the function the handler hands to prepare."""
+    return []
+
+
+def warm_into(calls: list[bool]) -> Any:
+    return lambda: calls.append(True)
 
 
 def test_without_the_lambda_runtime_nothing_is_registered_or_warmed(
@@ -54,7 +55,7 @@ def test_without_the_lambda_runtime_nothing_is_registered_or_warmed(
     monkeypatch.setitem(sys.modules, "snapshot_restore_py", None)  # makes the import fail, as off Lambda
     monkeypatch.setenv(snapstart.INIT_TYPE, "snap-start")
 
-    assert snapstart.prepare() is False
+    assert snapstart.prepare(warm_into(warmed)) is False
     assert warmed == []
 
 
@@ -63,8 +64,8 @@ def test_under_snapstart_the_hook_is_registered_once_and_litellm_is_warmed(
 ) -> None:
     monkeypatch.setenv(snapstart.INIT_TYPE, "snap-start")
 
-    assert snapstart.prepare() is True
-    assert snapstart.prepare() is True  # a second caller changes nothing
+    assert snapstart.prepare(warm_into(warmed)) is True
+    assert snapstart.prepare(warm_into(warmed)) is True  # a second caller changes nothing
 
     assert runtime == [snapstart.after_restore]
     assert warmed == [True]
@@ -75,7 +76,7 @@ def test_an_on_demand_init_leaves_litellm_to_the_first_model_call(
 ) -> None:
     monkeypatch.setenv(snapstart.INIT_TYPE, "on-demand")
 
-    assert snapstart.prepare() is True
+    assert snapstart.prepare(warm_into(warmed)) is True
 
     assert runtime == [snapstart.after_restore]
     assert warmed == []

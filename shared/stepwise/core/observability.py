@@ -33,6 +33,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger, Metrics
@@ -43,8 +44,7 @@ from aws_lambda_powertools.metrics.provider.cloudwatch_emf.cloudwatch import Ama
 from stepwise.core import tracing
 
 if TYPE_CHECKING:
-    from stepwise.runs.models import Run, Usage
-    from stepwise.store.interactions import Interaction
+    from stepwise.core.tracing import Run, Usage
 
 SERVICE = "stepwise"
 
@@ -211,7 +211,14 @@ def step_taken(usage: Usage, tenant_id: str) -> None:
     _add(CACHE_WRITE_TOKENS, usage.cache_write_tokens)
     if usage.cost_usd is not None:
         _emit(COST_USD, usage.cost_usd, MetricUnit.NoUnit, tenant_id=tenant_id)
-    logger.info("model step", extra={"usage": usage.model_dump()})
+    spent = {
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "cached_tokens": usage.cached_tokens,
+        "cache_write_tokens": usage.cache_write_tokens,
+        "cost_usd": usage.cost_usd,
+    }
+    logger.info("model step", extra={"usage": spent})
 
 
 def tool_called(tool_name: str) -> None:
@@ -220,12 +227,12 @@ def tool_called(tool_name: str) -> None:
     logger.info("tool call", extra={"tool": tool_name})
 
 
-def answered(interaction: Interaction) -> None:
+def answered(kind: str, created_at: datetime, answered_at: datetime | None) -> None:
     """An interaction was answered. For an approval, the time it waited for a human (created_at →
     answered_at); a client tool's answer comes from software and is not a human's wait."""
-    if interaction.kind != "approval" or interaction.answered_at is None:
+    if kind != "approval" or answered_at is None:
         return
-    waited = max((interaction.answered_at - interaction.created_at).total_seconds(), 0.0)
+    waited = max((answered_at - created_at).total_seconds(), 0.0)
     _add(APPROVAL_WAIT_SECONDS, waited, MetricUnit.Seconds)
     logger.info("approval decided", extra={"waited_seconds": waited})
 

@@ -18,16 +18,17 @@ that version lives:
   connections and the restored environment's credentials, and `random` is reseeded so two
   environments restored from one snapshot do not draw the same numbers.
 
-`prepare()` is called from the model step's handler module at import. The runtime's
-`snapshot_restore_py` exists only on Lambda; elsewhere (tests, the local stack) it does nothing.
+`prepare(warm)` is called from the model step's handler module at import, with what that function
+warms (the loop and litellm: core names neither). The runtime's `snapshot_restore_py` exists only on
+Lambda; elsewhere (tests, the local stack) it does nothing.
 """
 
 from __future__ import annotations
 
-import functools
 import os
 import random
 import sys
+from collections.abc import Callable
 from typing import Any
 
 # Set by Lambda during init: "on-demand", "provisioned-concurrency" or "snap-start".
@@ -39,20 +40,27 @@ LITELLM_CLIENT_CACHE = "in_memory_llm_clients_cache"
 LITELLM_MODULE_CLIENTS = ("module_level_client", "module_level_aclient")
 
 
-@functools.cache  # once per process, however many modules call it
-def prepare() -> bool:
-    """Register `after_restore` with the Lambda runtime and, when init runs ahead of requests, import
-    litellm now. Returns whether the runtime's hooks were available (only on Lambda)."""
+_prepared: bool | None = None  # once per process, however many callers
+
+
+def prepare(warm: Callable[[], object]) -> bool:
+    """Register `after_restore` with the Lambda runtime and, when init runs ahead of requests, `warm`
+    now. Returns whether the runtime's hooks were available (only on Lambda); a later call changes
+    nothing and answers the same."""
+    global _prepared
+    if _prepared is None:
+        _prepared = _register(warm)
+    return _prepared
+
+
+def _register(warm: Callable[[], object]) -> bool:
     try:
         from snapshot_restore_py import register_after_restore
     except ImportError:
         return False
     register_after_restore(after_restore)
     if os.environ.get(INIT_TYPE) in AHEAD_OF_REQUESTS:
-        from stepwise.llm import client
-        from stepwise.loop import step  # noqa: F401 — the handler imports it on its first call otherwise
-
-        client.warm()
+        warm()
     return True
 
 

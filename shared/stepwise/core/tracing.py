@@ -34,7 +34,7 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from stepwise.core import ids
 
@@ -42,8 +42,6 @@ if TYPE_CHECKING:
     from opentelemetry.context import Context
     from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
     from opentelemetry.trace import Span, Tracer
-
-    from stepwise.runs.models import Run, Usage
 
 ENDPOINT_ENVS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
 SDK_DISABLED_ENV = "OTEL_SDK_DISABLED"
@@ -53,6 +51,42 @@ SCOPE = "stepwise"
 # Lambda until its timeout (the exporter's own request timeout is OTEL_EXPORTER_OTLP_TIMEOUT, 10 s).
 FLUSH_TIMEOUT_MS = 5_000
 _CODE = re.compile(r"[a-z][a-z0-9_]{0,63}")  # the shape of our errors' stable codes (stepwise.core.errors)
+
+
+class Run(Protocol):
+    """What traces and logs read of a run. Structural, so core names no model of the packages above it
+    (stepwise.runs.models.Run is one)."""
+
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def session_id(self) -> str: ...
+    @property
+    def agent_id(self) -> str: ...
+    @property
+    def created_at(self) -> datetime: ...
+    @property
+    def parent_run_id(self) -> str | None: ...
+    @property
+    def root_run_id(self) -> str | None: ...
+    @property
+    def parent_interaction_id(self) -> str | None: ...
+
+
+class Usage(Protocol):
+    """What a model call spent, as traces and metrics read it (stepwise.runs.models.Usage is one)."""
+
+    @property
+    def input_tokens(self) -> int: ...
+    @property
+    def output_tokens(self) -> int: ...
+    @property
+    def cached_tokens(self) -> int: ...
+    @property
+    def cache_write_tokens(self) -> int: ...
+    @property
+    def cost_usd(self) -> float | None: ...
+
 
 # litellm's provider names → the GenAI conventions' gen_ai.provider.name (others are passed as they are).
 PROVIDERS = {
