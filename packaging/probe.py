@@ -112,9 +112,9 @@ def smoke(spec: dict[str, Any], guard: NetGuard) -> dict[str, Any]:
     out["restore_hooks_run"] = len(hooks)
 
     guard.allow_loopback = True
-    from stepwise.agents.models import ScriptTurn
     from stepwise.core import errors
     from stepwise.llm.client import complete
+    from stepwise.llm.models import ScriptTurn
 
     hello = [{"role": "user", "content": "hello"}]
     scripted = complete(model="scripted", messages=hello, tools=None, script=[ScriptTurn(text="scripted ok")])

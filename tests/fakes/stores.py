@@ -34,7 +34,8 @@ from stepwise.ledger import (
     Entry,
     Settlement,
 )
-from stepwise.runs.models import TERMINAL_STATUSES, EventType, Run, RunError, RunEvent, RunStatus, Usage
+from stepwise.llm.models import Usage
+from stepwise.runs.models import TERMINAL_STATUSES, EventType, Run, RunError, RunEvent, RunStatus
 from stepwise.sessions.models import Session
 from stepwise.store.events import TERMINAL_EVENTS, Appended
 from stepwise.store.interactions import Interaction, digest

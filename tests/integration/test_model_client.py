@@ -9,10 +9,9 @@ from typing import Any
 import litellm
 import pytest
 
-from stepwise.agents.models import ScriptTurn
 from stepwise.core import errors
 from stepwise.llm.client import CONTINUE_PROMPT, MAX_CONTINUATIONS, ContextTooLong, ModelTurn, complete
-from stepwise.runs.models import Usage
+from stepwise.llm.models import ScriptTurn, Usage
 from tests.fakes.anthropic_server import AnthropicReply, FakeAnthropic
 from tests.fakes.openai_server import DEFAULT_TEXT, FakeOpenAI, Reply
 

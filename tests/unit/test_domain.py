@@ -7,11 +7,12 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from stepwise.agents.models import Agent, AgentCreate, ScriptTurn
+from stepwise.agents.models import Agent, AgentCreate
 from stepwise.api.auth import is_public, tenant_from_event
 from stepwise.core.errors import Unauthorized
 from stepwise.core.ids import new_id, ulid
 from stepwise.core.schema import utcnow
+from stepwise.llm.models import ScriptTurn
 from stepwise.loop.failed import describe_failure
 from stepwise.loop.models import StepFailure
 from stepwise.loop.prompt import build_messages, tool_declarations

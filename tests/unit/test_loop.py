@@ -8,10 +8,11 @@ import pytest
 from stepwise.core.errors import DoomLoop
 from stepwise.core.schema import utcnow
 from stepwise.llm.client import ModelTurn, ToolCallOut
+from stepwise.llm.models import Usage
 from stepwise.loop.model_call import DOOM_LOOP_REPEATS, check_doom_loop
 from stepwise.loop.step import _add_results, _answered_ids, _batches
 from stepwise.loop.working import Working
-from stepwise.runs.models import Run, Usage
+from stepwise.runs.models import Run
 from stepwise.store.run_context import CallRef, RunContext
 
 

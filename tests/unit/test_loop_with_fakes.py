@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 
-from stepwise.agents.models import AgentCreate, ScriptTurn
+from stepwise.agents.models import AgentCreate
 from stepwise.core.errors import AgentGone, NotFound, RunStateError
 from stepwise.core.schema import utcnow
+from stepwise.llm.models import ScriptTurn
 from stepwise.loop import await_, working
 from stepwise.loop.models import RunState, Wait
 from stepwise.loop.step import step, sync_answer

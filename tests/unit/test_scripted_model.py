@@ -17,7 +17,6 @@ import pytest
 from jsonschema import Draft202012Validator, FormatChecker
 from litellm.llms.custom_llm import CustomLLMError
 
-from stepwise.agents.models import ScriptedToolCall, ScriptTurn
 from stepwise.core import errors
 from stepwise.llm import scripted
 from stepwise.llm.client import (
@@ -29,7 +28,7 @@ from stepwise.llm.client import (
     resolve_model,
     usage_of,
 )
-from stepwise.runs.models import Usage
+from stepwise.llm.models import ScriptedToolCall, ScriptTurn, Usage
 
 CALL_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
 

@@ -1,36 +1,19 @@
-"""Agents as the API takes and the store keeps them, with the scripts of the built-in `scripted` model."""
+"""Agents as the API takes and the store keeps them."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator
 
 from stepwise.core.schema import Strict
-from stepwise.tools.models import TOOL_NAME, DeclaredTool, Tool
+from stepwise.llm.models import ScriptTurn
+from stepwise.tools.models import DeclaredTool, Tool
 from stepwise.webhooks.models import WebhookConfig
 
 DEFAULT_MAX_STEPS = 25
 MAX_STEPS_LIMIT = 200
-
-
-class ScriptedToolCall(Strict):
-    name: str = Field(pattern=TOOL_NAME)
-    arguments: dict[str, Any] = Field(default_factory=dict)
-
-
-class ScriptTurn(Strict):
-    """One model step of a script: either text or tool calls."""
-
-    text: str | None = None
-    tool_calls: list[ScriptedToolCall] | None = None
-
-    @model_validator(mode="after")
-    def _one_of(self) -> ScriptTurn:
-        if (self.text is None) == (self.tool_calls is None):
-            raise ValueError("a script turn has exactly one of 'text' or 'tool_calls'")
-        return self
 
 
 class Permissions(Strict):

@@ -7,7 +7,7 @@ from stepwise.api.context import tenant
 from stepwise.api.params import SessionId
 from stepwise.api.responses import json_response, responses
 from stepwise.core.errors import Conflict
-from stepwise.runs.models import Usage
+from stepwise.llm.models import Usage
 from stepwise.sessions.models import SessionView
 from stepwise.store import runs, sessions
 

@@ -74,7 +74,7 @@ class Run(Protocol):
 
 
 class Usage(Protocol):
-    """What a model call spent, as traces and metrics read it (stepwise.runs.models.Usage is one)."""
+    """What a model call spent, as traces and metrics read it (stepwise.llm.models.Usage is one)."""
 
     @property
     def input_tokens(self) -> int: ...

@@ -20,9 +20,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from stepwise.agents.models import ScriptTurn
 from stepwise.core import credentials, errors, safejson
-from stepwise.runs.models import Usage
+from stepwise.llm.models import ScriptTurn, Usage
 
 SCRIPTED = "scripted"
 MAX_CONTINUATIONS = 3

@@ -18,7 +18,8 @@ from typing import Any
 from stepwise.core import ids
 from stepwise.core.errors import NotFound
 from stepwise.core.schema import utcnow
-from stepwise.runs.models import Run, RunError, Usage
+from stepwise.llm.models import Usage
+from stepwise.runs.models import Run, RunError
 from stepwise.store import interactions, runs, sessions
 from stepwise.store.interactions import Interaction
 

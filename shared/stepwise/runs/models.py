@@ -8,10 +8,11 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, Field, field_validator
 
-from stepwise.agents.models import DEFAULT_MAX_STEPS, MAX_STEPS_LIMIT, ScriptTurn
+from stepwise.agents.models import DEFAULT_MAX_STEPS, MAX_STEPS_LIMIT
 from stepwise.attachments.models import MAX_ATTACHMENTS, Attachment, AttachmentIn
 from stepwise.core.ids import SESSION_ID, USER_ID
 from stepwise.core.schema import Strict
+from stepwise.llm.models import ScriptTurn, Usage
 from stepwise.webhooks.models import RunTarget, WebhookConfig
 
 RunStatus = Literal["queued", "running", "waiting", "succeeded", "failed", "cancelled", "timed_out"]
@@ -87,33 +88,6 @@ class SyncRunCreate(Strict):
     metadata: dict[str, Any] = Field(default_factory=dict)
     script: list[ScriptTurn] | None = None
     user_id: str | None = Field(default=None, pattern=USER_ID)
-
-
-class Usage(BaseModel):
-    """What model calls spent. `input_tokens` is the whole prompt, of which `cached_tokens` were read
-    from the provider's cache and `cache_write_tokens` written to it; `cost_usd` is priced from
-    litellm's cost map (cache reads and writes at their own prices) and null as soon as any call was
-    of a model without a known price: a total is never a guess."""
-
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cached_tokens: int = 0
-    cache_write_tokens: int = 0
-    cost_usd: float | None = 0.0
-
-    @property
-    def total(self) -> int:
-        return self.input_tokens + self.output_tokens
-
-    def __add__(self, other: Usage) -> Usage:
-        cost = None if self.cost_usd is None or other.cost_usd is None else self.cost_usd + other.cost_usd
-        return Usage(
-            input_tokens=self.input_tokens + other.input_tokens,
-            output_tokens=self.output_tokens + other.output_tokens,
-            cached_tokens=self.cached_tokens + other.cached_tokens,
-            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
-            cost_usd=cost,
-        )
 
 
 class RunError(BaseModel):

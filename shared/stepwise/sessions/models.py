@@ -7,7 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from stepwise.runs.models import RunView, Usage
+from stepwise.llm.models import Usage
+from stepwise.runs.models import RunView
 
 
 class Session(BaseModel):

@@ -14,12 +14,12 @@ from pynamodb.exceptions import DoesNotExist, TransactWriteError, UpdateError
 from pynamodb.expressions.update import Action
 from pynamodb.transactions import TransactWrite
 
-from stepwise.agents.models import ScriptTurn
 from stepwise.attachments.models import Attachment
 from stepwise.core import config, safejson
 from stepwise.core.errors import Conflict, Malformed, NotFound
 from stepwise.core.schema import utcnow
-from stepwise.runs.models import ACTIVE_STATUSES, TERMINAL_STATUSES, Run, RunError, RunStatus, Usage
+from stepwise.llm.models import ScriptTurn, Usage
+from stepwise.runs.models import ACTIVE_STATUSES, TERMINAL_STATUSES, Run, RunError, RunStatus
 from stepwise.store import quotas, run_context, tables
 from stepwise.store.tables import (
     RunContextItem,
