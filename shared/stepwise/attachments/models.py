@@ -62,9 +62,3 @@ class Attachment(BaseModel):
     content_type: str  # sniffed from the bytes, never the declared one when they disagree
     size: int
     sha256: str  # hex
-
-
-# The user message that carries images tools returned, right after their results: providers take images
-# in user turns only (OpenAI refuses them in tool messages). It is not a new turn of the user's, and
-# what counts turns (the scripted model, compaction) recognises it by this opening.
-TOOL_IMAGES_PREFIX = "[Images returned by the tool calls above]"

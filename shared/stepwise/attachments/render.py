@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Callable
 from typing import Any
 
 from stepwise.attachments import content
-from stepwise.attachments.models import TOOL_IMAGES_PREFIX, Attachment
-from stepwise.runs.models import Run
+from stepwise.attachments.models import Attachment
+from stepwise.llm.models import TOOL_IMAGES_PREFIX
 
 EXTENSION = "stepwise"  # the stored messages' own key, stripped before they are sent
 INLINE_CHARS = 20_000  # a text attachment up to this is shown whole
@@ -52,27 +53,21 @@ def has_files(messages: list[Message]) -> bool:
     )
 
 
+Listed = Callable[[str], list[Attachment]]  # a run's id → the attachments its record lists
+
+
 class _Listings:
     """The attachments of the runs a conversation names, read once per model call from each run's
     record: an erased run's list is gone, so neither its files nor their names reach the model."""
 
-    def __init__(self, tenant_id: str, current: Run | None) -> None:
-        self.tenant_id = tenant_id
+    def __init__(self, listed: Listed) -> None:
+        self.listed = listed
         self.runs: dict[str, dict[str, Attachment]] = {}
-        if current is not None:
-            self.runs[current.run_id] = {a.attachment_id: a for a in current.attachments}
 
     def files(self, run_id: str, ids: list[str]) -> tuple[list[Attachment], list[str]]:
         """The listed attachments among `ids`, and the ids no longer listed."""
         if run_id not in self.runs:
-            from stepwise.core.errors import NotFound
-            from stepwise.store import runs
-
-            try:
-                listed = runs.get(self.tenant_id, run_id).attachments
-            except NotFound:
-                listed = []
-            self.runs[run_id] = {a.attachment_id: a for a in listed}
+            self.runs[run_id] = {a.attachment_id: a for a in self.listed(run_id)}
         known = self.runs[run_id]
         return [known[i] for i in ids if i in known], [i for i in ids if i not in known]
 
@@ -82,16 +77,16 @@ def expand(
     *,
     tenant_id: str,
     model: str,
-    run: Run | None = None,
+    listed: Listed,
     strip_earlier: bool = True,
 ) -> list[Message]:
-    """`messages` as the provider gets them (`run`: the running run, whose files need no lookup).
-    `strip_earlier=False` shows every turn's files in full (what the stripping saves:
-    bench/attachments.py)."""
+    """`messages` as the provider gets them. `listed` reads a run's attachments from its record (empty
+    for a run erased or gone), once per run a call names. `strip_earlier=False` shows every turn's
+    files in full (what the stripping saves: bench/attachments.py)."""
     if not any(EXTENSION in m for m in messages):
         return messages
     vision = supports_vision(model)
-    listings = _Listings(tenant_id, run)
+    listings = _Listings(listed)
     current = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=0)
     out: list[Message] = []
     images: list[Message] = []  # image parts of the tool results just added, for the carrier message

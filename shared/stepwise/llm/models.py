@@ -10,6 +10,11 @@ from pydantic import BaseModel, Field, model_validator
 from stepwise.core.schema import Strict
 from stepwise.tools.models import TOOL_NAME
 
+# The user message that carries images tools returned, right after their results: providers take images
+# in user turns only (OpenAI refuses them in tool messages). It is not a new turn of the user's, and
+# what counts turns (the scripted model, compaction) recognises it by this opening.
+TOOL_IMAGES_PREFIX = "[Images returned by the tool calls above]"
+
 
 class ScriptedToolCall(Strict):
     name: str = Field(pattern=TOOL_NAME)

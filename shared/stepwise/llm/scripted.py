@@ -22,9 +22,8 @@ from litellm.types.llms.openai import ChatCompletionToolCallChunk, ChatCompletio
 from litellm.types.utils import GenericStreamingChunk
 from pydantic import TypeAdapter, ValidationError
 
-from stepwise.attachments.models import TOOL_IMAGES_PREFIX
 from stepwise.llm.fake_args import example_arguments
-from stepwise.llm.models import ScriptTurn
+from stepwise.llm.models import TOOL_IMAGES_PREFIX, ScriptTurn
 
 PROVIDER = "scripted"
 SCRIPT_FIELD = "script"  # the key under the request's `extra_body`

@@ -34,10 +34,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from stepwise.attachments.models import TOOL_IMAGES_PREFIX
 from stepwise.core import safejson
 from stepwise.core.config import ConfigError
 from stepwise.llm import client as llm_client
+from stepwise.llm.models import TOOL_IMAGES_PREFIX
 from stepwise.loop.models import Compacted
 
 Message = dict[str, Any]

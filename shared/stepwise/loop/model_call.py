@@ -14,13 +14,15 @@ from typing import Any
 from stepwise.agents.bounds import allowed_for_step
 from stepwise.agents.models import Agent
 from stepwise.attachments import render
+from stepwise.attachments.models import Attachment
 from stepwise.core import observability, safejson, tracing
-from stepwise.core.errors import BudgetExceeded, ContextTooLong, DoomLoop
+from stepwise.core.errors import BudgetExceeded, ContextTooLong, DoomLoop, NotFound
 from stepwise.llm.client import ModelTurn, complete, provider_of
 from stepwise.loop.chunks import ChunkBatcher
 from stepwise.loop.prompt import build_messages, tool_declarations
 from stepwise.loop.working import Working
 from stepwise.runs import events
+from stepwise.runs.models import Run
 from stepwise.store.ports import stores
 from stepwise.store.run_context import RunContext
 from stepwise.store.sessions import ASSISTANT_SLOT
@@ -126,6 +128,20 @@ def _fit(
     return fitted, context.model_copy(update=update), True
 
 
+def _listed(tenant_id: str, run: Run) -> render.Listed:
+    """The attachments a run's record lists: the running run's from hand, an earlier run's read."""
+
+    def listed(run_id: str) -> list[Attachment]:
+        if run_id == run.run_id:
+            return run.attachments
+        try:
+            return stores().runs.get(tenant_id, run_id).attachments
+        except NotFound:
+            return []
+
+    return listed
+
+
 def call_model(
     tenant_id: str,
     working: Working,
@@ -143,7 +159,9 @@ def call_model(
     history = working.history
     declarations = tool_declarations(agent, history) if tools_allowed else []
     # Files are fetched into the messages here, never stored in them (stepwise.attachments.render).
-    messages = render.expand(build_messages(agent, history), tenant_id=tenant_id, model=model, run=run)
+    messages = render.expand(
+        build_messages(agent, history), tenant_id=tenant_id, model=model, listed=_listed(tenant_id, run)
+    )
     tokens = _estimate(model, context, messages, declarations)
     prompt, context, anew = _fit(tenant_id, run.run_id, context, model, messages, declarations, tokens=tokens)
     if run.max_tokens_budget is not None and anew:
