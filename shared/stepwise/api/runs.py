@@ -11,10 +11,9 @@ from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from stepwise.api.context import tenant
 from stepwise.api.params import AgentId, AgentIdQuery, RunId, SessionIdQuery
 from stepwise.api.responses import json_response, responses
-from stepwise.attachments import service as attachments
 from stepwise.core import config
 from stepwise.core.errors import ApiError, BadGateway, Conflict, Unavailable, Unprocessable
-from stepwise.runs import cancel, replay, start
+from stepwise.runs import cancel, erase, replay, start
 from stepwise.runs.models import (
     Run,
     RunAccepted,
@@ -209,5 +208,5 @@ def get_run(run_id: RunId) -> Response[RunView]:
     tags=RUNS,
 )
 def delete_attachments(run_id: RunId) -> Response[None]:
-    attachments.erase_run(tenant(router), run_id)
+    erase.attachments(tenant(router), run_id)
     return Response(status_code=204)
