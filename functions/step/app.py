@@ -35,7 +35,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         run = step.sync_answer(event["tenant_id"], event["run_id"])
         return {"run_id": run.run_id, "status": run.status}
     if event.get("mode") == "weigh":  # GET /v1/agents/{id}/weight: tokens are counted where litellm is
-        from stepwise.agents import weight
+        from stepwise.loop import weight
 
         return weight.weigh_request(event["tenant_id"], event["agent_id"])
     return step.step(RunState.model_validate(event)).model_dump()

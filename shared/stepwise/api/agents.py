@@ -7,7 +7,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from pydantic import BaseModel
 
-from stepwise.agents import bounds, weight
+from stepwise.agents import bounds
 from stepwise.agents.models import Agent, AgentCreate, AgentPatch, MemoryConfig
 from stepwise.api.context import tenant
 from stepwise.api.params import AgentId
@@ -16,6 +16,7 @@ from stepwise.core.errors import Unprocessable
 from stepwise.core.ids import new_id
 from stepwise.core.masking import public_hook, public_tool
 from stepwise.hooks.models import applied
+from stepwise.loop import weight
 from stepwise.mcp import servers as mcp_servers
 from stepwise.mcp.models import public_servers
 from stepwise.memory import service as memory
