@@ -31,7 +31,7 @@ from stepwise.local.state import FORMAT, VERSION, KmsKey, Snapshot, StateDir, St
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from stepwise.schedules.local import LocalScheduler
+    from stepwise.local.scheduler import LocalScheduler
 
 log = logging.getLogger("stepwise.local")
 

@@ -36,8 +36,8 @@ from stepwise.local.websocket import SocketGateway, install_connections_api, web
 
 if TYPE_CHECKING:
     from stepwise.local.persist import LocalState
+    from stepwise.local.scheduler import Delivery, LocalScheduler
     from stepwise.runs.reconcile import Outcome
-    from stepwise.schedules.local import Delivery, LocalScheduler
 
 ROOT = Path(__file__).resolve().parents[3]
 TEMPLATE = ROOT / "template.yaml"
@@ -367,7 +367,7 @@ def _bring_up(
 
     from stepwise.approvals import links
     from stepwise.core import aws, config, credentials
-    from stepwise.schedules.local import LocalScheduler
+    from stepwise.local.scheduler import LocalScheduler
     from stepwise.store import keys, tables
 
     resolver = Resolver(template, _parameters(template))
