@@ -104,10 +104,11 @@ def _fact(rng: random.Random, n: int) -> str:
 def _populate(owner: Any, rng: random.Random) -> None:
     """The items memory_save would write, in batches: 2,000 one-by-one transactions take moto minutes
     and measure nothing this benchmark reports."""
+    from stepwise.core import tables
     from stepwise.core.ids import new_id
     from stepwise.core.schema import utcnow
-    from stepwise.store import memories, tables
-    from stepwise.store.tables import MemoryHeadItem, MemoryItem
+    from stepwise.core.tables import MemoryHeadItem, MemoryItem
+    from stepwise.store import memories
 
     tables.bind()
     pk = tables.tenant_key(owner.tenant_id, owner.agent_id)
@@ -136,8 +137,9 @@ def _ms(seconds: list[float]) -> tuple[float, float]:
 
 def _range_bytes(owner: Any) -> tuple[int, int, int]:
     """Items and bytes of the user's memories, and the head's bytes (read unmetered)."""
-    from stepwise.store import memories, tables
-    from stepwise.store.tables import MemoryHeadItem, MemoryItem
+    from stepwise.core import tables
+    from stepwise.core.tables import MemoryHeadItem, MemoryItem
+    from stepwise.store import memories
 
     pk = tables.tenant_key(owner.tenant_id, owner.agent_id)
     items = list(MemoryItem.query(pk, MemoryItem.sk.startswith(f"{owner.user_id}#{memories.MEMORY_PREFIX}")))

@@ -85,8 +85,8 @@ EXTERNAL = {
 
 @cache
 def models() -> dict[str, type[Model]]:
-    """The pynamodb models of stepwise.store.tables, by class name."""
-    tables = importlib.import_module("stepwise.store.tables")
+    """The pynamodb models of stepwise.core.tables, by class name."""
+    tables = importlib.import_module("stepwise.core.tables")
     return {
         name: value
         for name, value in vars(tables).items()
@@ -96,7 +96,7 @@ def models() -> dict[str, type[Model]]:
 
 @cache
 def model_tables() -> dict[str, str]:
-    """Model class -> the template's table logical id, as stepwise.store.tables.bind() binds them: the
+    """Model class -> the template's table logical id, as stepwise.core.tables.bind() binds them: the
     `config.tables()` field it names, that field's environment variable, and the variable's !Ref."""
     from stepwise.core import config
     from stepwise.local.cfn_yaml import load_template
@@ -105,7 +105,7 @@ def model_tables() -> dict[str, str]:
     by_field = {name: variables[f.alias]["Ref"] for name, f in config.Tables.model_fields.items() if f.alias}
     [bind] = [
         n
-        for n in load("stepwise.store.tables").tree.body
+        for n in load("stepwise.core.tables").tree.body
         if isinstance(n, ast.FunctionDef) and n.name == "bind"
     ]
     pairs = next(n.iter for n in ast.walk(bind) if isinstance(n, ast.For))
@@ -147,17 +147,17 @@ class Operations:
         self.unresolved: list[str] = []
 
     def model_named(self, node: ast.expr) -> str | None:
-        """The model class an expression names (a Name resolving to stepwise.store.tables' model)."""
+        """The model class an expression names (a Name resolving to stepwise.core.tables' model)."""
         if isinstance(node, ast.Name):
             if node.id in self.module.aliases:
                 imported, attr = self.module.aliases[node.id]
-                return attr if imported == "stepwise.store.tables" and attr in models() else None
-            if self.module.name == "stepwise.store.tables" and node.id in models():
+                return attr if imported == "stepwise.core.tables" and attr in models() else None
+            if self.module.name == "stepwise.core.tables" and node.id in models():
                 return node.id
         if (
             isinstance(node, ast.Attribute)
             and isinstance(node.value, ast.Name)
-            and self.module.aliases.get(node.value.id) == ("stepwise.store.tables", None)
+            and self.module.aliases.get(node.value.id) == ("stepwise.core.tables", None)
             and node.attr in models()
         ):
             return node.attr

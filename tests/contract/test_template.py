@@ -24,11 +24,10 @@ from pynamodb.indexes import GlobalSecondaryIndex
 from pynamodb.models import Model
 
 from stepwise.api.auth import is_public
-from stepwise.core import config
+from stepwise.core import config, tables
 from stepwise.local.cfn_yaml import load_template
 from stepwise.loop.await_ import WaitEvent
 from stepwise.loop.models import FailedState, RunState
-from stepwise.store import tables
 
 pytestmark = pytest.mark.contract
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from stepwise.core import safejson
+from stepwise.core.tables import ITEM_LIMIT
 from stepwise.local.stack import LocalStack
-from stepwise.store.tables import ITEM_LIMIT
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.receiver import Receiver
 from tests.integration.support import tool, wait_for_run
@@ -152,7 +152,7 @@ def test_a_run_over_an_item_is_a_413_and_leaves_no_session(stack: LocalStack, ag
 
 
 def test_the_item_size_counts_what_dynamodb_counts() -> None:
-    from stepwise.store.tables import AgentItem, item_size
+    from stepwise.core.tables import AgentItem, item_size
 
     item = AgentItem("local", "agt_1", doc={"k": "é" * 10})
     doc = json.dumps({"k": "é" * 10})

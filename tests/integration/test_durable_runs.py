@@ -114,7 +114,7 @@ def test_replay_rules(stack: LocalStack, receiver: Receiver) -> None:
 
 
 def test_replay_of_a_run_whose_tools_are_unknown_is_refused(stack: LocalStack) -> None:
-    from stepwise.store.tables import RunItem
+    from stepwise.core.tables import RunItem
 
     _, accepted = start(stack, agent(stack, model="no-such-provider/x"))
     wait_for_run(stack, accepted["run_id"])

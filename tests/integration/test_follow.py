@@ -15,11 +15,11 @@ from websockets.sync.client import ClientConnection, connect
 
 from stepwise.core import ids
 from stepwise.core.schema import utcnow
+from stepwise.core.tables import HEAD_SEQ, RunHeadItem, RunItem, tenant_key
 from stepwise.follow import service
 from stepwise.local.stack import DEFAULT_TENANT, LocalStack
 from stepwise.runs import events
 from stepwise.store import events as log
-from stepwise.store.tables import HEAD_SEQ, RunHeadItem, RunItem, tenant_key
 from tests.fakes.receiver import Receiver
 from tests.integration.support import OTHER_KEY, tool, wait_for_run
 
@@ -349,9 +349,9 @@ def test_a_new_followers_backlog_waits_for_what_was_reserved_before_it_was_count
     wait for it to land rather than stop at the hole and leave the socket one event short."""
     import threading
 
+    from stepwise.core.tables import RunEventItem
     from stepwise.follow import delivery, sockets
     from stepwise.store import followers
-    from stepwise.store.tables import RunEventItem
 
     sent: list[int] = []
     monkeypatch.setattr(sockets, "post", lambda _connection, message: sent.append(json.loads(message)["seq"]))

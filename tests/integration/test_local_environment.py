@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from stepwise.core.schema import utcnow
+from stepwise.core.tables import ApiKeyItem, bind
 from stepwise.local.cfn_yaml import load_template
 from stepwise.local.gateway import serve
 from stepwise.local.stack import (
@@ -21,7 +22,6 @@ from stepwise.local.stack import (
     parameter_env,
 )
 from stepwise.store import keys
-from stepwise.store.tables import ApiKeyItem, bind
 
 
 @pytest.fixture(scope="module")

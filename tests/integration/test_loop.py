@@ -322,10 +322,10 @@ def test_each_run_folds_the_last_completed_one_into_its_history_once(
 ) -> None:
     """Run 4 begins with runs 1 to 3 in order, read from run 3's checkpoint (which run 3 folded from
     run 2's) and run 3's own messages, never the session; a message past its retention is dropped."""
+    from stepwise.core.tables import SessionItem, tenant_key
     from stepwise.local.stack import DEFAULT_TENANT
     from stepwise.loop import model_call
     from stepwise.store import sessions
-    from stepwise.store.tables import SessionItem, tenant_key
 
     agent_id = agent_with(stack)
 

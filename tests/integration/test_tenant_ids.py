@@ -21,9 +21,9 @@ from stepwise.core.ids import (
     valid_tenant,
 )
 from stepwise.core.schema import utcnow
+from stepwise.core.tables import ApiKeyItem, RunItem, bind, tenant_key
 from stepwise.local.stack import LocalStack, local_api_keys
 from stepwise.store import keys, runs
-from stepwise.store.tables import ApiKeyItem, RunItem, bind, tenant_key
 
 BAD_TENANTS = ["a#b", "", "tenant with spaces", "x" * 65, "-leading-dash", "a/b", "a:b"]
 

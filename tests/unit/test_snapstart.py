@@ -33,9 +33,9 @@ def runtime(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
 def rebinds(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     """The store's tables module, recording rebinds (the real one needs every table in the environment)."""
     calls: list[bool] = []
-    tables = types.ModuleType("stepwise.store.tables")
+    tables = types.ModuleType("stepwise.core.tables")
     tables.rebind = lambda: calls.append(True)  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "stepwise.store.tables", tables)
+    monkeypatch.setitem(sys.modules, "stepwise.core.tables", tables)
     return calls
 
 

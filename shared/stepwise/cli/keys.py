@@ -24,9 +24,9 @@ def register(
 
 
 def create_key(ctx: Context) -> int:
-    from stepwise.core import config
+    from stepwise.core import config, tables
     from stepwise.core.ids import InvalidTenant, new_id, valid_tenant
-    from stepwise.store import keys, tables
+    from stepwise.store import keys
 
     tenant = ctx.args.tenant or new_id("ten")
     try:

@@ -62,7 +62,7 @@ USER_ID = r"^[A-Za-z0-9_.@:-]{1,128}$"
 
 # Tenant ids come from whoever issues keys (`stepwise keys create --tenant`, STEPWISE_LOCAL_API_KEYS),
 # so they are checked rather than trusted: they start every partition key, joined to the rest by "#"
-# (stepwise.store.tables.tenant_key), and a tenant id holding "#" could name another tenant's keys.
+# (stepwise.core.tables.tenant_key), and a tenant id holding "#" could name another tenant's keys.
 TENANT_ID = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 _TENANT = re.compile(TENANT_ID)
 

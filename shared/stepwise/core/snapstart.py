@@ -81,7 +81,7 @@ def _reset_aws() -> None:
 
 
 def _reset_pynamodb() -> None:
-    tables = sys.modules.get("stepwise.store.tables")
+    tables = sys.modules.get("stepwise.core.tables")
     if tables is not None:
         tables.rebind()  # drops each model's cached connection (and its botocore session)
 

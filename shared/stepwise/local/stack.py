@@ -366,9 +366,9 @@ def _bring_up(
     import boto3
 
     from stepwise.approvals import links
-    from stepwise.core import aws, config, credentials
+    from stepwise.core import aws, config, credentials, tables
     from stepwise.local.scheduler import LocalScheduler
-    from stepwise.store import keys, tables
+    from stepwise.store import keys
 
     resolver = Resolver(template, _parameters(template))
     resources = resolver.resources

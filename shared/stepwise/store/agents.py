@@ -10,7 +10,7 @@ from pynamodb.exceptions import DoesNotExist, PutError, UpdateError
 from stepwise.agents.models import Agent, AgentCreate
 from stepwise.core.errors import AgentGone, Conflict, NotFound
 from stepwise.core.schema import utcnow
-from stepwise.store.tables import AgentItem, bind, check_fits, condition_failed
+from stepwise.core.tables import AgentItem, bind, check_fits, condition_failed
 from stepwise.tools.models import DeclaredTool
 
 LIST_LIMIT = 100

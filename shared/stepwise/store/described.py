@@ -14,7 +14,7 @@ from pynamodb.exceptions import DoesNotExist
 
 from stepwise.core import config
 from stepwise.core.schema import utcnow
-from stepwise.store.tables import SessionItem, bind, tenant_key
+from stepwise.core.tables import SessionItem, bind, tenant_key
 from stepwise.tools import results
 
 PREFIX = "result#"

@@ -11,6 +11,7 @@ from pynamodb.exceptions import DoesNotExist, PutError, UpdateError
 from stepwise.core import config
 from stepwise.core.errors import Conflict, NotFound
 from stepwise.core.schema import utcnow
+from stepwise.core.tables import EffectItem, bind, condition_failed
 from stepwise.ledger import (
     CLAIMABLE,
     HISTORY_LIMIT,
@@ -21,7 +22,6 @@ from stepwise.ledger import (
     Entry,
     Settlement,
 )
-from stepwise.store.tables import EffectItem, bind, condition_failed
 
 _ATTEMPTS = 3  # an entry that changes under us this often is being fought over; report what it is
 

@@ -15,8 +15,8 @@ from pynamodb.exceptions import DoesNotExist
 
 from stepwise.core import config
 from stepwise.core.schema import utcnow
+from stepwise.core.tables import HEAD_SEQ, RunEventItem, RunHeadItem, bind, tenant_key
 from stepwise.runs.models import EventType, RunEvent
-from stepwise.store.tables import HEAD_SEQ, RunEventItem, RunHeadItem, bind, tenant_key
 
 TERMINAL_EVENTS = frozenset({"run_completed", "run_failed", "run_cancelled"})
 

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 
 from pynamodb.exceptions import PutError, UpdateError
 
-from stepwise.store.tables import FollowerItem, bind, condition_failed, tenant_key
+from stepwise.core.tables import FollowerItem, bind, condition_failed, tenant_key
 
 CONNECTION = "conn#"
 TOKEN = "token#"

@@ -13,7 +13,7 @@ from pynamodb.exceptions import DoesNotExist, PutError, UpdateError
 
 from stepwise.core.errors import NotFound
 from stepwise.core.schema import utcnow
-from stepwise.store.tables import InteractionItem, bind, condition_failed, same_tenant, tenant_key
+from stepwise.core.tables import InteractionItem, bind, condition_failed, same_tenant, tenant_key
 
 
 class Interaction(BaseModel):

@@ -9,7 +9,7 @@ from pynamodb.exceptions import DoesNotExist
 
 from stepwise.core.ids import InvalidTenant, valid_tenant
 from stepwise.core.schema import utcnow
-from stepwise.store.tables import ApiKeyItem, bind
+from stepwise.core.tables import ApiKeyItem, bind
 
 KEY_PREFIX = "sw_"  # recognizable in logs and by secret scanners
 

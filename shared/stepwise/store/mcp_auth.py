@@ -7,9 +7,9 @@ from __future__ import annotations
 from pynamodb.exceptions import DoesNotExist, UpdateError
 
 from stepwise.core.schema import utcnow
+from stepwise.core.tables import McpAuthItem, bind, condition_failed
 from stepwise.mcp.authorization import GrantKey, PendingAuthorization, StateRejected, StoredGrant
 from stepwise.settings import crypto
-from stepwise.store.tables import McpAuthItem, bind, condition_failed
 
 # The encryption context's key: the API may decrypt only under this prefix (template.yaml), never a
 # tenant's settings.

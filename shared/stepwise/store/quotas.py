@@ -17,7 +17,7 @@ from pynamodb.exceptions import TransactWriteError
 from pynamodb.transactions import TransactWrite
 
 from stepwise.core.errors import QuotaExceeded
-from stepwise.store.tables import QuotaItem, bind
+from stepwise.core.tables import QuotaItem, bind
 
 Quota = Literal["active_runs", "schedules"]
 ACTIVE_RUNS: Quota = "active_runs"

@@ -16,9 +16,9 @@ from pynamodb.exceptions import DoesNotExist, UpdateError
 from stepwise.core import config
 from stepwise.core.errors import RunStateError
 from stepwise.core.schema import utcnow
+from stepwise.core.tables import CONTEXT_SEQ, RunContextItem, bind, condition_failed, tenant_key
 from stepwise.llm.models import Usage
 from stepwise.loop.models import Compacted, Wait
-from stepwise.store.tables import CONTEXT_SEQ, RunContextItem, bind, condition_failed, tenant_key
 
 
 class CallRef(BaseModel):

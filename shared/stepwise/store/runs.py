@@ -15,13 +15,10 @@ from pynamodb.expressions.update import Action
 from pynamodb.transactions import TransactWrite
 
 from stepwise.attachments.models import Attachment
-from stepwise.core import config, safejson
+from stepwise.core import config, safejson, tables
 from stepwise.core.errors import Conflict, Malformed, NotFound
 from stepwise.core.schema import utcnow
-from stepwise.llm.models import ScriptTurn, Usage
-from stepwise.runs.models import ACTIVE_STATUSES, TERMINAL_STATUSES, Run, RunError, RunStatus
-from stepwise.store import quotas, run_context, tables
-from stepwise.store.tables import (
+from stepwise.core.tables import (
     RunContextItem,
     RunItem,
     bind,
@@ -30,6 +27,9 @@ from stepwise.store.tables import (
     same_tenant,
     tenant_key,
 )
+from stepwise.llm.models import ScriptTurn, Usage
+from stepwise.runs.models import ACTIVE_STATUSES, TERMINAL_STATUSES, Run, RunError, RunStatus
+from stepwise.store import quotas, run_context
 from stepwise.webhooks.models import RunTarget, WebhookConfig
 
 PAGE_LIMIT = 50

@@ -8,9 +8,9 @@ from pynamodb.transactions import TransactWrite
 
 from stepwise.core import config
 from stepwise.core.errors import NotFound
+from stepwise.core.tables import ScheduleItem, bind, connection
 from stepwise.schedules.models import Schedule
 from stepwise.store import quotas
-from stepwise.store.tables import ScheduleItem, bind, connection
 
 
 def _to_model(item: ScheduleItem) -> Schedule:

@@ -13,8 +13,8 @@ from pynamodb.exceptions import DoesNotExist, UpdateError
 from stepwise.core import config
 from stepwise.core.errors import NotFound
 from stepwise.core.schema import utcnow
+from stepwise.core.tables import SessionItem, bind, condition_failed, tenant_key
 from stepwise.sessions.models import Session
-from stepwise.store.tables import SessionItem, bind, condition_failed, tenant_key
 
 SHELL = "session"
 MESSAGE_PREFIX = "msg#"

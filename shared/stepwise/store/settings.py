@@ -6,8 +6,8 @@ from datetime import datetime
 
 from pynamodb.exceptions import DeleteError, DoesNotExist
 
+from stepwise.core.tables import SettingItem, bind, condition_failed
 from stepwise.settings.models import SettingInfo
-from stepwise.store.tables import SettingItem, bind, condition_failed
 
 
 def save(tenant_id: str, key: str, ciphertext: list[bytes], kms_key_id: str, updated_at: datetime) -> None:

@@ -17,7 +17,7 @@ from pynamodb.expressions.update import Action
 
 from stepwise.core import config
 from stepwise.core.schema import utcnow
-from stepwise.store.tables import WebhookDeliveryItem, WebhookSecretItem, bind, condition_failed, tenant_key
+from stepwise.core.tables import WebhookDeliveryItem, WebhookSecretItem, bind, condition_failed, tenant_key
 from stepwise.webhooks.models import Attempt, Delivery, DeliveryRecord
 
 SECRET_SK = "secret"

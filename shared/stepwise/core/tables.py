@@ -1,4 +1,7 @@
-"""The pynamodb models, one per table of template.yaml (names and keys must match it).
+"""The pynamodb models, one per table of template.yaml (names and keys must match it), and what every
+adapter shares: binding them to the tables the environment names, tenant keys, write conditions and
+item sizes. They sit in core, beside the configuration that names the tables, so each feature's
+adapter (stepwise.<feature>.store) and the run aggregate's (stepwise.store) stand on them alike.
 
 Table names come from the environment at first use, not at import, so the local stack and tests can
 set the environment after importing.
