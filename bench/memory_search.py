@@ -108,7 +108,7 @@ def _populate(owner: Any, rng: random.Random) -> None:
     from stepwise.core.ids import new_id
     from stepwise.core.schema import utcnow
     from stepwise.core.tables import MemoryHeadItem, MemoryItem
-    from stepwise.store import memories
+    from stepwise.memory import store as memories
 
     tables.bind()
     pk = tables.tenant_key(owner.tenant_id, owner.agent_id)
@@ -139,7 +139,7 @@ def _range_bytes(owner: Any) -> tuple[int, int, int]:
     """Items and bytes of the user's memories, and the head's bytes (read unmetered)."""
     from stepwise.core import tables
     from stepwise.core.tables import MemoryHeadItem, MemoryItem
-    from stepwise.store import memories
+    from stepwise.memory import store as memories
 
     pk = tables.tenant_key(owner.tenant_id, owner.agent_id)
     items = list(MemoryItem.query(pk, MemoryItem.sk.startswith(f"{owner.user_id}#{memories.MEMORY_PREFIX}")))

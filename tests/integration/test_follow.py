@@ -298,7 +298,7 @@ def test_no_lambda_runs_while_a_socket_client_waits_for_an_approval(
 
 
 def test_a_closed_socket_is_forgotten(stack: LocalStack) -> None:
-    from stepwise.store import followers
+    from stepwise.follow import store as followers
 
     run = new_run(
         stack, agent={"tools": [tool("send", "http://127.0.0.1:9/send", permission="ask")]}, script=SCRIPT
@@ -351,7 +351,7 @@ def test_a_new_followers_backlog_waits_for_what_was_reserved_before_it_was_count
 
     from stepwise.core.tables import RunEventItem
     from stepwise.follow import delivery, sockets
-    from stepwise.store import followers
+    from stepwise.follow import store as followers
 
     sent: list[int] = []
     monkeypatch.setattr(sockets, "post", lambda _connection, message: sent.append(json.loads(message)["seq"]))

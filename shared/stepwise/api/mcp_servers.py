@@ -156,8 +156,8 @@ def _callback_responses() -> dict[int, OpenAPIResponse]:
 )
 def mcp_oauth_callback() -> Response[str]:
     from stepwise.mcp.authorization import StateRejected, take
+    from stepwise.mcp.grants import DynamoGrantStore
     from stepwise.mcp.oauth import OAuthFailure
-    from stepwise.store.mcp_auth import DynamoGrantStore
 
     query = router.current_event.query_string_parameters or {}
     state, code = query.get("state"), query.get("code")

@@ -7,8 +7,7 @@ from stepwise.api.context import tenant
 from stepwise.api.params import RunId
 from stepwise.api.responses import json_response, responses
 from stepwise.store import runs
-from stepwise.store import webhooks as store
-from stepwise.webhooks import keys
+from stepwise.webhooks import keys, store
 from stepwise.webhooks.models import DeliveryList, WebhookSecret
 
 router = APIGatewayHttpRouter()

@@ -57,7 +57,7 @@ SCHEDULE_ID = rf"^sch_{_ULID}$"
 INTERACTION_ID = rf"^int_{_ULID}_[0-9]{{1,4}}_[0-9]{{1,4}}$"
 MEMORY_ID = rf"^mem_{_ULID}$"
 # The app's id for its end user: never "#" (it goes into keys after the tenant and agent, see
-# stepwise.store.memories), and nothing a URL or a log line would need to escape.
+# stepwise.memory.store), and nothing a URL or a log line would need to escape.
 USER_ID = r"^[A-Za-z0-9_.@:-]{1,128}$"
 
 # Tenant ids come from whoever issues keys (`stepwise keys create --tenant`, STEPWISE_LOCAL_API_KEYS),

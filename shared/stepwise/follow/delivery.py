@@ -13,9 +13,9 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from stepwise.core.observability import logger
 from stepwise.follow import sockets
+from stepwise.follow import store as followers
 from stepwise.runs import eventlog
 from stepwise.store import events as log
-from stepwise.store import followers
 
 LEASE_SECONDS = 10.0  # far above the time to post a page of events; a dead holder blocks no longer
 CATCH_UP_POLL = 0.05  # a reserved event is normally written within milliseconds of its reservation

@@ -18,9 +18,10 @@ from stepwise.core import aws
 from stepwise.core.config import ConfigError
 from stepwise.core.schema import utcnow
 from stepwise.follow import delivery, sockets, tokens
+from stepwise.follow import store as followers
 from stepwise.follow.tokens import FollowClaims
 from stepwise.store import events as log
-from stepwise.store import followers, runs
+from stepwise.store import runs
 
 URL_ENV = "STEPWISE_FOLLOW_URL"  # wss://{api-id}.execute-api.{region}.amazonaws.com/{stage}
 # The backlog's invocation holds the new follower's lease this long: time to start and to wait for

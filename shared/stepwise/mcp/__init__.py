@@ -41,7 +41,7 @@ def call_tool(
     says what the text shows in its place."""
     from stepwise.mcp.authorization import token_source
     from stepwise.mcp.client import call_tool as call  # the SDK loads on the first MCP call
-    from stepwise.store.mcp_auth import DynamoGrantStore
+    from stepwise.mcp.grants import DynamoGrantStore
 
     token = token_source(DynamoGrantStore(), tenant_id, agent_id, server)
     return call(server, tool_name, arguments, timeout=timeout, token=token, on_image=on_image)

@@ -1,7 +1,7 @@
 """MCP servers behind OAuth, for a tenant: start an authorization, complete it from the callback, and hand
 calls a fresh access token (refreshing it before it expires, and once more when the server answers 401).
 
-The grants and the authorizations in flight live behind `GrantStore` (stepwise.store.mcp_auth keeps them
+The grants and the authorizations in flight live behind `GrantStore` (stepwise.mcp.grants keeps them
 encrypted in DynamoDB; tests and the conformance client use an in-memory one). A grant belongs to one
 registration of one server (tenant, agent, server name and its `created_at`), so a server removed and
 registered again never inherits the old tokens. A grant that cannot be refreshed is marked

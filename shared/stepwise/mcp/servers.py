@@ -201,7 +201,7 @@ def view(
 
 def _grants() -> GrantStore:
 
-    from stepwise.store.mcp_auth import DynamoGrantStore
+    from stepwise.mcp.grants import DynamoGrantStore
 
     return DynamoGrantStore()
 

@@ -1,4 +1,4 @@
-"""Saving, searching, deleting and forgetting memories, over a store port (stepwise.store.memories in
+"""Saving, searching, deleting and forgetting memories, over a store port (stepwise.memory.store in
 DynamoDB; tests hand in a fake).
 
 Search reads the user's head item on every call and the user's memories only when the head's revision
@@ -45,7 +45,7 @@ class MemoryStore(Protocol):
 
 
 def default_store() -> MemoryStore:
-    from stepwise.store import memories
+    from stepwise.memory import store as memories
 
     return memories
 

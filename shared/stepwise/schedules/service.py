@@ -13,11 +13,10 @@ from stepwise.core import aws, config
 from stepwise.core.errors import Unavailable
 from stepwise.core.ids import new_id
 from stepwise.core.schema import utcnow
-from stepwise.schedules import expressions
+from stepwise.schedules import expressions, store
 from stepwise.schedules.expressions import At
 from stepwise.schedules.models import Schedule, ScheduleCreate
 from stepwise.store import agents
-from stepwise.store import schedules as store
 
 log = logging.getLogger(__name__)
 

@@ -20,9 +20,9 @@ from stepwise.core.errors import NotFound
 from stepwise.core.ids import derived_id
 from stepwise.runs.models import MESSAGE_LIMIT, RunCreate
 from stepwise.runs.start import start_run
+from stepwise.schedules import store
 from stepwise.schedules.models import EventDelivery, ScheduleDelivery
 from stepwise.store import runs
-from stepwise.store import schedules as store
 
 log = logging.getLogger(__name__)
 

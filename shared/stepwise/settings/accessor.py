@@ -15,9 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 
-from stepwise.settings import crypto
+from stepwise.settings import crypto, store
 from stepwise.settings.models import is_valid_key
-from stepwise.store import settings as store
 
 TTL_SECONDS = 60.0
 MAX_TENANTS = 256  # a warm Lambda serves many tenants; the least recently read are forgotten first

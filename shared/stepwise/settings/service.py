@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from stepwise.core.errors import NotFound
 from stepwise.core.schema import utcnow
-from stepwise.settings import crypto
+from stepwise.settings import crypto, store
 from stepwise.settings.accessor import invalidate
 from stepwise.settings.models import SettingInfo
-from stepwise.store import settings as store
 
 
 def put(tenant_id: str, key: str, value: str) -> SettingInfo:

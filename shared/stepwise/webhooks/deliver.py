@@ -28,9 +28,8 @@ from stepwise.core.observability import logger
 from stepwise.core.schema import utcnow
 from stepwise.net.outbound import OutboundRefused
 from stepwise.net.ssrf import BlockedDestination, guarded_client
-from stepwise.store import webhooks as store
 from stepwise.tools.http_tool import USER_AGENT
-from stepwise.webhooks import keys, retry, signing
+from stepwise.webhooks import keys, retry, signing, store
 from stepwise.webhooks.models import FINAL_STATUSES, Attempt, DeliveryRecord
 
 ATTEMPT_TIMEOUT = 15.0  # seconds for one whole attempt: connect, send, the receiver's status line

@@ -18,7 +18,7 @@ from stepwise.core import aws, config
 from stepwise.core.ids import derived_id
 from stepwise.core.observability import logger
 from stepwise.core.schema import utcnow
-from stepwise.store import webhooks as store
+from stepwise.webhooks import store
 from stepwise.webhooks.models import DeliveryRecord, RunTarget
 from stepwise.webhooks.retry import WINDOW
 

@@ -12,8 +12,7 @@ from datetime import timedelta
 from stepwise.core.errors import Unprocessable
 from stepwise.core.schema import utcnow
 from stepwise.settings import crypto
-from stepwise.store import webhooks as store
-from stepwise.webhooks import signing
+from stepwise.webhooks import signing, store
 from stepwise.webhooks.models import WebhookSecret
 
 PREVIOUS_VALID = timedelta(hours=24)
