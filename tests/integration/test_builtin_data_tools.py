@@ -28,6 +28,7 @@ from stepwise.tools.builtin import (
     storage_read,
     storage_write,
 )
+from stepwise.tools.registry import run_builtin
 
 PNG = (
     b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f\x15\xc4\x89"
@@ -73,12 +74,16 @@ def settings_for(path: Path) -> StaticSettings:
 
 def query(path: Path, sql: str, tables: tuple[str, ...] = ("orders", "customers")) -> ToolResult:
     config = database_query.Config(allowed_tables=list(tables))
-    return database_query.run({"query": sql}, scope=scope("t1"), settings=settings_for(path), config=config)
+    return run_builtin(
+        database_query.NAME, {"query": sql}, scope=scope("t1"), settings=settings_for(path), config=config
+    )
 
 
 def write(path: Path, sql: str, tables: tuple[str, ...] = ("orders",), max_rows: int = 100) -> ToolResult:
     config = database_write.Config(allowed_tables=list(tables), max_rows_affected=max_rows)
-    return database_write.run({"query": sql}, scope=scope("t1"), settings=settings_for(path), config=config)
+    return run_builtin(
+        database_write.NAME, {"query": sql}, scope=scope("t1"), settings=settings_for(path), config=config
+    )
 
 
 def rows_of(path: Path, sql: str) -> list[tuple[Any, ...]]:
@@ -127,7 +132,7 @@ def test_the_read_transaction_is_read_only_even_for_a_statement_the_checks_would
         return sql  # as if the parser had missed something
 
     result = _database.execute(
-        {"query": "DELETE FROM orders"},
+        "DELETE FROM orders",
         tool="database_query",
         tenant_id="t1",
         settings=settings_for(database),
@@ -196,7 +201,7 @@ def test_sqlites_in_table_form_cannot_reach_a_table_off_the_allowlist(database: 
         connection.executescript("CREATE TABLE secret_ids (id INTEGER); INSERT INTO secret_ids VALUES (1);")
     # the form is real: unchecked, SQLite reads the table through it
     leaked = _database.execute(
-        {"query": "SELECT id FROM orders WHERE id IN secret_ids"},
+        "SELECT id FROM orders WHERE id IN secret_ids",
         tool="database_query",
         tenant_id="t1",
         settings=settings_for(database),
@@ -321,7 +326,8 @@ def test_the_write_limit_defaults_to_100_rows(database: Path) -> None:
     seed_more_orders(database, 120)
     config = database_write.Config(allowed_tables=["orders"])
 
-    result = database_write.run(
+    result = run_builtin(
+        database_write.NAME,
         {"query": "DELETE FROM orders WHERE total >= 0"},
         scope=scope("t1"),
         settings=settings_for(database),
@@ -353,13 +359,18 @@ def put(bucket: str, key: str, body: bytes, content_type: str | None = None) -> 
 
 
 def read(tenant: str, **arguments: Any) -> ToolResult:
-    return storage_read.run(
-        arguments, scope=scope(tenant), settings=StaticSettings(), config=storage_read.Config()
+    return run_builtin(
+        storage_read.NAME,
+        arguments,
+        scope=scope(tenant),
+        settings=StaticSettings(),
+        config=storage_read.Config(),
     )
 
 
 def save(tenant: str, path: str, content: str) -> ToolResult:
-    return storage_write.run(
+    return run_builtin(
+        storage_write.NAME,
         {"path": path, "content": content},
         scope=scope(tenant),
         settings=StaticSettings(),
@@ -522,7 +533,7 @@ def test_knowledge_base_owners_are_read_from_bedrock_agent_tags(monkeypatch: pyt
             {"knowledge_bases": [{"name": "mine", "id": mine}, {"name": "theirs", "id": theirs}]}
         )
         refused = knowledge_search.run(
-            {"query": "q"},
+            knowledge_search.Arguments(query="q"),
             scope=ToolScope("t1", "a1", "r1", "s1"),
             settings=StaticSettings(),
             config=config,

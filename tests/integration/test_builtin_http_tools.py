@@ -25,6 +25,7 @@ from stepwise.tools.builtin import (
     web_search,
 )
 from stepwise.tools.http_tool import TRUNCATION_MARKER
+from stepwise.tools.registry import run_builtin
 
 SCOPE = ToolScope("t1", "a1", "r1", "s1")
 SMALL_TIMEOUT = 0.5
@@ -151,8 +152,12 @@ def error_of(result: ToolResult) -> tuple[str, str]:
 
 
 def call_http(arguments: dict[str, Any], config: http_request.Config | None = None) -> ToolResult:
-    return http_request.run(
-        arguments, scope=SCOPE, settings=StaticSettings(), config=config or http_request.Config()
+    return run_builtin(
+        http_request.NAME,
+        arguments,
+        scope=SCOPE,
+        settings=StaticSettings(),
+        config=config or http_request.Config(),
     )
 
 
@@ -262,7 +267,9 @@ def test_a_slow_server_times_out(peer: Peer) -> None:
     peer.respond = peer.stall
 
     result = http_request.send(
-        {"method": "GET", "url": peer.url}, config=http_request.Config(), timeout=SMALL_TIMEOUT
+        http_request.Arguments(method="GET", url=peer.url),
+        config=http_request.Config(),
+        timeout=SMALL_TIMEOUT,
     )
 
     assert error_of(result)[0] == "timeout"
@@ -365,7 +372,9 @@ def sandbox_settings(peer: Peer, key: str | None = "sandbox-key", path: str = ""
 
 def run_code(settings: StaticSettings, **arguments: Any) -> ToolResult:
     arguments = {"language": "python", "code": "print(6 * 7)", **arguments}
-    return code_execute.run(arguments, scope=SCOPE, settings=settings, config=code_execute.Config())
+    return run_builtin(
+        code_execute.NAME, arguments, scope=SCOPE, settings=settings, config=code_execute.Config()
+    )
 
 
 def test_code_goes_to_the_sandbox_as_documented(peer: Peer) -> None:
@@ -453,7 +462,7 @@ def test_a_sandbox_that_does_not_answer_times_out(peer: Peer) -> None:
     peer.respond = peer.stall
 
     result = code_execute.execute(
-        {"language": "python", "code": "while True: pass", "timeout_seconds": 1},
+        code_execute.Arguments(language="python", code="while True: pass", timeout_seconds=1),
         settings=sandbox_settings(peer),
         http_timeout=SMALL_TIMEOUT,
     )
@@ -507,7 +516,7 @@ EXA_KEY = StaticSettings({"EXA_API_KEY": "exa-key"})
 
 
 def search(settings: StaticSettings = EXA_KEY, **arguments: Any) -> ToolResult:
-    return web_search.run(arguments, scope=SCOPE, settings=settings, config=web_search.Config())
+    return run_builtin(web_search.NAME, arguments, scope=SCOPE, settings=settings, config=web_search.Config())
 
 
 def test_a_search_sends_exactly_exas_documented_request(exa: Peer) -> None:
@@ -565,7 +574,8 @@ def test_every_filter_reaches_exa_under_its_documented_name(exa: Peer) -> None:
 
 
 def test_the_agents_pinned_search_type_wins(exa: Peer) -> None:
-    web_search.run(
+    run_builtin(
+        web_search.NAME,
         {"query": "q", "search_type": "deep-reasoning"},
         scope=SCOPE,
         settings=EXA_KEY,
@@ -628,7 +638,7 @@ def test_exa_failures_have_their_own_codes(exa: Peer, status: int, body: dict[st
 def test_a_slow_exa_times_out(exa: Peer) -> None:
     exa.respond = exa.stall
 
-    result = web_search.search({"query": "q"}, settings=EXA_KEY, timeout=SMALL_TIMEOUT)
+    result = web_search.search(web_search.Arguments(query="q"), settings=EXA_KEY, timeout=SMALL_TIMEOUT)
 
     assert error_of(result) == ("timeout", "Exa did not answer within 0.5 seconds")
 
@@ -671,7 +681,7 @@ FIRECRAWL_KEY = StaticSettings({"FIRECRAWL_API_KEY": "fc-123"})
 
 
 def scrape(settings: StaticSettings = FIRECRAWL_KEY, **arguments: Any) -> ToolResult:
-    return web_scrape.run(arguments, scope=SCOPE, settings=settings, config=web_scrape.Config())
+    return run_builtin(web_scrape.NAME, arguments, scope=SCOPE, settings=settings, config=web_scrape.Config())
 
 
 def test_a_scrape_sends_exactly_firecrawls_documented_request(firecrawl: Peer) -> None:
@@ -745,7 +755,9 @@ def test_firecrawl_failures_have_their_own_codes(firecrawl: Peer, status: int, e
 def test_a_slow_firecrawl_times_out(firecrawl: Peer) -> None:
     firecrawl.respond = firecrawl.stall
 
-    result = web_scrape.scrape({"url": "https://example.com"}, settings=FIRECRAWL_KEY, timeout=SMALL_TIMEOUT)
+    result = web_scrape.scrape(
+        web_scrape.Arguments(url="https://example.com"), settings=FIRECRAWL_KEY, timeout=SMALL_TIMEOUT
+    )
 
     assert error_of(result)[0] == "timeout"
 

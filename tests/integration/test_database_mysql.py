@@ -244,7 +244,7 @@ def test_pymysql_connects_to_the_checked_address_without_its_own_lookup(shop: st
     # `.invalid` never resolves (RFC 6761): the connection works only if PyMySQL used our address.
     url = f"mysql://agent:{PASSWORD}@db.stepwise.invalid:{mariadb.port}/shop"
     result = _database.execute(
-        {"query": "SELECT COUNT(*) AS n FROM orders"},
+        "SELECT COUNT(*) AS n FROM orders",
         tool="database_query",
         tenant_id="t1",
         settings=StaticSettings({"DATABASE_URL": url}),
@@ -262,7 +262,7 @@ def test_pymysql_connects_to_the_checked_address_without_its_own_lookup(shop: st
 def test_a_host_that_resolves_to_a_private_address_is_refused_before_any_socket(shop: str) -> None:
     url = f"mysql://agent:{PASSWORD}@db.stepwise.invalid:3306/shop"
     result = _database.execute(
-        {"query": "SELECT 1"},
+        "SELECT 1",
         tool="database_query",
         tenant_id="t1",
         settings=StaticSettings({"DATABASE_URL": url}),

@@ -234,7 +234,7 @@ def test_libpq_connects_to_the_checked_address_without_its_own_lookup(shop: str,
     # `.invalid` never resolves (RFC 6761): the connection works only if libpq used our address.
     url = f"postgresql://{postgres.superuser}@db.stepwise.invalid:{postgres.port}/shop"
     result = _database.execute(
-        {"query": "SELECT count(*) AS n FROM orders"},
+        "SELECT count(*) AS n FROM orders",
         tool="database_query",
         tenant_id="t1",
         settings=StaticSettings({"DATABASE_URL": url}),

@@ -64,7 +64,10 @@ def _result(result: ToolResult) -> Outcome:
 def via_http_request(url: str, timeout: float) -> Outcome:
     return _result(
         http_request.send(
-            {"method": "GET", "url": url}, config=http_request.Config(), timeout=timeout, allow_hosts=LOOPBACK
+            http_request.Arguments(method="GET", url=url),
+            config=http_request.Config(),
+            timeout=timeout,
+            allow_hosts=LOOPBACK,
         )
     )
 
@@ -101,7 +104,7 @@ def via_web_scrape(url: str, timeout: float) -> Outcome:
     with _env(web_scrape.BASE_URL_ENV, url):
         return _result(
             web_scrape.scrape(
-                {"url": "https://example.com/"},
+                web_scrape.Arguments(url="https://example.com/"),
                 settings=StaticSettings({web_scrape.API_KEY_SETTING: "fc-key"}),
                 timeout=timeout,
                 allow_hosts=LOOPBACK,

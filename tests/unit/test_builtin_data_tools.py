@@ -36,6 +36,7 @@ from stepwise.tools.builtin import (
     storage_read,
     storage_write,
 )
+from stepwise.tools.registry import builtin_arguments, run_builtin
 
 SCOPE = ToolScope("t1", "a1", "r1", "s1")
 TOOLS = [database_query, database_write, storage_read, storage_write, knowledge_search]
@@ -558,7 +559,7 @@ def test_database_config_defaults_to_nothing_allowed() -> None:
 def query(sql: str, url: str | None, tables: list[str] | None = None) -> ToolResult:
     settings = StaticSettings({"DATABASE_URL": url} if url is not None else {})
     config = database_query.Config(allowed_tables=tables or ["orders"])
-    return database_query.run({"query": sql}, scope=SCOPE, settings=settings, config=config)
+    return run_builtin(database_query.NAME, {"query": sql}, scope=SCOPE, settings=settings, config=config)
 
 
 def test_without_a_database_url_the_tools_say_how_to_configure_one() -> None:
@@ -642,7 +643,7 @@ def test_an_aurora_data_api_url_is_postgresql_and_needs_only_its_dialect_install
 
 def query_with(url: str, resolver: Any) -> ToolResult:
     return _database.execute(
-        {"query": "SELECT * FROM orders"},
+        "SELECT * FROM orders",
         tool="database_query",
         tenant_id="t1",
         settings=StaticSettings({"DATABASE_URL": url}),
@@ -1007,7 +1008,7 @@ def test_without_a_bucket_the_storage_tools_are_not_configured(
     monkeypatch.delenv("STORAGE_BUCKET", raising=False)
 
     code, message = error_of(
-        tool.run(arguments, scope=SCOPE, settings=StaticSettings(), config=tool.Config())
+        run_builtin(tool.NAME, arguments, scope=SCOPE, settings=StaticSettings(), config=tool.Config())
     )
 
     assert code == "not_configured"
@@ -1035,9 +1036,9 @@ def test_storage_arguments_are_refused_before_s3_is_asked(
     monkeypatch.setenv("STORAGE_BUCKET", "unused")
     monkeypatch.setattr(_storage, "s3_client", _no_s3)
 
-    assert (
-        error_of(tool.run(arguments, scope=SCOPE, settings=StaticSettings(), config=tool.Config()))[0] == code
-    )
+    result = run_builtin(tool.NAME, arguments, scope=SCOPE, settings=StaticSettings(), config=tool.Config())
+
+    assert error_of(result)[0] == code
 
 
 def _no_s3() -> Any:
@@ -1049,8 +1050,8 @@ def test_storage_write_refuses_content_past_its_limit(monkeypatch: pytest.Monkey
     monkeypatch.setattr(_storage, "s3_client", _no_s3)
     arguments = {"path": "big.txt", "content": "é" * (storage_write.CONTENT_LIMIT // 2 + 1)}
 
-    result = storage_write.run(
-        arguments, scope=SCOPE, settings=StaticSettings(), config=storage_write.Config()
+    result = run_builtin(
+        storage_write.NAME, arguments, scope=SCOPE, settings=StaticSettings(), config=storage_write.Config()
     )
 
     assert error_of(result)[0] == "content_too_large"
@@ -1132,8 +1133,11 @@ def search(
     config: knowledge_search.Config = KB_CONFIG,
     owners: FakeOwners | None = None,
 ) -> ToolResult:
+    parsed = builtin_arguments(knowledge_search, arguments)
+    if isinstance(parsed, ToolResult):
+        return parsed
     return knowledge_search.run(
-        arguments,
+        parsed,
         scope=SCOPE,
         settings=StaticSettings(),
         config=config,

@@ -27,6 +27,7 @@ from stepwise.tools.builtin import (
     web_search,
 )
 from stepwise.tools.http_tool import TRUNCATION_MARKER
+from stepwise.tools.registry import run_builtin
 
 SCOPE = ToolScope("t1", "a1", "r1", "s1")
 TOOLS = [http_request, code_execute, web_search, web_scrape]
@@ -114,7 +115,7 @@ def test_the_scripted_model_can_call_every_tool(tool: ModuleType) -> None:
 def test_arguments_breaking_the_schema_are_refused_before_anything_else(
     tool: ModuleType, arguments: dict[str, Any], message: str
 ) -> None:
-    result = tool.run(arguments, scope=SCOPE, settings=NO_SETTINGS, config=tool.Config())
+    result = run_builtin(tool.NAME, arguments, scope=SCOPE, settings=NO_SETTINGS, config=tool.Config())
 
     code, text = error_of(result)
     assert code == "invalid_arguments"
@@ -184,7 +185,9 @@ def test_a_huge_provider_message_is_capped() -> None:
 
 def test_a_json_object_body_is_sent_as_json() -> None:
     method, url, headers, content = http_request.build_request(
-        {"method": "POST", "url": "https://api.example.com/items?x=1", "body": {"name": "Olá", "n": 2}}
+        http_request.Arguments.model_validate(
+            {"method": "POST", "url": "https://api.example.com/items?x=1", "body": {"name": "Olá", "n": 2}}
+        )
     )
 
     assert (method, str(url)) == ("POST", "https://api.example.com/items?x=1")
@@ -195,12 +198,14 @@ def test_a_json_object_body_is_sent_as_json() -> None:
 
 def test_a_string_body_is_sent_as_it_is_with_the_models_headers() -> None:
     _, _, headers, content = http_request.build_request(
-        {
-            "method": "PUT",
-            "url": "https://api.example.com/doc",
-            "headers": {"Content-Type": "text/csv", "Authorization": "Bearer abc", "User-Agent": "bot"},
-            "body": "a,b\n1,2",
-        }
+        http_request.Arguments.model_validate(
+            {
+                "method": "PUT",
+                "url": "https://api.example.com/doc",
+                "headers": {"Content-Type": "text/csv", "Authorization": "Bearer abc", "User-Agent": "bot"},
+                "body": "a,b\n1,2",
+            }
+        )
     )
 
     assert content == b"a,b\n1,2"
@@ -213,12 +218,14 @@ def test_a_string_body_is_sent_as_it_is_with_the_models_headers() -> None:
 
 def test_the_models_content_type_wins_for_a_json_body() -> None:
     _, _, headers, _ = http_request.build_request(
-        {
-            "method": "POST",
-            "url": "https://x.example",
-            "headers": {"content-type": "application/merge-patch+json"},
-            "body": {},
-        }
+        http_request.Arguments.model_validate(
+            {
+                "method": "POST",
+                "url": "https://x.example",
+                "headers": {"content-type": "application/merge-patch+json"},
+                "body": {},
+            }
+        )
     )
 
     assert headers.get_list("content-type") == ["application/merge-patch+json"]
@@ -226,11 +233,13 @@ def test_the_models_content_type_wins_for_a_json_body() -> None:
 
 def test_framing_headers_stay_with_the_client() -> None:
     _, _, headers, content = http_request.build_request(
-        {
-            "method": "GET",
-            "url": "https://x.example",
-            "headers": {"Host": "169.254.169.254", "Content-Length": "999", "Accept": "text/html"},
-        }
+        http_request.Arguments.model_validate(
+            {
+                "method": "GET",
+                "url": "https://x.example",
+                "headers": {"Host": "169.254.169.254", "Content-Length": "999", "Accept": "text/html"},
+            }
+        )
     )
 
     assert "host" not in headers and "content-length" not in headers
@@ -252,7 +261,9 @@ def test_framing_headers_stay_with_the_client() -> None:
 def test_requests_the_schema_cannot_rule_out_are_argument_errors(
     arguments: dict[str, Any], message: str
 ) -> None:
-    result = http_request.run(arguments, scope=SCOPE, settings=NO_SETTINGS, config=http_request.Config())
+    result = run_builtin(
+        http_request.NAME, arguments, scope=SCOPE, settings=NO_SETTINGS, config=http_request.Config()
+    )
 
     code, text = error_of(result)
     assert code == "invalid_arguments"
@@ -261,7 +272,8 @@ def test_requests_the_schema_cannot_rule_out_are_argument_errors(
 
 def test_the_method_may_be_written_in_lower_case() -> None:
     # Accepted by the schema once upper-cased; it then reaches the guard, which refuses loopback.
-    result = http_request.run(
+    result = run_builtin(
+        http_request.NAME,
         {"method": "get", "url": "http://127.0.0.1:9/"},
         scope=SCOPE,
         settings=NO_SETTINGS,
@@ -277,8 +289,12 @@ def test_http_request_refuses_internal_destinations_without_a_socket(
 ) -> None:
     monkeypatch.delenv("STEPWISE_ALLOW_HOSTS", raising=False)
 
-    result = http_request.run(
-        {"method": "GET", "url": url}, scope=SCOPE, settings=NO_SETTINGS, config=http_request.Config()
+    result = run_builtin(
+        http_request.NAME,
+        {"method": "GET", "url": url},
+        scope=SCOPE,
+        settings=NO_SETTINGS,
+        config=http_request.Config(),
     )
 
     code, message = error_of(result)
@@ -289,8 +305,12 @@ def test_http_request_refuses_internal_destinations_without_a_socket(
 def test_hosts_outside_the_agents_list_are_refused_before_any_lookup() -> None:
     config = http_request.Config(allowed_hosts=["API.Example.com."])
 
-    result = http_request.run(
-        {"method": "GET", "url": "https://evil.example/"}, scope=SCOPE, settings=NO_SETTINGS, config=config
+    result = run_builtin(
+        http_request.NAME,
+        {"method": "GET", "url": "https://evil.example/"},
+        scope=SCOPE,
+        settings=NO_SETTINGS,
+        config=config,
     )
 
     assert config.allowed_hosts == ["api.example.com"]
@@ -319,12 +339,14 @@ def test_configs_refuse_unknown_fields() -> None:
 
 
 def test_the_sandbox_request_carries_the_documented_fields_with_the_default_timeout() -> None:
-    assert code_execute.sandbox_request({"language": "python", "code": "print(1)"}) == {
+    assert code_execute.sandbox_request(code_execute.Arguments(language="python", code="print(1)")) == {
         "language": "python",
         "code": "print(1)",
         "timeout_seconds": 30,
     }
-    assert code_execute.sandbox_request({"language": "javascript", "code": "1", "timeout_seconds": 120}) == {
+    assert code_execute.sandbox_request(
+        code_execute.Arguments(language="javascript", code="1", timeout_seconds=120)
+    ) == {
         "language": "javascript",
         "code": "1",
         "timeout_seconds": 120,
@@ -333,7 +355,8 @@ def test_the_sandbox_request_carries_the_documented_fields_with_the_default_time
 
 @pytest.mark.parametrize("settings", [{}, {"CODE_SANDBOX_URL": "  "}, {"CODE_SANDBOX_API_KEY": "k"}])
 def test_without_a_sandbox_url_the_tool_says_it_is_not_configured(settings: dict[str, str]) -> None:
-    result = code_execute.run(
+    result = run_builtin(
+        code_execute.NAME,
         {"language": "python", "code": "print(1)"},
         scope=SCOPE,
         settings=StaticSettings(settings),
@@ -372,7 +395,8 @@ def test_an_internal_sandbox_url_is_refused_without_a_socket(
 ) -> None:
     monkeypatch.delenv("STEPWISE_ALLOW_HOSTS", raising=False)
 
-    result = code_execute.run(
+    result = run_builtin(
+        code_execute.NAME,
         {"language": "python", "code": "print(1)"},
         scope=SCOPE,
         settings=StaticSettings({"CODE_SANDBOX_URL": url}),
@@ -386,7 +410,7 @@ def test_an_internal_sandbox_url_is_refused_without_a_socket(
 
 
 def test_a_minimal_search_asks_exa_for_highlights() -> None:
-    assert web_search.exa_request({"query": "vector databases"}) == {
+    assert web_search.exa_request(web_search.Arguments(query="vector databases")) == {
         "query": "vector databases",
         "type": "auto",
         "numResults": 5,
@@ -396,17 +420,19 @@ def test_a_minimal_search_asks_exa_for_highlights() -> None:
 
 def test_every_search_argument_maps_to_exas_field() -> None:
     payload = web_search.exa_request(
-        {
-            "query": "battery policy",
-            "search_type": "deep-reasoning",
-            "num_results": 10,
-            "include_domains": ["europa.eu"],
-            "exclude_domains": ["example.com"],
-            "start_date": "2024-01-01",
-            "end_date": "2024-12-31T23:59:59Z",
-            "category": "news",
-            "content_mode": "full_text",
-        }
+        web_search.Arguments.model_validate(
+            {
+                "query": "battery policy",
+                "search_type": "deep-reasoning",
+                "num_results": 10,
+                "include_domains": ["europa.eu"],
+                "exclude_domains": ["example.com"],
+                "start_date": "2024-01-01",
+                "end_date": "2024-12-31T23:59:59Z",
+                "category": "news",
+                "content_mode": "full_text",
+            }
+        )
     )
 
     assert payload == {
@@ -423,20 +449,21 @@ def test_every_search_argument_maps_to_exas_field() -> None:
 
 
 def test_compact_text_asks_for_a_thousand_characters_a_result() -> None:
-    payload = web_search.exa_request({"query": "q", "content_mode": "compact_text"})
+    payload = web_search.exa_request(web_search.Arguments(query="q", content_mode="compact_text"))
 
     assert payload["contents"] == {"text": {"maxCharacters": 1_000}}
 
 
 def test_empty_filters_are_left_out() -> None:
-    payload = web_search.exa_request({"query": "q", "include_domains": [], "category": None})
+    payload = web_search.exa_request(web_search.Arguments(query="q", include_domains=[], category=None))
 
     assert "includeDomains" not in payload and "category" not in payload
 
 
 @pytest.mark.parametrize("value", ["yesterday", "2024-13-01", "31/01/2024"])
 def test_dates_must_be_iso_8601(value: str) -> None:
-    result = web_search.run(
+    result = run_builtin(
+        web_search.NAME,
         {"query": "q", "start_date": value},
         scope=SCOPE,
         settings=StaticSettings({"EXA_API_KEY": "k"}),
@@ -449,7 +476,9 @@ def test_dates_must_be_iso_8601(value: str) -> None:
 
 
 def test_without_an_exa_key_the_error_names_the_setting() -> None:
-    result = web_search.run({"query": "q"}, scope=SCOPE, settings=NO_SETTINGS, config=web_search.Config())
+    result = run_builtin(
+        web_search.NAME, {"query": "q"}, scope=SCOPE, settings=NO_SETTINGS, config=web_search.Config()
+    )
 
     assert error_of(result) == (
         "not_configured",
@@ -461,8 +490,12 @@ def test_an_internal_exa_base_url_is_refused_without_a_socket(monkeypatch: pytes
     monkeypatch.setenv("EXA_BASE_URL", "http://169.254.169.254")
     monkeypatch.delenv("STEPWISE_ALLOW_HOSTS", raising=False)
 
-    result = web_search.run(
-        {"query": "q"}, scope=SCOPE, settings=StaticSettings({"EXA_API_KEY": "k"}), config=web_search.Config()
+    result = run_builtin(
+        web_search.NAME,
+        {"query": "q"},
+        scope=SCOPE,
+        settings=StaticSettings({"EXA_API_KEY": "k"}),
+        config=web_search.Config(),
     )
 
     assert error_of(result)[0] == "blocked_destination"
@@ -471,7 +504,8 @@ def test_an_internal_exa_base_url_is_refused_without_a_socket(monkeypatch: pytes
 def test_a_key_that_cannot_be_a_header_is_a_configuration_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EXA_BASE_URL", "https://93.184.216.34")
 
-    result = web_search.run(
+    result = run_builtin(
+        web_search.NAME,
         {"query": "q"},
         scope=SCOPE,
         settings=StaticSettings({"EXA_API_KEY": "clé"}),
@@ -555,15 +589,15 @@ def test_an_exa_answer_without_results_is_a_provider_error(answer: Any) -> None:
 
 
 def test_the_scrape_request_defaults_to_markdown_of_the_main_content() -> None:
-    assert web_scrape.firecrawl_request({"url": "https://example.com/a"}) == {
+    assert web_scrape.firecrawl_request(web_scrape.Arguments(url="https://example.com/a")) == {
         "url": "https://example.com/a",
         "formats": ["markdown"],
         "onlyMainContent": True,
         "timeout": 30_000,
     }
-    formats = web_scrape.firecrawl_request({"url": "https://x.example", "formats": ["links", "html"]})[
-        "formats"
-    ]
+    formats = web_scrape.firecrawl_request(
+        web_scrape.Arguments(url="https://x.example", formats=["links", "html"])
+    )["formats"]
     assert formats == ["links", "html"]
 
 
@@ -573,7 +607,8 @@ def test_an_internal_page_is_refused_before_firecrawl_is_asked(
 ) -> None:
     monkeypatch.delenv("STEPWISE_ALLOW_HOSTS", raising=False)
 
-    result = web_scrape.run(
+    result = run_builtin(
+        web_scrape.NAME,
         {"url": url},
         scope=SCOPE,
         settings=StaticSettings({"FIRECRAWL_API_KEY": "k"}),
@@ -584,16 +619,24 @@ def test_an_internal_page_is_refused_before_firecrawl_is_asked(
 
 
 def test_a_page_url_that_is_not_http_is_an_argument_error() -> None:
-    result = web_scrape.run(
-        {"url": "file:///etc/passwd"}, scope=SCOPE, settings=NO_SETTINGS, config=web_scrape.Config()
+    result = run_builtin(
+        web_scrape.NAME,
+        {"url": "file:///etc/passwd"},
+        scope=SCOPE,
+        settings=NO_SETTINGS,
+        config=web_scrape.Config(),
     )
 
     assert error_of(result) == ("invalid_arguments", "url: must be an absolute http or https URL")
 
 
 def test_without_a_firecrawl_key_the_error_names_the_setting() -> None:
-    result = web_scrape.run(
-        {"url": "https://93.184.216.34/"}, scope=SCOPE, settings=NO_SETTINGS, config=web_scrape.Config()
+    result = run_builtin(
+        web_scrape.NAME,
+        {"url": "https://93.184.216.34/"},
+        scope=SCOPE,
+        settings=NO_SETTINGS,
+        config=web_scrape.Config(),
     )
 
     assert error_of(result) == (
@@ -633,7 +676,7 @@ def test_a_scrape_result_maps_metadata_and_formats() -> None:
             "metadata": {"title": "Example", "sourceURL": "https://example.com/", "statusCode": 200},
         },
     }
-    arguments = {"url": "https://example.com", "formats": ["markdown", "html", "links"]}
+    arguments = web_scrape.Arguments(url="https://example.com", formats=["markdown", "html", "links"])
 
     output = web_scrape.scrape_result(answer, arguments).output
 
@@ -653,7 +696,7 @@ def test_the_content_cap_is_shared_by_the_formats_in_order() -> None:
         "success": True,
         "data": {"markdown": "m" * (limit - 10), "html": "h" * 50, "links": ["https://x.example/1"] * 3},
     }
-    arguments = {"url": "https://x.example", "formats": ["markdown", "html", "links"]}
+    arguments = web_scrape.Arguments(url="https://x.example", formats=["markdown", "html", "links"])
 
     output = web_scrape.scrape_result(answer, arguments).output
 
@@ -667,7 +710,7 @@ def test_markdown_past_the_cap_is_cut_with_a_marker() -> None:
     limit = web_scrape.CONTENT_LIMIT
     answer = {"success": True, "data": {"markdown": "m" * (limit + 1)}}
 
-    output = web_scrape.scrape_result(answer, {"url": "https://x.example"}).output
+    output = web_scrape.scrape_result(answer, web_scrape.Arguments(url="https://x.example")).output
 
     assert output["markdown"].endswith(f"\n…[truncated: 1 of {limit + 1} characters omitted]")
 
@@ -676,7 +719,10 @@ def test_markdown_past_the_cap_is_cut_with_a_marker() -> None:
     "answer", [{"success": False, "error": "All scraping engines failed."}, {"success": True}, "text"]
 )
 def test_a_failed_or_empty_scrape_is_a_provider_error(answer: Any) -> None:
-    assert error_of(web_scrape.scrape_result(answer, {"url": "https://x.example"}))[0] == "provider_error"
+    assert (
+        error_of(web_scrape.scrape_result(answer, web_scrape.Arguments(url="https://x.example")))[0]
+        == "provider_error"
+    )
 
 
 def test_http_requests_marker_is_the_custom_tools() -> None:

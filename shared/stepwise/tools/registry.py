@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from stepwise.agents.models import Agent
 from stepwise.attachments.models import Attachment
@@ -13,7 +14,7 @@ from stepwise.mcp.models import McpToolRef
 from stepwise.runs.models import Run
 from stepwise.tools import tables
 from stepwise.tools.base import TOOL_RESULT_LIMIT, ToolResult
-from stepwise.tools.builtin import ToolScope, catalog
+from stepwise.tools.builtin import Settings, ToolScope, catalog
 from stepwise.tools.models import AgentTool, BuiltinTool, CodeTool, DeclaredTool, HttpTool
 
 Decision = Literal["allow", "ask", "deny"]
@@ -140,13 +141,48 @@ def execute(
         from stepwise.tools.code_tool import call_code_tool
 
         return call_code_tool(tool, arguments, settings=tenant_settings(scope.tenant_id))
-    module = catalog.load(tool.name)  # each builtin checks its arguments against its own schema first
-
-    config = module.Config.model_validate(tool.config)
-    result: ToolResult = module.run(
-        arguments, scope=scope, settings=tenant_settings(scope.tenant_id), config=config
+    config = catalog.load(tool.name).Config.model_validate(tool.config)
+    return run_builtin(
+        tool.name, arguments, scope=scope, settings=tenant_settings(scope.tenant_id), config=config
     )
+
+
+def run_builtin(
+    name: str, arguments: Any, *, scope: ToolScope, settings: Settings, config: BaseModel
+) -> ToolResult:
+    """The builtin's `run` on the model's arguments once they are valid; the failure the model reads when
+    they are not."""
+    module = catalog.load(name)
+    parsed = builtin_arguments(module, arguments)
+    if isinstance(parsed, ToolResult):
+        return parsed
+    result: ToolResult = module.run(parsed, scope=scope, settings=settings, config=config)
     return result
+
+
+def builtin_arguments(module: ModuleType, arguments: Any) -> BaseModel | ToolResult:
+    """A builtin's `Arguments` for what the model sent, or the `invalid_arguments` failure it reads.
+
+    The schema the model was given decides, and its message says what is wrong ("limit: 0 is less than
+    the minimum of 1"): pydantic alone would coerce what the schema refuses ("5" for an integer). The
+    model the schema derives from then gives the tool typed values; what it still refuses (a lone
+    surrogate in a string with a length limit) is an argument error too."""
+    from stepwise.tools.builtin._provider import invalid_arguments  # httpx loads only where tools run
+
+    prepare = getattr(module.Arguments, "prepare", None)
+    if prepare is not None and isinstance(arguments, dict):
+        arguments = prepare(arguments)
+    failure = invalid_arguments(module.INPUT_SCHEMA, arguments)
+    if failure is not None:
+        return failure
+    try:
+        parsed: BaseModel = module.Arguments.model_validate(arguments)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'/'.join(map(str, e['loc'])) or '(arguments)'}: {e['msg']}" for e in exc.errors()
+        )
+        return ToolResult.failure("invalid_arguments", problems)
+    return parsed
 
 
 def _call_mcp(tool: McpToolRef, arguments: dict[str, Any], scope: ToolScope) -> ToolResult:

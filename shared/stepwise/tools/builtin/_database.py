@@ -86,7 +86,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 from stepwise.net.ssrf import BlockedDestination, Resolver, system_resolver
 from stepwise.tools.base import TOOL_RESULT_LIMIT, ToolResult
 from stepwise.tools.builtin import Settings
-from stepwise.tools.builtin._db_config import QUERY_SCHEMA, TableAccess
+from stepwise.tools.builtin._db_config import TableAccess
 from stepwise.tools.builtin._db_target import (
     BLOCKED_MESSAGE,
     CONNECT_FAILED,
@@ -95,7 +95,7 @@ from stepwise.tools.builtin._db_target import (
     flavor_of,
     mysql_connect_guard,
 )
-from stepwise.tools.builtin._provider import invalid_arguments, not_configured, setting
+from stepwise.tools.builtin._provider import not_configured, setting
 from stepwise.tools.builtin._sql import Allowlist, Flavor, Refused
 
 DATABASE_URL_SETTING = "DATABASE_URL"
@@ -127,7 +127,7 @@ def engine_for(url: URL, resolver: Resolver = system_resolver) -> Engine:
 
 
 def execute(
-    arguments: dict[str, Any],
+    query: str,
     *,
     tool: str,
     tenant_id: str,
@@ -141,9 +141,6 @@ def execute(
     """Check the model's statement with `check`, run it, and answer with its rows (and, for a write,
     the rows it affected, at most `max_rows_affected`); never raises for anything the model, the
     settings or the database do."""
-    failure = invalid_arguments(QUERY_SCHEMA, arguments)
-    if failure is not None:
-        return failure
     raw_url = setting(settings, DATABASE_URL_SETTING)
     if raw_url is None:
         return not_configured(tool, DATABASE_URL_SETTING)
@@ -153,7 +150,7 @@ def execute(
         return ToolResult.failure("not_configured", "DATABASE_URL is not a valid SQLAlchemy URL")
     try:
         flavor = flavor_of(url)
-        sql = check(arguments["query"], Allowlist(access, flavor))
+        sql = check(query, Allowlist(access, flavor))
         target = checked_url(url, tenant_id)
         engine = engine_for(target, resolver)
     except Refused as refused:

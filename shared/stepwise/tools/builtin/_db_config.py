@@ -1,4 +1,4 @@
-"""What database_query and database_write declare: their arguments' schema and their per-agent config.
+"""What database_query and database_write declare: their arguments and their per-agent config.
 
 Light on purpose (no sqlglot, no SQLAlchemy, about a second of imports between them): whoever only
 lists or validates tools does not load what runs them. sqlglot loads when a config is validated,
@@ -7,25 +7,15 @@ SQLAlchemy when a statement runs.
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 QUERY_LIMIT = 20_000  # characters of SQL the model may send
 
-QUERY_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "query": {
-            "type": "string",
-            "minLength": 1,
-            "maxLength": QUERY_LIMIT,
-            "description": "One SQL statement.",
-        }
-    },
-    "required": ["query"],
-    "additionalProperties": False,
-}
+
+class QueryArguments(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(min_length=1, max_length=QUERY_LIMIT, description="One SQL statement.")
 
 
 class TableAccess(BaseModel):

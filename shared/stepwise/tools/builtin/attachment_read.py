@@ -11,13 +11,12 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from stepwise.attachments import content
 from stepwise.attachments.models import ATTACHMENT_ID, Attachment
 from stepwise.tools.base import TOOL_RESULT_LIMIT, ToolResult
-from stepwise.tools.builtin import Settings, ToolScope
-from stepwise.tools.builtin._provider import invalid_arguments
+from stepwise.tools.builtin import Settings, ToolScope, input_schema
 
 NAME = "attachment_read"
 DEFAULT_ROWS, MAX_ROWS = 100, 1000
@@ -31,16 +30,18 @@ DESCRIPTION = (
     f"(default {DEFAULT_CHARS}) and the answer is {{text, offset, next_offset, total_chars}}. "
     "next_offset is null at the end."
 )
-INPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "attachment_id": {"type": "string", "pattern": ATTACHMENT_ID},
-        "offset": {"type": "integer", "minimum": 0, "default": 0},
-        "limit": {"type": "integer", "minimum": 1, "maximum": MAX_CHARS},
-    },
-    "required": ["attachment_id"],
-    "additionalProperties": False,
-}
+
+
+class Arguments(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    attachment_id: str = Field(pattern=ATTACHMENT_ID)
+    offset: int = Field(0, ge=0)
+    # Rows of a CSV (at most MAX_ROWS, default DEFAULT_ROWS), else characters (default DEFAULT_CHARS).
+    limit: int | None = Field(None, ge=1, le=MAX_CHARS)
+
+
+INPUT_SCHEMA: dict[str, Any] = input_schema(Arguments)
 READ_ONLY = True
 EFFECT: Literal["none"] = "none"
 KEY_FIELDS: list[str] = []
@@ -73,11 +74,8 @@ def _find(scope: ToolScope, attachment_id: str) -> tuple[str, Attachment] | None
     return None
 
 
-def run(arguments: dict[str, Any], *, scope: ToolScope, settings: Settings, config: Config) -> ToolResult:
-    failure = invalid_arguments(INPUT_SCHEMA, arguments)
-    if failure is not None:
-        return failure
-    attachment_id = arguments["attachment_id"]
+def run(arguments: Arguments, *, scope: ToolScope, settings: Settings, config: Config) -> ToolResult:
+    attachment_id = arguments.attachment_id
     found = _find(scope, attachment_id)
     if found is None:
         return ToolResult.failure("not_found", f"no attachment {attachment_id} in this conversation")
@@ -90,9 +88,9 @@ def run(arguments: dict[str, Any], *, scope: ToolScope, settings: Settings, conf
     except content.Missing:
         gone = f"{attachment.name} is no longer stored (deleted or past retention)"
         return ToolResult.failure("gone", gone)
-    offset = arguments.get("offset", 0)
+    offset = arguments.offset
     if attachment.content_type == "text/csv":
-        limit = min(arguments.get("limit", DEFAULT_ROWS), MAX_ROWS)
+        limit = min(arguments.limit or DEFAULT_ROWS, MAX_ROWS)
         columns, rows = content.csv_rows(body)
         end = min(offset + limit, len(rows))
         return ToolResult(
@@ -105,7 +103,7 @@ def run(arguments: dict[str, Any], *, scope: ToolScope, settings: Settings, conf
                 "row_count": len(rows),
             }
         )
-    limit = arguments.get("limit", DEFAULT_CHARS)
+    limit = arguments.limit or DEFAULT_CHARS
     end = min(offset + limit, len(body))
     return ToolResult(
         output={

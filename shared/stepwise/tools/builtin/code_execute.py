@@ -25,18 +25,17 @@ visible marker.
 
 from __future__ import annotations
 
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from stepwise.net.ssrf import AllowHosts
 from stepwise.tools.base import ToolResult
-from stepwise.tools.builtin import Settings, ToolScope
-from stepwise.tools.builtin._provider import cap, invalid_arguments, post_json, setting
+from stepwise.tools.builtin import Settings, ToolScope, input_schema
+from stepwise.tools.builtin._provider import cap, post_json, setting
 
 NAME = "code_execute"
 Language = Literal["python", "javascript"]
-LANGUAGES: tuple[str, ...] = get_args(Language)
 MIN_TIMEOUT_SECONDS = 1
 MAX_TIMEOUT_SECONDS = 120
 DEFAULT_TIMEOUT_SECONDS = 30
@@ -53,22 +52,22 @@ DESCRIPTION = (
     "Run Python or JavaScript in an isolated sandbox and read its stdout, stderr and exit code. "
     "Each call starts fresh: nothing persists between calls. Print what you want to see."
 )
-INPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "language": {"type": "string", "enum": list(LANGUAGES)},
-        "code": {"type": "string", "minLength": 1, "description": "The program to run."},
-        "timeout_seconds": {
-            "type": "integer",
-            "minimum": MIN_TIMEOUT_SECONDS,
-            "maximum": MAX_TIMEOUT_SECONDS,
-            "default": DEFAULT_TIMEOUT_SECONDS,
-            "description": "How long the code may run.",
-        },
-    },
-    "required": ["language", "code"],
-    "additionalProperties": False,
-}
+
+
+class Arguments(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    language: Language
+    code: str = Field(min_length=1, description="The program to run.")
+    timeout_seconds: int = Field(
+        DEFAULT_TIMEOUT_SECONDS,
+        ge=MIN_TIMEOUT_SECONDS,
+        le=MAX_TIMEOUT_SECONDS,
+        description="How long the code may run.",
+    )
+
+
+INPUT_SCHEMA: dict[str, Any] = input_schema(Arguments)
 READ_ONLY = False
 EFFECT: Literal["undeclared"] = "undeclared"
 KEY_FIELDS: list[str] = []
@@ -88,12 +87,12 @@ class SandboxAnswer(BaseModel):
     timed_out: bool = False
 
 
-def run(arguments: dict[str, Any], *, scope: ToolScope, settings: Settings, config: Config) -> ToolResult:
+def run(arguments: Arguments, *, scope: ToolScope, settings: Settings, config: Config) -> ToolResult:
     return execute(arguments, settings=settings)
 
 
 def execute(
-    arguments: dict[str, Any],
+    arguments: Arguments,
     *,
     settings: Settings,
     http_timeout: float | None = None,
@@ -101,9 +100,6 @@ def execute(
 ) -> ToolResult:
     """Send the code to the sandbox. `http_timeout` replaces `timeout_seconds` plus the margin (for
     tests); `allow_hosts` None reads STEPWISE_ALLOW_HOSTS."""
-    failure = invalid_arguments(INPUT_SCHEMA, arguments)
-    if failure is not None:
-        return failure
     payload = sandbox_request(arguments)
     answer = call_sandbox(payload, settings=settings, http_timeout=http_timeout, allow_hosts=allow_hosts)
     if isinstance(answer, ToolResult):
@@ -147,12 +143,12 @@ def parse_answer(answer: Any) -> SandboxAnswer | ToolResult:
         return ToolResult.failure("provider_error", f"{PROVIDER} answered in an unexpected shape: {problems}")
 
 
-def sandbox_request(arguments: dict[str, Any]) -> dict[str, Any]:
-    """The sandbox's request body for schema-valid arguments."""
+def sandbox_request(arguments: Arguments) -> dict[str, Any]:
+    """The sandbox's request body."""
     return {
-        "language": arguments["language"],
-        "code": arguments["code"],
-        "timeout_seconds": arguments.get("timeout_seconds", DEFAULT_TIMEOUT_SECONDS),
+        "language": arguments.language,
+        "code": arguments.code,
+        "timeout_seconds": arguments.timeout_seconds,
     }
 
 

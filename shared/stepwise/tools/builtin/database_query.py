@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from stepwise.tools.base import ToolResult
-from stepwise.tools.builtin import Settings, ToolScope
-from stepwise.tools.builtin._db_config import QUERY_SCHEMA, TableAccess
+from stepwise.tools.builtin import Settings, ToolScope, input_schema
+from stepwise.tools.builtin._db_config import QueryArguments, TableAccess
 
 NAME = "database_query"
 DESCRIPTION = (
@@ -17,7 +17,8 @@ DESCRIPTION = (
     "PRAGMA. Rows beyond about 50,000 characters of JSON are cut (truncated: true): select the columns "
     "you need and use WHERE, LIMIT and aggregates."
 )
-INPUT_SCHEMA: dict[str, Any] = QUERY_SCHEMA
+Arguments = QueryArguments
+INPUT_SCHEMA: dict[str, Any] = input_schema(Arguments)
 READ_ONLY = True
 EFFECT: Literal["none"] = "none"
 KEY_FIELDS: list[str] = []
@@ -28,12 +29,12 @@ class Config(TableAccess):
     (`allowed_schemas`) the agent may read."""
 
 
-def run(arguments: dict[str, Any], *, scope: ToolScope, settings: Settings, config: Config) -> ToolResult:
+def run(arguments: Arguments, *, scope: ToolScope, settings: Settings, config: Config) -> ToolResult:
     from stepwise.tools.builtin._database import execute  # SQLAlchemy and sqlglot load with the first call
     from stepwise.tools.builtin._sql import check_query
 
     return execute(
-        arguments,
+        arguments.query,
         tool=NAME,
         tenant_id=scope.tenant_id,
         settings=settings,

@@ -12,8 +12,8 @@ from typing import Any, Literal
 from pydantic import Field
 
 from stepwise.tools.base import ToolResult
-from stepwise.tools.builtin import Settings, ToolScope
-from stepwise.tools.builtin._db_config import QUERY_SCHEMA, TableAccess
+from stepwise.tools.builtin import Settings, ToolScope, input_schema
+from stepwise.tools.builtin._db_config import QueryArguments, TableAccess
 
 NAME = "database_write"
 DESCRIPTION = (
@@ -24,7 +24,8 @@ DESCRIPTION = (
     "statement that would change more rows than this agent may change at once is rolled back "
     "(too_many_rows)."
 )
-INPUT_SCHEMA: dict[str, Any] = QUERY_SCHEMA
+Arguments = QueryArguments
+INPUT_SCHEMA: dict[str, Any] = input_schema(Arguments)
 READ_ONLY = False
 EFFECT: Literal["undeclared"] = "undeclared"
 KEY_FIELDS: list[str] = []
@@ -42,12 +43,12 @@ class Config(TableAccess):
     max_rows_affected: int = Field(default=MAX_ROWS_AFFECTED, ge=1, le=MAX_ROWS_AFFECTED_LIMIT)
 
 
-def run(arguments: dict[str, Any], *, scope: ToolScope, settings: Settings, config: Config) -> ToolResult:
+def run(arguments: Arguments, *, scope: ToolScope, settings: Settings, config: Config) -> ToolResult:
     from stepwise.tools.builtin._database import execute  # SQLAlchemy and sqlglot load with the first call
     from stepwise.tools.builtin._sql import check_write
 
     return execute(
-        arguments,
+        arguments.query,
         tool=NAME,
         tenant_id=scope.tenant_id,
         settings=settings,

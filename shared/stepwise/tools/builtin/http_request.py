@@ -19,14 +19,14 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 import httpx
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from stepwise.core import safejson
 from stepwise.net.outbound import OutboundRefused
 from stepwise.net.ssrf import AllowHosts, guarded_client
 from stepwise.tools.base import ToolResult
-from stepwise.tools.builtin import Settings, ToolScope
-from stepwise.tools.builtin._provider import http_url, invalid_arguments
+from stepwise.tools.builtin import Settings, ToolScope, input_schema
+from stepwise.tools.builtin._provider import http_url
 from stepwise.tools.http_tool import (
     HTTP_RESPONSE_LIMIT,
     TRUNCATION_MARKER,
@@ -37,7 +37,7 @@ from stepwise.tools.http_tool import (
 )
 
 NAME = "http_request"
-METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD")
+Method = Literal["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"]
 RESPONSE_LIMIT = HTTP_RESPONSE_LIMIT  # characters of the body kept: 10,000
 RESPONSE_HEADERS = ("content-type", "content-length", "location")
 TIMEOUT_SECONDS = 30.0
@@ -52,25 +52,30 @@ DESCRIPTION = (
     "content-length and location headers, and its body (parsed when it is JSON), cut at "
     f"{RESPONSE_LIMIT:,} characters. Internal and private network addresses are refused."
 )
-INPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "method": {"type": "string", "enum": list(METHODS), "description": "The HTTP method."},
-        "url": {"type": "string", "format": "uri", "description": "An absolute http or https URL."},
-        "headers": {
-            "type": "object",
-            "additionalProperties": {"type": "string"},
-            "description": "Request headers, e.g. Authorization or Accept.",
-        },
-        "body": {
-            "anyOf": [{"type": "string"}, {"type": "object"}],
-            "description": "The request body: a JSON object is sent as application/json; a string is sent "
-            "as it is (set a Content-Type header for it).",
-        },
-    },
-    "required": ["method", "url"],
-    "additionalProperties": False,
-}
+
+
+class Arguments(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    method: Method = Field(description="The HTTP method.")
+    # Checked as an http(s) URL when the request is built (http_url): "format" is only what the model reads.
+    url: str = Field(json_schema_extra={"format": "uri"}, description="An absolute http or https URL.")
+    headers: dict[str, str] | None = Field(None, description="Request headers, e.g. Authorization or Accept.")
+    body: str | dict[str, Any] | None = Field(
+        None,
+        description="The request body: a JSON object is sent as application/json; a string is sent "
+        "as it is (set a Content-Type header for it).",
+    )
+
+    @classmethod
+    def prepare(cls, arguments: dict[str, Any]) -> dict[str, Any]:
+        """The method in upper case, as the schema lists it: a model writing `get` means GET."""
+        if isinstance(arguments.get("method"), str):
+            return {**arguments, "method": arguments["method"].upper()}
+        return arguments
+
+
+INPUT_SCHEMA: dict[str, Any] = input_schema(Arguments)
 READ_ONLY = False
 EFFECT: Literal["undeclared"] = "undeclared"
 KEY_FIELDS: list[str] = []
@@ -104,23 +109,18 @@ class HostNotAllowed(Exception):
         self.host = host
 
 
-def run(arguments: dict[str, Any], *, scope: ToolScope, settings: Settings, config: Config) -> ToolResult:
+def run(arguments: Arguments, *, scope: ToolScope, settings: Settings, config: Config) -> ToolResult:
     return send(arguments, config=config)
 
 
 def send(
-    arguments: dict[str, Any],
+    arguments: Arguments,
     *,
     config: Config,
     timeout: float = TIMEOUT_SECONDS,
     allow_hosts: AllowHosts = None,
 ) -> ToolResult:
     """Make the request the model asked for. `allow_hosts` None reads STEPWISE_ALLOW_HOSTS."""
-    if isinstance(arguments, dict) and isinstance(arguments.get("method"), str):
-        arguments = {**arguments, "method": arguments["method"].upper()}
-    failure = invalid_arguments(INPUT_SCHEMA, arguments)
-    if failure is not None:
-        return failure
     try:
         method, url, headers, content = build_request(arguments)
     except ValueError as exc:
@@ -128,7 +128,7 @@ def send(
 
     # The model's headers (a token it was given, say) do not follow a redirect to another origin.
     hooks: dict[str, list[Callable[[httpx.Request], None]]] = {
-        "request": [_drop_secrets_off_origin(url, dict(arguments.get("headers") or {}))]
+        "request": [_drop_secrets_off_origin(url, dict(arguments.headers or {}))]
     }
     if config.allowed_hosts is not None:
         hooks["request"].insert(0, _only_hosts(frozenset(config.allowed_hosts)))
@@ -164,18 +164,18 @@ def send(
     return ToolResult(output={"status": response.status_code, "headers": kept, "body": body})
 
 
-def build_request(arguments: dict[str, Any]) -> tuple[str, httpx.URL, httpx.Headers, bytes | None]:
-    """Method, URL, headers and body for schema-valid arguments; ValueError for what the schema cannot say."""
-    url = http_url(arguments["url"])
+def build_request(arguments: Arguments) -> tuple[str, httpx.URL, httpx.Headers, bytes | None]:
+    """Method, URL, headers and body; ValueError for what the schema cannot say."""
+    url = http_url(arguments.url)
     headers = httpx.Headers({"User-Agent": USER_AGENT})
-    for name, value in (arguments.get("headers") or {}).items():
+    for name, value in (arguments.headers or {}).items():
         if not _HEADER_NAME.fullmatch(name):
             raise ValueError(f"headers: {name!r} is not a valid header name")
         if not _HEADER_VALUE.fullmatch(value):
             raise ValueError(f"headers/{name}: header values must be printable ASCII on one line")
         if name.lower() not in _CLIENT_HEADERS:
             headers[name] = value
-    body = arguments.get("body")
+    body = arguments.body
     content: bytes | None = None
     if isinstance(body, dict):
         try:
@@ -185,7 +185,7 @@ def build_request(arguments: dict[str, Any]) -> tuple[str, httpx.URL, httpx.Head
         headers.setdefault("Content-Type", "application/json")
     elif isinstance(body, str):
         content = body.encode()
-    return arguments["method"], url, headers, content
+    return arguments.method, url, headers, content
 
 
 def _only_hosts(allowed: frozenset[str]) -> Callable[[httpx.Request], None]:

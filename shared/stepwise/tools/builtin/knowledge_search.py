@@ -31,15 +31,14 @@ import threading
 import time
 from collections.abc import Callable
 from functools import cache
-from typing import Any, Literal, Protocol
+from typing import Annotated, Any, Literal, Protocol
 
 from botocore.exceptions import BotoCoreError, ClientError
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 from stepwise.core import aws
 from stepwise.tools.base import ToolResult
-from stepwise.tools.builtin import Settings, ToolScope
-from stepwise.tools.builtin._provider import invalid_arguments
+from stepwise.tools.builtin import Settings, ToolScope, input_schema
 
 NAME = "knowledge_search"
 DEFAULT_TOP_K = 5
@@ -49,21 +48,19 @@ DESCRIPTION = (
     "relevant passages, best first, as {results: [{knowledge_base, text, score, source}]}. With several "
     "knowledge bases, `knowledge_base_names` limits the search to some of them."
 )
-INPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "query": {"type": "string", "minLength": 1, "maxLength": 10_000, "description": "What to look for."},
-        "knowledge_base_names": {
-            "type": "array",
-            "items": {"type": "string", "minLength": 1},
-            "minItems": 1,
-            "description": "Only these knowledge bases (default: all linked ones).",
-        },
-        "top_k": {"type": "integer", "minimum": 1, "maximum": MAX_TOP_K, "default": DEFAULT_TOP_K},
-    },
-    "required": ["query"],
-    "additionalProperties": False,
-}
+
+
+class Arguments(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(min_length=1, max_length=10_000, description="What to look for.")
+    knowledge_base_names: list[Annotated[str, StringConstraints(min_length=1)]] | None = Field(
+        None, min_length=1, description="Only these knowledge bases (default: all linked ones)."
+    )
+    top_k: int = Field(DEFAULT_TOP_K, ge=1, le=MAX_TOP_K)
+
+
+INPUT_SCHEMA: dict[str, Any] = input_schema(Arguments)
 READ_ONLY = True
 EFFECT: Literal["none"] = "none"
 KEY_FIELDS: list[str] = []
@@ -181,7 +178,7 @@ def default_owners() -> KnowledgeBaseOwners:
 
 
 def run(
-    arguments: dict[str, Any],
+    arguments: Arguments,
     *,
     scope: ToolScope,
     settings: Settings,
@@ -189,18 +186,15 @@ def run(
     client_factory: ClientFactory = bedrock_client,
     owners: KnowledgeBaseOwners | None = None,
 ) -> ToolResult:
-    failure = invalid_arguments(INPUT_SCHEMA, arguments)
-    if failure is not None:
-        return failure
     by_name = {base.name: base for base in config.knowledge_bases}
-    selected = list(dict.fromkeys(arguments.get("knowledge_base_names") or by_name))
+    selected = list(dict.fromkeys(arguments.knowledge_base_names or by_name))
     unknown = [name for name in selected if name not in by_name]
     if unknown:
         return ToolResult.failure(
             "unknown_knowledge_base",
             f"no knowledge base named {', '.join(unknown)} (known: {', '.join(by_name)})",
         )
-    top_k: int = arguments.get("top_k", DEFAULT_TOP_K)
+    top_k = arguments.top_k
 
     errors: list[dict[str, str]] = []
     throttled = False
@@ -227,7 +221,7 @@ def run(
         try:
             answer = client.retrieve(
                 knowledgeBaseId=by_name[name].id,
-                retrievalQuery={"text": arguments["query"]},
+                retrievalQuery={"text": arguments.query},
                 retrievalConfiguration={"vectorSearchConfiguration": {"numberOfResults": top_k}},
             )
         except (ClientError, BotoCoreError) as exc:

@@ -9,7 +9,9 @@ forgetting a user leaves no copy of their memories in the ledger.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from stepwise.memory import service
 from stepwise.memory.models import (
@@ -21,11 +23,10 @@ from stepwise.memory.models import (
     MemoryFull,
 )
 from stepwise.tools.base import ToolResult
-from stepwise.tools.builtin import Settings, ToolScope
+from stepwise.tools.builtin import Settings, ToolScope, input_schema
 from stepwise.tools.builtin._memory import Config, owner
-from stepwise.tools.builtin._provider import invalid_arguments
 
-__all__ = ["Config", "run"]
+__all__ = ["Arguments", "Config", "run"]
 
 NAME = "memory_save"
 DESCRIPTION = (
@@ -33,37 +34,32 @@ DESCRIPTION = (
     "a decision) so you can recall it in later conversations with them; get {memory_id}. Write it so "
     "it reads on its own, e.g. 'Prefers answers in French'. Tags are optional keywords to file it under."
 )
-INPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "content": {"type": "string", "minLength": 1, "maxLength": CONTENT_LIMIT, "description": "The fact."},
-        "tags": {
-            "type": "array",
-            "items": {"type": "string", "minLength": 1, "maxLength": TAG_LENGTH},
-            "maxItems": TAG_LIMIT,
-            "description": "Keywords, e.g. ['language', 'billing'].",
-        },
-    },
-    "required": ["content"],
-    "additionalProperties": False,
-}
+
+
+class Arguments(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    content: str = Field(min_length=1, max_length=CONTENT_LIMIT, description="The fact.")
+    tags: list[Annotated[str, StringConstraints(min_length=1, max_length=TAG_LENGTH)]] | None = Field(
+        None, max_length=TAG_LIMIT, description="Keywords, e.g. ['language', 'billing']."
+    )
+
+
+INPUT_SCHEMA: dict[str, Any] = input_schema(Arguments)
 READ_ONLY = False
 EFFECT: Literal["idempotent"] = "idempotent"
 KEY_FIELDS = ["content"]
 PRIVATE_KEY_FIELDS = ["content"]
 
 
-def run(arguments: dict[str, Any], *, scope: ToolScope, settings: Settings, config: Config) -> ToolResult:
-    failure = invalid_arguments(INPUT_SCHEMA, arguments)
-    if failure is not None:
-        return failure
+def run(arguments: Arguments, *, scope: ToolScope, settings: Settings, config: Config) -> ToolResult:
     whose = owner(scope)
     if isinstance(whose, ToolResult):
         return whose
-    content = arguments["content"].strip()
+    content = arguments.content.strip()
     if not content:
         return ToolResult.failure("invalid_arguments", "content: must not be blank")
-    tags = list(dict.fromkeys(t.strip() for t in arguments.get("tags") or [] if t.strip()))
+    tags = list(dict.fromkeys(t.strip() for t in arguments.tags or [] if t.strip()))
     try:
         memory = service.save(whose, content, tags, source_run_id=scope.run_id, embed=service.embedder())
     except EmbeddingFailed as exc:

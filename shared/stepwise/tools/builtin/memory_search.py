@@ -8,14 +8,15 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from stepwise.agents.models import MEMORY_TOP_K_LIMIT
 from stepwise.memory import service
 from stepwise.tools.base import ToolResult
-from stepwise.tools.builtin import Settings, ToolScope
+from stepwise.tools.builtin import Settings, ToolScope, input_schema
 from stepwise.tools.builtin._memory import Config, owner, shown_hit
-from stepwise.tools.builtin._provider import invalid_arguments
 
-__all__ = ["Config", "run"]
+__all__ = ["Arguments", "Config", "run"]
 
 NAME = "memory_search"
 DEFAULT_TOP_K = 5
@@ -23,27 +24,24 @@ DESCRIPTION = (
     "Search what you remember about the user you are talking to, from earlier conversations with "
     "them, and get {memories: [{memory_id, content, tags, created_at, score}]}, most relevant first."
 )
-INPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "query": {"type": "string", "minLength": 1, "maxLength": 2_000, "description": "What to look for."},
-        "top_k": {"type": "integer", "minimum": 1, "maximum": MEMORY_TOP_K_LIMIT, "default": DEFAULT_TOP_K},
-    },
-    "required": ["query"],
-    "additionalProperties": False,
-}
+
+
+class Arguments(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(min_length=1, max_length=2_000, description="What to look for.")
+    top_k: int = Field(DEFAULT_TOP_K, ge=1, le=MEMORY_TOP_K_LIMIT)
+
+
+INPUT_SCHEMA: dict[str, Any] = input_schema(Arguments)
 READ_ONLY = True
 EFFECT: Literal["none"] = "none"
 KEY_FIELDS: list[str] = []
 
 
-def run(arguments: dict[str, Any], *, scope: ToolScope, settings: Settings, config: Config) -> ToolResult:
-    failure = invalid_arguments(INPUT_SCHEMA, arguments)
-    if failure is not None:
-        return failure
+def run(arguments: Arguments, *, scope: ToolScope, settings: Settings, config: Config) -> ToolResult:
     whose = owner(scope)
     if isinstance(whose, ToolResult):
         return whose
-    top_k = int(arguments.get("top_k") or DEFAULT_TOP_K)
-    hits = service.search(whose, arguments["query"], top_k, embed=service.embedder())
+    hits = service.search(whose, arguments.query, arguments.top_k, embed=service.embedder())
     return ToolResult(output={"memories": [shown_hit(h) for h in hits]})

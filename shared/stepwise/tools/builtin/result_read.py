@@ -8,13 +8,12 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from stepwise.store import described
 from stepwise.tools import tables
 from stepwise.tools.base import ToolResult
-from stepwise.tools.builtin import Settings, ToolScope
-from stepwise.tools.builtin._provider import invalid_arguments
+from stepwise.tools.builtin import Settings, ToolScope, input_schema
 
 NAME = tables.RESULT_READ
 # Short on purpose: every agent with tools declares it on every call (stepwise.loop.prompt), and the
@@ -23,26 +22,19 @@ DESCRIPTION = (
     "Read rows of a tool result that was described instead of shown in full; next_offset is null "
     "after the last row."
 )
-INPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "tool_call_id": {
-            "type": "string",
-            "minLength": 1,
-            "maxLength": 256,
-            "description": "As given in the description.",
-        },
-        "offset": {"type": "integer", "minimum": 0, "description": "First row (0-based), default 0."},
-        "limit": {
-            "type": "integer",
-            "minimum": 1,
-            "maximum": tables.MAX_PAGE,
-            "description": f"Rows, default {tables.DEFAULT_PAGE}.",
-        },
-    },
-    "required": ["tool_call_id"],
-    "additionalProperties": False,
-}
+
+
+class Arguments(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    tool_call_id: str = Field(min_length=1, max_length=256, description="As given in the description.")
+    offset: int | None = Field(None, ge=0, description="First row (0-based), default 0.")
+    limit: int | None = Field(
+        None, ge=1, le=tables.MAX_PAGE, description=f"Rows, default {tables.DEFAULT_PAGE}."
+    )
+
+
+INPUT_SCHEMA: dict[str, Any] = input_schema(Arguments)
 READ_ONLY = True
 EFFECT: Literal["none"] = "none"
 KEY_FIELDS: list[str] = []
@@ -54,18 +46,15 @@ class Config(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-def run(arguments: dict[str, Any], *, scope: ToolScope, settings: Settings, config: Config) -> ToolResult:
-    failure = invalid_arguments(INPUT_SCHEMA, arguments)
-    if failure is not None:
-        return failure
-    tool_call_id = arguments["tool_call_id"]
+def run(arguments: Arguments, *, scope: ToolScope, settings: Settings, config: Config) -> ToolResult:
+    tool_call_id = arguments.tool_call_id
     text = described.load(scope.tenant_id, scope.session_id, tool_call_id)
     if text is None:
         return ToolResult.failure(
             "result_not_found", f"no described result with tool_call_id {tool_call_id!r} in this session"
         )
-    offset = arguments.get("offset", 0)
-    answer = tables.page(text, tool_call_id, offset, arguments.get("limit", tables.DEFAULT_PAGE))
+    offset = arguments.offset or 0
+    answer = tables.page(text, tool_call_id, offset, arguments.limit or tables.DEFAULT_PAGE)
     if answer is None:  # stored because it was a table: only a change of the table rules gets here
         return ToolResult.failure("result_not_a_table", f"the result of {tool_call_id!r} is not a table")
     if offset and offset >= answer["total_rows"]:

@@ -16,11 +16,10 @@ import codecs
 from typing import Any, Literal
 
 from botocore.exceptions import BotoCoreError, ClientError
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from stepwise.tools.base import TOOL_RESULT_LIMIT, ToolResult
-from stepwise.tools.builtin import Settings, ToolScope
-from stepwise.tools.builtin._provider import invalid_arguments
+from stepwise.tools.builtin import Settings, ToolScope, input_schema
 from stepwise.tools.builtin._storage import (
     KEY_LIMIT,
     InvalidPath,
@@ -48,26 +47,27 @@ DESCRIPTION = (
     "cut with a marker), or for a binary file {path, size, content_type, url} with a link valid for 15 "
     "minutes. Paths are relative, like 'reports/2024/q1.csv'."
 )
-INPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "operation": {"type": "string", "enum": ["list", "download"]},
-        "path": {
-            "type": "string",
-            "maxLength": KEY_LIMIT,
-            "description": "download: the file. list: the folder to list (default: all files).",
-        },
-        "prefix": {
-            "type": "string",
-            "maxLength": KEY_LIMIT,
-            "description": "list: only files whose path (within `path`) starts with this.",
-        },
-        "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT},
-        "offset": {"type": "integer", "minimum": 0, "default": 0},
-    },
-    "required": ["operation"],
-    "additionalProperties": False,
-}
+
+
+class Arguments(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    operation: Literal["list", "download"]
+    path: str | None = Field(
+        None,
+        max_length=KEY_LIMIT,
+        description="download: the file. list: the folder to list (default: all files).",
+    )
+    prefix: str | None = Field(
+        None,
+        max_length=KEY_LIMIT,
+        description="list: only files whose path (within `path`) starts with this.",
+    )
+    limit: int = Field(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT)
+    offset: int = Field(0, ge=0)
+
+
+INPUT_SCHEMA: dict[str, Any] = input_schema(Arguments)
 READ_ONLY = True
 EFFECT: Literal["none"] = "none"
 KEY_FIELDS: list[str] = []
@@ -79,24 +79,21 @@ class Config(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-def run(arguments: dict[str, Any], *, scope: ToolScope, settings: Settings, config: Config) -> ToolResult:
-    failure = invalid_arguments(INPUT_SCHEMA, arguments)
-    if failure is not None:
-        return failure
+def run(arguments: Arguments, *, scope: ToolScope, settings: Settings, config: Config) -> ToolResult:
     name = bucket()
     if name is None:
         return bucket_missing(NAME)
     root = tenant_root(scope.tenant_id)
-    path = arguments.get("path") or ""
+    path = arguments.path or ""
     try:
-        if arguments["operation"] == "list":
+        if arguments.operation == "list":
             return _list(
                 name,
                 root,
                 folder=normalize(path, prefix=True),
-                prefix=normalize(arguments.get("prefix") or "", prefix=True),
-                limit=arguments.get("limit", DEFAULT_LIMIT),
-                offset=arguments.get("offset", 0),
+                prefix=normalize(arguments.prefix or "", prefix=True),
+                limit=arguments.limit,
+                offset=arguments.offset,
             )
         if not path:
             return ToolResult.failure("invalid_arguments", "path: download needs the path of a file")

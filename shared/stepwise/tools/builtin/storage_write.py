@@ -12,11 +12,10 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from botocore.exceptions import BotoCoreError, ClientError
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from stepwise.tools.base import ToolResult
-from stepwise.tools.builtin import Settings, ToolScope
-from stepwise.tools.builtin._provider import invalid_arguments
+from stepwise.tools.builtin import Settings, ToolScope, input_schema
 from stepwise.tools.builtin._storage import (
     KEY_LIMIT,
     InvalidPath,
@@ -38,15 +37,16 @@ DESCRIPTION = (
     "{path, size} (size in bytes). Paths are relative, like 'reports/2024/q1.csv'; the file name's "
     "extension sets its content type."
 )
-INPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "path": {"type": "string", "minLength": 1, "maxLength": KEY_LIMIT, "description": "Where to save."},
-        "content": {"type": "string", "description": "The file's text."},
-    },
-    "required": ["path", "content"],
-    "additionalProperties": False,
-}
+
+
+class Arguments(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    path: str = Field(min_length=1, max_length=KEY_LIMIT, description="Where to save.")
+    content: str = Field(description="The file's text.")
+
+
+INPUT_SCHEMA: dict[str, Any] = input_schema(Arguments)
 READ_ONLY = False
 EFFECT: Literal["undeclared"] = "undeclared"
 KEY_FIELDS: list[str] = []
@@ -58,12 +58,9 @@ class Config(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-def run(arguments: dict[str, Any], *, scope: ToolScope, settings: Settings, config: Config) -> ToolResult:
-    failure = invalid_arguments(INPUT_SCHEMA, arguments)
-    if failure is not None:
-        return failure
+def run(arguments: Arguments, *, scope: ToolScope, settings: Settings, config: Config) -> ToolResult:
     try:
-        body = arguments["content"].encode("utf-8")
+        body = arguments.content.encode("utf-8")
     except UnicodeEncodeError:
         return ToolResult.failure("invalid_arguments", "content: not valid UTF-8 text (a lone surrogate?)")
     if len(body) > CONTENT_LIMIT:
@@ -74,11 +71,11 @@ def run(arguments: dict[str, Any], *, scope: ToolScope, settings: Settings, conf
     if name is None:
         return bucket_missing(NAME)
     try:
-        path = normalize(arguments["path"])
+        path = normalize(arguments.path)
         key = key_for(tenant_root(scope.tenant_id), path)
         s3_client().put_object(Bucket=name, Key=key, Body=body, ContentType=text_content_type(path))
     except InvalidPath as exc:
         return ToolResult.failure("invalid_path", str(exc))
     except (ClientError, BotoCoreError) as exc:
-        return s3_failure(exc, arguments["path"])
+        return s3_failure(exc, arguments.path)
     return ToolResult(output={"path": path, "size": len(body)})

@@ -28,19 +28,18 @@ proxies; the call still goes through the SSRF guard.
 from __future__ import annotations
 
 import re
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from stepwise.net.ssrf import AllowHosts, BlockedDestination, check_url
 from stepwise.tools.base import ToolResult
-from stepwise.tools.builtin import Settings, ToolScope
+from stepwise.tools.builtin import Settings, ToolScope, input_schema
 from stepwise.tools.builtin._provider import (
     base_url,
     cap,
     error_detail,
     http_url,
-    invalid_arguments,
     not_configured,
     post_json,
     setting,
@@ -48,8 +47,7 @@ from stepwise.tools.builtin._provider import (
 
 NAME = "web_scrape"
 Format = Literal["markdown", "html", "links"]
-FORMATS: tuple[str, ...] = get_args(Format)
-DEFAULT_FORMATS: list[str] = ["markdown"]
+DEFAULT_FORMATS: list[Format] = ["markdown"]
 CONTENT_LIMIT = 200_000  # characters of page content in one result, all formats together
 MAX_IMAGES = 100
 API_KEY_SETTING = "FIRECRAWL_API_KEY"
@@ -67,27 +65,26 @@ DESCRIPTION = (
     "Read a web page as clean markdown (main content only), and optionally its HTML or its links. "
     f"Content is cut at {CONTENT_LIMIT:,} characters. Set include_images to keep image references."
 )
-INPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "url": {"type": "string", "format": "uri", "description": "The page's absolute http(s) URL."},
-        "formats": {
-            "type": "array",
-            "items": {"type": "string", "enum": list(FORMATS)},
-            "minItems": 1,
-            "uniqueItems": True,
-            "default": DEFAULT_FORMATS,
-            "description": "What to return: markdown (default), html, links.",
-        },
-        "include_images": {
-            "type": "boolean",
-            "default": False,
-            "description": "Keep image references in the markdown and list the page's image URLs.",
-        },
-    },
-    "required": ["url"],
-    "additionalProperties": False,
-}
+
+
+class Arguments(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    # Checked as an http(s) URL before Firecrawl is asked (http_url): "format" is only what the model reads.
+    url: str = Field(json_schema_extra={"format": "uri"}, description="The page's absolute http(s) URL.")
+    # uniqueItems is checked with the schema (by the registry): pydantic has no such constraint on a list.
+    formats: list[Format] = Field(
+        DEFAULT_FORMATS,
+        min_length=1,
+        json_schema_extra={"uniqueItems": True},
+        description="What to return: markdown (default), html, links.",
+    )
+    include_images: bool = Field(
+        False, description="Keep image references in the markdown and list the page's image URLs."
+    )
+
+
+INPUT_SCHEMA: dict[str, Any] = input_schema(Arguments)
 READ_ONLY = True
 EFFECT: Literal["none"] = "none"
 KEY_FIELDS: list[str] = []
@@ -97,12 +94,12 @@ class Config(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-def run(arguments: dict[str, Any], *, scope: ToolScope, settings: Settings, config: Config) -> ToolResult:
+def run(arguments: Arguments, *, scope: ToolScope, settings: Settings, config: Config) -> ToolResult:
     return scrape(arguments, settings=settings)
 
 
 def scrape(
-    arguments: dict[str, Any],
+    arguments: Arguments,
     *,
     settings: Settings,
     timeout: float = TIMEOUT_SECONDS,
@@ -110,11 +107,8 @@ def scrape(
 ) -> ToolResult:
     """Scrape the page through Firecrawl. `allow_hosts` None reads STEPWISE_ALLOW_HOSTS; it applies to
     both the page's URL and Firecrawl's."""
-    failure = invalid_arguments(INPUT_SCHEMA, arguments)
-    if failure is not None:
-        return failure
     try:
-        check_url(http_url(arguments["url"]), allow_hosts)
+        check_url(http_url(arguments.url), allow_hosts)
     except ValueError as exc:
         return ToolResult.failure("invalid_arguments", str(exc))
     except BlockedDestination as exc:
@@ -136,17 +130,17 @@ def scrape(
     return scrape_result(answer.output, arguments)
 
 
-def firecrawl_request(arguments: dict[str, Any]) -> dict[str, Any]:
-    """Firecrawl's request body for schema-valid arguments."""
+def firecrawl_request(arguments: Arguments) -> dict[str, Any]:
+    """Firecrawl's request body."""
     return {
-        "url": arguments["url"],
-        "formats": list(arguments.get("formats") or DEFAULT_FORMATS),
+        "url": arguments.url,
+        "formats": list(arguments.formats),
         "onlyMainContent": True,
         "timeout": SCRAPE_TIMEOUT_MS,
     }
 
 
-def scrape_result(answer: Any, arguments: dict[str, Any]) -> ToolResult:
+def scrape_result(answer: Any, arguments: Arguments) -> ToolResult:
     """The tool's output for Firecrawl's 200 answer, within CONTENT_LIMIT."""
     if not isinstance(answer, dict) or answer.get("success") is False:
         detail = error_detail(answer.get("error", "") if isinstance(answer, dict) else "")
@@ -157,10 +151,10 @@ def scrape_result(answer: Any, arguments: dict[str, Any]) -> ToolResult:
     metadata = data.get("metadata")
     if not isinstance(metadata, dict):
         metadata = {}
-    formats = list(arguments.get("formats") or DEFAULT_FORMATS)
-    include_images = bool(arguments.get("include_images", False))
+    formats = arguments.formats
+    include_images = arguments.include_images
 
-    output: dict[str, Any] = {"url": metadata.get("sourceURL") or arguments["url"]}
+    output: dict[str, Any] = {"url": metadata.get("sourceURL") or arguments.url}
     for source, target in (("title", "title"), ("description", "description"), ("statusCode", "status_code")):
         if metadata.get(source) is not None:
             output[target] = metadata[source]

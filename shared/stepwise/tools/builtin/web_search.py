@@ -30,17 +30,16 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import date, datetime
-from typing import Any, Literal, get_args
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from stepwise.net.ssrf import AllowHosts
 from stepwise.tools.base import ToolResult
-from stepwise.tools.builtin import Settings, ToolScope
+from stepwise.tools.builtin import Settings, ToolScope, input_schema
 from stepwise.tools.builtin._provider import (
     base_url,
     cap,
-    invalid_arguments,
     not_configured,
     post_json,
     setting,
@@ -49,11 +48,8 @@ from stepwise.tools.builtin._provider import (
 NAME = "web_search"
 SearchType = Literal["auto", "neural", "keyword", "deep", "deep-reasoning"]
 ContentMode = Literal["highlights", "compact_text", "full_text"]
-SEARCH_TYPES: tuple[str, ...] = get_args(SearchType)
-CONTENT_MODES: tuple[str, ...] = get_args(ContentMode)
-# Exa's documented categories (company, research paper, news, pdf, github, tweet, personal site,
-# financial report, people), as its references over time list them.
-CATEGORIES = (
+# Exa's documented categories, as its references over time list them.
+Category = Literal[
     "company",
     "research paper",
     "news",
@@ -63,7 +59,7 @@ CATEGORIES = (
     "personal site",
     "financial report",
     "people",
-)
+]
 DEFAULT_SEARCH_TYPE: SearchType = "auto"
 DEFAULT_CONTENT_MODE: ContentMode = "highlights"
 DEFAULT_NUM_RESULTS = 5
@@ -96,49 +92,31 @@ DESCRIPTION = (
     "deep and deep-reasoning. content_mode: highlights (default, the most relevant excerpts), "
     "compact_text (~1,000 characters of each page) or full_text (~5,000)."
 )
-INPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "query": {
-            "type": "string",
-            "minLength": 1,
-            "description": "What to search for, in natural language.",
-        },
-        "search_type": {"type": "string", "enum": list(SEARCH_TYPES), "default": DEFAULT_SEARCH_TYPE},
-        "num_results": {
-            "type": "integer",
-            "minimum": 1,
-            "maximum": MAX_NUM_RESULTS,
-            "default": DEFAULT_NUM_RESULTS,
-        },
-        "include_domains": {
-            "type": "array",
-            "items": {"type": "string", "minLength": 1},
-            "description": "Only results from these domains, e.g. arxiv.org.",
-        },
-        "exclude_domains": {
-            "type": "array",
-            "items": {"type": "string", "minLength": 1},
-            "description": "No results from these domains.",
-        },
-        "start_date": {
-            "type": "string",
-            "description": "Only pages published on or after this ISO 8601 date or date-time.",
-        },
-        "end_date": {
-            "type": "string",
-            "description": "Only pages published on or before this ISO 8601 date or date-time.",
-        },
-        "category": {
-            "type": "string",
-            "enum": list(CATEGORIES),
-            "description": "A kind of page to focus on.",
-        },
-        "content_mode": {"type": "string", "enum": list(CONTENT_MODES), "default": DEFAULT_CONTENT_MODE},
-    },
-    "required": ["query"],
-    "additionalProperties": False,
-}
+Domain = Annotated[str, StringConstraints(min_length=1)]
+
+
+class Arguments(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(min_length=1, description="What to search for, in natural language.")
+    search_type: SearchType = DEFAULT_SEARCH_TYPE
+    num_results: int = Field(DEFAULT_NUM_RESULTS, ge=1, le=MAX_NUM_RESULTS)
+    include_domains: list[Domain] | None = Field(
+        None, description="Only results from these domains, e.g. arxiv.org."
+    )
+    exclude_domains: list[Domain] | None = Field(None, description="No results from these domains.")
+    # ISO 8601 is checked where Exa's request is built (exa_request): JSON Schema's format is not enforced.
+    start_date: str | None = Field(
+        None, description="Only pages published on or after this ISO 8601 date or date-time."
+    )
+    end_date: str | None = Field(
+        None, description="Only pages published on or before this ISO 8601 date or date-time."
+    )
+    category: Category | None = Field(None, description="A kind of page to focus on.")
+    content_mode: ContentMode = DEFAULT_CONTENT_MODE
+
+
+INPUT_SCHEMA: dict[str, Any] = input_schema(Arguments)
 READ_ONLY = True
 EFFECT: Literal["none"] = "none"
 KEY_FIELDS: list[str] = []
@@ -152,12 +130,12 @@ class Config(BaseModel):
     search_type: SearchType | None = None
 
 
-def run(arguments: dict[str, Any], *, scope: ToolScope, settings: Settings, config: Config) -> ToolResult:
+def run(arguments: Arguments, *, scope: ToolScope, settings: Settings, config: Config) -> ToolResult:
     return search(arguments, settings=settings, config=config)
 
 
 def search(
-    arguments: dict[str, Any],
+    arguments: Arguments,
     *,
     settings: Settings,
     config: Config | None = None,
@@ -165,11 +143,8 @@ def search(
     allow_hosts: AllowHosts = None,
 ) -> ToolResult:
     """Search Exa. `timeout` None picks by search type; `allow_hosts` None reads STEPWISE_ALLOW_HOSTS."""
-    failure = invalid_arguments(INPUT_SCHEMA, arguments)
-    if failure is not None:
-        return failure
     if config is not None and config.search_type is not None:
-        arguments = {**arguments, "search_type": config.search_type}
+        arguments = arguments.model_copy(update={"search_type": config.search_type})
     try:
         payload = exa_request(arguments)
     except ValueError as exc:
@@ -187,12 +162,12 @@ def search(
     )
     if not answer.ok:
         return answer
-    return search_result(answer.output, arguments.get("content_mode", DEFAULT_CONTENT_MODE), payload["type"])
+    return search_result(answer.output, arguments.content_mode, payload["type"])
 
 
-def exa_request(arguments: dict[str, Any]) -> dict[str, Any]:
-    """Exa's request body for schema-valid arguments; ValueError for a date that is not ISO 8601."""
-    mode = arguments.get("content_mode", DEFAULT_CONTENT_MODE)
+def exa_request(arguments: Arguments) -> dict[str, Any]:
+    """Exa's request body; ValueError for a date that is not ISO 8601."""
+    mode = arguments.content_mode
     per_result = MODE_CAPS[mode].per_result
     contents = (
         {"highlights": {"maxCharacters": per_result}}
@@ -200,9 +175,9 @@ def exa_request(arguments: dict[str, Any]) -> dict[str, Any]:
         else {"text": {"maxCharacters": per_result}}
     )
     payload: dict[str, Any] = {
-        "query": arguments["query"],
-        "type": arguments.get("search_type", DEFAULT_SEARCH_TYPE),
-        "numResults": arguments.get("num_results", DEFAULT_NUM_RESULTS),
+        "query": arguments.query,
+        "type": arguments.search_type,
+        "numResults": arguments.num_results,
         "contents": contents,
     }
     optional = {
@@ -213,7 +188,7 @@ def exa_request(arguments: dict[str, Any]) -> dict[str, Any]:
         "category": "category",
     }
     for name, field in optional.items():
-        value = arguments.get(name)
+        value = getattr(arguments, name)
         if value in (None, [], ""):
             continue
         if name in ("start_date", "end_date"):
