@@ -176,7 +176,8 @@ class Stores:
 @cache
 def dynamodb() -> Stores:
     """The default: the DynamoDB modules (and S3 for results), built on first use."""
-    from stepwise.store import agents, effects, events, interactions, run_context, runs, sessions
+    from stepwise.ledger import store as effects
+    from stepwise.store import agents, events, interactions, run_context, runs, sessions
     from stepwise.tools import results
 
     return Stores(

@@ -309,7 +309,7 @@ class Claim(BaseModel):
 
 
 class LedgerStore(Protocol):
-    """Where entries live (stepwise.store.effects in DynamoDB); every write is conditional."""
+    """Where entries live (stepwise.ledger.store in DynamoDB); every write is conditional."""
 
     def claim(self, tenant_id: str, key: EffectKey, tool_name: str, run_id: str, tool_call_id: str) -> Claim:
         """Create the entry, or take a claimable one as the next generation; else report the entry."""
