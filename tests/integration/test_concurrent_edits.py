@@ -8,12 +8,13 @@ from typing import Any
 
 import pytest
 
+from stepwise.agents import store as agents
 from stepwise.agents.models import Agent
 from stepwise.core.errors import Conflict
 from stepwise.core.schema import utcnow
 from stepwise.local.stack import LocalStack
+from stepwise.mcp import store as mcp
 from stepwise.mcp.models import McpServer
-from stepwise.store import agents, mcp
 from stepwise.tools.models import ClientTool
 
 

@@ -14,12 +14,11 @@ from typing import Any
 import pytest
 
 from stepwise import mcp
+from stepwise.agents import store as agents
 from stepwise.core.masking import MASK
 from stepwise.local.stack import DEFAULT_TENANT, LocalStack
-from stepwise.mcp import servers
+from stepwise.mcp import servers, store
 from stepwise.mcp.models import MAX_SERVERS
-from stepwise.store import agents
-from stepwise.store import mcp as store
 from tests.fakes.mcp_server import API_KEY_HEADER, FakeMcpServer
 from tests.integration.support import OTHER_KEY
 
@@ -308,7 +307,7 @@ def test_another_tenants_agent_is_404_on_every_route(
 
 
 def test_agent_views_never_show_mcp_header_values(stack: LocalStack) -> None:
-    from stepwise.store import agents as agent_store
+    from stepwise.agents import store as agent_store
 
     _, _, created = stack.invoke_api("POST", "/v1/agents", {"name": "masked"})
     agent_store.update(

@@ -15,11 +15,10 @@ import httpx
 import pytest
 
 from stepwise import mcp
+from stepwise.agents import store as agents
 from stepwise.core import config
 from stepwise.local.stack import DEFAULT_TENANT, LocalStack
-from stepwise.mcp import servers
-from stepwise.store import agents
-from stepwise.store import mcp as store
+from stepwise.mcp import servers, store
 from tests.fakes.mcp_server import FakeMcpServer
 from tests.fakes.oauth_server import SCOPES, FakeOAuthMcpServer
 from tests.integration.support import OTHER_KEY

@@ -16,8 +16,8 @@ import pytest
 from stepwise import mcp
 from stepwise.core.masking import MASK
 from stepwise.local.stack import DEFAULT_TENANT, LocalStack
+from stepwise.mcp import store
 from stepwise.mcp.stdio import ALLOW_ENV
-from stepwise.store import mcp as store
 from tests.fakes.mcp_stdio_server import STDIO_SERVER
 from tests.integration.support import wait_for_run
 

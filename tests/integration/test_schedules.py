@@ -300,7 +300,7 @@ def test_a_disabled_deleted_or_orphaned_schedule_starts_nothing(clock: LocalStac
 
 
 def test_a_schedule_of_a_deleted_agent_starts_nothing(clock: LocalStack) -> None:
-    from stepwise.store import agents
+    from stepwise.agents import store as agents
 
     agent_id = create_agent(clock)
     schedule = create_schedule(clock, agent_id, expression="rate(1 minute)")

@@ -67,7 +67,7 @@ def test_header_values_are_masked_in_every_answer_that_shows_them(stack: LocalSt
     assert created_hook["config"]["headers"] == {"Authorization": MASK}
 
     # Stored and sent as given: only the answers mask them.
-    from stepwise.store import agents
+    from stepwise.agents import store as agents
 
     stored = agents.get("local", agent_id)
     assert {t.name: t.headers for t in stored.tools if hasattr(t, "headers")}["first"] == {

@@ -12,12 +12,13 @@ from typing import Any
 import pytest
 
 from stepwise import ledger
+from stepwise.agents import store as agents
 from stepwise.agents.models import AgentCreate
 from stepwise.core.errors import AgentGone, NotFound, RunStateError
 from stepwise.core.schema import utcnow
 from stepwise.ledger import store as effects
 from stepwise.runs.models import ACTIVE_STATUSES, Run
-from stepwise.store import agents, events, interactions, ports, run_context, runs, sessions
+from stepwise.store import events, interactions, ports, run_context, runs, sessions
 from stepwise.store.run_context import RunContext
 from stepwise.store.sessions import ASSISTANT_SLOT, CHECKPOINT_LIMIT, USER_SLOT, Earlier, tool_slot
 from tests.fakes.stores import FakeStores

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
+from stepwise.agents import store as agents
 from stepwise.hooks import run as hook_run
 from stepwise.local.stack import LocalStack
-from stepwise.store import agents
 
 
 def closed_port_url() -> str:

@@ -8,6 +8,7 @@ from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from pydantic import BaseModel
 
 from stepwise.agents import bounds
+from stepwise.agents import store as agents
 from stepwise.agents.models import Agent, AgentCreate, AgentPatch, MemoryConfig
 from stepwise.api.context import tenant
 from stepwise.api.params import AgentId
@@ -21,7 +22,7 @@ from stepwise.mcp import servers as mcp_servers
 from stepwise.mcp.models import public_servers
 from stepwise.memory import service as memory
 from stepwise.schedules import service as schedules
-from stepwise.store import agents, runs
+from stepwise.store import runs
 from stepwise.tools.models import AgentTool, Tool
 from stepwise.webhooks import keys as webhook_keys
 

@@ -15,13 +15,14 @@ from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from pydantic import BaseModel
 
 from stepwise import answers
+from stepwise.agents import store as agents
 from stepwise.api.auth import PUBLIC
 from stepwise.api.responses import HTML, json_response, responses
 from stepwise.approvals import links, pages
 from stepwise.core.config import ConfigError
 from stepwise.core.errors import Conflict, Gone, NotFound
 from stepwise.core.schema import utcnow
-from stepwise.store import agents, interactions
+from stepwise.store import interactions
 
 router = APIGatewayHttpRouter()
 logger = Logger(service="stepwise")

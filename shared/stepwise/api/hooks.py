@@ -4,6 +4,7 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from pydantic import BaseModel
 
+from stepwise.agents import store as agents
 from stepwise.api.context import tenant
 from stepwise.api.params import AgentId, HookId
 from stepwise.api.responses import json_response, responses
@@ -11,7 +12,6 @@ from stepwise.core.ids import new_id
 from stepwise.core.masking import public_hook
 from stepwise.core.schema import utcnow
 from stepwise.hooks.models import Hook, HookCreate, applied
-from stepwise.store import agents
 
 router = APIGatewayHttpRouter()
 HOOKS = ["hooks"]

@@ -22,9 +22,8 @@ from stepwise.api.params import AgentId
 from stepwise.api.responses import HTML, json_response, responses
 from stepwise.approvals import pages
 from stepwise.core.errors import NotFound
-from stepwise.mcp import servers
+from stepwise.mcp import servers, store
 from stepwise.mcp.models import MCP_TIMEOUT, McpServerCreate, McpServerList, McpServerView
-from stepwise.store import mcp as store
 
 router = APIGatewayHttpRouter()
 logger = Logger(service="stepwise")

@@ -8,13 +8,13 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Query
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 
+from stepwise.agents import store as agents
 from stepwise.api.context import tenant
 from stepwise.api.params import AgentId, MemoryId, UserIdQuery
 from stepwise.api.responses import json_response, responses
 from stepwise.core.errors import NotFound
 from stepwise.memory import service
 from stepwise.memory.models import MemoryList, MemoryNotFound, Owner
-from stepwise.store import agents
 
 router = APIGatewayHttpRouter()
 MEMORIES = ["memories"]

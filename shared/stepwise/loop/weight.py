@@ -85,7 +85,7 @@ def tool_usage(agent: Agent, tools_executed: list[list[str] | None]) -> ToolUsag
 
 def weigh_request(tenant_id: str, agent_id: str) -> dict[str, Any]:
     """The Step function's answer to the API's `{mode: "weigh"}` invocation."""
-    from stepwise.store import agents
+    from stepwise.agents import store as agents
 
     return weigh(agents.get(tenant_id, agent_id)).model_dump(mode="json")
 

@@ -17,6 +17,7 @@ from aws_lambda_powertools import Logger
 
 from stepwise.core.errors import NotFound, Unprocessable
 from stepwise.core.schema import utcnow
+from stepwise.mcp import store
 from stepwise.mcp.models import (
     MCP_TIMEOUT,
     STALE_AFTER,
@@ -28,7 +29,6 @@ from stepwise.mcp.models import (
     servers_of,
 )
 from stepwise.net.ssrf import AllowHosts, BlockedDestination, check_url
-from stepwise.store import mcp as store
 
 if TYPE_CHECKING:
     from stepwise.agents.models import Agent

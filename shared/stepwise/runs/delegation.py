@@ -45,7 +45,7 @@ def record_child(tenant_id: str, parent: Run, interaction: Interaction) -> Run:
         return runs.get(tenant_id, run_id)  # a retried Await: recorded before
     agent_id = str(interaction.arguments["agent_id"])
     session_id = ids.derived_id("ses", interaction.created_at, interaction.interaction_id, "session")
-    from stepwise.store import agents
+    from stepwise.agents import store as agents
 
     agent = agents.get(tenant_id, agent_id)
     child = Run(

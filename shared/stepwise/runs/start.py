@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 from stepwise.agents import bounds
+from stepwise.agents import store as agents
 from stepwise.agents.models import DEFAULT_MAX_STEPS, Agent
 from stepwise.attachments import intake
 from stepwise.attachments.models import Attachment
@@ -24,7 +25,7 @@ from stepwise.runs.cancel import cancel_active
 from stepwise.runs.models import Run, RunCreate, SyncRunCreate
 from stepwise.runs.queue import launch
 from stepwise.sessions.models import Session
-from stepwise.store import agents, runs, sessions
+from stepwise.store import runs, sessions
 from stepwise.webhooks import keys as webhook_keys
 from stepwise.webhooks.models import WebhookConfig
 

@@ -9,6 +9,7 @@ import json
 import logging
 from typing import Any
 
+from stepwise.agents import store as agents
 from stepwise.core import aws, config
 from stepwise.core.errors import Unavailable
 from stepwise.core.ids import new_id
@@ -16,7 +17,6 @@ from stepwise.core.schema import utcnow
 from stepwise.schedules import expressions, store
 from stepwise.schedules.expressions import At
 from stepwise.schedules.models import Schedule, ScheduleCreate
-from stepwise.store import agents
 
 log = logging.getLogger(__name__)
 

@@ -100,7 +100,7 @@ class SessionStore(Protocol):
 
 
 class AgentStore(Protocol):
-    """Agents (stepwise.store.agents)."""
+    """Agents (stepwise.agents.store)."""
 
     def get(self, tenant_id: str, agent_id: str) -> Agent: ...
 
@@ -176,8 +176,9 @@ class Stores:
 @cache
 def dynamodb() -> Stores:
     """The default: the DynamoDB modules (and S3 for results), built on first use."""
+    from stepwise.agents import store as agents
     from stepwise.ledger import store as effects
-    from stepwise.store import agents, events, interactions, run_context, runs, sessions
+    from stepwise.store import events, interactions, run_context, runs, sessions
     from stepwise.tools import results
 
     return Stores(

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from stepwise.agents import store as agents
 from stepwise.agents.models import Agent
 from stepwise.core.errors import Conflict, NotFound
 from stepwise.mcp.models import MAX_SERVERS, McpServer, servers_of
-from stepwise.store import agents
 
 
 def _not_found(agent_id: str, name: str) -> NotFound:
