@@ -17,8 +17,8 @@ from typing import Any, Literal
 from bench.tokens.agent import agent as bench_agent
 from bench.tokens.scenarios import Call, Read, Scenario
 from stepwise.loop.compaction import fit
-from stepwise.loop.models import Compacted
 from stepwise.loop.prompt import _function, build_messages, tool_declarations
+from stepwise.runs.state import Compacted
 from stepwise.tools import tables
 from stepwise.tools.base import ToolResult
 

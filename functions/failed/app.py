@@ -5,7 +5,7 @@ from typing import Any
 from stepwise.core import observability
 from stepwise.core.observability import logger
 from stepwise.loop import failed
-from stepwise.loop.models import FailedState
+from stepwise.runs.state import FailedState
 
 metrics = observability.metrics()
 

@@ -27,7 +27,7 @@ snapstart.prepare(warm)
 @observability.traced
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     from stepwise.loop import step
-    from stepwise.loop.models import RunState
+    from stepwise.runs.state import RunState
 
     # The step this call takes is bound (with the session) once the run is loaded.
     observability.bind(tenant_id=event.get("tenant_id"), run_id=event.get("run_id"), step=event.get("step"))

@@ -27,7 +27,7 @@ from stepwise.api.auth import is_public
 from stepwise.core import config, tables
 from stepwise.local.cfn_yaml import load_template
 from stepwise.loop.await_ import WaitEvent
-from stepwise.loop.models import FailedState, RunState
+from stepwise.runs.state import FailedState, RunState
 
 pytestmark = pytest.mark.contract
 

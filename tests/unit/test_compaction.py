@@ -29,7 +29,7 @@ from stepwise.loop.compaction import (
     reapply,
     summary_prompt,
 )
-from stepwise.loop.models import Compacted
+from stepwise.runs.state import Compacted
 
 Message = dict[str, Any]
 MODEL = "scripted"

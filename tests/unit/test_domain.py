@@ -14,10 +14,10 @@ from stepwise.core.ids import new_id, ulid
 from stepwise.core.schema import utcnow
 from stepwise.llm.models import ScriptTurn
 from stepwise.loop.failed import describe_failure
-from stepwise.loop.models import StepFailure
 from stepwise.loop.prompt import build_messages, tool_declarations
 from stepwise.runs.eventlog import HOLE_GRACE, _contiguous
 from stepwise.runs.models import RunEvent
+from stepwise.runs.state import StepFailure
 from stepwise.tools.models import HttpTool
 from stepwise.tools.registry import permission_for
 

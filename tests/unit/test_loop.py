@@ -89,7 +89,7 @@ def test_only_the_current_steps_results_count_as_answered() -> None:
 def test_a_failed_step_leaves_no_conversation_in_the_cache(monkeypatch: pytest.MonkeyPatch) -> None:
     from stepwise.loop import step as step_module
     from stepwise.loop import working as working_module
-    from stepwise.loop.models import RunState
+    from stepwise.runs.state import RunState
 
     work = working([{"role": "user", "content": "q"}])
     working_module.keep("t1", work, 3)

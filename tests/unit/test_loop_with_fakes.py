@@ -16,10 +16,10 @@ from stepwise.core.errors import AgentGone, NotFound, RunStateError
 from stepwise.core.schema import utcnow
 from stepwise.llm.models import ScriptTurn
 from stepwise.loop import await_, working
-from stepwise.loop.models import RunState, Wait
 from stepwise.loop.step import step, sync_answer
 from stepwise.runs.ending import end_run
 from stepwise.runs.models import Run, RunError
+from stepwise.runs.state import RunState, Wait
 from stepwise.store import ports
 from stepwise.store.run_context import CallRef, RunContext
 from stepwise.store.sessions import USER_SLOT, Earlier

@@ -22,10 +22,10 @@ from stepwise.attachments import render
 from stepwise.core import ids, observability, safejson, tracing
 from stepwise.core.errors import Conflict, NotFound, QuotaExceeded
 from stepwise.llm.models import Usage
-from stepwise.loop.models import Wait
 from stepwise.mcp.models import McpToolRef
 from stepwise.runs import delegation, events
 from stepwise.runs.models import Run
+from stepwise.runs.state import Wait
 from stepwise.store import described, interactions
 from stepwise.store.interactions import Interaction
 from stepwise.store.ports import stores

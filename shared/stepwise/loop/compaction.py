@@ -38,7 +38,7 @@ from stepwise.core import safejson
 from stepwise.core.config import ConfigError
 from stepwise.llm import client as llm_client
 from stepwise.llm.models import TOOL_IMAGES_PREFIX
-from stepwise.loop.models import Compacted
+from stepwise.runs.state import Compacted
 
 Message = dict[str, Any]
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 
 from stepwise.core.errors import step_error_code
-from stepwise.loop.models import FailedState, RunState, StepFailure
 from stepwise.runs.ending import end_run
 from stepwise.runs.models import RunError
+from stepwise.runs.state import FailedState, RunState, StepFailure
 
 
 def describe_failure(failure: StepFailure) -> RunError:

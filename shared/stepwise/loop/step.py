@@ -22,11 +22,11 @@ from stepwise.hooks.run import fire
 from stepwise.loop import calls, done, failed, working
 from stepwise.loop.calls import StepScope
 from stepwise.loop.model_call import call_model, check_doom_loop
-from stepwise.loop.models import RunState, Wait
 from stepwise.loop.working import Working
 from stepwise.memory import recall
 from stepwise.runs import events
 from stepwise.runs.models import Run
+from stepwise.runs.state import RunState, Wait
 from stepwise.store.ports import stores
 from stepwise.store.run_context import CallRef, RunContext
 from stepwise.store.sessions import USER_SLOT

@@ -18,7 +18,7 @@ from stepwise.core.errors import RunStateError
 from stepwise.core.schema import utcnow
 from stepwise.core.tables import CONTEXT_SEQ, RunContextItem, bind, condition_failed, tenant_key
 from stepwise.llm.models import Usage
-from stepwise.loop.models import Compacted, Wait
+from stepwise.runs.state import Compacted, Wait
 
 
 class CallRef(BaseModel):
