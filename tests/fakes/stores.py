@@ -36,11 +36,11 @@ from stepwise.ledger import (
 )
 from stepwise.llm.models import Usage
 from stepwise.runs.models import TERMINAL_STATUSES, EventType, Run, RunError, RunEvent, RunStatus
+from stepwise.runs.state import RunContext
 from stepwise.sessions.models import Session
 from stepwise.store.events import TERMINAL_EVENTS, Appended
 from stepwise.store.interactions import Interaction, digest
 from stepwise.store.ports import Stores
-from stepwise.store.run_context import RunContext
 from stepwise.store.runs import RunExists
 from stepwise.store.sessions import CHECKPOINT_LIMIT, MESSAGE_PREFIX, Earlier, message_key
 from stepwise.tools.results import OFFLOAD_CHARS, key_for

@@ -13,11 +13,10 @@ from stepwise.core.errors import Unauthorized
 from stepwise.core.ids import new_id, ulid
 from stepwise.core.schema import utcnow
 from stepwise.llm.models import ScriptTurn
-from stepwise.loop.failed import describe_failure
 from stepwise.loop.prompt import build_messages, tool_declarations
 from stepwise.runs.eventlog import HOLE_GRACE, _contiguous
 from stepwise.runs.models import RunEvent
-from stepwise.runs.state import StepFailure
+from stepwise.runs.state import StepFailure, describe_failure
 from stepwise.tools.models import HttpTool
 from stepwise.tools.registry import permission_for
 
@@ -173,7 +172,7 @@ def test_agent_and_tool_validation() -> None:
 
 def test_after_three_failed_compactions_the_model_step_stops_compacting() -> None:
     from stepwise.loop.model_call import MAX_COMPACTION_FAILURES, _fit
-    from stepwise.store.run_context import RunContext
+    from stepwise.runs.state import RunContext
 
     context = RunContext(compaction_failures=MAX_COMPACTION_FAILURES)
     huge = [{"role": "user", "content": "x " * 200_000}]

@@ -13,7 +13,7 @@ from stepwise.loop.model_call import DOOM_LOOP_REPEATS, check_doom_loop
 from stepwise.loop.step import _add_results, _answered_ids, _batches
 from stepwise.loop.working import Working
 from stepwise.runs.models import Run
-from stepwise.store.run_context import CallRef, RunContext
+from stepwise.runs.state import CallRef, RunContext
 
 
 def ref(index: int, safe: bool) -> CallRef:

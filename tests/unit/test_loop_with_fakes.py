@@ -19,9 +19,8 @@ from stepwise.loop import await_, working
 from stepwise.loop.step import step, sync_answer
 from stepwise.runs.ending import end_run
 from stepwise.runs.models import Run, RunError
-from stepwise.runs.state import RunState, Wait
+from stepwise.runs.state import CallRef, RunContext, RunState, Wait
 from stepwise.store import ports
-from stepwise.store.run_context import CallRef, RunContext
 from stepwise.store.sessions import USER_SLOT, Earlier
 from stepwise.tools.models import ClientTool
 from tests.fakes.stores import FakeRunContexts, FakeStores

@@ -7,7 +7,7 @@ from stepwise.agents.models import Agent
 from stepwise.hooks.run import fire
 from stepwise.loop.working import Working
 from stepwise.runs.ending import end_run
-from stepwise.store.run_context import RunContext
+from stepwise.runs.state import RunContext
 
 BLOCKED_ANSWER = "The answer was withheld by a policy hook: {message}"
 

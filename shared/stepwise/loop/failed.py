@@ -5,30 +5,8 @@ from __future__ import annotations
 
 import json
 
-from stepwise.core.errors import step_error_code
 from stepwise.runs.ending import end_run
-from stepwise.runs.models import RunError
-from stepwise.runs.state import FailedState, RunState, StepFailure
-
-
-def describe_failure(failure: StepFailure) -> RunError:
-    """Turn what Step Functions caught into the run's {code, message}.
-
-    A Lambda error's Cause is the JSON of {errorType, errorMessage}; our step errors carry a `code`.
-    """
-    message = failure.Cause or failure.Error
-    error_type = failure.Error
-    try:
-        cause = json.loads(failure.Cause or "")
-        if isinstance(cause, dict):
-            message = str(cause.get("errorMessage") or message)
-            error_type = str(cause.get("errorType") or error_type)
-    except ValueError:
-        pass
-    code = step_error_code(error_type)
-    if code is None and error_type.startswith("States."):
-        code = error_type.removeprefix("States.").lower()  # e.g. States.Timeout -> timeout
-    return RunError(code=code or "internal_error", message=message[:2000])
+from stepwise.runs.state import FailedState, RunState, StepFailure, describe_failure
 
 
 def fail(state: FailedState) -> RunState:

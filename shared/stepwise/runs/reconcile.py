@@ -39,11 +39,10 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from stepwise.core import aws, config
 from stepwise.core.errors import NotFound
 from stepwise.core.schema import utcnow
-from stepwise.loop.failed import describe_failure
 from stepwise.runs.ending import end_run
 from stepwise.runs.models import EventType, Run, RunError, RunStatus
 from stepwise.runs.queue import CANCELLED_ERROR, start_next
-from stepwise.runs.state import StepFailure
+from stepwise.runs.state import StepFailure, describe_failure
 from stepwise.store import runs, sessions
 
 logger = Logger(service="stepwise")

@@ -1,12 +1,21 @@
-"""The Step Functions payloads of agent_run.asl.json: small control data only (ids, counters, decisions)."""
+"""A run's state as its execution carries and keeps it: the Step Functions payloads of
+agent_run.asl.json (small control data only: ids, counters, decisions), and the run's context, the one
+small record every Step reads once and writes once (stepwise.store.run_context keeps it).
+
+They sit with the run, not in loop/: the run's lifecycle reads them too (its ending takes the
+context's counters, the reconciler describes a caught failure), and the loop's states import runs."""
 
 from __future__ import annotations
 
+import json
 from typing import Literal
 
 from pydantic import BaseModel, Field
 
 from stepwise.agents.models import DEFAULT_MAX_STEPS
+from stepwise.core.errors import step_error_code
+from stepwise.llm.models import Usage
+from stepwise.runs.models import RunError
 
 
 class Wait(BaseModel):
@@ -42,6 +51,26 @@ class StepFailure(BaseModel):
     Cause: str | None = None
 
 
+def describe_failure(failure: StepFailure) -> RunError:
+    """Turn what Step Functions caught into the run's {code, message}.
+
+    A Lambda error's Cause is the JSON of {errorType, errorMessage}; our step errors carry a `code`.
+    """
+    message = failure.Cause or failure.Error
+    error_type = failure.Error
+    try:
+        cause = json.loads(failure.Cause or "")
+        if isinstance(cause, dict):
+            message = str(cause.get("errorMessage") or message)
+            error_type = str(cause.get("errorType") or error_type)
+    except ValueError:
+        pass
+    code = step_error_code(error_type)
+    if code is None and error_type.startswith("States."):
+        code = error_type.removeprefix("States.").lower()  # e.g. States.Timeout -> timeout
+    return RunError(code=code or "internal_error", message=message[:2000])
+
+
 class FailedState(RunState):
     error: StepFailure = Field(default_factory=StepFailure)
 
@@ -56,3 +85,44 @@ class Compacted(BaseModel):
     summary: str | None = (
         None  # replaces messages[1 or 0:through] when set; else their tool results are placeholders
     )
+
+
+class CallRef(BaseModel):
+    """One tool call of the current step, as the cursor tracks it; its arguments stay in the stored
+    assistant message."""
+
+    id: str
+    name: str
+    index: int
+    parallel_safe: bool = False
+
+
+class RunContext(BaseModel):
+    version: int = 0
+    prepared: bool = False
+    ended: bool = False
+    steps: int = 0
+    usage: Usage = Field(default_factory=Usage)
+    tools_executed: list[str] = Field(default_factory=list)
+    compaction_failures: int = 0
+    # The last compaction, applied again to every later call of the run (stepwise.loop.compaction.fit).
+    compacted: Compacted | None = None
+    # (tool, canonical arguments) digests of the latest calls, oldest first: the doom-loop check.
+    recent_calls: list[str] = Field(default_factory=list)
+    # The cursor: the current step's calls, the first one without a result, those started whose result
+    # may not be recorded (a retried Step checks them), and the pauses it waits on.
+    calls: list[CallRef] = Field(default_factory=list)
+    next_call: int = 0
+    inflight: list[int] = Field(default_factory=list)
+    waits: list[Wait] = Field(default_factory=list)
+    # The prompt size the provider reported for the last call: with the messages added since, the
+    # estimate of the next call's input without re-counting the history.
+    prompt_tokens: int = 0
+    counted_messages: int = 0
+    # Delegation: the child runs this run started, and what they spent once they ended.
+    children: list[str] = Field(default_factory=list)
+    descendants_usage: Usage = Field(default_factory=Usage)
+
+    @property
+    def pending_calls(self) -> list[CallRef]:
+        return self.calls[self.next_call :]

@@ -26,9 +26,9 @@ if TYPE_CHECKING:  # annotations only: importing the adapters here would load ev
     from stepwise.agents.models import Agent
     from stepwise.ledger import LedgerStore
     from stepwise.runs.models import EventType, Run, RunStatus
+    from stepwise.runs.state import RunContext
     from stepwise.store.events import Appended
     from stepwise.store.interactions import Interaction
-    from stepwise.store.run_context import RunContext
     from stepwise.store.sessions import Earlier
 
 Message = dict[str, Any]

@@ -10,56 +10,13 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from pydantic import BaseModel, Field
 from pynamodb.exceptions import DoesNotExist, UpdateError
 
 from stepwise.core import config
 from stepwise.core.errors import RunStateError
 from stepwise.core.schema import utcnow
 from stepwise.core.tables import CONTEXT_SEQ, RunContextItem, bind, condition_failed, tenant_key
-from stepwise.llm.models import Usage
-from stepwise.runs.state import Compacted, Wait
-
-
-class CallRef(BaseModel):
-    """One tool call of the current step, as the cursor tracks it; its arguments stay in the stored
-    assistant message."""
-
-    id: str
-    name: str
-    index: int
-    parallel_safe: bool = False
-
-
-class RunContext(BaseModel):
-    version: int = 0
-    prepared: bool = False
-    ended: bool = False
-    steps: int = 0
-    usage: Usage = Field(default_factory=Usage)
-    tools_executed: list[str] = Field(default_factory=list)
-    compaction_failures: int = 0
-    # The last compaction, applied again to every later call of the run (stepwise.loop.compaction.fit).
-    compacted: Compacted | None = None
-    # (tool, canonical arguments) digests of the latest calls, oldest first: the doom-loop check.
-    recent_calls: list[str] = Field(default_factory=list)
-    # The cursor: the current step's calls, the first one without a result, those started whose result
-    # may not be recorded (a retried Step checks them), and the pauses it waits on.
-    calls: list[CallRef] = Field(default_factory=list)
-    next_call: int = 0
-    inflight: list[int] = Field(default_factory=list)
-    waits: list[Wait] = Field(default_factory=list)
-    # The prompt size the provider reported for the last call: with the messages added since, the
-    # estimate of the next call's input without re-counting the history.
-    prompt_tokens: int = 0
-    counted_messages: int = 0
-    # Delegation: the child runs this run started, and what they spent once they ended.
-    children: list[str] = Field(default_factory=list)
-    descendants_usage: Usage = Field(default_factory=Usage)
-
-    @property
-    def pending_calls(self) -> list[CallRef]:
-        return self.calls[self.next_call :]
+from stepwise.runs.state import RunContext
 
 
 def _key(tenant_id: str, run_id: str) -> str:
