@@ -1,4 +1,4 @@
-"""In-memory stores behind the loop's ports (stepwise.store.ports), dict-backed, with the semantics the
+"""In-memory stores behind the loop's ports (stepwise.runs.ports), dict-backed, with the semantics the
 DynamoDB modules give the loop: conditional writes, key order, exactly-once status changes.
 
 Each fake also has the few functions tests seed it with (`create`, `answer`, `after`), with the same
@@ -36,11 +36,11 @@ from stepwise.ledger import (
 )
 from stepwise.llm.models import Usage
 from stepwise.runs.models import TERMINAL_STATUSES, EventType, Run, RunError, RunEvent, RunStatus
+from stepwise.runs.ports import Stores
 from stepwise.runs.state import RunContext
 from stepwise.sessions.models import Session
 from stepwise.store.events import TERMINAL_EVENTS, Appended
 from stepwise.store.interactions import Interaction, digest
-from stepwise.store.ports import Stores
 from stepwise.store.runs import RunExists
 from stepwise.store.sessions import CHECKPOINT_LIMIT, MESSAGE_PREFIX, Earlier, message_key
 from stepwise.tools.results import OFFLOAD_CHARS, key_for

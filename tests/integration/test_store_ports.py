@@ -17,9 +17,10 @@ from stepwise.agents.models import AgentCreate
 from stepwise.core.errors import AgentGone, NotFound, RunStateError
 from stepwise.core.schema import utcnow
 from stepwise.ledger import store as effects
+from stepwise.runs import ports
 from stepwise.runs.models import ACTIVE_STATUSES, Run
 from stepwise.runs.state import RunContext
-from stepwise.store import events, interactions, ports, run_context, runs, sessions
+from stepwise.store import events, interactions, run_context, runs, sessions
 from stepwise.store.sessions import ASSISTANT_SLOT, CHECKPOINT_LIMIT, USER_SLOT, Earlier, tool_slot
 from tests.fakes.stores import FakeStores
 

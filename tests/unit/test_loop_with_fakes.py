@@ -17,10 +17,10 @@ from stepwise.core.schema import utcnow
 from stepwise.llm.models import ScriptTurn
 from stepwise.loop import await_, working
 from stepwise.loop.step import step, sync_answer
+from stepwise.runs import ports
 from stepwise.runs.ending import end_run
 from stepwise.runs.models import Run, RunError
 from stepwise.runs.state import CallRef, RunContext, RunState, Wait
-from stepwise.store import ports
 from stepwise.store.sessions import USER_SLOT, Earlier
 from stepwise.tools.models import ClientTool
 from tests.fakes.stores import FakeRunContexts, FakeStores

@@ -14,10 +14,10 @@ from stepwise import answers
 from stepwise.core import observability, tracing
 from stepwise.runs import delegation, events
 from stepwise.runs.models import EventType
+from stepwise.runs.ports import stores
 from stepwise.runs.queue import StartFailed, launch
 from stepwise.runs.state import Wait
 from stepwise.store.interactions import Interaction
-from stepwise.store.ports import stores
 from stepwise.webhooks.enqueue import enqueue
 
 logger = Logger(service="stepwise")

@@ -25,10 +25,10 @@ from stepwise.llm.models import Usage
 from stepwise.mcp.models import McpToolRef
 from stepwise.runs import delegation, events
 from stepwise.runs.models import Run
+from stepwise.runs.ports import stores
 from stepwise.runs.state import CallRef, Wait
 from stepwise.store import described, interactions
 from stepwise.store.interactions import Interaction
-from stepwise.store.ports import stores
 from stepwise.store.sessions import tool_slot
 from stepwise.tools import registry, tables
 from stepwise.tools.base import TOOL_RESULT_LIMIT, ToolResult

@@ -23,8 +23,8 @@ from stepwise.loop.prompt import build_messages, tool_declarations
 from stepwise.loop.working import Working
 from stepwise.runs import events
 from stepwise.runs.models import Run
+from stepwise.runs.ports import stores
 from stepwise.runs.state import RunContext
-from stepwise.store.ports import stores
 from stepwise.store.sessions import ASSISTANT_SLOT
 
 DOOM_LOOP_REPEATS = 3

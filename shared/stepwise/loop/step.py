@@ -26,8 +26,8 @@ from stepwise.loop.working import Working
 from stepwise.memory import recall
 from stepwise.runs import events
 from stepwise.runs.models import Run
+from stepwise.runs.ports import stores
 from stepwise.runs.state import CallRef, RunContext, RunState, Wait
-from stepwise.store.ports import stores
 from stepwise.store.sessions import USER_SLOT
 from stepwise.tools import registry
 from stepwise.tools.models import AgentTool

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stepwise.runs.models import Run
-from stepwise.store.ports import stores
+from stepwise.runs.ports import stores
 from stepwise.store.sessions import Earlier
 
 CACHED_RUNS = 32  # a function serves one step at a time; a few runs cover the local stack's threads

@@ -16,10 +16,10 @@ from stepwise.core.errors import NotFound
 from stepwise.hooks.run import fire
 from stepwise.runs import delegation, events
 from stepwise.runs.models import ACTIVE_STATUSES, EventType, RunError, RunStatus
+from stepwise.runs.ports import stores
 from stepwise.runs.queue import start_next, stop
 from stepwise.runs.state import RunContext
 from stepwise.store.interactions import Interaction
-from stepwise.store.ports import stores
 from stepwise.webhooks.enqueue import enqueue
 
 logger = Logger(service="stepwise")

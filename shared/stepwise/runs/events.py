@@ -21,7 +21,7 @@ from stepwise.core.observability import logger
 from stepwise.follow import delivery
 from stepwise.runs.eventlog import HOLE_GRACE, MAX_WAIT, PAGE, POLL_INTERVAL, TERMINAL_EVENTS, EventPage, read
 from stepwise.runs.models import EventType, RunEvent
-from stepwise.store.ports import stores
+from stepwise.runs.ports import stores
 
 __all__ = [
     "HOLE_GRACE",

@@ -6,8 +6,8 @@ from __future__ import annotations
 from stepwise.core import aws, config, observability
 from stepwise.core.errors import Unavailable
 from stepwise.runs.models import Run
+from stepwise.runs.ports import stores
 from stepwise.runs.state import RunState
-from stepwise.store.ports import stores
 
 
 class StartFailed(Unavailable):
