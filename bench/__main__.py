@@ -58,6 +58,9 @@ def main(argv: list[str]) -> int:
     os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    from stepwise.store import wiring
+
+    wiring.install()  # an entry point like a handler module (the local stack installs the same)
 
     began = time.perf_counter()
     sections: dict[str, Section] = {}

@@ -8,8 +8,10 @@ from stepwise.api.app import handle
 from stepwise.api.auth import known_tenant
 from stepwise.core import observability
 from stepwise.core.observability import logger
+from stepwise.store import wiring
 
 metrics = observability.metrics()
+wiring.install()  # this process's stores: DynamoDB's, built on first use
 
 
 # log_event=False whatever POWERTOOLS_LOGGER_LOG_EVENT says: events carry API keys, setting values and

@@ -7,8 +7,10 @@ from aws_lambda_powertools.logging import correlation_paths
 from stepwise.api.auth import authorize
 from stepwise.core import observability
 from stepwise.core.observability import logger
+from stepwise.store import wiring
 
 metrics = observability.metrics()
+wiring.install()  # this process's stores: DynamoDB's, built on first use
 
 
 # The event carries the API key: never logged (log_event=False whatever the environment says), and

@@ -6,8 +6,10 @@ from typing import Any
 from stepwise.core import observability
 from stepwise.core.observability import logger
 from stepwise.loop import await_
+from stepwise.store import wiring
 
 metrics = observability.metrics()
+wiring.install()  # this process's stores: DynamoDB's, built on first use
 
 
 # The event carries the wait's task token: never logged, and nothing of it is traced either.

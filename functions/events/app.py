@@ -12,8 +12,10 @@ from stepwise.api.auth import known_tenant
 from stepwise.core import observability
 from stepwise.core.observability import logger
 from stepwise.follow import handlers
+from stepwise.store import wiring
 
 metrics = observability.metrics()
+wiring.install()  # this process's stores: DynamoDB's, built on first use
 
 
 # log_event=False: the follow URL's token is a credential, and events carry API keys.

@@ -6,8 +6,10 @@ from stepwise.core import observability
 from stepwise.core.observability import logger
 from stepwise.loop import failed
 from stepwise.runs.state import FailedState
+from stepwise.store import wiring
 
 metrics = observability.metrics()
+wiring.install()  # this process's stores: DynamoDB's, built on first use
 
 
 @logger.inject_lambda_context(clear_state=True)

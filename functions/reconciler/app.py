@@ -6,8 +6,10 @@ from typing import Any
 from stepwise.core import observability
 from stepwise.core.observability import logger
 from stepwise.runs import reconcile
+from stepwise.store import wiring
 
 metrics = observability.metrics()
+wiring.install()  # this process's stores: DynamoDB's, built on first use
 
 # Stop sweeping this long before the Lambda's own timeout, so the report still gets out.
 SWEEP_MARGIN_SECONDS = 10.0

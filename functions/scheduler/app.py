@@ -8,8 +8,10 @@ from typing import Any
 from stepwise.core import observability
 from stepwise.core.observability import logger
 from stepwise.schedules.triggers import deliver
+from stepwise.store import wiring
 
 metrics = observability.metrics()
+wiring.install()  # this process's stores: DynamoDB's, built on first use
 
 
 @logger.inject_lambda_context(clear_state=True)

@@ -4,8 +4,10 @@ from typing import Any
 
 from stepwise.core import observability, snapstart
 from stepwise.core.observability import logger
+from stepwise.store import wiring
 
 metrics = observability.metrics()
+wiring.install()  # this process's stores: DynamoDB's, built on first use
 # Under SnapStart init runs once per published version: the loop and litellm are imported into the
 # snapshot there, and clients are rebuilt after each restore. Without it (locally, $LATEST) the loop
 # is imported by the first call, so the module itself stays as light as a minimal Powertools handler.

@@ -4,9 +4,11 @@ from typing import Any
 
 from stepwise.core import observability
 from stepwise.core.observability import logger
+from stepwise.store import wiring
 from stepwise.webhooks import deliver
 
 metrics = observability.metrics()
+wiring.install()  # this process's stores: DynamoDB's, built on first use
 
 
 @logger.inject_lambda_context(clear_state=True)

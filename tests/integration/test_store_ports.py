@@ -73,10 +73,10 @@ def new_run(tenant_id: str, store: Backend, run_id: str = "run_1", session_id: s
     return created
 
 
-def test_the_default_stores_are_the_dynamodb_modules() -> None:
-    default = ports.stores()
+def test_the_installed_stores_are_the_dynamodb_modules() -> None:
+    default = ports.stores()  # installed by the suite's conftest, as each handler module installs them
 
-    assert default is ports.dynamodb()
+    assert default is ports.stores()  # built once
     assert (default.runs, default.sessions, default.run_context, default.events) == (
         runs,
         sessions,
@@ -87,6 +87,17 @@ def test_the_default_stores_are_the_dynamodb_modules() -> None:
     with ports.using(replacement):
         assert ports.stores() is replacement
     assert ports.stores() is default
+
+
+def test_without_installed_stores_a_port_names_the_missing_entry_point(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(ports, "_installed", None)
+
+    with pytest.raises(ports.NotInstalled, match=r"stepwise\.store\.wiring\.install\(\)"):
+        ports.stores()
+    with ports.using(FakeStores().stores()) as fakes:  # a block's own stores need no installing
+        assert ports.stores() is fakes
 
 
 # --- The run's context ---------------------------------------------------------------------------

@@ -183,6 +183,9 @@ class LocalStack:
         from moto import mock_aws
 
         from stepwise.local.persist import LocalState
+        from stepwise.store import wiring
+
+        wiring.install()  # the stack is an entry point too: DynamoDB's stores, in moto
 
         state = LocalState.open(state_dir) if state_dir is not None else None
         mock = mock_aws(

@@ -1,11 +1,14 @@
-"""The loop's stores as small ports: only what the loop's modules and the run's ending call.
+"""The run aggregate's stores as small ports: only what the loop's modules and the run's lifecycle call.
 
-Each DynamoDB (or S3) module satisfies its port structurally (mypy checks it where `dynamodb()` builds
-the default), so production code keeps calling module functions, and unit tests hand the loop
-in-memory fakes (tests/fakes/stores.py) instead of starting moto:
+Each DynamoDB (or S3) module satisfies its port structurally (mypy checks it where
+stepwise.store.wiring builds them), so production code keeps calling module functions, and unit tests
+hand the loop in-memory fakes (tests/fakes/stores.py) instead of starting moto:
 
     with ports.using(fakes.stores()):
         step(state)
+
+Nothing here imports an adapter: a composition root (each handler module, the local stack, the test
+suite) installs the process's stores once, and the packages that use them stay below the store.
 
 The current stores live in a ContextVar: the loop's worker threads run in a copy of the step's
 context (stepwise.loop.calls), so they see the same stores, and tests running side by side in threads
@@ -14,7 +17,7 @@ cannot see each other's.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -173,32 +176,32 @@ class Stores:
     results: ResultStore
 
 
-@cache
-def dynamodb() -> Stores:
-    """The default: the DynamoDB modules (and S3 for results), built on first use."""
-    from stepwise.agents import store as agents
-    from stepwise.ledger import store as effects
-    from stepwise.store import events, interactions, run_context, runs, sessions
-    from stepwise.tools import results
-
-    return Stores(
-        runs=runs,
-        run_context=run_context,
-        sessions=sessions,
-        agents=agents,
-        interactions=interactions,
-        effects=effects,
-        events=events,
-        results=results,
-    )
-
-
 _current: ContextVar[Stores | None] = ContextVar("stepwise_stores", default=None)
 
 
+_installed: Callable[[], Stores] | None = None
+
+
+class NotInstalled(RuntimeError):
+    """No composition root installed the process's stores (a bug of the entry point, not of input)."""
+
+
+def install(build: Callable[[], Stores]) -> None:
+    """The process's stores outside any `using` block: built by `build` on first use, then kept."""
+    global _installed
+    _installed = cache(build)
+
+
 def stores() -> Stores:
-    """The stores the loop uses now: those of the innermost `using` block, else DynamoDB's."""
-    return _current.get() or dynamodb()
+    """The stores the loop uses now: those of the innermost `using` block, else the installed ones."""
+    current = _current.get()
+    if current is not None:
+        return current
+    if _installed is None:
+        raise NotInstalled(
+            "no stores are installed: the entry point must call stepwise.store.wiring.install()"
+        )
+    return _installed()
 
 
 @contextmanager
