@@ -12,9 +12,9 @@ from botocore.exceptions import ClientError
 
 from stepwise.core import aws, observability
 from stepwise.core.errors import Conflict, Gone, Unavailable, Unprocessable
+from stepwise.interactions.models import Interaction
 from stepwise.runs import events
 from stepwise.store import interactions
-from stepwise.store.interactions import Interaction
 
 logger = Logger(service="stepwise")
 

@@ -24,6 +24,7 @@ from stepwise.agents.models import Agent, AgentCreate
 from stepwise.core import config
 from stepwise.core.errors import AgentGone, Conflict, NotFound, RunStateError
 from stepwise.core.schema import utcnow
+from stepwise.interactions.models import Interaction, digest
 from stepwise.ledger import (
     CLAIMABLE,
     HISTORY_LIMIT,
@@ -35,14 +36,21 @@ from stepwise.ledger import (
     Settlement,
 )
 from stepwise.llm.models import Usage
-from stepwise.runs.models import TERMINAL_STATUSES, EventType, Run, RunError, RunEvent, RunStatus
+from stepwise.runs.models import (
+    TERMINAL_EVENTS,
+    TERMINAL_STATUSES,
+    Appended,
+    EventType,
+    Run,
+    RunError,
+    RunEvent,
+    RunStatus,
+)
 from stepwise.runs.ports import Stores
 from stepwise.runs.state import RunContext
-from stepwise.sessions.models import Session
-from stepwise.store.events import TERMINAL_EVENTS, Appended
-from stepwise.store.interactions import Interaction, digest
+from stepwise.sessions.models import Earlier, Session
 from stepwise.store.runs import RunExists
-from stepwise.store.sessions import CHECKPOINT_LIMIT, MESSAGE_PREFIX, Earlier, message_key
+from stepwise.store.sessions import CHECKPOINT_LIMIT, MESSAGE_PREFIX, message_key
 from stepwise.tools.results import OFFLOAD_CHARS, key_for
 
 Message = dict[str, Any]

@@ -22,6 +22,7 @@ from stepwise.ledger import store as effects
 from stepwise.local.stack import DEFAULT_TENANT, LocalStack
 from stepwise.runs.models import RunCreate
 from stepwise.runs.start import start_run
+from stepwise.sessions.models import tool_slot
 from stepwise.store import sessions
 from tests.fakes.receiver import Receiver, Reply
 from tests.integration.support import wait_for_run
@@ -264,7 +265,7 @@ def crash_before_storing(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]
     put_message = sessions.put_message
 
     def crash_once(tenant_id: str, session_id: str, run_id: str, step: int, slot: str, message: Any) -> None:
-        if slot.startswith(sessions.tool_slot(0)[:2]) and not crashed:
+        if slot.startswith(tool_slot(0)[:2]) and not crashed:
             crashed.append(slot)
             raise GateCrashed("the Lambda died before the result was stored")
         put_message(tenant_id, session_id, run_id, step, slot, message)

@@ -9,9 +9,9 @@ import pytest
 
 from stepwise.core.masking import MASK
 from stepwise.core.schema import utcnow
+from stepwise.interactions.models import Interaction
 from stepwise.local.stack import LocalStack
 from stepwise.loop import await_
-from stepwise.store.interactions import Interaction
 from stepwise.tools.builtin import _sql, database_query
 from tests.integration.support import tool
 

@@ -16,12 +16,14 @@ from stepwise.agents import store as agents
 from stepwise.agents.models import AgentCreate
 from stepwise.core.errors import AgentGone, NotFound, RunStateError
 from stepwise.core.schema import utcnow
+from stepwise.interactions.models import digest
 from stepwise.ledger import store as effects
 from stepwise.runs import ports
 from stepwise.runs.models import ACTIVE_STATUSES, Run
 from stepwise.runs.state import RunContext
+from stepwise.sessions.models import ASSISTANT_SLOT, USER_SLOT, Earlier, tool_slot
 from stepwise.store import events, interactions, run_context, runs, sessions
-from stepwise.store.sessions import ASSISTANT_SLOT, CHECKPOINT_LIMIT, USER_SLOT, Earlier, tool_slot
+from stepwise.store.sessions import CHECKPOINT_LIMIT
 from tests.fakes.stores import FakeStores
 
 
@@ -333,7 +335,7 @@ def pause(store: Backend, tenant_id: str, interaction_id: str, run_id: str = "ru
 def test_an_interaction_is_answered_or_closed_exactly_once(backend: Backend, tenant: str) -> None:
     first = pause(backend, tenant, "int_a")
     assert (first.status, first.has_token) == ("pending", False)
-    assert first.digest == interactions.digest(tenant, "ask", {"q": "?"})
+    assert first.digest == digest(tenant, "ask", {"q": "?"})
 
     assert backend.interactions.answer(tenant, "int_a", {"outcome": "completed"}, key="k", by=None) is True
     assert backend.interactions.answer(tenant, "int_a", {"outcome": "error"}, key="k2", by=None) is False

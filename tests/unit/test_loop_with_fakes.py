@@ -21,7 +21,7 @@ from stepwise.runs import ports
 from stepwise.runs.ending import end_run
 from stepwise.runs.models import Run, RunError
 from stepwise.runs.state import CallRef, RunContext, RunState, Wait
-from stepwise.store.sessions import USER_SLOT, Earlier
+from stepwise.sessions.models import USER_SLOT, Earlier
 from stepwise.tools.models import ClientTool
 from tests.fakes.stores import FakeRunContexts, FakeStores
 

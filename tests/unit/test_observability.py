@@ -20,11 +20,11 @@ from typing import Any
 import pytest
 
 from stepwise.core import observability
+from stepwise.interactions.models import Interaction
 from stepwise.llm.models import Usage
 from stepwise.local.cfn_yaml import load_template
 from stepwise.local.lambdas import LambdaContext
 from stepwise.runs.models import Run
-from stepwise.store.interactions import Interaction
 
 ROOT = Path(__file__).resolve().parents[2]
 NAMESPACE = "Stepwise"

@@ -22,6 +22,7 @@ from stepwise.approvals import links, pages
 from stepwise.core.config import ConfigError
 from stepwise.core.errors import Conflict, Gone, NotFound
 from stepwise.core.schema import utcnow
+from stepwise.interactions.models import Interaction
 from stepwise.store import interactions
 
 router = APIGatewayHttpRouter()
@@ -107,7 +108,7 @@ def _claims(token: str) -> links.LinkClaims | Response[str]:
         return _page("expired")
 
 
-def _earlier(interaction: interactions.Interaction) -> Response[str] | None:
+def _earlier(interaction: Interaction) -> Response[str] | None:
     """The page for an interaction that can no longer be decided, or None while it is pending."""
     if interaction.status == "answered":
         approved = bool((interaction.answer or {}).get("approved"))

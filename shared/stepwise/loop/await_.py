@@ -12,12 +12,12 @@ from pydantic import BaseModel
 
 from stepwise import answers
 from stepwise.core import observability, tracing
+from stepwise.interactions.models import Interaction
 from stepwise.runs import delegation, events
 from stepwise.runs.models import EventType
 from stepwise.runs.ports import stores
 from stepwise.runs.queue import StartFailed, launch
 from stepwise.runs.state import Wait
-from stepwise.store.interactions import Interaction
 from stepwise.webhooks.enqueue import enqueue
 
 logger = Logger(service="stepwise")

@@ -21,15 +21,15 @@ from stepwise.agents.models import Agent
 from stepwise.attachments import render
 from stepwise.core import ids, observability, safejson, tracing
 from stepwise.core.errors import Conflict, NotFound, QuotaExceeded
+from stepwise.interactions.models import Interaction, digest
 from stepwise.llm.models import Usage
 from stepwise.mcp.models import McpToolRef
 from stepwise.runs import delegation, events
 from stepwise.runs.models import Run
 from stepwise.runs.ports import stores
 from stepwise.runs.state import CallRef, Wait
-from stepwise.store import described, interactions
-from stepwise.store.interactions import Interaction
-from stepwise.store.sessions import tool_slot
+from stepwise.sessions.models import tool_slot
+from stepwise.store import described
 from stepwise.tools import registry, tables
 from stepwise.tools.base import TOOL_RESULT_LIMIT, ToolResult
 from stepwise.tools.builtin import ToolScope
@@ -387,7 +387,7 @@ def _answered(scope: StepScope, ref: CallRef, interaction: Interaction) -> Settl
         reason = answer.get("reason") or "no reason given"
         return Settled(ref, ToolResult.failure("denied", f"a human denied this call: {reason}"))
     tool = registry.resolve(scope.agent, interaction.tool_name)
-    bound = interactions.digest(scope.tenant_id, interaction.tool_name, interaction.arguments)
+    bound = digest(scope.tenant_id, interaction.tool_name, interaction.arguments)
     if tool is None or isinstance(tool, ClientTool) or bound != interaction.digest:
         # the approval is bound to tool, arguments and tenant: anything else is not what was approved
         return Settled(ref, ToolResult.failure("approval_mismatch", "the approved call no longer matches"))

@@ -25,7 +25,7 @@ from stepwise.runs import events
 from stepwise.runs.models import Run
 from stepwise.runs.ports import stores
 from stepwise.runs.state import RunContext
-from stepwise.store.sessions import ASSISTANT_SLOT
+from stepwise.sessions.models import ASSISTANT_SLOT
 
 DOOM_LOOP_REPEATS = 3
 SUMMARY_MODEL_ENV = "STEPWISE_SUMMARY_MODEL"

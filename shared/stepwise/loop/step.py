@@ -28,7 +28,7 @@ from stepwise.runs import events
 from stepwise.runs.models import Run
 from stepwise.runs.ports import stores
 from stepwise.runs.state import CallRef, RunContext, RunState, Wait
-from stepwise.store.sessions import USER_SLOT
+from stepwise.sessions.models import USER_SLOT
 from stepwise.tools import registry
 from stepwise.tools.models import AgentTool
 

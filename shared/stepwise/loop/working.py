@@ -17,7 +17,7 @@ from typing import Any
 
 from stepwise.runs.models import Run
 from stepwise.runs.ports import stores
-from stepwise.store.sessions import Earlier
+from stepwise.sessions.models import Earlier
 
 CACHED_RUNS = 32  # a function serves one step at a time; a few runs cover the local stack's threads
 

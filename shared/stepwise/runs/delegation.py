@@ -18,10 +18,10 @@ from typing import Any
 from stepwise.core import ids
 from stepwise.core.errors import NotFound
 from stepwise.core.schema import utcnow
+from stepwise.interactions.models import Interaction
 from stepwise.llm.models import Usage
 from stepwise.runs.models import Run, RunError
 from stepwise.store import interactions, runs, sessions
-from stepwise.store.interactions import Interaction
 
 MAX_DEPTH = 3  # below the root: a run at depth 3 cannot delegate
 DELEGATION_TIMEOUT = 24 * 3600  # seconds a parent waits for a child before the call times out

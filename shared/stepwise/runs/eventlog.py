@@ -18,11 +18,10 @@ import time
 from pydantic import BaseModel
 
 from stepwise.core.schema import utcnow
-from stepwise.runs.models import RunEvent
+from stepwise.runs.models import Head, RunEvent
 from stepwise.store import events as store
 from stepwise.store import runs
 
-TERMINAL_EVENTS = store.TERMINAL_EVENTS
 PAGE = 200
 POLL_INTERVAL = 0.25
 MAX_WAIT = 25.0  # below API Gateway's 30 s integration timeout
@@ -48,7 +47,7 @@ def _contiguous(events: list[RunEvent], after: int, run_done: bool) -> list[RunE
     return out
 
 
-def page(tenant_id: str, run_id: str, after: int, head: store.Head) -> EventPage:
+def page(tenant_id: str, run_id: str, after: int, head: Head) -> EventPage:
     """What the log holds after `after`, read against `head`."""
     events: list[RunEvent] = []
     if head.last_seq > after:
@@ -60,7 +59,7 @@ def page(tenant_id: str, run_id: str, after: int, head: store.Head) -> EventPage
     return EventPage(events=events, next=nxt, done=head.done and nxt >= head.last_seq)
 
 
-def _abandoned(head: store.Head) -> bool:
+def _abandoned(head: Head) -> bool:
     return head.moved_at is not None and (utcnow() - head.moved_at).total_seconds() > HOLE_GRACE
 
 

@@ -19,8 +19,8 @@ from typing import Any
 
 from stepwise.core.observability import logger
 from stepwise.follow import delivery
-from stepwise.runs.eventlog import HOLE_GRACE, MAX_WAIT, PAGE, POLL_INTERVAL, TERMINAL_EVENTS, EventPage, read
-from stepwise.runs.models import EventType, RunEvent
+from stepwise.runs.eventlog import HOLE_GRACE, MAX_WAIT, PAGE, POLL_INTERVAL, EventPage, read
+from stepwise.runs.models import TERMINAL_EVENTS, EventType, RunEvent
 from stepwise.runs.ports import stores
 
 __all__ = [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, get_args
 
@@ -221,3 +222,19 @@ class SyncRunResult(BaseModel):
     run_id: str
     session_id: str
     output: str | None
+
+
+TERMINAL_EVENTS = frozenset({"run_completed", "run_failed", "run_cancelled"})
+
+
+@dataclass(frozen=True)
+class Appended:
+    events: list[RunEvent]
+    followed: bool  # a follower had connected when these seqs were reserved
+
+
+@dataclass(frozen=True)
+class Head:
+    last_seq: int  # the last sequence number handed out (its event may still be in flight)
+    done: bool  # the last event handed out is terminal
+    moved_at: datetime | None

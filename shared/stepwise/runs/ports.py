@@ -27,12 +27,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # annotations only: importing the adapters here would load every table model
     from stepwise.agents.models import Agent
+    from stepwise.interactions.models import Interaction
     from stepwise.ledger import LedgerStore
-    from stepwise.runs.models import EventType, Run, RunStatus
+    from stepwise.runs.models import Appended, EventType, Run, RunStatus
     from stepwise.runs.state import RunContext
-    from stepwise.store.events import Appended
-    from stepwise.store.interactions import Interaction
-    from stepwise.store.sessions import Earlier
+    from stepwise.sessions.models import Earlier
 
 Message = dict[str, Any]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -26,3 +27,29 @@ class SessionView(Session):
     usage: Usage  # every run of the session, summed (cost null when any run's is unknown)
     runs: list[RunView]
     messages: list[dict[str, Any]]
+
+
+USER_SLOT = "0"
+
+
+ASSISTANT_SLOT = "1"
+
+
+def tool_slot(index: int) -> str:
+    return f"2#{index:03d}"  # after the assistant message that asked, in the model's order
+
+
+@dataclass
+class Earlier:
+    """The history of a session's completed runs as a run found it, with when each message's
+    retention ends (epoch seconds): a checkpoint carries messages on, never past their own expiry."""
+
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    expiries: list[int] = field(default_factory=list)
+
+    def __add__(self, other: Earlier) -> Earlier:
+        return Earlier([*self.messages, *other.messages], [*self.expiries, *other.expiries])
+
+    def live(self, now: int) -> Earlier:
+        kept = [(m, x) for m, x in zip(self.messages, self.expiries, strict=True) if x > now]
+        return Earlier([m for m, _ in kept], [x for _, x in kept])

@@ -7,8 +7,7 @@ behind it. Readers poll the same head and query the log only when it moved past 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from pynamodb.exceptions import DoesNotExist
@@ -16,22 +15,7 @@ from pynamodb.exceptions import DoesNotExist
 from stepwise.core import config
 from stepwise.core.schema import utcnow
 from stepwise.core.tables import HEAD_SEQ, RunEventItem, RunHeadItem, bind, tenant_key
-from stepwise.runs.models import EventType, RunEvent
-
-TERMINAL_EVENTS = frozenset({"run_completed", "run_failed", "run_cancelled"})
-
-
-@dataclass(frozen=True)
-class Appended:
-    events: list[RunEvent]
-    followed: bool  # a follower had connected when these seqs were reserved
-
-
-@dataclass(frozen=True)
-class Head:
-    last_seq: int  # the last sequence number handed out (its event may still be in flight)
-    done: bool  # the last event handed out is terminal
-    moved_at: datetime | None
+from stepwise.runs.models import TERMINAL_EVENTS, Appended, EventType, Head, RunEvent
 
 
 def append(tenant_id: str, run_id: str, events: list[tuple[EventType, dict[str, Any]]]) -> Appended:

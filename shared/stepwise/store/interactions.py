@@ -3,64 +3,15 @@ pending → answered, so exactly one answer wins however many arrive."""
 
 from __future__ import annotations
 
-import hashlib
-import json
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
-from pydantic import BaseModel
 from pynamodb.exceptions import DoesNotExist, PutError, UpdateError
 
 from stepwise.core.errors import NotFound
 from stepwise.core.schema import utcnow
 from stepwise.core.tables import InteractionItem, bind, condition_failed, same_tenant, tenant_key
-
-
-class Interaction(BaseModel):
-    interaction_id: str
-    run_id: str
-    session_id: str
-    agent_id: str
-    kind: str
-    status: str
-    step: int
-    tool_call_id: str
-    tool_call_index: int
-    tool_name: str
-    arguments: dict[str, Any]
-    digest: str
-    timeout_seconds: int
-    channels: list[dict[str, Any]] | None = None
-    has_token: bool = False
-    answer: dict[str, Any] | None = None
-    answer_key: str | None = None
-    answered_by: str | None = None
-    answered_at: datetime | None = None
-    delivered: bool = False
-    created_at: datetime
-    deadline: datetime
-
-    def public(self) -> dict[str, Any]:
-        """As `GET /v1/sessions/{id}/interactions` shows it: never the token, never the digest."""
-        return self.model_dump(
-            mode="json",
-            include={
-                "interaction_id",
-                "run_id",
-                "kind",
-                "status",
-                "tool_call_id",
-                "tool_name",
-                "arguments",
-                "created_at",
-            },
-        )
-
-
-def digest(tenant_id: str, tool_name: str, arguments: dict[str, Any]) -> str:
-    """What an approval is bound to: this tenant, this tool, exactly these arguments."""
-    canonical = json.dumps([tenant_id, tool_name, arguments], sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()
+from stepwise.interactions.models import Interaction, digest
 
 
 def _model(item: InteractionItem) -> Interaction:

@@ -4,7 +4,6 @@ history. Messages are OpenAI chat-format dicts; their sort key orders them by ru
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, cast
 
@@ -14,16 +13,10 @@ from stepwise.core import config
 from stepwise.core.errors import NotFound
 from stepwise.core.schema import utcnow
 from stepwise.core.tables import SessionItem, bind, condition_failed, tenant_key
-from stepwise.sessions.models import Session
+from stepwise.sessions.models import Earlier, Session
 
 SHELL = "session"
 MESSAGE_PREFIX = "msg#"
-USER_SLOT = "0"
-ASSISTANT_SLOT = "1"
-
-
-def tool_slot(index: int) -> str:
-    return f"2#{index:03d}"  # after the assistant message that asked, in the model's order
 
 
 def message_key(run_id: str, step: int, slot: str) -> str:
@@ -118,22 +111,6 @@ def _items(tenant_id: str, session_id: str) -> list[SessionItem]:
 def messages(tenant_id: str, session_id: str, run_ids: set[str] | None = None) -> list[dict[str, Any]]:
     """Messages in order, optionally only those of the given runs."""
     return [i.message for i in _items(tenant_id, session_id) if run_ids is None or i.run_id in run_ids]
-
-
-@dataclass
-class Earlier:
-    """The history of a session's completed runs as a run found it, with when each message's
-    retention ends (epoch seconds): a checkpoint carries messages on, never past their own expiry."""
-
-    messages: list[dict[str, Any]] = field(default_factory=list)
-    expiries: list[int] = field(default_factory=list)
-
-    def __add__(self, other: Earlier) -> Earlier:
-        return Earlier([*self.messages, *other.messages], [*self.expiries, *other.expiries])
-
-    def live(self, now: int) -> Earlier:
-        kept = [(m, x) for m, x in zip(self.messages, self.expiries, strict=True) if x > now]
-        return Earlier([m for m, _ in kept], [x for _, x in kept])
 
 
 def _expiry(item: SessionItem) -> int:
