@@ -144,14 +144,14 @@ def test_a_tool_that_crashes_gets_its_own_error_and_its_siblings_run(
 ) -> None:
     from stepwise.tools import registry
 
-    real = registry.execute
+    real = registry.run
 
     def crashing(tool: Any, arguments: dict[str, Any], **kwargs: Any) -> Any:
         if arguments.get("q") == "boom":
             raise ZeroDivisionError("inside the tool")
         return real(tool, arguments, **kwargs)
 
-    monkeypatch.setattr(registry, "execute", crashing)
+    monkeypatch.setattr(registry, "run", crashing)
     agent_id = agent_with(stack, tools=[tool("read", f"{receiver.url}/read", read_only=True)])
     calls = [{"name": "read", "arguments": {"q": q}} for q in ("boom", "fine")]
 

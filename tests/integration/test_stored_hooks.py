@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from stepwise.agents import store as agents
-from stepwise.hooks import run as hook_run
 from stepwise.local.stack import LocalStack
+from stepwise.runs import hooks as hook_run
 
 
 def closed_port_url() -> str:

@@ -13,12 +13,12 @@ from stepwise.core.errors import Unauthorized
 from stepwise.core.ids import new_id, ulid
 from stepwise.core.schema import utcnow
 from stepwise.llm.models import ScriptTurn
+from stepwise.loop.gating import permission_for
 from stepwise.loop.prompt import build_messages, tool_declarations
 from stepwise.runs.eventlog import HOLE_GRACE, _contiguous
 from stepwise.runs.models import RunEvent
 from stepwise.runs.state import StepFailure, describe_failure
 from stepwise.tools.models import HttpTool
-from stepwise.tools.registry import permission_for
 
 
 def http_tool(name: str, **extra: Any) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from stepwise.agents.models import Agent
 from stepwise.core.errors import Unprocessable
 from stepwise.core.masking import MASK
+from stepwise.loop.gating import permission_for
 from stepwise.mcp import declarations, find
 from stepwise.mcp.models import TOOLS_CACHE_LIMIT, McpServer, McpServerCreate, McpTool
 from stepwise.mcp.naming import NAME_LIMIT, exposed_name, exposed_names
@@ -24,7 +25,6 @@ from stepwise.mcp.servers import _within_limit, check_destination
 from stepwise.mcp.transport import GuardedAsyncBackend
 from stepwise.net.ssrf import BlockedDestination
 from stepwise.tools.models import TOOL_NAME
-from stepwise.tools.registry import permission_for
 
 CREATED = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -6,7 +6,7 @@ import pytest
 
 from stepwise.core import safejson
 from stepwise.llm.client import parse_arguments
-from stepwise.loop.calls import _arguments
+from stepwise.loop.gating import _arguments
 from stepwise.loop.model_call import _signature
 
 

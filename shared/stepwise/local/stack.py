@@ -502,7 +502,7 @@ def _bring_up(
     for module in (
         "stepwise.loop.compaction",
         "stepwise.mcp",
-        "stepwise.hooks.run",
+        "stepwise.runs.hooks",
         "stepwise.tools.http_tool",
     ):
         importlib.import_module(module)

@@ -4,9 +4,9 @@ hooks, then the run ends succeeded with its answer."""
 from __future__ import annotations
 
 from stepwise.agents.models import Agent
-from stepwise.hooks.run import fire
 from stepwise.loop.working import Working
 from stepwise.runs.ending import end_run
+from stepwise.runs.hooks import fire
 from stepwise.runs.state import RunContext
 
 BLOCKED_ANSWER = "The answer was withheld by a policy hook: {message}"

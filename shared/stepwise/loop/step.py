@@ -10,6 +10,7 @@ item, one read); the conversation itself is cached in the function (stepwise.loo
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from aws_lambda_powertools import Logger
@@ -18,18 +19,19 @@ from stepwise.agents.models import Agent
 from stepwise.attachments import render
 from stepwise.core import observability, tracing
 from stepwise.core.errors import DoomLoop, HookDenied, RunStateError
-from stepwise.hooks.run import fire
-from stepwise.loop import calls, done, failed, working
-from stepwise.loop.calls import StepScope
+from stepwise.loop import done, execution, failed, gating, working
+from stepwise.loop import waits as waits_
+from stepwise.loop.calls import Paused, Ready, Refused, Resolved, Settled, StepScope
 from stepwise.loop.model_call import call_model, check_doom_loop
+from stepwise.loop.results import store_result
 from stepwise.loop.working import Working
 from stepwise.memory import recall
 from stepwise.runs import events
+from stepwise.runs.hooks import fire
 from stepwise.runs.models import Run
 from stepwise.runs.ports import stores
 from stepwise.runs.state import CallRef, RunContext, RunState, Wait
 from stepwise.sessions.models import USER_SLOT
-from stepwise.tools import registry
 from stepwise.tools.models import AgentTool
 
 logger = Logger(service="stepwise")
@@ -92,7 +94,7 @@ def _add_results(work: Working, context: RunContext, results: list[dict[str, Any
     work.current[tail:] = sorted(results_tail, key=lambda m: order.get(str(m.get("tool_call_id")), 1 << 30))
 
 
-def _executing(context: RunContext, ready: list[calls.Ready]) -> RunContext:
+def _executing(context: RunContext, ready: list[Ready]) -> RunContext:
     """Recorded before the calls act, so a crash after acting still counts them."""
     return context.model_copy(
         update={
@@ -100,6 +102,60 @@ def _executing(context: RunContext, ready: list[calls.Ready]) -> RunContext:
             "inflight": [r.ref.index for r in ready],
         }
     )
+
+
+@dataclass
+class Acted:
+    """What acting on a step's calls left: the context (fenced), the results to add, the new pauses."""
+
+    context: RunContext
+    results: list[dict[str, Any]]
+    paused: list[Paused]
+
+
+def _act(
+    tenant_id: str,
+    work: Working,
+    context: RunContext,
+    scope: StepScope,
+    items: list[Ready] | list[Settled],
+    *,
+    in_order: bool,
+) -> Acted:
+    """The one way a step's calls act, whether they were just gated or their wait is over. The Ready
+    ones are fenced in the context first (a retried Step never runs them twice). A batch just gated
+    then starts its delegations' children and runs the rest (together when several are
+    parallel-safe); settled waits go `in_order`, one at a time in the model's order: each delegates,
+    runs, or has its result stored."""
+    ready = [i for i in items if isinstance(i, Ready)]
+    if ready:
+        context = stores().run_context.save(tenant_id, work.run.run_id, _executing(context, ready))
+    results: list[dict[str, Any]] = []
+    paused: list[Paused] = []
+
+    def delegated(item: Ready) -> None:
+        outcome = gating.delegate(scope, item)  # a delegation's child runs on its own; the call waits
+        if isinstance(outcome, Paused):
+            paused.append(outcome)
+        else:
+            results.append(outcome.message)
+
+    if not in_order:
+        for call in ready:
+            if isinstance(call.tool, AgentTool):
+                delegated(call)
+        inline = [r for r in ready if not isinstance(r.tool, AgentTool)]
+        results += execution.execute_all(scope, inline, concurrently=len(inline) > 1)
+        return Acted(context, results, paused)
+    events.flush()  # what led here is in the log before the calls act
+    for item in items:  # one at a time, in the model's order
+        if isinstance(item, Resolved):
+            results.append(store_result(scope, item.ref, item.result, limit=item.limit))
+        elif isinstance(item.tool, AgentTool):
+            delegated(item)
+        else:
+            results.append(execution.execute(scope, item))
+    return Acted(context, results, paused)
 
 
 def _finish_waits(
@@ -118,27 +174,16 @@ def _finish_waits(
     by_id = {ref.id: ref for ref in context.calls}
     waits = sorted(context.waits, key=lambda w: by_id[w.tool_call_id].index)
     done_ids = _answered_ids(work)
-    settled = [calls.settle(scope, by_id[w.tool_call_id], w) for w in waits if w.tool_call_id not in done_ids]
-    ready = [s.ready for s in settled if s.ready is not None]
-    if ready:
-        context = stores().run_context.save(tenant_id, work.run.run_id, _executing(context, ready))
-    results: list[dict[str, Any]] = []
-    delegated: list[calls.Gated] = []
-    spent = sum((s.spent for s in settled if s.spent is not None), context.descendants_usage)
-    events.flush()  # what led here is in the log before the calls act
-    for s in settled:  # one at a time, in the model's order
-        if s.ready is not None and isinstance(s.ready.tool, AgentTool):
-            delegated.append(calls.delegate(scope, s.ready))
-        elif s.ready is not None:
-            results.append(calls.execute(scope, s.ready))
-        elif s.result is not None:
-            results.append(calls.store_result(scope, s.ref, s.result, limit=s.limit))
-    results += [d.message for d in delegated if d.message is not None]
-    _add_results(work, context, results)
-    started = [d.child_run_id for d in delegated if d.child_run_id is not None]
-    new_waits = [d.wait for d in delegated if d.wait is not None]
-    update = {"waits": new_waits, "inflight": [], "descendants_usage": spent}
-    return context.model_copy(update={**update, "children": [*context.children, *started]}), new_waits
+    settled = [
+        waits_.settle(scope, by_id[w.tool_call_id], w) for w in waits if w.tool_call_id not in done_ids
+    ]
+    spent = sum((s.spent for s in settled if isinstance(s, Resolved) and s.spent), context.descendants_usage)
+    acted = _act(tenant_id, work, context, scope, settled, in_order=True)
+    _add_results(work, acted.context, acted.results)
+    started = [p.child_run_id for p in acted.paused if p.child_run_id is not None]
+    update = {"waits": [p.wait for p in acted.paused], "inflight": [], "descendants_usage": spent}
+    context = acted.context.model_copy(update={**update, "children": [*context.children, *started]})
+    return context, [p.wait for p in acted.paused]
 
 
 def _batches(pending: list[CallRef]) -> list[list[CallRef]]:
@@ -159,18 +204,15 @@ def _run_calls(
     scope = _scope(tenant_id, work, agent, context)
     done_ids = _answered_ids(work)
     for batch in _batches([r for r in context.pending_calls if r.id not in done_ids]):
-        gated = [calls.gate(scope, ref) for ref in batch]
-        results = [g.message for g in gated if g.message is not None]
-        ready = [g.ready for g in gated if g.ready is not None]
+        gated = [gating.gate(scope, ref) for ref in batch]
+        results = [g.message for g in gated if isinstance(g, Refused)]
+        paused = [g for g in gated if isinstance(g, Paused)]
+        ready = [g for g in gated if isinstance(g, Ready)]
         if ready:
-            context = stores().run_context.save(tenant_id, work.run.run_id, _executing(context, ready))
-            inline = [r for r in ready if not isinstance(r.tool, AgentTool)]
-            # A delegation's child runs on its own; the call waits for it like for a human.
-            gated += [calls.delegate(scope, r) for r in ready if isinstance(r.tool, AgentTool)]
-            results += [g.message for g in gated[len(batch) :] if g.message is not None]
-            results += calls.execute_all(scope, inline, concurrently=len(inline) > 1)
+            acted = _act(tenant_id, work, context, scope, ready, in_order=False)
+            context, results, paused = acted.context, results + acted.results, paused + acted.paused
         _add_results(work, context, results)
-        started = [g.child_run_id for g in gated if g.child_run_id is not None]
+        started = [p.child_run_id for p in paused if p.child_run_id is not None]
         context = context.model_copy(
             update={
                 "next_call": batch[-1].index + 1,
@@ -178,8 +220,8 @@ def _run_calls(
                 "children": [*context.children, *started],
             }
         )
-        waits = [g.wait for g in gated if g.wait is not None]
-        if waits:
+        if paused:
+            waits = [p.wait for p in paused]
             return context.model_copy(update={"waits": waits}), waits
     return context.model_copy(update={"next_call": len(context.calls)}), []
 
@@ -203,7 +245,7 @@ def _wait(state: RunState, context: RunContext, waits: list[Wait]) -> RunState:
 def _call_refs(agent: Agent, names: list[tuple[str, str]]) -> list[CallRef]:
     refs = []
     for index, (call_id, name) in enumerate(names):
-        tool = registry.resolve(agent, name)
+        tool = gating.resolve(agent, name)
         refs.append(
             CallRef(id=call_id, name=name, index=index, parallel_safe=bool(tool and tool.parallel_safe))
         )

@@ -13,9 +13,9 @@ from aws_lambda_powertools import Logger
 
 from stepwise.core import observability, tracing
 from stepwise.core.errors import NotFound
-from stepwise.hooks.run import fire
 from stepwise.interactions.models import Interaction
 from stepwise.runs import delegation, events
+from stepwise.runs.hooks import fire
 from stepwise.runs.models import ACTIVE_STATUSES, EventType, RunError, RunStatus
 from stepwise.runs.ports import stores
 from stepwise.runs.queue import start_next, stop
