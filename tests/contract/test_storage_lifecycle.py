@@ -11,9 +11,8 @@ from typing import Any
 import pytest
 
 from stepwise.attachments.models import UPLOAD_EXPIRES_SECONDS
-from stepwise.core import config
+from stepwise.core import config, s3
 from stepwise.local.stack import parameter_env
-from stepwise.tools.builtin import _storage as storage
 from tests.contract.test_template import resources, template
 
 pytestmark = pytest.mark.contract
@@ -28,27 +27,27 @@ def rules() -> list[dict[str, Any]]:
 
 def rule_for(retention: str) -> dict[str, Any]:
     """The one enabled rule selecting objects tagged `stepwise-retention=<retention>`."""
-    wanted = {"Key": storage.RETENTION_TAG, "Value": retention}
+    wanted = {"Key": s3.RETENTION_TAG, "Value": retention}
     selecting = [r for r in rules() if wanted in r.get("TagFilters", [])]
-    assert len(selecting) == 1, f"rules selecting {storage.tagging(retention)}: {selecting}"
+    assert len(selecting) == 1, f"rules selecting {s3.tagging(retention)}: {selecting}"
     (rule,) = selecting
     assert rule["Status"] == "Enabled"
     return rule
 
 
-@pytest.mark.parametrize("retention", [storage.RUN_RETENTION, storage.UPLOAD_RETENTION])
+@pytest.mark.parametrize("retention", [s3.RUN_RETENTION, s3.UPLOAD_RETENTION])
 def test_each_retention_tag_selects_one_rule_on_that_tag_alone_under_every_tenant(retention: str) -> None:
     rule = rule_for(retention)
 
     # No prefix: objects live under tenants/<tenant>/..., which no single prefix reaches.
     assert "Prefix" not in rule
-    assert rule["TagFilters"] == [{"Key": storage.RETENTION_TAG, "Value": retention}]
+    assert rule["TagFilters"] == [{"Key": s3.RETENTION_TAG, "Value": retention}]
     # The bucket is versioned: an expiry (or an erasure) leaves a noncurrent version, removed a day on.
     assert rule["NoncurrentVersionExpiration"] == {"NoncurrentDays": 1}
 
 
 def test_run_attachments_expire_with_the_runs_events() -> None:
-    rule = rule_for(storage.RUN_RETENTION)
+    rule = rule_for(s3.RUN_RETENTION)
 
     assert rule["ExpirationInDays"] == {"Ref": "EventsTtlDays"}
     # The same parameter is the days the code keeps a run's events (config.events_ttl_days).
@@ -57,9 +56,9 @@ def test_run_attachments_expire_with_the_runs_events() -> None:
 
 
 def test_an_untaken_upload_expires_after_the_days_the_code_keeps_it_and_outlives_its_url() -> None:
-    rule = rule_for(storage.UPLOAD_RETENTION)
+    rule = rule_for(s3.UPLOAD_RETENTION)
 
-    assert rule["ExpirationInDays"] == storage.UPLOAD_RETENTION_DAYS
+    assert rule["ExpirationInDays"] == s3.UPLOAD_RETENTION_DAYS
     # A file PUT at the last second of its presigned URL is still there for the run that takes it.
     assert rule["ExpirationInDays"] * DAY > UPLOAD_EXPIRES_SECONDS
 

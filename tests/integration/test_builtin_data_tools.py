@@ -15,13 +15,13 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from stepwise.core import s3
 from stepwise.tools.base import TOOL_RESULT_LIMIT, ToolResult
 from stepwise.tools.builtin import (
     StaticSettings,
     ToolScope,
     _database,
     _sql,
-    _storage,
     database_query,
     database_write,
     knowledge_search,
@@ -346,11 +346,11 @@ def test_the_write_limit_defaults_to_100_rows(database: Path) -> None:
 def bucket(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     name = f"stepwise-files-{uuid.uuid4().hex[:12]}"  # moto's state may be shared with the local stack
     with mock_aws():
-        _storage.reset()
+        s3.reset()
         boto3.client("s3").create_bucket(Bucket=name)
         monkeypatch.setenv("STORAGE_BUCKET", name)
         yield name
-        _storage.reset()
+        s3.reset()
 
 
 def put(bucket: str, key: str, body: bytes, content_type: str | None = None) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 import boto3
 import pytest
 
+from stepwise.core import s3
 from stepwise.core.schema import utcnow
 from stepwise.local.stack import LocalStack
 from stepwise.store import interactions as interaction_store
@@ -217,7 +218,6 @@ def test_a_result_too_large_for_an_item_is_kept_whole_in_storage(stack: LocalSta
 
     from stepwise.store import sessions
     from stepwise.tools import results
-    from stepwise.tools.builtin import _storage
 
     client = {
         "type": "client",
@@ -245,8 +245,8 @@ def test_a_result_too_large_for_an_item_is_kept_whole_in_storage(stack: LocalSta
     assert results.read("local", run["run_id"], requested["tool_call_id"]) == whole
     # It is kept as long as the events that cite it: the run's lifecycle tag (EventsTtlDays).
     key = results.key_for("local", run["run_id"], requested["tool_call_id"])
-    tags = boto3.client("s3").get_object_tagging(Bucket=_storage.bucket(), Key=key)["TagSet"]
-    assert tags == [{"Key": _storage.RETENTION_TAG, "Value": _storage.RUN_RETENTION}]
+    tags = boto3.client("s3").get_object_tagging(Bucket=s3.bucket(), Key=key)["TagSet"]
+    assert tags == [{"Key": s3.RETENTION_TAG, "Value": s3.RUN_RETENTION}]
     (message,) = [m for m in sessions.messages("local", run["session_id"]) if m["role"] == "tool"]
     assert message["content"].startswith(whole[:50_000]) and "truncated" in message["content"]
 

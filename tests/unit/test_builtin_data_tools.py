@@ -20,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 
+from stepwise.core import s3
 from stepwise.llm.fake_args import example_arguments
 from stepwise.tools.base import ToolResult
 from stepwise.tools.builtin import (
@@ -950,7 +951,7 @@ def test_an_unsafe_listing_prefix_is_refused(prefix: str) -> None:
 
 
 def test_keys_live_under_the_tenant_prefix_and_within_s3s_key_length() -> None:
-    root = _storage.tenant_root("acme")
+    root = s3.tenant_root("acme")
 
     assert _storage.key_for(root, "a/b.txt") == "tenants/acme/a/b.txt"
     with pytest.raises(_storage.InvalidPath, match="too long"):
@@ -960,7 +961,7 @@ def test_keys_live_under_the_tenant_prefix_and_within_s3s_key_length() -> None:
 @pytest.mark.parametrize("tenant", ["", "a/b", "..", ".", "a b", "x" * 200])
 def test_a_tenant_id_that_could_reshape_the_prefix_is_a_bug_upstream(tenant: str) -> None:
     with pytest.raises(ValueError):
-        _storage.tenant_root(tenant)
+        s3.tenant_root(tenant)
 
 
 @pytest.mark.parametrize(
@@ -1034,7 +1035,7 @@ def test_storage_arguments_are_refused_before_s3_is_asked(
     tool: ModuleType, arguments: dict[str, Any], code: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("STORAGE_BUCKET", "unused")
-    monkeypatch.setattr(_storage, "s3_client", _no_s3)
+    monkeypatch.setattr(tool, "s3_client", _no_s3)  # the client as the tool module names it
 
     result = run_builtin(tool.NAME, arguments, scope=SCOPE, settings=StaticSettings(), config=tool.Config())
 
@@ -1047,7 +1048,7 @@ def _no_s3() -> Any:
 
 def test_storage_write_refuses_content_past_its_limit(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STORAGE_BUCKET", "unused")
-    monkeypatch.setattr(_storage, "s3_client", _no_s3)
+    monkeypatch.setattr(storage_write, "s3_client", _no_s3)
     arguments = {"path": "big.txt", "content": "é" * (storage_write.CONTENT_LIMIT // 2 + 1)}
 
     result = run_builtin(

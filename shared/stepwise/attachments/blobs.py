@@ -17,10 +17,9 @@ from urllib.parse import quote, unquote
 
 from botocore.config import Config as BotoConfig
 
-from stepwise.core import aws
+from stepwise.core import aws, s3
 from stepwise.core.errors import Unavailable
-from stepwise.tools.builtin import _storage
-from stepwise.tools.builtin._storage import RUN_RETENTION, UPLOAD_RETENTION, tagging
+from stepwise.core.s3 import RUN_RETENTION, UPLOAD_RETENTION, tagging
 
 LOCAL_S3_ENV = "STEPWISE_LOCAL_S3_URL"
 NAME_META = "name"  # x-amz-meta-name: the upload's file name, percent-encoded (metadata is ASCII)
@@ -28,21 +27,21 @@ CHUNK = 1024 * 1024
 
 
 def bucket() -> str:
-    name = _storage.bucket()
+    name = s3.bucket()
     if name is None:
         raise Unavailable(
-            f"attachments need storage: the {_storage.BUCKET_ENV} environment variable is not set",
+            f"attachments need storage: the {s3.BUCKET_ENV} environment variable is not set",
             code="storage_not_configured",
         )
     return name
 
 
 def upload_key(tenant_id: str, upload_id: str) -> str:
-    return f"{_storage.tenant_root(tenant_id)}uploads/{upload_id}"
+    return f"{s3.tenant_root(tenant_id)}uploads/{upload_id}"
 
 
 def run_prefix(tenant_id: str, run_id: str) -> str:
-    return f"{_storage.tenant_root(tenant_id)}runs/{run_id}/attachments/"
+    return f"{s3.tenant_root(tenant_id)}runs/{run_id}/attachments/"
 
 
 def attachment_key(tenant_id: str, run_id: str, attachment_id: str) -> str:
@@ -91,7 +90,7 @@ def presign_put(
 
 
 def _client() -> Any:
-    return _storage.s3_client()
+    return s3.s3_client()
 
 
 def head(key: str) -> dict[str, Any] | None:

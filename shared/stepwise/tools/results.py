@@ -8,7 +8,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
-from stepwise.tools.builtin import _storage
+from stepwise.core import s3
 
 logger = Logger(service="stepwise")
 
@@ -16,7 +16,7 @@ OFFLOAD_CHARS = 50_000  # past this a result's text no longer travels whole in a
 
 
 def key_for(tenant_id: str, run_id: str, tool_call_id: str) -> str:
-    return f"{_storage.tenant_root(tenant_id)}results/{run_id}/{tool_call_id}.txt"
+    return f"{s3.tenant_root(tenant_id)}results/{run_id}/{tool_call_id}.txt"
 
 
 def offload(tenant_id: str, run_id: str, tool_call_id: str, text: str) -> dict[str, Any] | None:
@@ -24,28 +24,28 @@ def offload(tenant_id: str, run_id: str, tool_call_id: str, text: str) -> dict[s
     or when no bucket is configured (then only the cut text survives, as before there was S3)."""
     if len(text) <= OFFLOAD_CHARS:
         return None
-    bucket = _storage.bucket()
+    bucket = s3.bucket()
     if bucket is None:
         logger.warning("a large tool result is kept cut: no storage bucket", extra={"chars": len(text)})
         return None
     key = key_for(tenant_id, run_id, tool_call_id)
     body = text.encode()
-    _storage.s3_client().put_object(
+    s3.s3_client().put_object(
         Bucket=bucket,
         Key=key,
         Body=body,
         ContentType="text/plain; charset=utf-8",
-        Tagging=_storage.tagging(_storage.RUN_RETENTION),  # kept as long as the events that cite it
+        Tagging=s3.tagging(s3.RUN_RETENTION),  # kept as long as the events that cite it
     )
     return {"key": key, "chars": len(text), "bytes": len(body)}
 
 
 def read(tenant_id: str, run_id: str, tool_call_id: str) -> str | None:
     """The whole text of an offloaded result of this tenant's run (None when there is none)."""
-    bucket = _storage.bucket()
+    bucket = s3.bucket()
     if bucket is None:
         return None
-    client = _storage.s3_client()
+    client = s3.s3_client()
     try:
         found = client.get_object(Bucket=bucket, Key=key_for(tenant_id, run_id, tool_call_id))
     except client.exceptions.NoSuchKey:

@@ -1,5 +1,5 @@
-"""What storage_read and storage_write share: the tenant's prefix in the bucket, the model's paths made
-safe under it, and the S3 client.
+"""What storage_read and storage_write share: the model's paths made safe under the tenant's prefix in
+the bucket (stepwise.core.s3), and how S3's failures read.
 
 Files live in the bucket named by the STORAGE_BUCKET environment variable, under `tenants/{tenant_id}/`.
 The tenant comes from the injected scope, never from the model; the model's paths are relative to that
@@ -12,68 +12,25 @@ and nothing the model writes can step out of it.
 from __future__ import annotations
 
 import mimetypes
-import os
 import re
-from functools import cache
-from typing import Any
 
-from botocore.config import Config as BotoConfig
 from botocore.exceptions import BotoCoreError, ClientError
 
-from stepwise.core import aws
+from stepwise.core.s3 import BUCKET_ENV
 from stepwise.tools.base import ToolResult
 
-BUCKET_ENV = "STORAGE_BUCKET"
-TENANTS_PREFIX = "tenants/"
 KEY_LIMIT = 1024  # bytes of an S3 key
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_TENANT_ID = re.compile(r"[A-Za-z0-9_.:@-]{1,128}")
-# Lifecycle rules select on this tag (a rule's prefix cannot reach under every tenant's folder), and
-# tests/contract/test_storage_lifecycle.py holds template.yaml's rules to these values. What the model
-# writes with storage_write is the tenant's own and carries no tag: it stays until deleted.
-RETENTION_TAG = "stepwise-retention"
-RUN_RETENTION = "run"  # a run's files, derived text and large results: expire with its events (EventsTtlDays)
-UPLOAD_RETENTION = "upload"  # a presigned upload no run took: expires UPLOAD_RETENTION_DAYS after its PUT
-UPLOAD_RETENTION_DAYS = 1
-
-
-def tagging(retention: str) -> str:
-    return f"{RETENTION_TAG}={retention}"
 
 
 class InvalidPath(ValueError):
     pass
 
 
-@cache
-def s3_client() -> Any:
-    """Built on first use and kept for the warm Lambda. SigV4, which presigned URLs for objects encrypted
-    with KMS require."""
-    return aws.client("s3", config=BotoConfig(signature_version="s3v4"))
-
-
-def reset() -> None:
-    """Forget the cached client (tests build it inside their moto context)."""
-    s3_client.cache_clear()
-
-
-def bucket() -> str | None:
-    name = os.environ.get(BUCKET_ENV, "").strip()
-    return name or None
-
-
 def bucket_missing(tool: str) -> ToolResult:
     return ToolResult.failure(
         "not_configured", f"{tool} has no storage: the {BUCKET_ENV} environment variable is not set"
     )
-
-
-def tenant_root(tenant_id: str) -> str:
-    """`tenants/{tenant_id}/`. The tenant id comes from the authorizer; one that could change the
-    prefix's shape is a bug upstream, not something to work around."""
-    if not _TENANT_ID.fullmatch(tenant_id) or tenant_id in (".", ".."):
-        raise ValueError(f"tenant id {tenant_id!r} cannot name a storage prefix")
-    return f"{TENANTS_PREFIX}{tenant_id}/"
 
 
 def normalize(path: str, *, prefix: bool = False) -> str:

@@ -18,19 +18,17 @@ from typing import Any, Literal
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ConfigDict, Field
 
+from stepwise.core.s3 import bucket, s3_client, tenant_root
 from stepwise.tools.base import TOOL_RESULT_LIMIT, ToolResult
 from stepwise.tools.builtin import Settings, ToolScope, input_schema
 from stepwise.tools.builtin._storage import (
     KEY_LIMIT,
     InvalidPath,
-    bucket,
     bucket_missing,
     content_kind,
     key_for,
     normalize,
-    s3_client,
     s3_failure,
-    tenant_root,
 )
 
 NAME = "storage_read"

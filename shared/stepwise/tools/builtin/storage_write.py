@@ -14,18 +14,16 @@ from typing import Any, Literal
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ConfigDict, Field
 
+from stepwise.core.s3 import bucket, s3_client, tenant_root
 from stepwise.tools.base import ToolResult
 from stepwise.tools.builtin import Settings, ToolScope, input_schema
 from stepwise.tools.builtin._storage import (
     KEY_LIMIT,
     InvalidPath,
-    bucket,
     bucket_missing,
     key_for,
     normalize,
-    s3_client,
     s3_failure,
-    tenant_root,
     text_content_type,
 )
 
