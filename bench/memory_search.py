@@ -153,7 +153,8 @@ def run() -> Section:
     from bench.meter import Recorder
     from stepwise.agents.models import Agent
     from stepwise.core.schema import utcnow
-    from stepwise.memory import recall, service
+    from stepwise.loop import recall
+    from stepwise.memory import service
     from stepwise.memory.bm25 import Index
     from stepwise.memory.models import Owner
     from stepwise.runs.models import Run

@@ -309,7 +309,7 @@ def test_an_answer_whose_delivery_fails_stays_recorded_and_a_retry_delivers_it(
 ) -> None:
     from botocore.exceptions import ClientError
 
-    from stepwise import answers
+    from stepwise.runs import answers
 
     approval = start_waiting(stack, receiver)
     real_client = answers.aws.client

@@ -10,7 +10,8 @@ import pytest
 
 from stepwise import ledger
 from stepwise.agents.models import Agent
-from stepwise.memory import recall, service
+from stepwise.loop import recall
+from stepwise.memory import service
 from stepwise.memory.bm25 import Index, terms
 from stepwise.memory.models import Owner
 from stepwise.runs.models import Run

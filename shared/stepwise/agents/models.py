@@ -9,6 +9,7 @@ from pydantic import ConfigDict, Field, field_validator
 
 from stepwise.core.schema import Strict
 from stepwise.llm.models import ScriptTurn
+from stepwise.memory.models import MEMORY_TOP_K_LIMIT
 from stepwise.tools.models import DeclaredTool, Tool
 from stepwise.webhooks.models import WebhookConfig
 
@@ -18,9 +19,6 @@ MAX_STEPS_LIMIT = 200
 
 class Permissions(Strict):
     default: Literal["allow", "ask", "deny", "allow_reads"] = "allow"
-
-
-MEMORY_TOP_K_LIMIT = 20
 
 
 class MemoryConfig(Strict):

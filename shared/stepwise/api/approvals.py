@@ -14,7 +14,6 @@ from aws_lambda_powertools.event_handler.openapi.types import (
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from pydantic import BaseModel
 
-from stepwise import answers
 from stepwise.agents import store as agents
 from stepwise.api.auth import PUBLIC
 from stepwise.api.responses import HTML, json_response, responses
@@ -23,6 +22,7 @@ from stepwise.core.config import ConfigError
 from stepwise.core.errors import Conflict, Gone, NotFound
 from stepwise.core.schema import utcnow
 from stepwise.interactions.models import Interaction
+from stepwise.runs import answers
 from stepwise.store import interactions
 
 router = APIGatewayHttpRouter()

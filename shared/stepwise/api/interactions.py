@@ -7,12 +7,12 @@ from aws_lambda_powertools.event_handler.openapi.params import Header, Query
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from pydantic import BaseModel, Field
 
-from stepwise import answers
 from stepwise.api.context import tenant
 from stepwise.api.params import InteractionId, RunId, SessionId
 from stepwise.api.responses import json_response, responses
 from stepwise.core.errors import Conflict, NotFound, Unprocessable
 from stepwise.core.schema import Strict
+from stepwise.runs import answers
 from stepwise.store import interactions, runs, sessions
 
 router = APIGatewayHttpRouter()

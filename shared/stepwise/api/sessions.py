@@ -8,7 +8,7 @@ from stepwise.api.params import SessionId
 from stepwise.api.responses import json_response, responses
 from stepwise.core.errors import Conflict
 from stepwise.llm.models import Usage
-from stepwise.sessions.models import SessionView
+from stepwise.runs.models import SessionView
 from stepwise.store import runs, sessions
 
 router = APIGatewayHttpRouter()

@@ -10,10 +10,9 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from pydantic import BaseModel
 
-from stepwise import answers
 from stepwise.core import observability, tracing
 from stepwise.interactions.models import Interaction
-from stepwise.runs import delegation, events
+from stepwise.runs import answers, delegation, events
 from stepwise.runs.models import EventType
 from stepwise.runs.ports import stores
 from stepwise.runs.queue import StartFailed, launch

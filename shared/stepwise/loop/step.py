@@ -19,13 +19,12 @@ from stepwise.agents.models import Agent
 from stepwise.attachments import render
 from stepwise.core import observability, tracing
 from stepwise.core.errors import DoomLoop, HookDenied, RunStateError
-from stepwise.loop import done, execution, failed, gating, working
+from stepwise.loop import done, execution, failed, gating, recall, working
 from stepwise.loop import waits as waits_
 from stepwise.loop.calls import Paused, Ready, Refused, Resolved, Settled, StepScope
 from stepwise.loop.model_call import call_model, check_doom_loop
 from stepwise.loop.results import store_result
 from stepwise.loop.working import Working
-from stepwise.memory import recall
 from stepwise.runs import events
 from stepwise.runs.hooks import fire
 from stepwise.runs.models import Run

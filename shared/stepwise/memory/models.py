@@ -54,3 +54,6 @@ class MemoryNotFound(Exception):
 
 class EmbeddingFailed(Exception):
     """STEPWISE_EMBEDDING_MODEL could not embed a memory's content: nothing was saved."""
+
+
+MEMORY_TOP_K_LIMIT = 20

@@ -78,7 +78,7 @@ def report(tenant_id: str, child: Run) -> None:
     that stopped waiting (it ended, or its wait timed out) has nothing left to resume."""
     if child.parent_interaction_id is None:
         return
-    from stepwise import answers
+    from stepwise.runs import answers
 
     ended = runs.get(tenant_id, child.run_id)
     outcome: dict[str, Any] = {

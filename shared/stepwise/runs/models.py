@@ -14,6 +14,7 @@ from stepwise.attachments.models import MAX_ATTACHMENTS, Attachment, AttachmentI
 from stepwise.core.ids import SESSION_ID, USER_ID
 from stepwise.core.schema import Strict
 from stepwise.llm.models import ScriptTurn, Usage
+from stepwise.sessions.models import Session
 from stepwise.webhooks.models import RunTarget, WebhookConfig
 
 RunStatus = Literal["queued", "running", "waiting", "succeeded", "failed", "cancelled", "timed_out"]
@@ -238,3 +239,9 @@ class Head:
     last_seq: int  # the last sequence number handed out (its event may still be in flight)
     done: bool  # the last event handed out is terminal
     moved_at: datetime | None
+
+
+class SessionView(Session):
+    usage: Usage  # every run of the session, summed (cost null when any run's is unknown)
+    runs: list[RunView]
+    messages: list[dict[str, Any]]

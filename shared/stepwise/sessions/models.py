@@ -8,9 +8,6 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from stepwise.llm.models import Usage
-from stepwise.runs.models import RunView
-
 
 class Session(BaseModel):
     session_id: str
@@ -21,12 +18,6 @@ class Session(BaseModel):
     completed_runs: list[str] = Field(default_factory=list)
     active_run_id: str | None = None
     queue: list[str] = Field(default_factory=list)
-
-
-class SessionView(Session):
-    usage: Usage  # every run of the session, summed (cost null when any run's is unknown)
-    runs: list[RunView]
-    messages: list[dict[str, Any]]
 
 
 USER_SLOT = "0"

@@ -24,7 +24,7 @@ BUILTINS: dict[str, str] = {
     )
 }
 # Builtins an agent gets from a setting rather than from its tool list: the memory tools come with
-# `memory.enabled`, for runs that name a user (stepwise.memory.recall).
+# `memory.enabled`, for runs that name a user (stepwise.loop.recall).
 MEMORY_TOOLS: tuple[str, ...] = ("memory_delete", "memory_save", "memory_search")
 IMPLIED: dict[str, str] = {name: f"stepwise.tools.builtin.{name}" for name in MEMORY_TOOLS}
 

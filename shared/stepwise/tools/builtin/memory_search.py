@@ -10,8 +10,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from stepwise.agents.models import MEMORY_TOP_K_LIMIT
 from stepwise.memory import service
+from stepwise.memory.models import MEMORY_TOP_K_LIMIT
 from stepwise.tools.base import ToolResult
 from stepwise.tools.builtin import Settings, ToolScope, input_schema
 from stepwise.tools.builtin._memory import Config, owner, shown_hit
