@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
+from stepwise.approvals import notify
 from stepwise.core.masking import MASK
 from stepwise.core.schema import utcnow
 from stepwise.interactions.models import Interaction
 from stepwise.local.stack import LocalStack
-from stepwise.loop import await_
 from stepwise.tools.builtin import _sql, database_query
 from tests.integration.support import tool
 
@@ -110,7 +110,7 @@ def test_in_aws_no_sender_means_no_mail_and_a_warning_without_the_link(
     monkeypatch.setenv("APPROVAL_SENDER", "")
 
     with caplog.at_level(logging.DEBUG):
-        await_._tell_humans("local", interaction(agent_id), link)
+        notify.tell_humans(interaction(agent_id), link, agent_name="approvals")
 
     printed = capsys.readouterr()
     assert "signed-token-that-is-a-credential" not in printed.out + printed.err + caplog.text
@@ -125,7 +125,7 @@ def test_the_local_stack_still_prints_the_mail_with_its_link(
     monkeypatch.setenv("STEPWISE_CHANNELS", "console")
     link = "http://127.0.0.1:3000/v1/approvals/local-token"
 
-    await_._tell_humans("local", interaction(agent_id), link)
+    notify.tell_humans(interaction(agent_id), link, agent_name="approvals")
 
     assert "local-token" in capsys.readouterr().out
 
