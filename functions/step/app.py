@@ -29,15 +29,7 @@ snapstart.prepare(warm)
 @observability.traced
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     from stepwise.loop import step
-    from stepwise.runs.state import RunState
 
     # The step this call takes is bound (with the session) once the run is loaded.
     observability.bind(tenant_id=event.get("tenant_id"), run_id=event.get("run_id"), step=event.get("step"))
-    if event.get("mode") == "sync":  # POST /v1/agents/{id}/run, invoked by the API function
-        run = step.sync_answer(event["tenant_id"], event["run_id"])
-        return {"run_id": run.run_id, "status": run.status}
-    if event.get("mode") == "weigh":  # GET /v1/agents/{id}/weight: tokens are counted where litellm is
-        from stepwise.loop import weight
-
-        return weight.weigh_request(event["tenant_id"], event["agent_id"])
-    return step.step(RunState.model_validate(event)).model_dump()
+    return step.handle(event)

@@ -11,9 +11,11 @@ item, one read); the conversation itself is cached in the function (stepwise.loo
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from aws_lambda_powertools import Logger
+from pydantic import TypeAdapter
 
 from stepwise.agents.models import Agent
 from stepwise.attachments import render
@@ -29,7 +31,7 @@ from stepwise.runs import events
 from stepwise.runs.hooks import fire
 from stepwise.runs.models import Run
 from stepwise.runs.ports import stores
-from stepwise.runs.state import CallRef, RunContext, RunState, Wait
+from stepwise.runs.state import CallRef, RunContext, RunState, StepEvent, SyncAnswer, Wait, Weigh
 from stepwise.sessions.models import USER_SLOT
 from stepwise.tools.models import AgentTool
 
@@ -312,6 +314,26 @@ def _take(state: RunState, work: Working, context: RunContext) -> RunState:
     if waits:
         return _wait(state, context, waits)
     return RunState(tenant_id=tenant_id, run_id=state.run_id, step=number, action="continue")
+
+
+@cache
+def _events() -> TypeAdapter[StepEvent]:
+    return TypeAdapter(StepEvent)
+
+
+def handle(event: dict[str, Any]) -> dict[str, Any]:
+    """The Step function's one entry: a state of the run's execution, or one of the API's requests."""
+    match _events().validate_python(event):
+        case SyncAnswer(tenant_id=tenant_id, run_id=run_id):
+            run = sync_answer(tenant_id, run_id)
+            return {"run_id": run.run_id, "status": run.status}
+        case Weigh(tenant_id=tenant_id, agent_id=agent_id):  # tokens are counted where litellm is
+            from stepwise.loop import weight
+
+            return weight.weigh_request(tenant_id, agent_id)
+        case RunState() as state:
+            return step(state).model_dump()
+    raise AssertionError("unreachable: StepEvent is a closed union")
 
 
 def sync_answer(tenant_id: str, run_id: str) -> Run:

@@ -84,7 +84,7 @@ def tool_usage(agent: Agent, tools_executed: list[list[str] | None]) -> ToolUsag
 
 
 def weigh_request(tenant_id: str, agent_id: str) -> dict[str, Any]:
-    """The Step function's answer to the API's `{mode: "weigh"}` invocation."""
+    """The Step function's answer to the API's Weigh invocation."""
     from stepwise.agents import store as agents
 
     return weigh(agents.get(tenant_id, agent_id)).model_dump(mode="json")
@@ -96,10 +96,11 @@ def weighed(tenant_id: str, agent: Agent) -> AgentWeight:
     import json
 
     from stepwise.core import aws, config
+    from stepwise.runs.state import Weigh
 
-    payload = {"mode": "weigh", "tenant_id": tenant_id, "agent_id": agent.agent_id}
+    payload = Weigh(tenant_id=tenant_id, agent_id=agent.agent_id).model_dump_json()
     response = aws.client("lambda").invoke(
-        FunctionName=config.api_targets().step_function, Payload=json.dumps(payload).encode()
+        FunctionName=config.api_targets().step_function, Payload=payload.encode()
     )
     body = json.loads(response["Payload"].read() or b"null")
     if response.get("FunctionError"):

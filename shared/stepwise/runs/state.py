@@ -8,9 +8,9 @@ context's counters, the reconciler describes a caught failure), and the loop's s
 from __future__ import annotations
 
 import json
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Discriminator, Field, Tag
 
 from stepwise.agents.models import DEFAULT_MAX_STEPS
 from stepwise.core.errors import step_error_code
@@ -42,6 +42,37 @@ class RunState(BaseModel):
     action: StepAction = "start"
     wait: Wait | None = None
     waits: list[Wait] = Field(default_factory=list)
+
+
+class SyncAnswer(BaseModel):
+    """`POST /v1/agents/{id}/run`: the API function invokes the Step function for one step without
+    tools, answered in the response."""
+
+    mode: Literal["sync"] = "sync"
+    tenant_id: str
+    run_id: str
+
+
+class Weigh(BaseModel):
+    """`GET /v1/agents/{id}/weight`: the API function asks the Step function to count an agent's first
+    call, where litellm's tokenizer is."""
+
+    mode: Literal["weigh"] = "weigh"
+    tenant_id: str
+    agent_id: str
+
+
+def _mode(event: Any) -> str:
+    mode = event.get("mode") if isinstance(event, dict) else getattr(event, "mode", None)
+    return str(mode or "step")
+
+
+# What the Step function is invoked with: a state of agent_run.asl.json (no `mode`), or one of the API
+# function's synchronous requests.
+StepEvent = Annotated[
+    Annotated[RunState, Tag("step")] | Annotated[SyncAnswer, Tag("sync")] | Annotated[Weigh, Tag("weigh")],
+    Discriminator(_mode),
+]
 
 
 class StepFailure(BaseModel):
