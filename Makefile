@@ -86,7 +86,7 @@ conformance: $(STAMP) $(CONFORMANCE_STAMP)
 	$(PY) -m pytest tests/conformance
 
 run: $(STAMP)
-	$(PY) -m stepwise.local
+	$(PY) -m stepwise_local
 
 test: lint contract $(CHROMIUM) postgres mariadb nodejs $(CONFORMANCE_STAMP)
 	$(PY) -m pytest tests

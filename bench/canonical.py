@@ -104,8 +104,8 @@ def _one(env: Local, recorder: Recorder, agent_id: str) -> dict[str, Any]:
 def run() -> Section:
     section = Section("Canonical run (5 steps, 4 calls, 1 approval): counted on moto and priced")
     env = local()
-    from stepwise.local.cfn_yaml import load_template
-    from stepwise.local.stack import TEMPLATE
+    from stepwise_local.cfn_yaml import load_template
+    from stepwise_local.stack import TEMPLATE
 
     functions = functions_from_template(load_template(TEMPLATE))
     recorder = Recorder(env)

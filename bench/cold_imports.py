@@ -56,8 +56,8 @@ DEFERRED = ["litellm", "stepwise.llm.scripted"]
 
 
 def _functions() -> list[dict[str, Any]]:
-    from stepwise.local.cfn_yaml import load_template
-    from stepwise.local.stack import TEMPLATE
+    from stepwise_local.cfn_yaml import load_template
+    from stepwise_local.stack import TEMPLATE
 
     template = load_template(TEMPLATE)
     params = {k: str(v.get("Default", "")) for k, v in template.get("Parameters", {}).items()}

@@ -228,8 +228,8 @@ def _split(counts: list[int]) -> tuple[int, str]:
 def run() -> Section:
     section = Section("Delegation: what a child adds to its parent, the parent's resume, a tree's cost")
     env = local()
-    from stepwise.local.cfn_yaml import load_template
-    from stepwise.local.stack import TEMPLATE
+    from stepwise_local.cfn_yaml import load_template
+    from stepwise_local.stack import TEMPLATE
 
     functions = functions_from_template(load_template(TEMPLATE))
     recorder = Recorder(env)

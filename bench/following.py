@@ -65,8 +65,8 @@ def management_calls() -> Iterator[Counter[str]]:
 def run() -> Section:
     from websockets.sync.client import connect
 
-    from stepwise.local.stack import DEFAULT_TENANT
     from stepwise.runs import events
+    from stepwise_local.stack import DEFAULT_TENANT
 
     section = Section("Following a run live: long-poll and WebSocket (local counts, AWS prices)")
     env = local()

@@ -159,7 +159,7 @@ class Local:
         os.environ["STEPWISE_ALLOW_HOSTS"] = "127.0.0.1,localhost"
         os.environ["POWERTOOLS_LOG_LEVEL"] = "WARNING"
         os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
-        from stepwise.local.stack import LocalStack
+        from stepwise_local.stack import LocalStack
 
         started = time.perf_counter()
         self.stack = LocalStack.start()
@@ -368,8 +368,8 @@ def close_local() -> None:
 
 def _machine_functions(stack: Any) -> list[str]:
     """The functions the state machine invokes, read from its DefinitionSubstitutions in the template."""
-    from stepwise.local.cfn_yaml import load_template
-    from stepwise.local.stack import TEMPLATE
+    from stepwise_local.cfn_yaml import load_template
+    from stepwise_local.stack import TEMPLATE
 
     names: list[str] = []
     for res in load_template(TEMPLATE)["Resources"].values():

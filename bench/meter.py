@@ -98,8 +98,8 @@ class Recorder:
     """Meters DynamoDB requests and Lambda invocations while installed."""
 
     def __init__(self, env: Any) -> None:
-        from stepwise.local.cfn_yaml import load_template
-        from stepwise.local.stack import TEMPLATE
+        from stepwise_local.cfn_yaml import load_template
+        from stepwise_local.stack import TEMPLATE
 
         self.env = env
         physical = env.stack.resolver.physical

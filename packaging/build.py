@@ -46,7 +46,7 @@ import checks
 import sizes
 import trim
 
-from stepwise.local.cfn_yaml import load_template
+from stepwise_local.cfn_yaml import load_template
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATE = ROOT / "template.yaml"

@@ -32,7 +32,7 @@ from typing import Any
 import trim
 from build import ROOT, TEMPLATE, load_module
 
-from stepwise.local.cfn_yaml import load_template
+from stepwise_local.cfn_yaml import load_template
 
 FUNCTION = "StepFunction"
 PROBE = Path(__file__).resolve().parent / "probe.py"

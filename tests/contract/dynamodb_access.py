@@ -99,7 +99,7 @@ def model_tables() -> dict[str, str]:
     """Model class -> the template's table logical id, as stepwise.core.tables.bind() binds them: the
     `config.tables()` field it names, that field's environment variable, and the variable's !Ref."""
     from stepwise.core import config
-    from stepwise.local.cfn_yaml import load_template
+    from stepwise_local.cfn_yaml import load_template
 
     variables = load_template(ROOT / "template.yaml")["Globals"]["Function"]["Environment"]["Variables"]
     by_field = {name: variables[f.alias]["Ref"] for name, f in config.Tables.model_fields.items() if f.alias}
@@ -121,7 +121,7 @@ def model_tables() -> dict[str, str]:
 
 def table_of_field(field_name: str) -> str:
     from stepwise.core import config
-    from stepwise.local.cfn_yaml import load_template
+    from stepwise_local.cfn_yaml import load_template
 
     variables = load_template(ROOT / "template.yaml")["Globals"]["Function"]["Environment"]["Variables"]
     alias = config.Tables.model_fields[field_name].alias

@@ -14,8 +14,8 @@ import pytest
 
 from stepwise.core import credentials
 from stepwise.hooks.models import ApprovalConfig
-from stepwise.local.stack import parameter_env
 from stepwise.memory import service as memory
+from stepwise_local.stack import parameter_env
 from tests.contract import dynamodb_access as access
 from tests.contract.test_dynamodb_grants import granted
 from tests.contract.test_template import ASL, ROOT, functions, resources, template

@@ -12,7 +12,7 @@ import pytest
 
 from stepwise.attachments.models import UPLOAD_EXPIRES_SECONDS
 from stepwise.core import config, s3
-from stepwise.local.stack import parameter_env
+from stepwise_local.stack import parameter_env
 from tests.contract.test_template import resources, template
 
 pytestmark = pytest.mark.contract

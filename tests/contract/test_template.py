@@ -25,9 +25,9 @@ from pynamodb.models import Model
 
 from stepwise.api.auth import is_public
 from stepwise.core import config, tables
-from stepwise.local.cfn_yaml import load_template
 from stepwise.loop.await_ import WaitEvent
 from stepwise.runs.state import FailedState, RunState
+from stepwise_local.cfn_yaml import load_template
 
 pytestmark = pytest.mark.contract
 

@@ -1,4 +1,4 @@
-"""The local stack as a developer runs it (`python -m stepwise.local`), started once for the e2e tests."""
+"""The local stack as a developer runs it (`python -m stepwise_local`), started once for the e2e tests."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def local_stack() -> Iterator[tuple[str, str]]:
     for name in ("STEPWISE_LOCAL_API_KEY", "STEPWISE_MODEL", "SLACK_SIGNING_SECRET"):
         env.pop(name, None)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "stepwise.local"],
+        [sys.executable, "-m", "stepwise_local"],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

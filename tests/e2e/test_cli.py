@@ -1,5 +1,5 @@
 """The `stepwise` CLI against the local stack over HTTP: in process (`main([...])`) for most commands,
-and as `python -m stepwise.cli` where a real process matters (stdin, a run followed live)."""
+and as `python -m stepwise_cli` where a real process matters (stdin, a run followed live)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from stepwise.cli import main
+from stepwise_cli import main
 from tests.e2e.support import KEY, free_port, wait_until
 from tests.fakes.receiver import Receiver
 
@@ -52,7 +52,7 @@ def process_env() -> dict[str, str]:
 
 def python_m(base_url: str, *argv: str, stdin: str | None = None) -> Result:
     done = subprocess.run(
-        [sys.executable, "-m", "stepwise.cli", "--url", base_url, *argv],
+        [sys.executable, "-m", "stepwise_cli", "--url", base_url, *argv],
         input=stdin,
         capture_output=True,
         text=True,
@@ -185,7 +185,7 @@ def test_a_followed_run_prints_the_approve_command_that_completes_it(
         [
             sys.executable,
             "-m",
-            "stepwise.cli",
+            "stepwise_cli",
             "--url",
             base_url,
             "run",
@@ -206,7 +206,7 @@ def test_a_followed_run_prints_the_approve_command_that_completes_it(
         assert argv[:3] == ["stepwise", "--url", base_url]
 
         approved = subprocess.run(
-            [sys.executable, "-m", "stepwise.cli", *argv[1:]],
+            [sys.executable, "-m", "stepwise_cli", *argv[1:]],
             capture_output=True,
             text=True,
             timeout=60,

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from stepwise.cli import main
+from stepwise_cli import main
 from tests.e2e.support import KEY
 
 

@@ -1,4 +1,4 @@
-"""The local stack as a developer runs it (`python -m stepwise.local`), driven over real HTTP on loopback."""
+"""The local stack as a developer runs it (`python -m stepwise_local`), driven over real HTTP on loopback."""
 
 from __future__ import annotations
 

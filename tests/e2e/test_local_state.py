@@ -1,5 +1,5 @@
 """`make run` remembers: the local stack restarted on the same state directory keeps what it stored, and
-fails the runs whose executions the restart took away. Each test starts `python -m stepwise.local`
+fails the runs whose executions the restart took away. Each test starts `python -m stepwise_local`
 itself (on a state directory under tmp_path), since restarting is the point."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ ASK_SCRIPT = [{"tool_calls": [{"name": "send", "arguments": {"q": "hello"}}]}, {
 
 
 class Stack:
-    """One `python -m stepwise.local` process; `stop` (SIGTERM, a clean stop) or `kill` (SIGKILL)."""
+    """One `python -m stepwise_local` process; `stop` (SIGTERM, a clean stop) or `kill` (SIGKILL)."""
 
     def __init__(self, state: Path | str, *, cwd: Path = ROOT, env: dict[str, str] | None = None) -> None:
         environ = {
@@ -54,7 +54,7 @@ class Stack:
         if state == "":
             environ.pop("STEPWISE_LOCAL_STATE")  # the default: .stepwise in the working directory
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "stepwise.local"],
+            [sys.executable, "-m", "stepwise_local"],
             cwd=cwd,
             env=environ,
             stdout=subprocess.PIPE,

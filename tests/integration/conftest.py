@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from stepwise.local.stack import LocalStack
+from stepwise_local.stack import LocalStack
 from tests.fakes.receiver import Receiver
 from tests.integration.support import OTHER_KEY
 

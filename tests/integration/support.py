@@ -3,7 +3,7 @@
 import time
 from typing import Any
 
-from stepwise.local.stack import LocalStack
+from stepwise_local.stack import LocalStack
 
 OTHER_KEY = "sk-other-tenant"
 

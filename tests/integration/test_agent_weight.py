@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from stepwise.local.stack import LocalStack
+from stepwise_local.stack import LocalStack
 from tests.integration.support import OTHER_KEY, tool, wait_for_run
 
 

@@ -9,7 +9,7 @@ import pytest
 from stepwise.agents.bounds import allowed_for_step
 from stepwise.core import config
 from stepwise.core.errors import ModelForbidden, step_error_code
-from stepwise.local.stack import LocalStack
+from stepwise_local.stack import LocalStack
 
 
 @pytest.fixture

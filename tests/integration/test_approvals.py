@@ -7,7 +7,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from stepwise.local.stack import LocalStack
+from stepwise_local.stack import LocalStack
 from tests.fakes.receiver import Receiver
 from tests.integration.support import OTHER_KEY, tool, wait_for_run
 

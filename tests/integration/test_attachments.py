@@ -14,7 +14,7 @@ import boto3
 import httpx
 import pytest
 
-from stepwise.local.stack import LocalStack
+from stepwise_local.stack import LocalStack
 from tests.fakes.files import pdf, png
 from tests.fakes.mcp_server import FakeMcpServer
 from tests.fakes.openai_server import FakeOpenAI, Reply

@@ -11,7 +11,7 @@ import pytest
 
 from stepwise.core import safejson
 from stepwise.core.tables import ITEM_LIMIT
-from stepwise.local.stack import LocalStack
+from stepwise_local.stack import LocalStack
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.receiver import Receiver
 from tests.integration.support import tool, wait_for_run

@@ -14,7 +14,7 @@ import pytest
 
 from stepwise.core import errors
 from stepwise.llm.client import complete
-from stepwise.local.stack import LocalStack
+from stepwise_local.stack import LocalStack
 from tests.fakes.bedrock_server import BedrockReply, FakeBedrock
 from tests.fakes.files import png
 from tests.fakes.receiver import Receiver, Reply

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from stepwise.local.stack import LocalStack
+from stepwise_local.stack import LocalStack
 from tests.integration.support import OTHER_KEY, wait_for_run
 
 

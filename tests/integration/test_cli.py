@@ -2,9 +2,9 @@
 
 import pytest
 
-from stepwise.cli import main
-from stepwise.local.stack import LocalStack
 from stepwise.store.keys import KEY_PREFIX
+from stepwise_cli import main
+from stepwise_local.stack import LocalStack
 
 
 def test_a_created_key_authenticates_as_its_tenant(

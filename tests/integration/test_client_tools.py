@@ -3,7 +3,7 @@
 import time
 from typing import Any
 
-from stepwise.local.stack import LocalStack
+from stepwise_local.stack import LocalStack
 from tests.integration.support import wait_for_run
 
 CLIENT_TOOL = {

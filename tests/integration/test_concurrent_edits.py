@@ -12,10 +12,10 @@ from stepwise.agents import store as agents
 from stepwise.agents.models import Agent
 from stepwise.core.errors import Conflict
 from stepwise.core.schema import utcnow
-from stepwise.local.stack import LocalStack
 from stepwise.mcp import store as mcp
 from stepwise.mcp.models import McpServer
 from stepwise.tools.models import ClientTool
+from stepwise_local.stack import LocalStack
 
 
 def new_agent(stack: LocalStack) -> str:

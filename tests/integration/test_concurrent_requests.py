@@ -10,7 +10,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from stepwise.local.stack import DEFAULT_KEY, LocalStack
+from stepwise_local.stack import DEFAULT_KEY, LocalStack
 from tests.integration.support import OTHER_KEY
 
 THREADS = 12

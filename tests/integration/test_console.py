@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from stepwise.console import assets
-from stepwise.local.stack import LocalStack
+from stepwise_local.stack import LocalStack
 
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; "

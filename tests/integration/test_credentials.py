@@ -13,7 +13,7 @@ from aws_lambda_powertools.utilities.parameters import base
 from moto import mock_aws
 
 from stepwise.approvals import links
-from stepwise.channels import slack
+from stepwise.approvals.channels import slack
 from stepwise.core import credentials
 from stepwise.core.config import ConfigError
 from stepwise.llm import client

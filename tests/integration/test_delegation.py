@@ -10,7 +10,7 @@ import botocore.client
 import botocore.exceptions
 import pytest
 
-from stepwise.local.stack import LocalStack
+from stepwise_local.stack import LocalStack
 from tests.integration.support import OTHER_KEY, tool, wait_for_run
 
 

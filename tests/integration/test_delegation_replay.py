@@ -9,8 +9,8 @@ from typing import Any
 
 from stepwise import ledger
 from stepwise.ledger import store as effects
-from stepwise.local.stack import DEFAULT_TENANT, LocalStack
 from stepwise.store import runs
+from stepwise_local.stack import DEFAULT_TENANT, LocalStack
 from tests.fakes.receiver import Receiver, Reply
 from tests.integration.support import wait_for_run
 from tests.integration.test_delegation import agent, agent_tool, ask, events, get_run, of_type, start

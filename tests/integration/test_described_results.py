@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from stepwise.local.stack import LocalStack
 from stepwise.store import described
 from stepwise.tools import tables
+from stepwise_local.stack import LocalStack
 from tests.fakes.anthropic_server import AnthropicReply, FakeAnthropic
 from tests.fakes.openai_server import FakeOpenAI
 from tests.integration.support import wait_for_run

@@ -5,7 +5,7 @@ import time
 from typing import Any
 from urllib.parse import urlparse
 
-from stepwise.local.stack import LocalStack
+from stepwise_local.stack import LocalStack
 from tests.fakes.receiver import Receiver, Reply
 from tests.integration.support import OTHER_KEY, tool, wait_for_run
 

@@ -19,11 +19,11 @@ import pytest
 from stepwise import ledger
 from stepwise.core.errors import Conflict, NotFound
 from stepwise.ledger import store as effects
-from stepwise.local.stack import DEFAULT_TENANT, LocalStack
 from stepwise.runs.models import RunCreate
 from stepwise.runs.start import start_run
 from stepwise.sessions.models import tool_slot
 from stepwise.store import sessions
+from stepwise_local.stack import DEFAULT_TENANT, LocalStack
 from tests.fakes.receiver import Receiver, Reply
 from tests.integration.support import wait_for_run
 

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from stepwise.core import ids
-from stepwise.local.stack import DEFAULT_TENANT, LocalStack
 from stepwise.runs import events
+from stepwise_local.stack import DEFAULT_TENANT, LocalStack
 from tests.integration.support import tool, wait_for_run
 
 

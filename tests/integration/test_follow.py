@@ -17,9 +17,9 @@ from stepwise.core import ids
 from stepwise.core.schema import utcnow
 from stepwise.core.tables import HEAD_SEQ, RunHeadItem, RunItem, tenant_key
 from stepwise.follow import service
-from stepwise.local.stack import DEFAULT_TENANT, LocalStack
 from stepwise.runs import events
 from stepwise.store import events as log
+from stepwise_local.stack import DEFAULT_TENANT, LocalStack
 from tests.fakes.receiver import Receiver
 from tests.integration.support import OTHER_KEY, tool, wait_for_run
 

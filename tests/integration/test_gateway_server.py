@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from stepwise.local.gateway import Gateway, Route, serve
+from stepwise_local.gateway import Gateway, Route, serve
 
 ROUTES = [
     Route("GET", "/v1/health", "Health", authorized=False),

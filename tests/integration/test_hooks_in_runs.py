@@ -9,7 +9,7 @@ from urllib.parse import quote, urlparse
 
 import pytest
 
-from stepwise.local.stack import LocalStack
+from stepwise_local.stack import LocalStack
 from tests.fakes.receiver import Receiver, Reply
 from tests.integration.support import tool, wait_for_run
 

@@ -11,9 +11,10 @@ import pytest
 
 from stepwise.core.schema import utcnow
 from stepwise.core.tables import ApiKeyItem, bind
-from stepwise.local.cfn_yaml import load_template
-from stepwise.local.gateway import serve
-from stepwise.local.stack import (
+from stepwise.store import keys
+from stepwise_local.cfn_yaml import load_template
+from stepwise_local.gateway import serve
+from stepwise_local.stack import (
     DEPLOY_ONLY_PARAMETERS,
     TEMPLATE,
     LocalStack,
@@ -21,7 +22,6 @@ from stepwise.local.stack import (
     _parameters,
     parameter_env,
 )
-from stepwise.store import keys
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +97,7 @@ def test_a_revoked_key_stops_at_the_next_request(stack: LocalStack) -> None:
 def test_the_slack_signing_secret_is_the_developers_variable_locally(monkeypatch: pytest.MonkeyPatch) -> None:
     """No template parameter carries it any more (in AWS it is a Secrets Manager secret): locally the
     variable itself is the source, read when a request needs it."""
-    from stepwise.channels import slack
+    from stepwise.approvals.channels import slack
 
     monkeypatch.setenv("STEPWISE_SECRETS", "env")
     monkeypatch.setenv("SLACK_SIGNING_SECRET", "local-slack-secret")

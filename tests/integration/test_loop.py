@@ -10,8 +10,8 @@ import pytest
 
 from stepwise.core import s3
 from stepwise.core.schema import utcnow
-from stepwise.local.stack import LocalStack
 from stepwise.store import interactions as interaction_store
+from stepwise_local.stack import LocalStack
 from tests.fakes.receiver import Receiver, Reply
 from tests.integration.support import tool, wait_for_run
 
@@ -323,9 +323,9 @@ def test_each_run_folds_the_last_completed_one_into_its_history_once(
     """Run 4 begins with runs 1 to 3 in order, read from run 3's checkpoint (which run 3 folded from
     run 2's) and run 3's own messages, never the session; a message past its retention is dropped."""
     from stepwise.core.tables import SessionItem, tenant_key
-    from stepwise.local.stack import DEFAULT_TENANT
     from stepwise.loop import model_call
     from stepwise.store import sessions
+    from stepwise_local.stack import DEFAULT_TENANT
 
     agent_id = agent_with(stack)
 

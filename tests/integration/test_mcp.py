@@ -16,9 +16,9 @@ import pytest
 from stepwise import mcp
 from stepwise.agents import store as agents
 from stepwise.core.masking import MASK
-from stepwise.local.stack import DEFAULT_TENANT, LocalStack
 from stepwise.mcp import servers, store
 from stepwise.mcp.models import MAX_SERVERS
+from stepwise_local.stack import DEFAULT_TENANT, LocalStack
 from tests.fakes.mcp_server import API_KEY_HEADER, FakeMcpServer
 from tests.integration.support import OTHER_KEY
 

@@ -17,8 +17,8 @@ import pytest
 from stepwise import mcp
 from stepwise.agents import store as agents
 from stepwise.core import config
-from stepwise.local.stack import DEFAULT_TENANT, LocalStack
 from stepwise.mcp import servers, store
+from stepwise_local.stack import DEFAULT_TENANT, LocalStack
 from tests.fakes.mcp_server import FakeMcpServer
 from tests.fakes.oauth_server import SCOPES, FakeOAuthMcpServer
 from tests.integration.support import OTHER_KEY

@@ -15,9 +15,9 @@ import pytest
 
 from stepwise import mcp
 from stepwise.core.masking import MASK
-from stepwise.local.stack import DEFAULT_TENANT, LocalStack
 from stepwise.mcp import store
 from stepwise.mcp.stdio import ALLOW_ENV
+from stepwise_local.stack import DEFAULT_TENANT, LocalStack
 from tests.fakes.mcp_stdio_server import STDIO_SERVER
 from tests.integration.support import wait_for_run
 

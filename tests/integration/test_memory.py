@@ -9,8 +9,8 @@ from typing import Any
 import boto3
 import pytest
 
-from stepwise.local.stack import LocalStack
 from stepwise.tools.builtin.catalog import MEMORY_TOOLS
+from stepwise_local.stack import LocalStack
 from tests.fakes.openai_server import FakeOpenAI
 from tests.integration.support import OTHER_KEY, wait_for_run
 

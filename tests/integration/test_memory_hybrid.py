@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from stepwise.local.stack import LocalStack
 from stepwise.memory import service
+from stepwise_local.stack import LocalStack
 from tests.fakes.openai_server import FakeOpenAI
 from tests.integration.test_memory import DONE, agent, call, events, results, run, save
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from stepwise.local.stack import LocalStack
 from stepwise.loop.chunks import CHUNK_CHARS
+from stepwise_local.stack import LocalStack
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.receiver import Receiver, Reply
 from tests.integration.support import tool, wait_for_run

@@ -8,7 +8,7 @@ import time
 
 import boto3
 
-from stepwise.local.stack import LocalStack
+from stepwise_local.stack import LocalStack
 
 
 def test_moto_still_calls_the_method_we_replace() -> None:

@@ -18,8 +18,8 @@ from urllib.parse import urlparse
 import pytest
 
 from stepwise.core import observability
-from stepwise.local.stack import DEFAULT_TENANT, LocalStack
 from stepwise.store import keys
+from stepwise_local.stack import DEFAULT_TENANT, LocalStack
 from tests.fakes.receiver import Receiver
 from tests.integration.support import tool, wait_for_run
 

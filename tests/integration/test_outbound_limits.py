@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from stepwise.channels import ChannelError
-from stepwise.channels.slack import post_webhook
+from stepwise.approvals.channels import ChannelError
+from stepwise.approvals.channels.slack import post_webhook
 from stepwise.hooks import Hook, call_http_hook
 from stepwise.hooks.http import HOOK_REPLY_LIMIT
 from stepwise.mcp import client as mcp_client

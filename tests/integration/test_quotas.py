@@ -10,8 +10,8 @@ import pytest
 
 from stepwise.core import config
 from stepwise.core.ids import new_id
-from stepwise.local.stack import LocalStack
 from stepwise.store import keys, quotas
+from stepwise_local.stack import LocalStack
 from tests.integration.support import wait_for_run
 
 CLIENT_TOOL = {

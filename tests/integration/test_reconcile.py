@@ -18,10 +18,10 @@ import pytest
 
 from stepwise.core import config, ids
 from stepwise.core.schema import utcnow
-from stepwise.local.stack import LocalStack
 from stepwise.runs import reconcile
 from stepwise.runs.models import Run
 from stepwise.store import runs, sessions
+from stepwise_local.stack import LocalStack
 from tests.fakes.receiver import Receiver
 from tests.integration.support import tool, wait_for_run
 

@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from stepwise.local.stack import LocalStack
+from stepwise_local.stack import LocalStack
 from tests.fakes.receiver import Receiver, Reply
 from tests.integration.support import tool, wait_for_run
 

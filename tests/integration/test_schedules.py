@@ -12,9 +12,9 @@ from typing import Any
 import boto3
 import pytest
 
-from stepwise.local.stack import LocalStack
 from stepwise.schedules.service import SCHEDULED_TIME
 from stepwise.schedules.triggers import event_run_id, iso, schedule_run_id
+from stepwise_local.stack import LocalStack
 from tests.integration.support import OTHER_KEY, wait_for_run
 
 TENANT = "local"
@@ -382,7 +382,7 @@ def test_an_event_for_an_agent_of_another_tenant_starts_nothing(clock: LocalStac
 
 
 def test_a_payload_that_is_neither_is_an_error(clock: LocalStack) -> None:
-    from stepwise.local.lambdas import FunctionError
+    from stepwise_local.lambdas import FunctionError
 
     with pytest.raises(FunctionError) as raised:
         deliver(clock, {"hello": "world"})

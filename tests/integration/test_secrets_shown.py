@@ -11,8 +11,8 @@ from stepwise.approvals import notify
 from stepwise.core.masking import MASK
 from stepwise.core.schema import utcnow
 from stepwise.interactions.models import Interaction
-from stepwise.local.stack import LocalStack
 from stepwise.tools.builtin import _sql, database_query
+from stepwise_local.stack import LocalStack
 from tests.integration.support import tool
 
 SECRET = "Bearer sk-live-very-secret"

@@ -13,10 +13,10 @@ import boto3
 import pytest
 
 from stepwise.core import config
-from stepwise.local.stack import DEFAULT_KEY, DEFAULT_TENANT, LocalStack
 from stepwise.settings.accessor import invalidate, tenant_settings
 from stepwise.settings.crypto import SettingUnreadable, context, decrypt
 from stepwise.settings.models import MAX_VALUE_CHARS
+from stepwise_local.stack import DEFAULT_KEY, DEFAULT_TENANT, LocalStack
 from tests.integration.support import OTHER_KEY
 
 TENANT = DEFAULT_TENANT

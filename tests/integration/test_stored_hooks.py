@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from stepwise.agents import store as agents
-from stepwise.local.stack import LocalStack
 from stepwise.runs import hooks as hook_run
+from stepwise_local.stack import LocalStack
 
 
 def closed_port_url() -> str:

@@ -22,8 +22,8 @@ from stepwise.core.ids import (
 )
 from stepwise.core.schema import utcnow
 from stepwise.core.tables import ApiKeyItem, RunItem, bind, tenant_key
-from stepwise.local.stack import LocalStack, local_api_keys
 from stepwise.store import keys, runs
+from stepwise_local.stack import LocalStack, local_api_keys
 
 BAD_TENANTS = ["a#b", "", "tenant with spaces", "x" * 65, "-leading-dash", "a/b", "a:b"]
 

@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 from stepwise.core import tracing
-from stepwise.local.stack import LocalStack
+from stepwise_local.stack import LocalStack
 from tests.fakes.receiver import Receiver, Reply
 from tests.integration.support import tool, wait_for_run
 

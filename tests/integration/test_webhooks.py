@@ -12,9 +12,9 @@ import pytest
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from stepwise.core import config
-from stepwise.local.stack import LocalStack
 from stepwise.store import runs
 from stepwise.webhooks import enqueue, retry
+from stepwise_local.stack import LocalStack
 from tests.fakes.receiver import Received, Receiver, Reply
 from tests.integration.support import OTHER_KEY, tool, wait_for_run
 

@@ -13,7 +13,7 @@ from stepwise.attachments import render
 from stepwise.attachments.models import Attachment
 from stepwise.attachments.sniff import Inspector
 from stepwise.core.errors import Unprocessable
-from stepwise.local.s3 import refusal
+from stepwise_local.s3 import refusal
 from tests.fakes.files import pdf, png
 
 

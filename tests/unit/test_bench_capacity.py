@@ -15,7 +15,7 @@ from bench.capacity import (
     write_cost,
     write_units,
 )
-from stepwise.local.cfn_yaml import load_template
+from stepwise_local.cfn_yaml import load_template
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -20,7 +20,7 @@ from bench.pricing import (
     Usage,
     functions_from_template,
 )
-from stepwise.local.cfn_yaml import load_template
+from stepwise_local.cfn_yaml import load_template
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -20,9 +20,9 @@ import httpcore
 import pytest
 from botocore.exceptions import ClientError
 
-from stepwise.channels import ChannelError, email, slack
-from stepwise.channels.email import ApprovalEmail, approval_email, print_email, send_email
-from stepwise.channels.slack import (
+from stepwise.approvals.channels import ChannelError, email, slack
+from stepwise.approvals.channels.email import ApprovalEmail, approval_email, print_email, send_email
+from stepwise.approvals.channels.slack import (
     BLOCK_TEXT_LIMIT,
     InvalidSlackSignature,
     MalformedSlackPayload,

@@ -13,12 +13,12 @@ from typing import Any
 import httpx
 import pytest
 
-from stepwise.cli import main
-from stepwise.cli.app import build_parser
-from stepwise.cli.client import Target, resolve_target
-from stepwise.cli.context import Context
-from stepwise.cli.follow import SocketUnavailable, follow
-from stepwise.cli.render import Display, Hints, clip, detail_lines, event_lines, summarize_arguments, table
+from stepwise_cli import main
+from stepwise_cli.app import build_parser
+from stepwise_cli.client import Target, resolve_target
+from stepwise_cli.context import Context
+from stepwise_cli.follow import SocketUnavailable, follow
+from stepwise_cli.render import Display, Hints, clip, detail_lines, event_lines, summarize_arguments, table
 from stepwise_sdk import RetryPolicy
 
 RUN = "run_1"

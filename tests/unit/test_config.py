@@ -3,7 +3,7 @@
 import pytest
 
 from stepwise.core import config
-from stepwise.local.stack import local_api_keys
+from stepwise_local.stack import local_api_keys
 
 
 @pytest.fixture(autouse=True)

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from stepwise.local.gateway import MAX_BODY_BYTES, Gateway, Response, Route
+from stepwise_local.gateway import MAX_BODY_BYTES, Gateway, Response, Route
 
 Handler = Callable[[dict[str, Any]], Any]
 
@@ -537,7 +537,7 @@ def test_a_function_exception_is_500_with_the_traceback_logged(caplog: pytest.Lo
     gateway, lambdas = make()
     lambdas.functions["Api"] = broken
 
-    with caplog.at_level(logging.ERROR, logger="stepwise.local.gateway"):
+    with caplog.at_level(logging.ERROR, logger="stepwise_local.gateway"):
         response = call(gateway, "GET", "/v1/health")
 
     assert response.status == 500

@@ -1,4 +1,4 @@
-"""The local stack's state directory (stepwise.local.state): what a crash leaves, what is refused."""
+"""The local stack's state directory (stepwise_local.state): what a crash leaves, what is refused."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from stepwise.local.state import (
+from stepwise_local.state import (
     FORMAT,
     SNAPSHOT,
     VERSION,

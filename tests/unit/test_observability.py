@@ -22,9 +22,9 @@ import pytest
 from stepwise.core import observability
 from stepwise.interactions.models import Interaction
 from stepwise.llm.models import Usage
-from stepwise.local.cfn_yaml import load_template
-from stepwise.local.lambdas import LambdaContext
 from stepwise.runs.models import Run
+from stepwise_local.cfn_yaml import load_template
+from stepwise_local.lambdas import LambdaContext
 
 ROOT = Path(__file__).resolve().parents[2]
 NAMESPACE = "Stepwise"

@@ -8,8 +8,8 @@ import pytest
 from pydantic import ValidationError
 
 from stepwise.core import config
-from stepwise.local.cfn_yaml import load_template
 from stepwise.runs import reconcile
+from stepwise_local.cfn_yaml import load_template
 
 MACHINE = "arn:aws:states:us-east-1:123456789012:stateMachine:stepwise-dev-agent-run"
 RUN_ID = "run_01J0000000000000000000000"

@@ -9,10 +9,10 @@ import pytest
 from pydantic import ValidationError
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from stepwise.local.queues import Mapping, mappings
 from stepwise.runs.models import RunCreate
 from stepwise.webhooks import enqueue, retry, signing
 from stepwise.webhooks.models import DEFAULT_EVENTS, RunTarget, WebhookConfig
+from stepwise_local.queues import Mapping, mappings
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 BODY = b'{"type":"run_completed","data":{"output":"\xc3\xa9t\xc3\xa9"}}'

@@ -206,7 +206,7 @@ def decide(token: str) -> Response[str]:
 )
 def slack_interaction() -> Response[SlackReply]:
     """A click on an Approve or Deny button. Slack's signature is checked on the raw body first."""
-    from stepwise.channels import slack
+    from stepwise.approvals.channels import slack
 
     event = router.current_event
     try:

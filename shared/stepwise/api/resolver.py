@@ -3,13 +3,10 @@ for the API function (stepwise.api.app) and the light events function (stepwise.
 
 import base64
 import json
-import threading
-from collections.abc import Mapping
-from typing import Any, cast
+from typing import Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
-from aws_lambda_powertools.event_handler.api_gateway import ResponseBuilder, Route
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 
@@ -39,84 +36,12 @@ def _jsonable_errors(errors: Any) -> list[dict[str, Any]]:
     ]
 
 
-class _Request(threading.local):
-    """The request a thread is resolving: what Powertools keeps on the BaseRouter class and the resolver."""
-
-    def __init__(self) -> None:
-        self.event: Any = None
-        self.lambda_context: Any = None
-        self.context: dict[str, Any] = {}
-
-
-_request = _Request()
-
-
-class PerThreadResolver(APIGatewayHttpResolver):
-    """Powertools' HTTP API resolver with its per-request state kept per thread.
-
-    Powertools keeps the request being resolved on the `BaseRouter` class (`current_event`,
-    `lambda_context`) and the resolver (`context`: the matched route and its arguments), and builds each
-    route's middleware stack on the route's first call. In Lambda one execution environment serves one
-    request at a time, so that is safe; the local stack serves concurrent requests on threads of one
-    process, where two requests would read each other's event (another tenant, path or body) and two
-    first calls of a route would wrap its middleware twice, for good. Here each thread has its own
-    request (a thread is one execution environment), shared by every resolver and router in it (the
-    events router is included in the API's resolver and in the light one), and a route's stack is built
-    once under a lock. In Lambda this changes nothing."""
-
-    _build_lock = threading.Lock()
-
-    @property
-    def current_event(self) -> Any:
-        return _request.event
-
-    @current_event.setter
-    def current_event(self, value: Any) -> None:
-        _request.event = value
-
-    @property
-    def lambda_context(self) -> Any:
-        return _request.lambda_context
-
-    @lambda_context.setter
-    def lambda_context(self, value: Any) -> None:
-        _request.lambda_context = value
-
-    @property
-    def context(self) -> dict[str, Any]:
-        return _request.context
-
-    @context.setter
-    def context(self, value: dict[str, Any]) -> None:
-        _request.context = value
-
-    def resolve(self, event: Mapping[str, Any], context: Any) -> dict[str, Any]:
-        # Saved and restored: a handler that invokes another function in process (the local stack runs
-        # a synchronous invoke on the caller's thread) gets its own request back afterwards.
-        saved = (_request.event, _request.lambda_context, _request.context)
-        _request.event, _request.lambda_context, _request.context = (
-            self._to_proxy_event(cast(dict[str, Any], event)),
-            context,
-            {},
-        )
-        try:
-            return super().resolve(event, context)  # also sets the class-wide copies, which nothing reads
-        finally:
-            _request.event, _request.lambda_context, _request.context = saved
-
-    def _call_route(self, route: Route, route_arguments: dict[str, str]) -> ResponseBuilder[Any]:
-        if not route._middleware_stack_built:
-            with self._build_lock:
-                if not route._middleware_stack_built:
-                    route._build_middleware_stack(router_middlewares=self._router_middlewares, app=self)
-        return super()._call_route(route, route_arguments)
-
-
 def new_resolver() -> APIGatewayHttpResolver:
     """A resolver as every function of ours builds it: validating, reading bodies with the JSON depth
-    cap (a body nested too deep is a 422 `json_too_deep`, never a RecursionError), our error mapping,
-    its per-request state per thread (`PerThreadResolver`)."""
-    app = PerThreadResolver(enable_validation=True, json_body_deserializer=safejson.loads)
+    cap (a body nested too deep is a 422 `json_too_deep`, never a RecursionError), our error mapping.
+    Powertools' resolver as it is: one request at a time per execution environment (the local stack,
+    which serves many on threads, makes its state per thread: stepwise_local.resolvers)."""
+    app = APIGatewayHttpResolver(enable_validation=True, json_body_deserializer=safejson.loads)
     install_error_handlers(app)
     return app
 

@@ -33,7 +33,7 @@ def tell_humans(interaction: Interaction, url: str, *, agent_name: str) -> None:
     """Email and Slack, per the approval hook's channels. A channel that fails is logged, not fatal:
     the approval still waits and can be answered through the API or the link."""
     from stepwise.approvals import links
-    from stepwise.channels import email, slack
+    from stepwise.approvals.channels import email, slack
 
     token = url.rsplit("/", 1)[-1]
     for channel in interaction.channels or []:

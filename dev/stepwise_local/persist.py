@@ -25,15 +25,15 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
-from stepwise.local.lambdas import DYNAMODB_LOCK
-from stepwise.local.state import FORMAT, VERSION, KmsKey, Snapshot, StateDir, StoredObject
+from stepwise_local.lambdas import DYNAMODB_LOCK
+from stepwise_local.state import FORMAT, VERSION, KmsKey, Snapshot, StateDir, StoredObject
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from stepwise.local.scheduler import LocalScheduler
+    from stepwise_local.scheduler import LocalScheduler
 
-log = logging.getLogger("stepwise.local")
+log = logging.getLogger("stepwise_local")
 
 DEBOUNCE = 0.3  # seconds between the first unsaved write and its save
 ACCOUNT, REGION = "123456789012", "us-east-1"  # the stack's (stack.py), where moto keeps its backends

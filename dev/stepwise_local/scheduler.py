@@ -24,12 +24,12 @@ from typing import Any
 
 from stepwise.core import aws
 from stepwise.core.schema import utcnow
-from stepwise.local.lambdas import FunctionError
 from stepwise.schedules import expressions
 from stepwise.schedules.service import RETRY_POLICY, SCHEDULED_TIME
 from stepwise.schedules.triggers import iso
+from stepwise_local.lambdas import FunctionError
 
-log = logging.getLogger("stepwise.local")
+log = logging.getLogger("stepwise_local")
 
 MAX_AGE = timedelta(seconds=RETRY_POLICY["MaximumEventAgeInSeconds"])
 CATCH_UP = 5  # fire times delivered per schedule and tick, the latest ones, after a long pause

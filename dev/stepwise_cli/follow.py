@@ -23,9 +23,9 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from stepwise.cli.client import data
-from stepwise.cli.context import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED, Context
-from stepwise.cli.render import INDENT, Display, Hints, run_outcome
+from stepwise_cli.client import data
+from stepwise_cli.context import EXIT_INTERRUPTED, EXIT_OK, EXIT_RUN_FAILED, Context
+from stepwise_cli.render import INDENT, Display, Hints, run_outcome
 from stepwise_sdk import Stepwise, StepwiseError
 
 ENDED_AS = {"run_completed": "succeeded", "run_failed": "failed", "run_cancelled": "cancelled"}

@@ -22,24 +22,24 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stepwise.core.ids import valid_tenant
-from stepwise.local.cfn_yaml import load_template
-from stepwise.local.gateway import Gateway, Route
-from stepwise.local.lambdas import (
+from stepwise_local.cfn_yaml import load_template
+from stepwise_local.gateway import Gateway, Route
+from stepwise_local.lambdas import (
     FunctionSpec,
     LocalLambdas,
     install_moto_seam,
     make_dynamodb_writes_atomic,
     make_stop_execution_safe,
 )
-from stepwise.local.queues import LocalQueues, mappings
-from stepwise.local.websocket import SocketGateway, install_connections_api, websocket_api
+from stepwise_local.queues import LocalQueues, mappings
+from stepwise_local.websocket import SocketGateway, install_connections_api, websocket_api
 
 if TYPE_CHECKING:
-    from stepwise.local.persist import LocalState
-    from stepwise.local.scheduler import Delivery, LocalScheduler
     from stepwise.runs.reconcile import Outcome
+    from stepwise_local.persist import LocalState
+    from stepwise_local.scheduler import Delivery, LocalScheduler
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "template.yaml"
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
@@ -182,10 +182,12 @@ class LocalStack:
         _fake_credentials()
         from moto import mock_aws
 
-        from stepwise.local.persist import LocalState
         from stepwise.store import wiring
+        from stepwise_local import resolvers
+        from stepwise_local.persist import LocalState
 
         wiring.install()  # the stack is an entry point too: DynamoDB's stores, in moto
+        resolvers.per_thread()  # it serves requests on threads, which Lambda never does
 
         state = LocalState.open(state_dir) if state_dir is not None else None
         mock = mock_aws(
@@ -359,7 +361,7 @@ def _new_secret() -> str:
 def _zip() -> bytes:
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:
-        zf.writestr("app.py", "# served in process by stepwise.local.lambdas\n")
+        zf.writestr("app.py", "# served in process by stepwise_local.lambdas\n")
     return buf.getvalue()
 
 
@@ -370,8 +372,8 @@ def _bring_up(
 
     from stepwise.approvals import links
     from stepwise.core import aws, config, credentials, tables
-    from stepwise.local.scheduler import LocalScheduler
     from stepwise.store import keys
+    from stepwise_local.scheduler import LocalScheduler
 
     resolver = Resolver(template, _parameters(template))
     resources = resolver.resources
@@ -479,7 +481,7 @@ def _bring_up(
     os.environ.update(env)
     # Presigned URLs (uploads) point at a loopback S3 endpoint in front of moto's S3, not at AWS.
     from stepwise.attachments import blobs
-    from stepwise.local import s3 as local_s3
+    from stepwise_local import s3 as local_s3
 
     s3_server = local_s3.serve("127.0.0.1", int(os.environ.get(S3_PORT_ENV) or 0))
     os.environ[blobs.LOCAL_S3_ENV] = s3_server.url

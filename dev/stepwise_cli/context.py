@@ -10,7 +10,7 @@ from typing import Any, TextIO
 
 import httpx
 
-from stepwise.cli.client import Target, connect
+from stepwise_cli.client import Target, connect
 from stepwise_sdk import RetryPolicy, Stepwise
 
 # Exit codes: a followed run that succeeded or any other command that worked; a followed run that ended

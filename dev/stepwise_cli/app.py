@@ -17,10 +17,10 @@ from typing import TextIO
 import httpx
 import pydantic
 
-from stepwise.cli import agents, answers, keys, runs, schedules, settings
-from stepwise.cli.client import Hinted, error_body, resolve_target, unreachable_hint
-from stepwise.cli.context import EXIT_ERROR, EXIT_INTERRUPTED, Context, UsageError
-from stepwise.cli.render import detail_lines
+from stepwise_cli import agents, answers, keys, runs, schedules, settings
+from stepwise_cli.client import Hinted, error_body, resolve_target, unreachable_hint
+from stepwise_cli.context import EXIT_ERROR, EXIT_INTERRUPTED, Context, UsageError
+from stepwise_cli.render import detail_lines
 from stepwise_sdk import ApiConnectionError, ApiStatusError, RetryPolicy, StepwiseError
 
 DESCRIPTION = """\

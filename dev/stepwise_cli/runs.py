@@ -6,10 +6,10 @@ import argparse
 import json
 from typing import Any
 
-from stepwise.cli.client import Hinted, data
-from stepwise.cli.context import Context, UsageError, read_json
-from stepwise.cli.follow import follow
-from stepwise.cli.render import run_block, runs_table
+from stepwise_cli.client import Hinted, data
+from stepwise_cli.context import Context, UsageError, read_json
+from stepwise_cli.follow import follow
+from stepwise_cli.render import run_block, runs_table
 from stepwise_sdk import ConflictError
 
 

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from stepwise.core import aws
-from stepwise.local.lambdas import FunctionError
+from stepwise_local.lambdas import FunctionError
 
-log = logging.getLogger("stepwise.local")
+log = logging.getLogger("stepwise_local")
 
 Invoke = Callable[[str, dict[str, Any]], Any]  # (function name or ARN, payload) -> result
 Resolve = Callable[[Any], Any]

@@ -22,6 +22,7 @@ from typing import Any, TextIO
 import httpx
 
 from stepwise.approvals import Decision
+from stepwise.approvals.channels import ChannelError
 from stepwise.approvals.display import (
     TRUNCATION_MARK,
     deadline_text,
@@ -29,7 +30,6 @@ from stepwise.approvals.display import (
     reveal_hidden,
     truncate,
 )
-from stepwise.channels import ChannelError
 from stepwise.core import credentials, safejson
 from stepwise.core.config import ConfigError
 from stepwise.core.errors import Malformed, Unauthorized

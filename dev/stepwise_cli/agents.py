@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from stepwise.cli.client import data
-from stepwise.cli.context import Context, UsageError, read_json
-from stepwise.cli.render import block, clip, table, when
+from stepwise_cli.client import data
+from stepwise_cli.context import Context, UsageError, read_json
+from stepwise_cli.render import block, clip, table, when
 
 
 def register(

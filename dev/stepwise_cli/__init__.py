@@ -8,6 +8,6 @@ settings over the HTTP API (the local stack by default), and API keys for a depl
 One module per command group; `render` holds the pure text rendering, `follow` the event loop.
 """
 
-from stepwise.cli.app import main
+from stepwise_cli.app import main
 
 __all__ = ["main"]

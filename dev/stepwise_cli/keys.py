@@ -8,7 +8,7 @@ import argparse
 import json
 import os
 
-from stepwise.cli.context import Context, UsageError
+from stepwise_cli.context import Context, UsageError
 
 
 def register(

@@ -12,7 +12,7 @@ import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from stepwise.local.stack import LocalStack
+    from stepwise_local.stack import LocalStack
 
 READY_LINE = "Stepwise local stack is ready"
 
@@ -30,15 +30,15 @@ def main() -> int:
     os.environ.setdefault("STEPWISE_ALLOW_HOSTS", "127.0.0.1,localhost")
     # database_query/database_write open SQLite files only under <dir>/<tenant>/ (sqlite:///shop.db is
     # .stepwise/sqlite/local/shop.db for the local tenant); in AWS, without the variable, SQLite is refused.
-    from stepwise.local.state import StateError, state_dir
+    from stepwise_local.state import StateError, state_dir
 
     state = state_dir()  # $STEPWISE_LOCAL_STATE, .stepwise by default; None for `memory`
     if state is not None:
         os.environ.setdefault("STEPWISE_SQLITE_DIR", str(state / "sqlite"))
 
-    from stepwise.local.demo import seed_demo_agent, serve_demo_tools
-    from stepwise.local.gateway import serve
-    from stepwise.local.stack import LocalStack
+    from stepwise_local.demo import seed_demo_agent, serve_demo_tools
+    from stepwise_local.gateway import serve
+    from stepwise_local.stack import LocalStack
 
     # The follow WebSocket API listens on its own port, next to the HTTP API's unless told otherwise.
     # Presigned upload URLs go to the loopback S3 endpoint, next to them too.

@@ -20,7 +20,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-log = logging.getLogger("stepwise.local")
+log = logging.getLogger("stepwise_local")
 
 Handler = Callable[[dict[str, Any], Any], Any]
 

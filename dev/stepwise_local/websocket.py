@@ -28,7 +28,7 @@ from websockets.datastructures import Headers
 from websockets.http11 import Request, Response
 from websockets.sync.server import Server, ServerConnection, serve
 
-log = logging.getLogger("stepwise.local")
+log = logging.getLogger("stepwise_local")
 
 Invoke = Callable[[str, dict[str, Any]], Any]
 ACCOUNT_ID = "123456789012"

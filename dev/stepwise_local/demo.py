@@ -8,7 +8,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from stepwise.local.stack import LocalStack
+    from stepwise_local.stack import LocalStack
 
 FORECASTS = {"paris": ("sunny", 21), "london": ("drizzle", 14), "tokyo": ("clear", 18)}
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 import getpass
 
-from stepwise.cli.client import data
-from stepwise.cli.context import Context, UsageError
-from stepwise.cli.render import table, when
+from stepwise_cli.client import data
+from stepwise_cli.context import Context, UsageError
+from stepwise_cli.render import table, when
 
 
 def register(

@@ -8,9 +8,9 @@ import json
 import uuid
 from typing import Any, Literal
 
-from stepwise.cli.client import Hinted, data
-from stepwise.cli.context import Context, UsageError
-from stepwise.cli.render import call, table, when
+from stepwise_cli.client import Hinted, data
+from stepwise_cli.context import Context, UsageError
+from stepwise_cli.render import call, table, when
 from stepwise_sdk import ConflictError
 
 

@@ -18,7 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
-log = logging.getLogger("stepwise.local")
+log = logging.getLogger("stepwise_local")
 
 REGION = "us-east-1"
 UPSTREAM = "https://s3.amazonaws.com"  # path-style, as the presigner signs for a custom endpoint

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TextIO
 
+from stepwise.approvals.channels import ChannelError
 from stepwise.approvals.display import (
     as_utc,
     deadline_text,
@@ -24,7 +25,6 @@ from stepwise.approvals.display import (
     reveal_hidden,
     truncate,
 )
-from stepwise.channels import ChannelError
 
 MAX_RECIPIENTS = 50  # SES v2 send_email takes at most 50 destinations per message
 MAX_ARGUMENTS_CHARS = 20_000  # beyond this the page, not the inbox, is the place to read them

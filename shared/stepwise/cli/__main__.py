@@ -1,7 +1,0 @@
-"""`python -m stepwise.cli`."""
-
-import sys
-
-from stepwise.cli.app import main
-
-sys.exit(main())
