@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
+from stepwise.agents import mcp_store as mcp
 from stepwise.agents import store as agents
 from stepwise.agents.models import Agent
 from stepwise.core.errors import Conflict
 from stepwise.core.schema import utcnow
-from stepwise.mcp import store as mcp
 from stepwise.mcp.models import McpServer
 from stepwise.tools.models import ClientTool
 from stepwise_local.stack import LocalStack

@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 
 from stepwise import mcp
+from stepwise.agents import mcp_servers as servers
+from stepwise.agents import mcp_store as store
 from stepwise.agents import store as agents
 from stepwise.core.masking import MASK
-from stepwise.mcp import servers, store
 from stepwise.mcp.models import MAX_SERVERS
 from stepwise_local.stack import DEFAULT_TENANT, LocalStack
 from tests.fakes.mcp_server import API_KEY_HEADER, FakeMcpServer

@@ -15,9 +15,10 @@ import httpx
 import pytest
 
 from stepwise import mcp
+from stepwise.agents import mcp_servers as servers
+from stepwise.agents import mcp_store as store
 from stepwise.agents import store as agents
 from stepwise.core import config
-from stepwise.mcp import servers, store
 from stepwise_local.stack import DEFAULT_TENANT, LocalStack
 from tests.fakes.mcp_server import FakeMcpServer
 from tests.fakes.oauth_server import SCOPES, FakeOAuthMcpServer

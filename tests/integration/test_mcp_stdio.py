@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from stepwise import mcp
+from stepwise.agents import mcp_store as store
 from stepwise.core.masking import MASK
-from stepwise.mcp import store
 from stepwise.mcp.stdio import ALLOW_ENV
 from stepwise_local.stack import DEFAULT_TENANT, LocalStack
 from tests.fakes.mcp_stdio_server import STDIO_SERVER

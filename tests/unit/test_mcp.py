@@ -14,6 +14,7 @@ import anyio
 import pytest
 from pydantic import ValidationError
 
+from stepwise.agents.mcp_servers import _within_limit, check_destination
 from stepwise.agents.models import Agent
 from stepwise.core.errors import Unprocessable
 from stepwise.core.masking import MASK
@@ -21,7 +22,6 @@ from stepwise.loop.gating import permission_for
 from stepwise.mcp import declarations, find
 from stepwise.mcp.models import TOOLS_CACHE_LIMIT, McpServer, McpServerCreate, McpTool
 from stepwise.mcp.naming import NAME_LIMIT, exposed_name, exposed_names
-from stepwise.mcp.servers import _within_limit, check_destination
 from stepwise.mcp.transport import GuardedAsyncBackend
 from stepwise.net.ssrf import BlockedDestination
 from stepwise.tools.models import TOOL_NAME
@@ -302,7 +302,7 @@ def test_content_blocks_become_text_with_placeholders() -> None:
 
 def test_the_api_and_a_runs_tool_set_never_import_the_sdk() -> None:
     probe = (
-        "import sys, stepwise.api.app, stepwise.mcp, stepwise.mcp.servers; "
+        "import sys, stepwise.api.app, stepwise.mcp, stepwise.agents.mcp_servers; "
         "print('mcp' in sys.modules, 'uvicorn' in sys.modules)"
     )
     out = subprocess.run(

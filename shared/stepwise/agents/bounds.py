@@ -10,12 +10,8 @@ reach the model.
 from __future__ import annotations
 
 from stepwise.core import config
-from stepwise.core.errors import ModelForbidden, Unprocessable
+from stepwise.core.errors import ModelForbidden, ModelNotAllowed
 from stepwise.llm.client import resolve_model
-
-
-class ModelNotAllowed(Unprocessable):
-    code = "model_not_allowed"
 
 
 def _message(model: str) -> str:

@@ -7,7 +7,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from pydantic import BaseModel
 
-from stepwise.agents import bounds
+from stepwise.agents import bounds, service
 from stepwise.agents import store as agents
 from stepwise.agents.models import Agent, AgentCreate, AgentPatch, MemoryConfig
 from stepwise.api.context import tenant
@@ -18,10 +18,7 @@ from stepwise.core.ids import new_id
 from stepwise.core.masking import public_hook, public_tool
 from stepwise.hooks.models import applied
 from stepwise.loop import weight
-from stepwise.mcp import servers as mcp_servers
 from stepwise.mcp.models import public_servers
-from stepwise.memory import service as memory
-from stepwise.schedules import service as schedules
 from stepwise.store import runs
 from stepwise.tools.models import AgentTool, Tool
 from stepwise.webhooks import keys as webhook_keys
@@ -143,13 +140,7 @@ def patch_agent(agent_id: AgentId, body: AgentPatch) -> Response[Agent]:
     tags=AGENTS,
 )
 def delete_agent(agent_id: AgentId) -> Response[None]:
-    tenant_id = tenant(router)
-    agent = agents.get(tenant_id, agent_id)
-    for schedule in schedules.list_for_agent(tenant_id, agent_id):  # nothing fires for a deleted agent
-        schedules.delete(tenant_id, agent_id, schedule.schedule_id)
-    agents.delete(tenant_id, agent_id)
-    memory.default_store().forget_agent(tenant_id, agent_id)  # no user's memories outlive the agent
-    mcp_servers.forget_agent(tenant_id, agent)  # nor its MCP servers' OAuth clients and tokens
+    service.delete_agent(tenant(router), agent_id)
     return Response(status_code=204)
 
 

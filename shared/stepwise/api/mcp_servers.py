@@ -16,13 +16,14 @@ from aws_lambda_powertools.event_handler.openapi.types import (
 )
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 
+from stepwise.agents import mcp_servers as servers
+from stepwise.agents import mcp_store as store
 from stepwise.api.auth import PUBLIC
 from stepwise.api.context import tenant
 from stepwise.api.params import AgentId
 from stepwise.api.responses import HTML, json_response, responses
 from stepwise.approvals import pages
 from stepwise.core.errors import NotFound
-from stepwise.mcp import servers, store
 from stepwise.mcp.models import MCP_TIMEOUT, McpServerCreate, McpServerList, McpServerView
 
 router = APIGatewayHttpRouter()

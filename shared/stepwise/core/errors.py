@@ -156,6 +156,12 @@ class ModelForbidden(ModelError):
     code = "model_not_allowed"
 
 
+class ModelNotAllowed(Unprocessable):
+    """A tenant named a model outside the operator's AllowedModels (an agent's edit, a run's start)."""
+
+    code = "model_not_allowed"
+
+
 class ContextTooLong(ModelError):
     """The prompt is over the model's context window (compaction then retry is the remedy)."""
 

@@ -7,7 +7,7 @@ What a run needs, none of which imports the `mcp` SDK until a call is made:
 - `find(agent, name)`: the `McpToolRef` for a name the model called, or None;
 - `call_tool(server, tool_name, arguments)`: run it (`ref.server`, `ref.tool.name`) and get a ToolResult.
 
-Registration and discovery live in stepwise.mcp.servers, the SDK client in stepwise.mcp.client.
+Registration and discovery live in stepwise.agents.mcp_servers, the SDK client in stepwise.mcp.client.
 """
 
 from __future__ import annotations

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from stepwise.agents.models import Agent
 from stepwise.core.masking import mask_headers
 from stepwise.core.schema import Strict, utcnow
 from stepwise.tools.models import Permission
@@ -321,11 +320,28 @@ class McpToolRef(BaseModel):
         return []
 
 
-def servers_of(agent: Agent) -> list[McpServer]:
+class Defaults(Protocol):
+    @property
+    def default(self) -> str: ...
+
+
+class ServerOwner(Protocol):
+    """What MCP reads of an agent: its id, its servers' entries (kept in its item) and its default
+    permission. Structural, so MCP names no agent model (stepwise.agents.models.Agent is one)."""
+
+    @property
+    def agent_id(self) -> str: ...
+    @property
+    def mcp_servers(self) -> list[dict[str, Any]]: ...
+    @property
+    def permissions(self) -> Defaults: ...
+
+
+def servers_of(agent: ServerOwner) -> list[McpServer]:
     """The agent's MCP servers, parsed from its item."""
     return [McpServer.model_validate(s) for s in agent.mcp_servers]
 
 
-def public_servers(agent: Agent) -> list[dict[str, Any]]:
+def public_servers(agent: ServerOwner) -> list[dict[str, Any]]:
     """The agent's MCP servers as an API answer may show them (header values masked)."""
     return [s.view().model_dump(mode="json") for s in servers_of(agent)]

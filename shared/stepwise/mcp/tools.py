@@ -11,13 +11,12 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from stepwise.agents.models import Agent
-from stepwise.mcp.models import McpServer, McpTool, McpToolRef, servers_of
+from stepwise.mcp.models import McpServer, McpTool, McpToolRef, ServerOwner, servers_of
 from stepwise.mcp.naming import PREFIX, exposed_names
 from stepwise.tools.models import Permission
 
 
-def _exposed(agent: Agent) -> Iterator[tuple[str, McpServer, McpTool]]:
+def _exposed(agent: ServerOwner) -> Iterator[tuple[str, McpServer, McpTool]]:
     for server in servers_of(agent):
         if not server.enabled:
             continue
@@ -29,7 +28,7 @@ def _exposed(agent: Agent) -> Iterator[tuple[str, McpServer, McpTool]]:
                 yield names[tool.name], server, tool
 
 
-def declarations(agent: Agent) -> list[dict[str, Any]]:
+def declarations(agent: ServerOwner) -> list[dict[str, Any]]:
     """OpenAI-style function declarations of every enabled server's cached tools, sorted by name, with
     keys sorted inside each schema: the same cached tools always give the same bytes."""
     out = [
@@ -46,7 +45,7 @@ def declarations(agent: Agent) -> list[dict[str, Any]]:
     return sorted(out, key=lambda d: d["function"]["name"])
 
 
-def find(agent: Agent, name: str) -> McpToolRef | None:
+def find(agent: ServerOwner, name: str) -> McpToolRef | None:
     """The MCP tool the model calls `name` (mcp__{server}__{tool}), or None when no enabled server of
     the agent has it cached."""
     if not name.startswith(PREFIX):
@@ -58,7 +57,7 @@ def find(agent: Agent, name: str) -> McpToolRef | None:
     return None
 
 
-def _permission(agent: Agent, ref: McpToolRef) -> Permission:
+def _permission(agent: ServerOwner, ref: McpToolRef) -> Permission:
     if ref.server.permission != "inherit":
         return ref.server.permission
     if ref.destructive:  # as McpToolRef judges it: an untrusted server's tools all are

@@ -9,11 +9,11 @@ import json
 import logging
 from typing import Any
 
-from stepwise.agents import store as agents
 from stepwise.core import aws, config
 from stepwise.core.errors import Unavailable
 from stepwise.core.ids import new_id
 from stepwise.core.schema import utcnow
+from stepwise.runs.ports import stores
 from stepwise.schedules import expressions, store
 from stepwise.schedules.expressions import At
 from stepwise.schedules.models import Schedule, ScheduleCreate
@@ -43,7 +43,7 @@ def delivery_input(tenant_id: str, schedule: Schedule) -> str:
 
 
 def create(tenant_id: str, agent_id: str, body: ScheduleCreate) -> Schedule:
-    agents.get(tenant_id, agent_id)  # another tenant's agent is a 404 like a missing one
+    stores().agents.get(tenant_id, agent_id)  # another tenant's agent is a 404 like a missing one
     now = utcnow().replace(microsecond=0)
     schedule = Schedule(**body.model_dump(), schedule_id=new_id("sch"), agent_id=agent_id, created_at=now)
     store.create(tenant_id, schedule)
@@ -82,7 +82,7 @@ def _create_twin(tenant_id: str, schedule: Schedule) -> None:
 
 
 def list_for_agent(tenant_id: str, agent_id: str) -> list[Schedule]:
-    agents.get(tenant_id, agent_id)
+    stores().agents.get(tenant_id, agent_id)
     now = utcnow()
     return [s.with_next_run(now) for s in store.list_for_agent(tenant_id, agent_id)]
 

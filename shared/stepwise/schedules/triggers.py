@@ -15,8 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from stepwise.agents.bounds import ModelNotAllowed
-from stepwise.core.errors import NotFound
+from stepwise.core.errors import ModelNotAllowed, NotFound
 from stepwise.core.ids import derived_id
 from stepwise.runs.models import MESSAGE_LIMIT, RunCreate
 from stepwise.runs.start import start_run

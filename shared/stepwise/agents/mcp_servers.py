@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING
 
 from aws_lambda_powertools import Logger
 
+from stepwise.agents import mcp_store as store
 from stepwise.core.errors import NotFound, Unprocessable
 from stepwise.core.schema import utcnow
-from stepwise.mcp import store
 from stepwise.mcp.models import (
     MCP_TIMEOUT,
     STALE_AFTER,
@@ -26,12 +26,12 @@ from stepwise.mcp.models import (
     McpServerCreate,
     McpServerView,
     McpTool,
+    ServerOwner,
     servers_of,
 )
 from stepwise.net.ssrf import AllowHosts, BlockedDestination, check_url
 
 if TYPE_CHECKING:
-    from stepwise.agents.models import Agent
     from stepwise.mcp.authorization import GrantStore, PendingAuthorization
 
 logger = Logger(service="stepwise")
@@ -169,7 +169,7 @@ def remove(tenant_id: str, agent_id: str, name: str) -> None:
         authorization.forget(_grants(), tenant_id, agent_id, server)
 
 
-def forget_agent(tenant_id: str, agent: Agent) -> None:
+def forget_agent(tenant_id: str, agent: ServerOwner) -> None:
     """Drop the grants of a deleted agent's servers, so no client or token outlives it."""
     behind_oauth = [s for s in servers_of(agent) if s.auth is not None]
     if not behind_oauth:
