@@ -29,7 +29,6 @@ from stepwise.runs.models import Run
 from stepwise.runs.ports import stores
 from stepwise.runs.state import CallRef, Wait
 from stepwise.sessions.models import tool_slot
-from stepwise.store import described
 from stepwise.tools import registry, tables
 from stepwise.tools.base import TOOL_RESULT_LIMIT, ToolResult
 from stepwise.tools.builtin import ToolScope
@@ -134,7 +133,7 @@ def _description(
     if text is None:
         return None
     run = scope.run
-    kept = described.save(scope.tenant_id, run.session_id, run.run_id, ref.id, whole, in_s3=in_s3)
+    kept = stores().described.save(scope.tenant_id, run.session_id, run.run_id, ref.id, whole, in_s3=in_s3)
     return text if kept else None
 
 
