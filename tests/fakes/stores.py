@@ -1,9 +1,11 @@
 """In-memory stores behind the loop's ports (stepwise.runs.ports), dict-backed, with the semantics the
 DynamoDB modules give the loop: conditional writes, key order, exactly-once status changes.
 
-Each fake also has the few functions tests seed it with (`create`, `answer`, `after`), with the same
+Each fake also has the few functions tests seed it with (an agent's `create`), with the same
 signatures as the DynamoDB module's, so tests/integration/test_store_ports.py runs one set of
-assertions against both and the fakes cannot drift from the real stores.
+assertions against both and the fakes cannot drift from the real stores. Where the adapter lets a
+refused condition out as pynamodb's error (a session created twice, a started run deleted), the fake
+raises the same.
 
     fakes = FakeStores()
     with ports.using(fakes.stores()):
@@ -15,10 +17,13 @@ from __future__ import annotations
 import copy
 import json
 import threading
+from collections.abc import Iterator
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
+
+from pynamodb.exceptions import PutError, TransactWriteError
 
 from stepwise.agents.models import Agent, AgentCreate
 from stepwise.core import config
@@ -37,19 +42,24 @@ from stepwise.ledger import (
 )
 from stepwise.llm.models import Usage
 from stepwise.runs.models import (
+    ACTIVE_STATUSES,
     TERMINAL_EVENTS,
     TERMINAL_STATUSES,
     Appended,
     EventType,
+    Head,
     Run,
     RunError,
     RunEvent,
+    RunExists,
     RunStatus,
 )
 from stepwise.runs.ports import Stores
 from stepwise.runs.state import RunContext
 from stepwise.sessions.models import Earlier, Session
-from stepwise.store.runs import RunExists
+from stepwise.store import quotas
+from stepwise.store.described import INLINE_BYTES
+from stepwise.store.runs import check_fits as run_fits
 from stepwise.store.sessions import CHECKPOINT_LIMIT, MESSAGE_PREFIX, message_key
 from stepwise.tools.results import OFFLOAD_CHARS, key_for
 
@@ -100,22 +110,59 @@ class FakeRunContexts:
 
 
 class FakeRuns:
-    """Run records; `transition` is conditional on the status, and an active run's counters come from its
-    context, as stepwise.store.runs.get reads them."""
+    """Run records; `transition` is conditional on the status, an active run's counters come from its
+    context, as stepwise.store.runs.get reads them, and each tenant's active-run counter moves with the
+    same writes as the adapter's quota item (create, delete, a terminal transition)."""
 
     def __init__(self, contexts: FakeRunContexts) -> None:
         self.contexts = contexts
         self.items: dict[tuple[str, str], Run] = {}
+        self.active: dict[str, int] = {}  # tenant -> active-run slots taken
         self.lock = threading.Lock()
 
+    def check_fits(self, tenant_id: str, run: Run) -> None:
+        run_fits(tenant_id, run)  # the item DynamoDB would be sent, measured as it measures it
+
     def create(self, tenant_id: str, run: Run) -> Run:
+        self.check_fits(tenant_id, run)
+        limit = config.quotas().max_active_runs
         with self.lock:
             if (tenant_id, run.run_id) in self.items:
                 raise RunExists(f"run {run.run_id} exists already", code="run_exists")
+            if self.active.get(tenant_id, 0) >= limit:
+                raise quotas.exceeded(quotas.ACTIVE_RUNS, limit)
             self.items[(tenant_id, run.run_id)] = run.model_copy(
                 update={"trigger_id": run.trigger_id or run.run_id}, deep=True
             )
+            self.active[tenant_id] = self.active.get(tenant_id, 0) + 1
         return run
+
+    def delete(self, tenant_id: str, run_id: str) -> None:
+        with self.lock:
+            run = self.items.get((tenant_id, run_id))
+            if run is None or run.status != "queued":  # the transaction's condition, refused as DynamoDB does
+                raise TransactWriteError("Failed to write transaction items")
+            del self.items[(tenant_id, run_id)]
+            self.active[tenant_id] -= 1
+
+    def exists(self, tenant_id: str, run_id: str) -> bool:
+        return (tenant_id, run_id) in self.items
+
+    def erase_attachments(self, tenant_id: str, run_id: str) -> bool:
+        with self.lock:
+            run = self.items.get((tenant_id, run_id))
+            if run is None or not run.done:
+                return False
+            self.items[(tenant_id, run_id)] = run.model_copy(
+                update={"attachments": [], "attachments_erased_at": utcnow()}
+            )
+        return True
+
+    def active_before(self, cutoff: datetime) -> Iterator[tuple[str, Run]]:
+        # The records as stored (a Scan reads no context), in no promised order.
+        for (tenant_id, _), run in list(self.items.items()):
+            if run.status in ACTIVE_STATUSES and run.created_at < cutoff:
+                yield tenant_id, run.model_copy(deep=True)
 
     def get(self, tenant_id: str, run_id: str) -> Run:
         run = self.items.get((tenant_id, run_id))
@@ -128,6 +175,8 @@ class FakeRuns:
             update={
                 "steps": context.steps,
                 "usage": context.usage,
+                "children": list(context.children),
+                "descendants_usage": context.descendants_usage,
                 "tools_executed": list(context.tools_executed),
                 "compaction_failures": context.compaction_failures,
             },
@@ -137,6 +186,9 @@ class FakeRuns:
     def transition(
         self, tenant_id: str, run_id: str, to: RunStatus, *, allowed_from: AbstractSet[str], **fields: Any
     ) -> bool:
+        terminal = to in TERMINAL_STATUSES
+        if terminal and not set(allowed_from) <= ACTIVE_STATUSES:
+            raise ValueError("a terminal transition starts from active statuses only (it frees a quota slot)")
         with self.lock:
             run = self.items.get((tenant_id, run_id))
             if run is None or run.status not in allowed_from:
@@ -157,8 +209,9 @@ class FakeRuns:
                 else:
                     update[name] = copy.deepcopy(value)
             update["usage"] = Usage.model_validate(usage)
-            if to in TERMINAL_STATUSES:
+            if terminal:
                 update["finished_at"] = utcnow()
+                self.active[tenant_id] = self.active.get(tenant_id, 0) - 1  # its slot goes back, once
             self.items[(tenant_id, run_id)] = run.model_copy(update=update)
         return True
 
@@ -183,8 +236,8 @@ class FakeSessions:
         user_id: str | None = None,
     ) -> Session:
         with self.lock:
-            if (tenant_id, session_id) in self.shells:
-                raise Conflict(f"session {session_id} exists already")
+            if (tenant_id, session_id) in self.shells:  # the put's condition, refused as DynamoDB does
+                raise PutError("Failed to put item")
             session = Session(
                 session_id=session_id,
                 agent_id=agent_id,
@@ -260,6 +313,14 @@ class FakeSessions:
             session = self.shells.get((tenant_id, session_id))
             if session is not None and run_id not in session.completed_runs:
                 session.completed_runs.append(run_id)
+
+    def claim(self, tenant_id: str, session_id: str, run_id: str) -> bool:
+        with self.lock:
+            session = self.shells.get((tenant_id, session_id))
+            if session is None or session.active_run_id not in (None, run_id):
+                return False
+            session.active_run_id = run_id
+        return True
 
     def enqueue(self, tenant_id: str, session_id: str, run_id: str, *, first: bool = False) -> bool:
         with self.lock:
@@ -378,6 +439,16 @@ class FakeInteractions:
             self.items[(tenant_id, interaction_id)] = found.model_copy(update={"has_token": True})
         return self.get(tenant_id, interaction_id)
 
+    def task_token(self, tenant_id: str, interaction_id: str) -> str | None:
+        self.get(tenant_id, interaction_id)  # NotFound as the adapter's read of the item
+        return self.tokens.get((tenant_id, interaction_id))
+
+    def mark_delivered(self, tenant_id: str, interaction_id: str) -> None:
+        with self.lock:
+            found = self.items.get((tenant_id, interaction_id))
+            if found is not None:
+                self.items[(tenant_id, interaction_id)] = found.model_copy(update={"delivered": True})
+
     def _from_pending(self, tenant_id: str, interaction_id: str, **update: Any) -> bool:
         with self.lock:
             found = self.items.get((tenant_id, interaction_id))
@@ -411,26 +482,43 @@ class FakeInteractions:
 
 
 class FakeEventLog:
-    """The run's log: seqs from 1, one counter per run; every append is kept as the batch it was."""
+    """The run's log: seqs from 1, reserved on a head per run that also counts its followers, as the
+    adapter's head item does; every append is kept as the batch it was."""
 
     def __init__(self) -> None:
         self.batches: dict[tuple[str, str], list[list[RunEvent]]] = {}
-        self.followed: set[tuple[str, str]] = set()  # runs a follower is counted on
+        self.heads: dict[tuple[str, str], Head] = {}
+        self.followers: dict[tuple[str, str], int] = {}
         self.lock = threading.Lock()
 
     def append(self, tenant_id: str, run_id: str, events: list[tuple[EventType, dict[str, Any]]]) -> Appended:
         if not events:
             return Appended(events=[], followed=False)
         now = utcnow()
+        key = (tenant_id, run_id)
         with self.lock:
-            batches = self.batches.setdefault((tenant_id, run_id), [])
-            first = sum(len(b) for b in batches) + 1
+            held = self.heads.get(key)
+            first = (held.last_seq if held else 0) + 1
+            self.heads[key] = Head(
+                last_seq=first + len(events) - 1, done=events[-1][0] in TERMINAL_EVENTS, moved_at=now
+            )
             written = [
                 RunEvent(seq=first + i, type=etype, data=copy.deepcopy(data), at=now)
                 for i, (etype, data) in enumerate(events)
             ]
-            batches.append(written)
-        return Appended(events=written, followed=(tenant_id, run_id) in self.followed)
+            self.batches.setdefault(key, []).append(written)
+            followed = self.followers.get(key, 0) > 0
+        return Appended(events=written, followed=followed)
+
+    def head(self, tenant_id: str, run_id: str) -> Head | None:
+        return self.heads.get((tenant_id, run_id))
+
+    def followed(self, tenant_id: str, run_id: str) -> Head:
+        key = (tenant_id, run_id)
+        with self.lock:
+            self.followers[key] = self.followers.get(key, 0) + 1
+            head = self.heads.setdefault(key, Head(last_seq=0, done=False, moved_at=None))
+        return head
 
     def after(self, tenant_id: str, run_id: str, seq: int, limit: int) -> list[RunEvent]:
         return [e for e in self.events(tenant_id, run_id) if e.seq > seq][:limit]
@@ -458,6 +546,43 @@ class FakeResults:
         key = key_for(tenant_id, run_id, tool_call_id)
         self.texts[key] = text
         return {"key": key, "chars": len(text), "bytes": len(text.encode())}
+
+    def read(self, tenant_id: str, run_id: str, tool_call_id: str) -> str | None:
+        return self.texts.get(key_for(tenant_id, run_id, tool_call_id))
+
+
+@dataclass(frozen=True)
+class Described:
+    run_id: str
+    text: str | None  # None: the whole text is the run's offloaded result
+    expires_at: datetime
+
+
+class FakeDescribed:
+    """Described results by session and call: inline up to the adapter's item limit, else only a note
+    that the text is the offloaded result, read back from `results` as the adapter reads S3."""
+
+    def __init__(self, results: FakeResults) -> None:
+        self.results = results
+        self.items: dict[tuple[str, str, str], Described] = {}
+
+    def save(
+        self, tenant_id: str, session_id: str, run_id: str, tool_call_id: str, text: str, *, in_s3: bool
+    ) -> bool:
+        if not in_s3 and len(text.encode()) > INLINE_BYTES:
+            return False
+        expires = utcnow() + timedelta(days=config.runtime().message_retention_days)
+        kept = Described(run_id, None if in_s3 else text, expires)
+        self.items[(tenant_id, session_id, tool_call_id)] = kept
+        return True
+
+    def load(self, tenant_id: str, session_id: str, tool_call_id: str) -> str | None:
+        found = self.items.get((tenant_id, session_id, tool_call_id))
+        if found is None or found.expires_at <= utcnow():
+            return None
+        if found.text is not None:
+            return found.text
+        return self.results.read(tenant_id, found.run_id, tool_call_id)
 
 
 class FakeLedger:
@@ -551,9 +676,11 @@ class FakeStores:
     events: FakeEventLog = field(default_factory=FakeEventLog)
     results: FakeResults = field(default_factory=FakeResults)
     runs: FakeRuns = field(init=False)
+    described: FakeDescribed = field(init=False)
 
     def __post_init__(self) -> None:
         self.runs = FakeRuns(self.run_context)
+        self.described = FakeDescribed(self.results)
 
     def stores(self) -> Stores:
         return Stores(
@@ -565,4 +692,5 @@ class FakeStores:
             effects=self.effects,
             events=self.events,
             results=self.results,
+            described=self.described,
         )

@@ -5,25 +5,31 @@ cannot drift from the stores the loop really uses."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 import pytest
+from pynamodb.exceptions import PutError, TransactWriteError
 
 from stepwise import ledger
 from stepwise.agents import store as agents
 from stepwise.agents.models import AgentCreate
-from stepwise.core.errors import AgentGone, NotFound, RunStateError
+from stepwise.attachments.models import Attachment
+from stepwise.core import config
+from stepwise.core.errors import AgentGone, Conflict, NotFound, PayloadTooLarge, QuotaExceeded, RunStateError
 from stepwise.core.schema import utcnow
 from stepwise.interactions.models import digest
 from stepwise.ledger import store as effects
 from stepwise.runs import ports
-from stepwise.runs.models import ACTIVE_STATUSES, Run
+from stepwise.runs.models import ACTIVE_STATUSES, Head, Run, RunExists, RunStatus
 from stepwise.runs.state import RunContext
 from stepwise.sessions.models import ASSISTANT_SLOT, USER_SLOT, Earlier, tool_slot
-from stepwise.store import events, interactions, run_context, runs, sessions
+from stepwise.store import described, events, interactions, run_context, runs, sessions
+from stepwise.store.described import INLINE_BYTES
 from stepwise.store.sessions import CHECKPOINT_LIMIT
+from stepwise.tools import results
 from tests.fakes.stores import FakeStores
 
 
@@ -38,6 +44,8 @@ class Backend:
     interactions: Any
     effects: Any
     events: Any
+    results: Any
+    described: Any
 
 
 @pytest.fixture(params=["fake", "dynamodb"])
@@ -52,9 +60,11 @@ def backend(request: pytest.FixtureRequest) -> Backend:
             fakes.interactions,
             fakes.effects,
             fakes.events,
+            fakes.results,
+            fakes.described,
         )
-    request.getfixturevalue("stack")  # moto, with the template's tables
-    return Backend(runs, run_context, sessions, agents, interactions, effects, events)
+    request.getfixturevalue("stack")  # moto, with the template's tables and bucket
+    return Backend(runs, run_context, sessions, agents, interactions, effects, events, results, described)
 
 
 @pytest.fixture
@@ -62,28 +72,39 @@ def tenant() -> str:
     return f"t_{uuid.uuid4().hex[:12]}"
 
 
-def new_run(tenant_id: str, store: Backend, run_id: str = "run_1", session_id: str = "ses_1") -> Run:
-    run = Run(
-        run_id=run_id,
-        agent_id="agt_1",
-        session_id=session_id,
-        status="queued",
-        input="hi",
-        created_at=utcnow(),
+def a_run(run_id: str = "run_1", session_id: str = "ses_1", **fields: Any) -> Run:
+    return Run.model_validate(
+        {
+            "run_id": run_id,
+            "agent_id": "agt_1",
+            "session_id": session_id,
+            "status": "queued",
+            "input": "hi",
+            "created_at": utcnow(),
+            **fields,
+        }
     )
-    created: Run = store.runs.create(tenant_id, run)
+
+
+def new_run(tenant_id: str, store: Backend, run_id: str = "run_1", session_id: str = "ses_1") -> Run:
+    created: Run = store.runs.create(tenant_id, a_run(run_id, session_id))
     return created
+
+
+def end(store: Backend, tenant_id: str, run_id: str, to: RunStatus = "failed") -> None:
+    assert store.runs.transition(tenant_id, run_id, to, allowed_from=ACTIVE_STATUSES) is True
 
 
 def test_the_installed_stores_are_the_dynamodb_modules() -> None:
     default = ports.stores()  # installed by the suite's conftest, as each handler module installs them
 
     assert default is ports.stores()  # built once
-    assert (default.runs, default.sessions, default.run_context, default.events) == (
+    assert (default.runs, default.sessions, default.run_context, default.events, default.described) == (
         runs,
         sessions,
         run_context,
         events,
+        described,
     )
     replacement = FakeStores().stores()
     with ports.using(replacement):
@@ -183,7 +204,171 @@ def test_an_unknown_run_is_not_found(backend: Backend, tenant: str) -> None:
     assert caught.value.code == "run_not_found"
 
 
+def test_a_run_is_recorded_once(backend: Backend, tenant: str) -> None:
+    assert backend.runs.exists(tenant, "run_1") is False
+
+    new_run(tenant, backend)
+
+    assert backend.runs.exists(tenant, "run_1") is True
+    assert backend.runs.get(tenant, "run_1").trigger_id == "run_1"  # its own id when nothing else started it
+    with pytest.raises(RunExists) as caught:  # a duplicate delivery of what started it
+        backend.runs.create(tenant, a_run(input="again"))
+    assert (caught.value.code, isinstance(caught.value, Conflict)) == ("run_exists", True)
+    assert backend.runs.get(tenant, "run_1").input == "hi"
+    assert backend.runs.exists(f"{tenant}_other", "run_1") is False
+
+
+def test_a_run_too_large_for_an_item_is_refused_before_anything_is_written(
+    backend: Backend, tenant: str
+) -> None:
+    huge = a_run(metadata={"blob": "x" * 410_000})
+
+    with pytest.raises(PayloadTooLarge) as caught:
+        backend.runs.check_fits(tenant, huge)
+    assert caught.value.code == "item_too_large"
+    with pytest.raises(PayloadTooLarge):
+        backend.runs.create(tenant, huge)
+
+    assert backend.runs.exists(tenant, "run_1") is False
+    backend.runs.check_fits(tenant, a_run())  # a run of ordinary size fits
+
+
+@pytest.fixture
+def two_active_runs(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv("STEPWISE_MAX_ACTIVE_RUNS", "2")
+    config.reset()
+    yield
+    monkeypatch.undo()
+    config.reset()
+
+
+@pytest.mark.usefixtures("two_active_runs")
+def test_an_active_run_holds_a_slot_until_it_ends_or_is_deleted(backend: Backend, tenant: str) -> None:
+    new_run(tenant, backend, "run_1")
+    new_run(tenant, backend, "run_2")
+
+    with pytest.raises(QuotaExceeded):
+        new_run(tenant, backend, "run_3")
+    assert backend.runs.exists(tenant, "run_3") is False
+    new_run(f"{tenant}_other", backend, "run_3")  # each tenant counts its own
+
+    end(backend, tenant, "run_1")
+    assert backend.runs.transition(tenant, "run_1", "cancelled", allowed_from=ACTIVE_STATUSES) is False
+    new_run(tenant, backend, "run_3")  # the ending gave its slot back, once
+    with pytest.raises(QuotaExceeded):
+        new_run(tenant, backend, "run_4")
+    backend.runs.delete(tenant, "run_3")
+    new_run(tenant, backend, "run_4")  # so did the deletion
+
+
+def test_only_a_queued_run_is_deleted(backend: Backend, tenant: str) -> None:
+    new_run(tenant, backend, "run_1")
+    new_run(tenant, backend, "run_2")
+    backend.runs.transition(tenant, "run_2", "running", allowed_from={"queued"})
+
+    backend.runs.delete(tenant, "run_1")
+
+    assert backend.runs.exists(tenant, "run_1") is False
+    with pytest.raises(NotFound):
+        backend.runs.get(tenant, "run_1")
+    with pytest.raises(TransactWriteError):  # it began: other records name it now
+        backend.runs.delete(tenant, "run_2")
+    assert backend.runs.get(tenant, "run_2").status == "running"
+    with pytest.raises(TransactWriteError):
+        backend.runs.delete(tenant, "run_missing")
+
+
+def test_a_finished_runs_attachments_are_erased_and_an_active_ones_are_kept(
+    backend: Backend, tenant: str
+) -> None:
+    listed = Attachment(attachment_id="att_1", name="a.csv", content_type="text/csv", size=3, sha256="ab")
+    backend.runs.create(tenant, a_run(attachments=[listed]))
+
+    assert backend.runs.erase_attachments(tenant, "run_1") is False  # it would read them in its next step
+    assert backend.runs.get(tenant, "run_1").attachments == [listed]
+
+    end(backend, tenant, "run_1")
+    assert backend.runs.erase_attachments(tenant, "run_1") is True
+
+    erased = backend.runs.get(tenant, "run_1")
+    assert erased.attachments == []
+    assert erased.attachments_erased_at is not None
+    assert backend.runs.erase_attachments(tenant, "run_missing") is False
+
+
+def test_the_sweep_finds_every_tenants_active_runs_created_before_the_cutoff(
+    backend: Backend, tenant: str
+) -> None:
+    other, cutoff = f"{tenant}_other", utcnow()
+    hour = timedelta(hours=1)
+    for tenant_id, run_id, at, status in [
+        (tenant, "run_queued", cutoff - hour, None),
+        (tenant, "run_running", cutoff - hour, "running"),
+        (tenant, "run_waiting", cutoff - hour, "waiting"),
+        (tenant, "run_ended", cutoff - hour, "succeeded"),
+        (tenant, "run_new", cutoff + hour, None),
+        (other, "run_queued", cutoff - hour, None),
+    ]:
+        backend.runs.create(tenant_id, a_run(run_id, created_at=at))
+        if status is not None:
+            backend.runs.transition(tenant_id, run_id, "running", allowed_from={"queued"})
+        if status in ("waiting", "succeeded"):
+            backend.runs.transition(tenant_id, run_id, status, allowed_from={"running"})
+
+    found = {
+        (tenant_id, run.run_id, run.status)
+        for tenant_id, run in backend.runs.active_before(cutoff)
+        if tenant_id in (tenant, other)  # the table holds other tests' runs too
+    }
+
+    assert found == {
+        (tenant, "run_queued", "queued"),
+        (tenant, "run_running", "running"),
+        (tenant, "run_waiting", "waiting"),
+        (other, "run_queued", "queued"),
+    }
+
+
 # --- Sessions ------------------------------------------------------------------------------------
+
+
+def test_a_session_is_created_once_held_by_its_first_run(backend: Backend, tenant: str) -> None:
+    created = backend.sessions.create(tenant, "ses_1", "agt_1", active_run_id="run_1", user_id="usr_1")
+
+    found = backend.sessions.get(tenant, "ses_1")
+    assert found == created
+    assert (found.agent_id, found.user_id, found.active_run_id) == ("agt_1", "usr_1", "run_1")
+    with pytest.raises(PutError):  # never over an existing session
+        backend.sessions.create(tenant, "ses_1", "agt_2")
+    assert backend.sessions.get(tenant, "ses_1").agent_id == "agt_1"
+    with pytest.raises(NotFound) as caught:
+        backend.sessions.get(f"{tenant}_other", "ses_1")
+    assert caught.value.code == "session_not_found"
+
+
+def test_one_run_at_a_time_claims_a_session(backend: Backend, tenant: str) -> None:
+    backend.sessions.create(tenant, "ses_1", "agt_1")
+
+    assert backend.sessions.claim(tenant, "ses_1", "run_1") is True
+    assert backend.sessions.claim(tenant, "ses_1", "run_1") is True  # a retry of the winner
+    assert backend.sessions.claim(tenant, "ses_1", "run_2") is False
+    assert backend.sessions.get(tenant, "ses_1").active_run_id == "run_1"
+    assert backend.sessions.claim(tenant, "ses_missing", "run_1") is False
+
+    backend.sessions.release(tenant, "ses_1", "run_1")
+    assert backend.sessions.claim(tenant, "ses_1", "run_2") is True
+
+
+def test_a_run_is_queued_only_behind_an_active_run(backend: Backend, tenant: str) -> None:
+    backend.sessions.create(tenant, "ses_1", "agt_1")
+
+    assert backend.sessions.enqueue(tenant, "ses_1", "run_2") is False  # nobody to wait for: claim instead
+    backend.sessions.claim(tenant, "ses_1", "run_1")
+    assert backend.sessions.enqueue(tenant, "ses_1", "run_2") is True
+    assert backend.sessions.enqueue(tenant, "ses_1", "run_3", first=True) is True  # an interrupt goes first
+
+    assert backend.sessions.get(tenant, "ses_1").queue == ["run_3", "run_2"]
+    assert backend.sessions.enqueue(tenant, "ses_missing", "run_2") is False
 
 
 def message(text: str) -> dict[str, Any]:
@@ -353,6 +538,23 @@ def test_an_interaction_is_answered_or_closed_exactly_once(backend: Backend, ten
         backend.interactions.get(tenant, "int_missing")
 
 
+def test_an_answer_records_its_key_and_author_and_its_delivery(backend: Backend, tenant: str) -> None:
+    pause(backend, tenant, "int_a")
+    assert backend.interactions.task_token(tenant, "int_a") is None  # the wait has not stored it yet
+    backend.interactions.attach_token(tenant, "int_a", "token-1")
+
+    assert backend.interactions.answer(tenant, "int_a", {"approved": True}, key="k", by="usr_1") is True
+
+    answered = backend.interactions.get(tenant, "int_a")
+    assert (answered.answer_key, answered.answered_by, answered.delivered) == ("k", "usr_1", False)
+    assert answered.answered_at is not None
+    assert backend.interactions.task_token(tenant, "int_a") == "token-1"
+    backend.interactions.mark_delivered(tenant, "int_a")
+    assert backend.interactions.get(tenant, "int_a").delivered is True
+    with pytest.raises(NotFound):
+        backend.interactions.task_token(tenant, "int_missing")
+
+
 def test_a_runs_interactions_are_listed_by_status_and_take_a_token(backend: Backend, tenant: str) -> None:
     pause(backend, tenant, "int_b")
     pause(backend, tenant, "int_a")
@@ -385,6 +587,64 @@ def test_appended_events_take_consecutive_seqs_across_batches(backend: Backend, 
     ]
     assert [e.seq for e in backend.events.after(tenant, "run_1", 1, 1)] == [2]
     assert backend.events.append(tenant, "run_2", [("run_started", {})]).events[0].seq == 1
+
+
+def test_the_head_holds_the_last_seq_handed_out_and_whether_it_is_terminal(
+    backend: Backend, tenant: str
+) -> None:
+    assert backend.events.head(tenant, "run_1") is None  # before the run's first event
+
+    backend.events.append(tenant, "run_1", [("run_started", {}), ("step_started", {"step": 1})])
+    running = backend.events.head(tenant, "run_1")
+    backend.events.append(tenant, "run_1", [("step_completed", {}), ("run_completed", {})])
+    ended = backend.events.head(tenant, "run_1")
+
+    assert (running.last_seq, running.done) == (2, False)
+    assert running.moved_at is not None
+    assert (ended.last_seq, ended.done) == (4, True)
+    logged = backend.events.after(tenant, "run_1", 0, 10)
+    assert [e.seq for e in logged] == list(range(1, ended.last_seq + 1))  # every seq up to the head
+    assert backend.events.after(tenant, "run_1", ended.last_seq, 10) == []
+    assert backend.events.head(f"{tenant}_other", "run_1") is None
+
+
+def test_an_append_after_a_follower_is_counted_says_it_is_followed(backend: Backend, tenant: str) -> None:
+    assert backend.events.followed(tenant, "run_1") == Head(last_seq=0, done=False, moved_at=None)
+    assert backend.events.head(tenant, "run_1") == Head(last_seq=0, done=False, moved_at=None)
+
+    first = backend.events.append(tenant, "run_1", [("run_started", {})])
+    unfollowed = backend.events.append(tenant, "run_2", [("run_started", {})])
+    again = backend.events.followed(tenant, "run_1")
+
+    assert (first.followed, unfollowed.followed) == (True, False)
+    assert [e.seq for e in first.events] == [1]  # counting a follower reserved no seq
+    assert (again.last_seq, again.done) == (1, False)
+
+
+# --- Described results ---------------------------------------------------------------------------
+
+
+def test_a_described_result_is_read_back_in_its_own_session_only(backend: Backend, tenant: str) -> None:
+    saved = backend.described.save(tenant, "ses_1", "run_1", "call_1", "a,b\n1,2", in_s3=False)
+
+    assert saved is True
+    assert backend.described.load(tenant, "ses_1", "call_1") == "a,b\n1,2"
+    assert backend.described.load(tenant, "ses_2", "call_1") is None
+    assert backend.described.load(f"{tenant}_other", "ses_1", "call_1") is None
+    assert backend.described.load(tenant, "ses_1", "call_missing") is None
+
+
+def test_a_result_too_large_for_an_item_is_kept_only_as_its_offloaded_text(
+    backend: Backend, tenant: str
+) -> None:
+    text = "x" * (INLINE_BYTES + 1)
+
+    assert backend.described.save(tenant, "ses_1", "run_1", "call_1", text, in_s3=False) is False
+    assert backend.described.load(tenant, "ses_1", "call_1") is None
+
+    assert backend.results.offload(tenant, "run_1", "call_2", text) is not None
+    assert backend.described.save(tenant, "ses_1", "run_1", "call_2", text, in_s3=True) is True
+    assert backend.described.load(tenant, "ses_1", "call_2") == text
 
 
 # --- The effects ledger --------------------------------------------------------------------------

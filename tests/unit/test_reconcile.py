@@ -8,8 +8,9 @@ import pytest
 from pydantic import ValidationError
 
 from stepwise.core import config
-from stepwise.runs import reconcile
+from stepwise.runs import ports, reconcile
 from stepwise_local.cfn_yaml import load_template
+from tests.fakes.stores import FakeStores
 
 MACHINE = "arn:aws:states:us-east-1:123456789012:stateMachine:stepwise-dev-agent-run"
 RUN_ID = "run_01J0000000000000000000000"
@@ -230,8 +231,9 @@ def test_a_lost_run_that_cannot_be_settled_leaves_the_others_settled(monkeypatch
             created_at=reconcile.utcnow(),
         )
 
-    active = [("local", run("run_a")), ("local", run("run_b"))]
-    monkeypatch.setattr(reconcile.runs, "active_before", lambda _: active)
+    fakes = FakeStores()
+    for run_id in ("run_a", "run_b"):
+        fakes.runs.create("local", run(run_id))
     monkeypatch.setattr(reconcile, "_describe", lambda _: None)
 
     def settle(tenant_id: str, run_id: str, ending: Any) -> reconcile.Outcome:
@@ -242,7 +244,8 @@ def test_a_lost_run_that_cannot_be_settled_leaves_the_others_settled(monkeypatch
     monkeypatch.setattr(reconcile, "settle", settle)
 
     # When the lost executions are settled
-    outcomes = reconcile.settle_lost("the local stack restarted")
+    with ports.using(fakes.stores()):
+        outcomes = reconcile.settle_lost("the local stack restarted")
 
     # Then the other run is still failed, and starting the stack does not stop at the first
     assert [(o.run_id, o.action) for o in outcomes] == [("run_b", "reconciled")]

@@ -15,7 +15,7 @@ from stepwise.core.observability import logger
 from stepwise.follow import sockets
 from stepwise.follow import store as followers
 from stepwise.runs import eventlog
-from stepwise.store import events as log
+from stepwise.runs.ports import stores
 
 LEASE_SECONDS = 10.0  # far above the time to post a page of events; a dead holder blocks no longer
 CATCH_UP_POLL = 0.05  # a reserved event is normally written within milliseconds of its reservation
@@ -80,7 +80,7 @@ def deliver(
 
 
 def _page(tenant_id: str, run_id: str, after: int) -> eventlog.EventPage:
-    head = log.head(tenant_id, run_id)
+    head = stores().events.head(tenant_id, run_id)
     if head is None:
         return eventlog.EventPage(events=[], next=after, done=False)
     return eventlog.page(tenant_id, run_id, after, head)

@@ -20,8 +20,7 @@ from stepwise.core.schema import utcnow
 from stepwise.follow import delivery, sockets, tokens
 from stepwise.follow import store as followers
 from stepwise.follow.tokens import FollowClaims
-from stepwise.store import events as log
-from stepwise.store import runs
+from stepwise.runs.ports import stores
 
 URL_ENV = "STEPWISE_FOLLOW_URL"  # wss://{api-id}.execute-api.{region}.amazonaws.com/{stage}
 # The backlog's invocation holds the new follower's lease this long: time to start and to wait for
@@ -42,8 +41,9 @@ class Refused(Exception):
 
 def issue(tenant_id: str, run_id: str, after: int, now: datetime | None = None) -> FollowUrl:
     """A signed single-use URL to follow the run over a WebSocket; NotFound for another tenant's run."""
-    if log.head(tenant_id, run_id) is None:  # the head's key carries the tenant: it proves the run
-        runs.get(tenant_id, run_id)
+    store = stores()
+    if store.events.head(tenant_id, run_id) is None:  # the head's key carries the tenant: it proves the run
+        store.runs.get(tenant_id, run_id)
     claims = tokens.new_claims(tenant_id, run_id, after, now or utcnow())
     base = os.environ.get(URL_ENV)
     if not base:
@@ -84,7 +84,7 @@ def connected(connection: Connection, self_arn: str) -> None:
         now=now,
     )
     # Counted after its item exists, so a writer that sees the count finds the follower.
-    head = log.followed(connection.tenant_id, connection.run_id)
+    head = stores().events.followed(connection.tenant_id, connection.run_id)
     payload = {
         FLUSH_KEY: {
             "connection_id": connection.connection_id,

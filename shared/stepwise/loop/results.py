@@ -12,7 +12,6 @@ from stepwise.runs import events
 from stepwise.runs.ports import stores
 from stepwise.runs.state import CallRef
 from stepwise.sessions.models import tool_slot
-from stepwise.store import described
 from stepwise.tools import registry, tables
 from stepwise.tools.base import TOOL_RESULT_LIMIT, ToolResult
 
@@ -71,5 +70,5 @@ def _description(
     if text is None:
         return None
     run = scope.run
-    kept = described.save(scope.tenant_id, run.session_id, run.run_id, ref.id, whole, in_s3=in_s3)
+    kept = stores().described.save(scope.tenant_id, run.session_id, run.run_id, ref.id, whole, in_s3=in_s3)
     return text if kept else None

@@ -14,7 +14,7 @@ from stepwise.core import aws, observability
 from stepwise.core.errors import Conflict, Gone, Unavailable, Unprocessable
 from stepwise.interactions.models import Interaction
 from stepwise.runs import events
-from stepwise.store import interactions
+from stepwise.runs.ports import stores
 
 logger = Logger(service="stepwise")
 
@@ -25,6 +25,7 @@ _GONE_TOKEN_ERRORS = ("TaskDoesNotExist", "TaskTimedOut", "InvalidToken")
 def deliver(tenant_id: str, interaction_id: str) -> bool:
     """Hand a recorded answer to the waiting execution. False when there is no token yet (the wait's
     Notify step will deliver it when it stores the token) or the wait is gone."""
+    interactions = stores().interactions
     token = interactions.task_token(tenant_id, interaction_id)
     current = interactions.get(tenant_id, interaction_id)
     if token is None or current.answer is None:
@@ -67,6 +68,7 @@ def respond(
     """Record `answer` (exactly once) and resume the run. With an Idempotency-Key, the same key and
     answer again is a no-op success; the same key with another answer is a 422; an interaction
     answered under another key (or none) is a 409; a closed or expired one is a 410."""
+    interactions = stores().interactions
     interaction = interactions.get(tenant_id, interaction_id)
     if interactions.answer(tenant_id, interaction_id, answer, key=key, by=by):
         _decided_event(tenant_id, interaction, answer, by)

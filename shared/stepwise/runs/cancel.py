@@ -7,23 +7,23 @@ import contextlib
 from stepwise.core.errors import Conflict
 from stepwise.runs.ending import end_run
 from stepwise.runs.models import Run, RunError
+from stepwise.runs.ports import stores
 from stepwise.runs.queue import CANCELLED_ERROR, stop
-from stepwise.store import runs, sessions
 
 __all__ = ["CANCELLED_ERROR", "cancel", "cancel_active"]
 
 
 def cancel(tenant_id: str, run_id: str, *, reason: str = "cancelled on request") -> Run:
-    run = runs.get(tenant_id, run_id)
+    run = stores().runs.get(tenant_id, run_id)
     if run.done:
         raise Conflict(f"run {run_id} already {run.status}; there is nothing to cancel", code="run_finished")
     stop(run_id, reason)  # a queued run that never started has no execution: nothing to stop
     end_run(tenant_id, run_id, "cancelled", error=RunError(code="cancelled", message=reason))
-    return runs.get(tenant_id, run_id)
+    return stores().runs.get(tenant_id, run_id)
 
 
 def cancel_active(tenant_id: str, session_id: str, *, reason: str) -> None:
-    active = sessions.get(tenant_id, session_id).active_run_id
+    active = stores().sessions.get(tenant_id, session_id).active_run_id
     if active is not None:
         with contextlib.suppress(Conflict):  # it ended on its own meanwhile: the session moved on already
             cancel(tenant_id, active, reason=reason)

@@ -20,8 +20,8 @@ from stepwise.core.errors import NotFound
 from stepwise.core.schema import utcnow
 from stepwise.interactions.models import Interaction
 from stepwise.llm.models import Usage
-from stepwise.runs.models import Run, RunError
-from stepwise.store import interactions, runs, sessions
+from stepwise.runs.models import Run, RunError, RunExists
+from stepwise.runs.ports import stores
 
 MAX_DEPTH = 3  # below the root: a run at depth 3 cannot delegate
 DELEGATION_TIMEOUT = 24 * 3600  # seconds a parent waits for a child before the call times out
@@ -40,14 +40,13 @@ def child_trigger(parent: Run, interaction: Interaction) -> str:
 
 def record_child(tenant_id: str, parent: Run, interaction: Interaction) -> Run:
     """The child run, recorded once (queued, in a session of its own) before its execution starts."""
+    store = stores()
     run_id = child_run_id(interaction)
     with contextlib.suppress(NotFound):
-        return runs.get(tenant_id, run_id)  # a retried Await: recorded before
+        return store.runs.get(tenant_id, run_id)  # a retried Await: recorded before
     agent_id = str(interaction.arguments["agent_id"])
     session_id = ids.derived_id("ses", interaction.created_at, interaction.interaction_id, "session")
-    from stepwise.agents import store as agents
-
-    agent = agents.get(tenant_id, agent_id)
+    agent = store.agents.get(tenant_id, agent_id)
     child = Run(
         run_id=run_id,
         trigger_id=child_trigger(parent, interaction),
@@ -65,12 +64,12 @@ def record_child(tenant_id: str, parent: Run, interaction: Interaction) -> Run:
         parent_interaction_id=interaction.interaction_id,
         root_session_id=parent.root_session_id or parent.session_id,
     )
-    runs.check_fits(tenant_id, child)
-    sessions.create(tenant_id, session_id, agent_id, active_run_id=run_id)
+    store.runs.check_fits(tenant_id, child)
+    store.sessions.create(tenant_id, session_id, agent_id, active_run_id=run_id)
     try:
-        return runs.create(tenant_id, child)
-    except runs.RunExists:
-        return runs.get(tenant_id, run_id)
+        return store.runs.create(tenant_id, child)
+    except RunExists:
+        return store.runs.get(tenant_id, run_id)
 
 
 def report(tenant_id: str, child: Run) -> None:
@@ -80,7 +79,8 @@ def report(tenant_id: str, child: Run) -> None:
         return
     from stepwise.runs import answers
 
-    ended = runs.get(tenant_id, child.run_id)
+    store = stores()
+    ended = store.runs.get(tenant_id, child.run_id)
     outcome: dict[str, Any] = {
         "child_run_id": child.run_id,
         "status": ended.status,
@@ -88,7 +88,7 @@ def report(tenant_id: str, child: Run) -> None:
         "error": ended.error.model_dump() if ended.error else None,
         "total_usage": ended.total_usage.model_dump(mode="json"),
     }
-    if interactions.answer(tenant_id, child.parent_interaction_id, outcome, key=None, by=child.run_id):
+    if store.interactions.answer(tenant_id, child.parent_interaction_id, outcome, key=None, by=child.run_id):
         answers.deliver(tenant_id, child.parent_interaction_id)
 
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from stepwise.attachments import intake
 from stepwise.core.errors import Conflict
-from stepwise.store import runs
+from stepwise.runs.ports import stores
 
 
 def attachments(tenant_id: str, run_id: str) -> None:
     """A user's right to deletion: the run's files and their list go, for good (every S3 version);
     a replay of the run is refused from then on (410 input_gone). A run still active would read them
     in its next step: 409 until it ends."""
+    runs = stores().runs
     run = runs.get(tenant_id, run_id)  # 404 for another tenant's run, like a missing one
     if not runs.erase_attachments(tenant_id, run_id):
         raise Conflict(

@@ -19,8 +19,7 @@ from pydantic import BaseModel
 
 from stepwise.core.schema import utcnow
 from stepwise.runs.models import Head, RunEvent
-from stepwise.store import events as store
-from stepwise.store import runs
+from stepwise.runs.ports import stores
 
 PAGE = 200
 POLL_INTERVAL = 0.25
@@ -51,7 +50,7 @@ def page(tenant_id: str, run_id: str, after: int, head: Head) -> EventPage:
     """What the log holds after `after`, read against `head`."""
     events: list[RunEvent] = []
     if head.last_seq > after:
-        events = _contiguous(store.after(tenant_id, run_id, after, PAGE), after, head.done)
+        events = _contiguous(stores().events.after(tenant_id, run_id, after, PAGE), after, head.done)
     nxt = events[-1].seq if events else after
     if nxt < head.last_seq and len(events) < PAGE and _abandoned(head):
         # Reserved long ago and never written, with nothing after them: their writer died.
@@ -68,12 +67,12 @@ def read(tenant_id: str, run_id: str, after: int = 0, wait: float = 0.0) -> Even
     deadline = time.monotonic() + min(max(wait, 0.0), MAX_WAIT)
     known = False
     while True:
-        head = store.head(tenant_id, run_id)
+        head = stores().events.head(tenant_id, run_id)
         if head is None:
             # No event yet. The head's key carries the tenant, so once it exists it proves the run is
             # this tenant's; until then the run item answers (404 for another tenant's id).
             if not known:
-                runs.get(tenant_id, run_id)
+                stores().runs.get(tenant_id, run_id)
                 known = True
             found = EventPage(events=[], next=after, done=False)
         else:

@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from stepwise.agents.models import DEFAULT_MAX_STEPS, MAX_STEPS_LIMIT
 from stepwise.attachments.models import MAX_ATTACHMENTS, Attachment, AttachmentIn
+from stepwise.core.errors import Conflict
 from stepwise.core.ids import SESSION_ID, USER_ID
 from stepwise.core.schema import Strict
 from stepwise.llm.models import ScriptTurn, Usage
@@ -90,6 +91,10 @@ class SyncRunCreate(Strict):
     metadata: dict[str, Any] = Field(default_factory=dict)
     script: list[ScriptTurn] | None = None
     user_id: str | None = Field(default=None, pattern=USER_ID)
+
+
+class RunExists(Conflict):
+    """A run with this id was recorded before: a duplicate delivery of what started it."""
 
 
 class RunError(BaseModel):

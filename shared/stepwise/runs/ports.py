@@ -1,8 +1,10 @@
-"""The run aggregate's stores as small ports: only what the loop's modules and the run's lifecycle call.
+"""The run aggregate's stores as small ports: only what the packages above the store call (the loop,
+the run's lifecycle, the tools and followers that read a run).
 
 Each DynamoDB (or S3) module satisfies its port structurally (mypy checks it where
-stepwise.store.wiring builds them), so production code keeps calling module functions, and unit tests
-hand the loop in-memory fakes (tests/fakes/stores.py) instead of starting moto:
+stepwise.store.wiring builds them). Every package reaches them here, `stores().runs.get(...)`, and
+none imports the store, so unit tests hand them in-memory fakes (tests/fakes/stores.py) instead of
+starting moto:
 
     with ports.using(fakes.stores()):
         step(state)
@@ -22,6 +24,7 @@ from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from datetime import datetime
 from functools import cache
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -29,9 +32,9 @@ if TYPE_CHECKING:  # annotations only: importing the adapters here would load ev
     from stepwise.agents.models import Agent
     from stepwise.interactions.models import Interaction
     from stepwise.ledger import LedgerStore
-    from stepwise.runs.models import Appended, EventType, Run, RunStatus
+    from stepwise.runs.models import Appended, EventType, Head, Run, RunEvent, RunStatus
     from stepwise.runs.state import RunContext
-    from stepwise.sessions.models import Earlier
+    from stepwise.sessions.models import Earlier, Session
 
 Message = dict[str, Any]
 
@@ -39,8 +42,34 @@ Message = dict[str, Any]
 class RunStore(Protocol):
     """Run records (stepwise.store.runs)."""
 
+    def check_fits(self, tenant_id: str, run: Run) -> None:
+        """413 `item_too_large` for a run too large to store: asked before anything else is written
+        for it (its session)."""
+        ...
+
+    def create(self, tenant_id: str, run: Run) -> Run:
+        """Record a new run, taking one of the tenant's active-run slots in the same write: RunExists
+        for an id recorded before, QuotaExceeded when no slot is left."""
+        ...
+
+    def delete(self, tenant_id: str, run_id: str) -> None:
+        """Only for a queued run whose start was refused before it began; its slot is given back."""
+        ...
+
+    def exists(self, tenant_id: str, run_id: str) -> bool: ...
+
     def get(self, tenant_id: str, run_id: str) -> Run:
         """The run, with an active run's counters from its context; NotFound when there is none."""
+        ...
+
+    def erase_attachments(self, tenant_id: str, run_id: str) -> bool:
+        """Forget a finished run's files (their list goes, the time of the erasure stays); False when
+        the run is still active."""
+        ...
+
+    def active_before(self, cutoff: datetime) -> Iterator[tuple[str, Run]]:
+        """(tenant_id, run) for every tenant's run still active that was created before `cutoff`: a
+        Scan of the whole table, for the reconciler's sweep only."""
         ...
 
     def transition(
@@ -66,6 +95,32 @@ class RunContextStore(Protocol):
 
 class SessionStore(Protocol):
     """A session's messages, checkpoints and shell (stepwise.store.sessions)."""
+
+    def create(
+        self,
+        tenant_id: str,
+        session_id: str,
+        agent_id: str,
+        active_run_id: str | None = None,
+        user_id: str | None = None,
+    ) -> Session:
+        """A new session (a conditional write: never over an existing one), already held by its first
+        run when one is given."""
+        ...
+
+    def get(self, tenant_id: str, session_id: str) -> Session:
+        """The session's shell; NotFound when there is none."""
+        ...
+
+    def claim(self, tenant_id: str, session_id: str, run_id: str) -> bool:
+        """Make `run_id` the session's active run if none is (or it is already): two concurrent starts
+        cannot both win."""
+        ...
+
+    def enqueue(self, tenant_id: str, session_id: str, run_id: str, *, first: bool = False) -> bool:
+        """Queue `run_id` behind the active run (at the front for `first`); False when no run is active
+        any more: the caller claims instead."""
+        ...
 
     def put_message(
         self, tenant_id: str, session_id: str, run_id: str, step: int, slot: str, message: Message
@@ -140,6 +195,20 @@ class InteractionStore(Protocol):
 
     def attach_token(self, tenant_id: str, interaction_id: str, token: str) -> Interaction: ...
 
+    def task_token(self, tenant_id: str, interaction_id: str) -> str | None:
+        """The token that resumes the run, None until the wait stored it; NotFound for no interaction."""
+        ...
+
+    def answer(
+        self, tenant_id: str, interaction_id: str, answer: dict[str, Any], *, key: str | None, by: str | None
+    ) -> bool:
+        """pending → answered; True for the one answer that wins, False when it was no longer pending."""
+        ...
+
+    def mark_delivered(self, tenant_id: str, interaction_id: str) -> None:
+        """The answer reached the waiting execution."""
+        ...
+
     def close(self, tenant_id: str, interaction_id: str, status: str = "expired") -> bool:
         """pending → `status`; False when it was no longer pending (exactly one closer wins)."""
         ...
@@ -154,12 +223,45 @@ class EventLog(Protocol):
         """The events with their seqs, next after the run's last; nothing for an empty batch."""
         ...
 
+    def head(self, tenant_id: str, run_id: str) -> Head | None:
+        """The log's head (the last seq handed out, whether it is terminal), None before the run's
+        first event. Strongly consistent: a reader that saw an event is never told the log ends before
+        it (stepwise.runs.eventlog)."""
+        ...
+
+    def after(self, tenant_id: str, run_id: str, seq: int, limit: int) -> list[RunEvent]:
+        """Up to `limit` events written with a seq above `seq`, in order (a seq reserved but not yet
+        written is missing: stepwise.runs.eventlog waits for it)."""
+        ...
+
+    def followed(self, tenant_id: str, run_id: str) -> Head:
+        """Count a new follower on the head (creating it if the run has no event yet); the head after.
+        Every append reserved after this sees the follower (`Appended.followed`)."""
+        ...
+
 
 class ResultStore(Protocol):
     """Where a result too large for a message is kept whole (stepwise.tools.results, S3)."""
 
     def offload(self, tenant_id: str, run_id: str, tool_call_id: str, text: str) -> dict[str, Any] | None:
         """The stored text's reference, or None when it is small enough to travel whole."""
+        ...
+
+
+class DescribedStore(Protocol):
+    """The whole of each tool result the model read as a description, kept in its session for
+    result_read (stepwise.store.described)."""
+
+    def save(
+        self, tenant_id: str, session_id: str, run_id: str, tool_call_id: str, text: str, *, in_s3: bool
+    ) -> bool:
+        """Keep `text` (or note that it is in S3, `in_s3`); False when it can be kept nowhere (too
+        large for an item and not in S3), and then the model must not be told it can read it."""
+        ...
+
+    def load(self, tenant_id: str, session_id: str, tool_call_id: str) -> str | None:
+        """The whole text of a described result of this session; None when there is none, or it
+        expired."""
         ...
 
 
@@ -173,6 +275,7 @@ class Stores:
     effects: LedgerStore
     events: EventLog
     results: ResultStore
+    described: DescribedStore
 
 
 _current: ContextVar[Stores | None] = ContextVar("stepwise_stores", default=None)

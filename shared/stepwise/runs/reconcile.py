@@ -41,9 +41,9 @@ from stepwise.core.errors import NotFound
 from stepwise.core.schema import utcnow
 from stepwise.runs.ending import end_run
 from stepwise.runs.models import EventType, Run, RunError, RunStatus
+from stepwise.runs.ports import stores
 from stepwise.runs.queue import CANCELLED_ERROR, start_next
 from stepwise.runs.state import StepFailure, describe_failure
-from stepwise.store import runs, sessions
 
 logger = Logger(service="stepwise")
 
@@ -172,13 +172,13 @@ class Outcome(BaseModel):
 def settle(tenant_id: str, run_id: str, end: Ending) -> Outcome:
     """Give an active run its ending, once; a run already final is left as it is."""
     try:
-        run = runs.get(tenant_id, run_id)
+        run = stores().runs.get(tenant_id, run_id)
     except NotFound:
         return Outcome(run_id=run_id, tenant_id=tenant_id, action="ignored", reason="no such run")
     if run.done or not end_run(tenant_id, run_id, end.status, error=end.error):
         if run.done:
             _hand_on(tenant_id, run)
-        final = runs.get(tenant_id, run_id).status
+        final = stores().runs.get(tenant_id, run_id).status
         return Outcome(run_id=run_id, tenant_id=tenant_id, action="already_final", status=final)
     return Outcome(
         run_id=run_id, tenant_id=tenant_id, action="reconciled", status=end.status, error=end.error
@@ -277,7 +277,7 @@ def _in_queue(tenant_id: str, run: Run) -> Outcome | None:
     if run.status != "queued":
         return None
     try:
-        session = sessions.get(tenant_id, run.session_id)
+        session = stores().sessions.get(tenant_id, run.session_id)
     except NotFound:
         return None
     if run.run_id not in session.queue:
@@ -290,7 +290,7 @@ def _queued(tenant_id: str, run: Run, active_run_id: str | None) -> Outcome:
     (whoever ended it died before handing the session on), the queue is moved on."""
     if active_run_id is not None:
         try:
-            active = runs.get(tenant_id, active_run_id)
+            active = stores().runs.get(tenant_id, active_run_id)
         except NotFound:
             active = None
         if active is None or active.done:
@@ -311,7 +311,7 @@ def settle_lost(message: str) -> list[Outcome]:
     deepest runs go first, so a delegated child reports its own loss to its parent (whose execution is
     gone too) instead of being cancelled as the parent ends."""
     lost = _end("failed", "execution_lost", message)
-    everything = runs.active_before(utcnow() + timedelta(minutes=1))  # every active run, however new
+    everything = stores().runs.active_before(utcnow() + timedelta(minutes=1))  # every active run, however new
     active = sorted(everything, key=lambda pair: -pair[1].depth)
     outcomes = []
     for tenant_id, run in active:
@@ -336,7 +336,7 @@ def sweep(*, now: datetime | None = None, budget_seconds: float | None = None) -
     deadline = time.monotonic() + budget_seconds if budget_seconds is not None else None
     alive = _running_executions()
     report = SweepReport()
-    for tenant_id, run in runs.active_before(now - SWEEP_GRACE):
+    for tenant_id, run in stores().runs.active_before(now - SWEEP_GRACE):
         if deadline is not None and time.monotonic() > deadline:
             report.complete = False
             break

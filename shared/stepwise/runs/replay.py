@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from stepwise.core.errors import Conflict, Gone
 from stepwise.runs.models import Run, RunCreate
+from stepwise.runs.ports import stores
 from stepwise.runs.start import start_run
-from stepwise.store import runs
 
 
 def refusal(run: Run) -> Conflict | None:
@@ -45,7 +45,7 @@ def refusal(run: Run) -> Conflict | None:
 
 
 def replay(tenant_id: str, run_id: str, *, force: bool = False) -> Run:
-    original = runs.get(tenant_id, run_id)
+    original = stores().runs.get(tenant_id, run_id)
     reason = refusal(original)
     if reason is not None and (reason.code == "run_active" or not force):
         raise reason

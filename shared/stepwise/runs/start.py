@@ -13,7 +13,6 @@ import json
 from typing import Any
 
 from stepwise.agents import bounds
-from stepwise.agents import store as agents
 from stepwise.agents.models import DEFAULT_MAX_STEPS, Agent
 from stepwise.attachments import intake
 from stepwise.attachments.models import Attachment
@@ -22,10 +21,10 @@ from stepwise.core.errors import Conflict
 from stepwise.core.ids import new_id
 from stepwise.core.schema import utcnow
 from stepwise.runs.cancel import cancel_active
-from stepwise.runs.models import Run, RunCreate, SyncRunCreate
+from stepwise.runs.models import Run, RunCreate, RunExists, SyncRunCreate
+from stepwise.runs.ports import stores
 from stepwise.runs.queue import launch
 from stepwise.sessions.models import Session
-from stepwise.store import runs, sessions
 from stepwise.webhooks import keys as webhook_keys
 from stepwise.webhooks.models import WebhookConfig
 
@@ -44,11 +43,11 @@ def _session_for(
 ) -> tuple[Session, bool]:
     """The run's session, and whether the run already holds it (a new session is born held)."""
     if session_id is None:
-        created = sessions.create(
+        created = stores().sessions.create(
             tenant_id, new_session_id, agent_id, active_run_id=run.run_id, user_id=run.user_id
         )
         return created, True
-    session = sessions.get(tenant_id, session_id)
+    session = stores().sessions.get(tenant_id, session_id)
     if session.agent_id != agent_id:
         raise Conflict(
             f"session {session_id} belongs to another agent; start a new session for this one",
@@ -63,7 +62,7 @@ def _user_of(tenant_id: str, body: RunCreate | SyncRunCreate) -> str | None:
     hand one user's history to another: 409 `session_user_mismatch`."""
     if body.session_id is None:
         return body.user_id
-    owner = sessions.get(tenant_id, body.session_id).user_id
+    owner = stores().sessions.get(tenant_id, body.session_id).user_id
     if body.user_id is not None and body.user_id != owner:
         raise Conflict(
             f"session {body.session_id} is "
@@ -90,8 +89,8 @@ def _record(
     bounds.check_effective(agent.model)
     items = getattr(body, "attachments", [])
     intake.check_inline_size(items)
-    if run_id is not None and runs.exists(tenant_id, run_id):
-        raise runs.RunExists(f"run {run_id} exists already", code="run_exists")
+    if run_id is not None and stores().runs.exists(tenant_id, run_id):
+        raise RunExists(f"run {run_id} exists already", code="run_exists")
     run_id = run_id or new_id("run")
     strategy = getattr(body, "multitask_strategy", "enqueue")
     # Fixed for the run's life when it starts: an agent's webhook changed later applies to later runs.
@@ -146,6 +145,7 @@ def _record_run(
         attachments=attachments,
         created_at=utcnow(),
     )
+    runs = stores().runs
     runs.check_fits(tenant_id, run)  # before anything is written: a refused start leaves nothing behind
     session, held = _session_for(tenant_id, agent.agent_id, body.session_id, run, run.session_id)
     if not held and strategy == "reject" and session.active_run_id:
@@ -155,15 +155,16 @@ def _record_run(
 
 def _take_turn(tenant_id: str, run: Run, strategy: str) -> bool:
     """Hold the session for `run`, or queue it. True when it may start now."""
+    store = stores()
     for _ in range(10):  # the active run may end between our two writes: then claim again
-        if sessions.claim(tenant_id, run.session_id, run.run_id):
+        if store.sessions.claim(tenant_id, run.session_id, run.run_id):
             return True
         if strategy == "reject":
-            runs.delete(tenant_id, run.run_id)  # lost a race to another start: undo our record
+            store.runs.delete(tenant_id, run.run_id)  # lost a race to another start: undo our record
             if run.attachments:
                 intake.erase(tenant_id, run.run_id)
-            raise _busy(sessions.get(tenant_id, run.session_id))
-        if sessions.enqueue(tenant_id, run.session_id, run.run_id, first=strategy == "interrupt"):
+            raise _busy(store.sessions.get(tenant_id, run.session_id))
+        if store.sessions.enqueue(tenant_id, run.session_id, run.run_id, first=strategy == "interrupt"):
             if strategy == "interrupt":
                 cancel_active(tenant_id, run.session_id, reason=f"interrupted by run {run.run_id}")
             return False
@@ -185,7 +186,7 @@ def start_run(
 
     A caller that must never start the same thing twice (a schedule's delivery, an event) passes a
     `run_id` derived from it: the record's conditional write then refuses the duplicate (RunExists)."""
-    agent = agents.get(tenant_id, agent_id)
+    agent = stores().agents.get(tenant_id, agent_id)
     max_steps = body.max_steps or agent.max_steps or DEFAULT_MAX_STEPS
     run, held = _record(
         tenant_id,
@@ -205,10 +206,11 @@ def start_run(
 def run_sync(tenant_id: str, agent_id: str, body: SyncRunCreate) -> Run:
     """One model call without tools, answered in the response. The model step runs in its own function
     (the API never imports the model SDK), invoked synchronously."""
-    run, held = _record(tenant_id, agents.get(tenant_id, agent_id), body, 1)
-    if not held and not sessions.claim(tenant_id, run.session_id, run.run_id):
-        runs.delete(tenant_id, run.run_id)
-        raise _busy(sessions.get(tenant_id, run.session_id))
+    store = stores()
+    run, held = _record(tenant_id, store.agents.get(tenant_id, agent_id), body, 1)
+    if not held and not store.sessions.claim(tenant_id, run.session_id, run.run_id):
+        store.runs.delete(tenant_id, run.run_id)
+        raise _busy(store.sessions.get(tenant_id, run.session_id))
     payload: dict[str, Any] = {"mode": "sync", "tenant_id": tenant_id, "run_id": run.run_id}
     observability.run_started(run)
     response = aws.client("lambda").invoke(
@@ -216,4 +218,4 @@ def run_sync(tenant_id: str, agent_id: str, body: SyncRunCreate) -> Run:
         Payload=json.dumps(payload).encode(),
     )
     response["Payload"].read()  # the run record is the answer; a FunctionError shows on it as `error`
-    return runs.get(tenant_id, run.run_id)
+    return store.runs.get(tenant_id, run.run_id)

@@ -17,11 +17,10 @@ from pydantic import BaseModel
 
 from stepwise.core.errors import ModelNotAllowed, NotFound
 from stepwise.core.ids import derived_id
-from stepwise.runs.models import MESSAGE_LIMIT, RunCreate
+from stepwise.runs.models import MESSAGE_LIMIT, RunCreate, RunExists
 from stepwise.runs.start import start_run
 from stepwise.schedules import store
 from stepwise.schedules.models import EventDelivery, ScheduleDelivery
-from stepwise.store import runs
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +113,7 @@ def event_message(event: EventDelivery) -> str:
 def _start(tenant_id: str, agent_id: str, body: RunCreate, run_id: str, trigger_id: str) -> Outcome:
     try:
         start_run(tenant_id, agent_id, body, run_id=run_id, trigger_id=trigger_id)
-    except runs.RunExists:
+    except RunExists:
         log.info("delivery %s was seen before (run %s): nothing started", trigger_id, run_id)
         return Outcome(status="duplicate", run_id=run_id)
     except NotFound as exc:

@@ -12,7 +12,7 @@ def dynamodb() -> Stores:
     """Each port's DynamoDB (or S3) module, which satisfies it structurally (mypy checks it here)."""
     from stepwise.agents import store as agents
     from stepwise.ledger import store as effects
-    from stepwise.store import events, interactions, run_context, runs, sessions
+    from stepwise.store import described, events, interactions, run_context, runs, sessions
     from stepwise.tools import results
 
     return Stores(
@@ -24,6 +24,7 @@ def dynamodb() -> Stores:
         effects=effects,
         events=events,
         results=results,
+        described=described,
     )
 
 

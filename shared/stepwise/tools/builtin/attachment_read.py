@@ -55,17 +55,18 @@ class Config(BaseModel):
 
 def _find(scope: ToolScope, attachment_id: str) -> tuple[str, Attachment] | None:
     from stepwise.core.errors import NotFound
-    from stepwise.store import runs, sessions
+    from stepwise.runs.ports import stores
 
+    store = stores()
     candidates = [scope.run_id]
     try:
-        earlier = sessions.get(scope.tenant_id, scope.session_id).completed_runs
+        earlier = store.sessions.get(scope.tenant_id, scope.session_id).completed_runs
     except NotFound:
         earlier = []
     candidates += [r for r in reversed(earlier[-EARLIER_RUNS:]) if r != scope.run_id]
     for run_id in candidates:
         try:
-            run = runs.get(scope.tenant_id, run_id)
+            run = store.runs.get(scope.tenant_id, run_id)
         except NotFound:
             continue
         found = next((a for a in run.attachments if a.attachment_id == attachment_id), None)

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from stepwise.store import described
+from stepwise.runs.ports import stores
 from stepwise.tools import tables
 from stepwise.tools.base import ToolResult
 from stepwise.tools.builtin import Settings, ToolScope, input_schema
@@ -48,7 +48,7 @@ class Config(BaseModel):
 
 def run(arguments: Arguments, *, scope: ToolScope, settings: Settings, config: Config) -> ToolResult:
     tool_call_id = arguments.tool_call_id
-    text = described.load(scope.tenant_id, scope.session_id, tool_call_id)
+    text = stores().described.load(scope.tenant_id, scope.session_id, tool_call_id)
     if text is None:
         return ToolResult.failure(
             "result_not_found", f"no described result with tool_call_id {tool_call_id!r} in this session"
