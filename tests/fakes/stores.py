@@ -26,7 +26,7 @@ from typing import Any
 from pynamodb.exceptions import PutError, TransactWriteError
 
 from stepwise.agents.models import Agent, AgentCreate
-from stepwise.core import config
+from stepwise.core import config, quotas
 from stepwise.core.errors import AgentGone, Conflict, NotFound, RunStateError
 from stepwise.core.schema import utcnow
 from stepwise.interactions.models import Interaction, digest
@@ -57,7 +57,6 @@ from stepwise.runs.models import (
 from stepwise.runs.ports import Stores
 from stepwise.runs.state import RunContext
 from stepwise.sessions.models import Earlier, Session
-from stepwise.store import quotas
 from stepwise.store.described import INLINE_BYTES
 from stepwise.store.runs import check_fits as run_fits
 from stepwise.store.sessions import CHECKPOINT_LIMIT, MESSAGE_PREFIX, message_key
@@ -664,6 +663,16 @@ class FakeLedger:
         return undone
 
 
+class FakeFollowers:
+    """Who would have been pushed what: the runs whose appends found a follower, in order."""
+
+    def __init__(self) -> None:
+        self.pushed: list[tuple[str, str]] = []
+
+    def push(self, tenant_id: str, run_id: str) -> None:
+        self.pushed.append((tenant_id, run_id))
+
+
 @dataclass
 class FakeStores:
     """One of each fake, wired as the real stores are (a run's counters read through its context)."""
@@ -675,6 +684,7 @@ class FakeStores:
     effects: FakeLedger = field(default_factory=FakeLedger)
     events: FakeEventLog = field(default_factory=FakeEventLog)
     results: FakeResults = field(default_factory=FakeResults)
+    followers: FakeFollowers = field(default_factory=FakeFollowers)
     runs: FakeRuns = field(init=False)
     described: FakeDescribed = field(init=False)
 
@@ -693,4 +703,5 @@ class FakeStores:
             events=self.events,
             results=self.results,
             described=self.described,
+            followers=self.followers,
         )

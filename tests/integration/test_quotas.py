@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from stepwise.core import config
+from stepwise.core import config, quotas
 from stepwise.core.ids import new_id
-from stepwise.store import keys, quotas
+from stepwise.store import keys
 from stepwise_local.stack import LocalStack
 from tests.integration.support import wait_for_run
 

@@ -14,10 +14,10 @@ from typing import Any
 from pynamodb.exceptions import DoesNotExist, TransactWriteError
 from pynamodb.transactions import TransactWrite
 
+from stepwise.core import quotas
 from stepwise.core.ids import new_id
 from stepwise.core.tables import MemoryHeadItem, MemoryItem, bind, connection, tenant_key
 from stepwise.memory.models import Memory, MemoryFull, MemoryNotFound, Owner
-from stepwise.store import quotas
 
 HEAD = "head"
 MEMORY_PREFIX = "mem_"

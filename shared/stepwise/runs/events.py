@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stepwise.core.observability import logger
-from stepwise.follow import delivery
 from stepwise.runs.eventlog import HOLE_GRACE, MAX_WAIT, PAGE, POLL_INTERVAL, EventPage, read
 from stepwise.runs.models import TERMINAL_EVENTS, EventType, RunEvent
 from stepwise.runs.ports import stores
@@ -99,5 +98,5 @@ def emit(tenant_id: str, run_id: str, etype: EventType, data: dict[str, Any] | N
 def emit_many(tenant_id: str, run_id: str, events: list[tuple[EventType, dict[str, Any]]]) -> list[RunEvent]:
     appended = stores().events.append(tenant_id, run_id, events)
     if appended.followed:
-        delivery.push(tenant_id, run_id)
+        stores().followers.push(tenant_id, run_id)
     return appended.events

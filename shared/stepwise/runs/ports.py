@@ -265,6 +265,15 @@ class DescribedStore(Protocol):
         ...
 
 
+class Followers(Protocol):
+    """The run's live followers (stepwise.follow.delivery posts to their WebSocket connections)."""
+
+    def push(self, tenant_id: str, run_id: str) -> None:
+        """Send what was just appended to every follower of the run; never raises for a delivery that
+        failed (the events are in the log, where a follower that missed them reads them)."""
+        ...
+
+
 @dataclass(frozen=True)
 class Stores:
     runs: RunStore
@@ -276,6 +285,7 @@ class Stores:
     events: EventLog
     results: ResultStore
     described: DescribedStore
+    followers: Followers
 
 
 _current: ContextVar[Stores | None] = ContextVar("stepwise_stores", default=None)

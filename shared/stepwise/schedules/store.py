@@ -6,11 +6,10 @@ from __future__ import annotations
 from pynamodb.exceptions import DoesNotExist, TransactWriteError
 from pynamodb.transactions import TransactWrite
 
-from stepwise.core import config
+from stepwise.core import config, quotas
 from stepwise.core.errors import NotFound
 from stepwise.core.tables import ScheduleItem, bind, connection
 from stepwise.schedules.models import Schedule
-from stepwise.store import quotas
 
 
 def _to_model(item: ScheduleItem) -> Schedule:

@@ -15,7 +15,7 @@ from pynamodb.expressions.update import Action
 from pynamodb.transactions import TransactWrite
 
 from stepwise.attachments.models import Attachment
-from stepwise.core import config, safejson, tables
+from stepwise.core import config, quotas, safejson, tables
 from stepwise.core.errors import Malformed, NotFound
 from stepwise.core.schema import utcnow
 from stepwise.core.tables import (
@@ -29,7 +29,7 @@ from stepwise.core.tables import (
 )
 from stepwise.llm.models import ScriptTurn, Usage
 from stepwise.runs.models import ACTIVE_STATUSES, TERMINAL_STATUSES, Run, RunError, RunExists, RunStatus
-from stepwise.store import quotas, run_context
+from stepwise.store import run_context
 from stepwise.webhooks.models import RunTarget, WebhookConfig
 
 PAGE_LIMIT = 50

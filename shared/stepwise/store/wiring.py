@@ -11,6 +11,7 @@ from stepwise.runs.ports import Stores
 def dynamodb() -> Stores:
     """Each port's DynamoDB (or S3) module, which satisfies it structurally (mypy checks it here)."""
     from stepwise.agents import store as agents
+    from stepwise.follow import delivery as followers
     from stepwise.ledger import store as effects
     from stepwise.store import described, events, interactions, run_context, runs, sessions
     from stepwise.tools import results
@@ -25,6 +26,7 @@ def dynamodb() -> Stores:
         events=events,
         results=results,
         described=described,
+        followers=followers,
     )
 
 
