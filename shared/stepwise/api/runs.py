@@ -1,8 +1,6 @@
 """/v1/agents/{id}/runs, /v1/agents/{id}/run and /v1/runs."""
 
-from collections.abc import Callable
-from functools import cache
-from typing import Annotated, Any
+from typing import Annotated
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Header, Query
@@ -11,11 +9,9 @@ from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from stepwise.api.context import tenant
 from stepwise.api.params import AgentId, AgentIdQuery, RunId, SessionIdQuery
 from stepwise.api.responses import json_response, responses
-from stepwise.core import config
-from stepwise.core.errors import ApiError, BadGateway, Conflict, Unavailable, Unprocessable
+from stepwise.core.errors import ApiError, BadGateway, Unavailable, Unprocessable
 from stepwise.runs import cancel, erase, replay, start
 from stepwise.runs.models import (
-    Run,
     RunAccepted,
     RunCreate,
     RunList,
@@ -30,7 +26,6 @@ router = APIGatewayHttpRouter()
 RUNS = ["runs"]
 
 
-IDEMPOTENCY_HOURS = 24
 # How a synchronous run's error answers; any other is the model's failure (502). A budget refusal is
 # decided before any model call: the input does not fit the agent's max_tokens_budget.
 SYNC_FAILURES: dict[str, type[ApiError]] = {
@@ -38,40 +33,6 @@ SYNC_FAILURES: dict[str, type[ApiError]] = {
     "provider_unavailable": Unavailable,
     "budget_exceeded": Unprocessable,
 }
-
-
-@cache
-def _idempotent_start() -> tuple[Any, Callable[..., dict[str, Any]]]:
-    """start_run behind Powertools idempotency, keyed by tenant, agent and Idempotency-Key, with the
-    body as the payload to validate: the same key and body give the same run; another body is a 422."""
-    from aws_lambda_powertools.utilities.idempotency import (
-        DynamoDBPersistenceLayer,
-        IdempotencyConfig,
-        idempotent_function,
-    )
-
-    persistence = DynamoDBPersistenceLayer(table_name=config.tables().idempotency)
-    settings = IdempotencyConfig(
-        event_key_jmespath="[tenant_id, agent_id, key]",
-        payload_validation_jmespath="body",
-        expires_after_seconds=IDEMPOTENCY_HOURS * 3600,
-    )
-
-    @idempotent_function(data_keyword_argument="request", persistence_store=persistence, config=settings)
-    def start_once(request: dict[str, Any]) -> dict[str, Any]:
-        body = RunCreate.model_validate(request["body"])
-        return _accepted(start.start_run(request["tenant_id"], request["agent_id"], body))
-
-    return settings, start_once
-
-
-def _accepted(run: Run) -> dict[str, Any]:
-    return {
-        "run_id": run.run_id,
-        "session_id": run.session_id,
-        "status": run.status,
-        "attachments": [a.model_dump() for a in run.attachments],
-    }
 
 
 @router.post(
@@ -103,27 +64,9 @@ def create_run(
         Header(alias="idempotency-key", description="The same key and body give the same run for 24 hours"),
     ] = None,
 ) -> Response[RunAccepted]:
-    tenant_id = tenant(router)
-    if not key:
-        return json_response(_accepted(start.start_run(tenant_id, agent_id, body)), 202)
-    from aws_lambda_powertools.utilities.idempotency.exceptions import (
-        IdempotencyAlreadyInProgressError,
-        IdempotencyValidationError,
+    accepted = start.start_run_once(
+        tenant(router), agent_id, body, key=key, lambda_context=router.lambda_context
     )
-
-    request = {"tenant_id": tenant_id, "agent_id": agent_id, "key": key, "body": body.model_dump(mode="json")}
-    try:
-        settings, start_once = _idempotent_start()
-        settings.register_lambda_context(router.lambda_context)  # in-progress records expire with the call
-        accepted = start_once(request=request)
-    except IdempotencyValidationError:
-        raise Unprocessable(
-            "this Idempotency-Key was already used with a different body", code="idempotency_key_reused"
-        ) from None
-    except IdempotencyAlreadyInProgressError:
-        raise Conflict(
-            "a request with this Idempotency-Key is in progress; retry shortly", code="request_in_progress"
-        ) from None
     return json_response(accepted, 202)
 
 
@@ -148,7 +91,7 @@ def cancel_run(run_id: RunId) -> Response[RunView]:
 )
 def replay_run(run_id: RunId, force: Annotated[bool, Query()] = False) -> Response[RunAccepted]:
     run = replay.replay(tenant(router), run_id, force=force)
-    return json_response({**_accepted(run), "replay_of": run.replay_of}, 201)
+    return json_response({**start.accepted(run), "replay_of": run.replay_of}, 201)
 
 
 @router.post(

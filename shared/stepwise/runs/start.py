@@ -9,7 +9,8 @@ never both become active.
 
 from __future__ import annotations
 
-import json
+from collections.abc import Callable
+from functools import cache
 from typing import Any
 
 from stepwise.agents import bounds
@@ -17,13 +18,14 @@ from stepwise.agents.models import DEFAULT_MAX_STEPS, Agent
 from stepwise.attachments import intake
 from stepwise.attachments.models import Attachment
 from stepwise.core import aws, config, observability
-from stepwise.core.errors import Conflict
+from stepwise.core.errors import Conflict, Unprocessable
 from stepwise.core.ids import new_id
 from stepwise.core.schema import utcnow
 from stepwise.runs.cancel import cancel_active
 from stepwise.runs.models import Run, RunCreate, RunExists, SyncRunCreate
 from stepwise.runs.ports import stores
 from stepwise.runs.queue import launch
+from stepwise.runs.state import SyncAnswer
 from stepwise.sessions.models import Session
 from stepwise.webhooks import keys as webhook_keys
 from stepwise.webhooks.models import WebhookConfig
@@ -211,11 +213,78 @@ def run_sync(tenant_id: str, agent_id: str, body: SyncRunCreate) -> Run:
     if not held and not store.sessions.claim(tenant_id, run.session_id, run.run_id):
         store.runs.delete(tenant_id, run.run_id)
         raise _busy(store.sessions.get(tenant_id, run.session_id))
-    payload: dict[str, Any] = {"mode": "sync", "tenant_id": tenant_id, "run_id": run.run_id}
+    payload = SyncAnswer(tenant_id=tenant_id, run_id=run.run_id).model_dump_json()
     observability.run_started(run)
     response = aws.client("lambda").invoke(
-        FunctionName=config.api_targets().step_function,
-        Payload=json.dumps(payload).encode(),
+        FunctionName=config.api_targets().step_function, Payload=payload.encode()
     )
     response["Payload"].read()  # the run record is the answer; a FunctionError shows on it as `error`
     return store.runs.get(tenant_id, run.run_id)
+
+
+IDEMPOTENCY_HOURS = 24
+
+
+@cache
+def _idempotent_start() -> tuple[Any, Callable[..., dict[str, Any]]]:
+    """start_run behind Powertools idempotency, keyed by tenant, agent and Idempotency-Key, with the
+    body as the payload to validate: the same key and body give the same run; another body is a 422."""
+    from aws_lambda_powertools.utilities.idempotency import (
+        DynamoDBPersistenceLayer,
+        IdempotencyConfig,
+        idempotent_function,
+    )
+
+    persistence = DynamoDBPersistenceLayer(table_name=config.tables().idempotency)
+    settings = IdempotencyConfig(
+        event_key_jmespath="[tenant_id, agent_id, key]",
+        payload_validation_jmespath="body",
+        expires_after_seconds=IDEMPOTENCY_HOURS * 3600,
+    )
+
+    @idempotent_function(data_keyword_argument="request", persistence_store=persistence, config=settings)
+    def start_once(request: dict[str, Any]) -> dict[str, Any]:
+        body = RunCreate.model_validate(request["body"])
+        return accepted(start_run(request["tenant_id"], request["agent_id"], body))
+
+    return settings, start_once
+
+
+def accepted(run: Run) -> dict[str, Any]:
+    """What `POST …/runs` answers (202): the run's ids, status and the attachments it took."""
+    return {
+        "run_id": run.run_id,
+        "session_id": run.session_id,
+        "status": run.status,
+        "attachments": [a.model_dump() for a in run.attachments],
+    }
+
+
+def start_run_once(
+    tenant_id: str, agent_id: str, body: RunCreate, *, key: str | None, lambda_context: Any = None
+) -> dict[str, Any]:
+    """`POST /v1/agents/{id}/runs`: without a key, a run; with an Idempotency-Key, the same key and body
+    give the same run for IDEMPOTENCY_HOURS, another body is a 422 `idempotency_key_reused` and one
+    still in progress a 409 `request_in_progress`. `lambda_context` lets an in-progress record expire
+    with the invocation that made it."""
+    if not key:
+        return accepted(start_run(tenant_id, agent_id, body))
+    from aws_lambda_powertools.utilities.idempotency.exceptions import (
+        IdempotencyAlreadyInProgressError,
+        IdempotencyValidationError,
+    )
+
+    request = {"tenant_id": tenant_id, "agent_id": agent_id, "key": key, "body": body.model_dump(mode="json")}
+    try:
+        settings, start_once = _idempotent_start()
+        settings.register_lambda_context(lambda_context)
+        result: dict[str, Any] = start_once(request=request)
+    except IdempotencyValidationError:
+        raise Unprocessable(
+            "this Idempotency-Key was already used with a different body", code="idempotency_key_reused"
+        ) from None
+    except IdempotencyAlreadyInProgressError:
+        raise Conflict(
+            "a request with this Idempotency-Key is in progress; retry shortly", code="request_in_progress"
+        ) from None
+    return result
