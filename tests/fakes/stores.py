@@ -29,7 +29,7 @@ from stepwise.agents.models import Agent, AgentCreate
 from stepwise.core import config, quotas
 from stepwise.core.errors import AgentGone, Conflict, NotFound, RunStateError
 from stepwise.core.schema import utcnow
-from stepwise.interactions.models import Interaction, digest
+from stepwise.interactions.models import Interaction, NewInteraction
 from stepwise.ledger import (
     CLAIMABLE,
     HISTORY_LIMIT,
@@ -381,48 +381,21 @@ class FakeInteractions:
         self.tokens: dict[tuple[str, str], str] = {}
         self.lock = threading.Lock()
 
-    def create(
-        self,
-        tenant_id: str,
-        *,
-        interaction_id: str,
-        run_id: str,
-        session_id: str,
-        agent_id: str,
-        kind: str,
-        step: int,
-        tool_call_id: str,
-        tool_call_index: int,
-        tool_name: str,
-        arguments: dict[str, Any],
-        timeout_seconds: int,
-        channels: list[dict[str, Any]] | None = None,
-        listed_session_id: str | None = None,  # no session listing here: the loop never reads one
-    ) -> Interaction:
+    def create(self, tenant_id: str, new: NewInteraction) -> Interaction:
         with self.lock:
-            held = self.items.get((tenant_id, interaction_id))
+            held = self.items.get((tenant_id, new.interaction_id))
             if held is not None:  # a retried Step finds the one it made before
                 return held.model_copy(deep=True)
             now = utcnow()
+            # no session listing here (listed_session_id): the loop never reads one
+            kept = copy.deepcopy(new.model_dump(exclude={"listed_session_id"}))
             interaction = Interaction(
-                interaction_id=interaction_id,
-                run_id=run_id,
-                session_id=session_id,
-                agent_id=agent_id,
-                kind=kind,
+                **kept,
                 status="pending",
-                step=step,
-                tool_call_id=tool_call_id,
-                tool_call_index=tool_call_index,
-                tool_name=tool_name,
-                arguments=copy.deepcopy(arguments),
-                digest=digest(tenant_id, tool_name, arguments),
-                timeout_seconds=timeout_seconds,
-                channels=copy.deepcopy(channels),
                 created_at=now,
-                deadline=now + timedelta(seconds=timeout_seconds),
+                deadline=now + timedelta(seconds=new.timeout_seconds),
             )
-            self.items[(tenant_id, interaction_id)] = interaction
+            self.items[(tenant_id, new.interaction_id)] = interaction
         return interaction.model_copy(deep=True)
 
     def get(self, tenant_id: str, interaction_id: str) -> Interaction:

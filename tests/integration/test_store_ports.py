@@ -20,7 +20,7 @@ from stepwise.attachments.models import Attachment
 from stepwise.core import config
 from stepwise.core.errors import AgentGone, Conflict, NotFound, PayloadTooLarge, QuotaExceeded, RunStateError
 from stepwise.core.schema import utcnow
-from stepwise.interactions.models import digest
+from stepwise.interactions.models import NewInteraction, digest
 from stepwise.ledger import store as effects
 from stepwise.runs import ports
 from stepwise.runs.models import ACTIVE_STATUSES, Head, Run, RunExists, RunStatus
@@ -501,8 +501,7 @@ def test_a_missing_agent_is_not_found_and_for_a_run_gone(backend: Backend, tenan
 
 
 def pause(store: Backend, tenant_id: str, interaction_id: str, run_id: str = "run_1") -> Any:
-    return store.interactions.create(
-        tenant_id,
+    new = NewInteraction(
         interaction_id=interaction_id,
         run_id=run_id,
         session_id="ses_1",
@@ -513,8 +512,10 @@ def pause(store: Backend, tenant_id: str, interaction_id: str, run_id: str = "ru
         tool_call_index=0,
         tool_name="ask",
         arguments={"q": "?"},
+        digest=digest(tenant_id, "ask", {"q": "?"}),
         timeout_seconds=60,
     )
+    return store.interactions.create(tenant_id, new)
 
 
 def test_an_interaction_is_answered_or_closed_exactly_once(backend: Backend, tenant: str) -> None:

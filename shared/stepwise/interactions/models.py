@@ -5,9 +5,29 @@ from __future__ import annotations
 import hashlib
 import json
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel
+
+
+class NewInteraction(BaseModel):
+    """A pause as the loop asks for it: everything the store keeps but its status, token, answer and
+    times. `digest` binds an approval to its tenant, tool and exact arguments (`digest()`)."""
+
+    interaction_id: str
+    run_id: str
+    session_id: str
+    listed_session_id: str | None = None  # a delegated run's waits are listed in its root's session
+    agent_id: str
+    kind: Literal["approval", "client_tool", "delegation"]
+    step: int
+    tool_call_id: str
+    tool_call_index: int
+    tool_name: str
+    arguments: dict[str, Any]
+    digest: str
+    timeout_seconds: int
+    channels: list[dict[str, Any]] | None = None
 
 
 class Interaction(BaseModel):

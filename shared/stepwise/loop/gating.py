@@ -14,6 +14,7 @@ from pydantic import BaseModel
 from stepwise.agents.models import Agent
 from stepwise.core import ids, safejson, tracing
 from stepwise.core.errors import NotFound, QuotaExceeded
+from stepwise.interactions.models import NewInteraction, digest
 from stepwise.loop.calls import Executable, Gated, Paused, Ready, Refused, StepScope
 from stepwise.loop.results import refuse
 from stepwise.mcp.models import McpToolRef
@@ -164,8 +165,7 @@ def pause(
     """The call's interaction, created once (a retried Step finds it), and the wait Await starts on.
     A delegation's child run is recorded now, so the parent's `children` always name a run."""
     run = scope.run
-    interaction = stores().interactions.create(
-        scope.tenant_id,
+    new = NewInteraction(
         interaction_id=interaction_id(scope, ref, kind),
         run_id=run.run_id,
         session_id=run.session_id,
@@ -177,9 +177,11 @@ def pause(
         tool_call_index=ref.index,
         tool_name=ref.name,
         arguments=arguments,
+        digest=digest(scope.tenant_id, ref.name, arguments),
         timeout_seconds=timeout,
         channels=channels,
     )
+    interaction = stores().interactions.create(scope.tenant_id, new)
     wait = Wait(
         interaction_id=interaction.interaction_id,
         tool_call_id=ref.id,

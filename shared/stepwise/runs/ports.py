@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # annotations only: importing the adapters here would load every table model
     from stepwise.agents.models import Agent
-    from stepwise.interactions.models import Interaction
+    from stepwise.interactions.models import Interaction, NewInteraction
     from stepwise.ledger import LedgerStore
     from stepwise.runs.models import Appended, EventType, Head, Run, RunEvent, RunStatus
     from stepwise.runs.state import RunContext
@@ -169,26 +169,9 @@ class AgentStore(Protocol):
 class InteractionStore(Protocol):
     """A run's pauses (stepwise.store.interactions); every status change is conditional on pending."""
 
-    def create(
-        self,
-        tenant_id: str,
-        *,
-        interaction_id: str,
-        run_id: str,
-        session_id: str,
-        agent_id: str,
-        kind: str,
-        step: int,
-        tool_call_id: str,
-        tool_call_index: int,
-        tool_name: str,
-        arguments: dict[str, Any],
-        timeout_seconds: int,
-        channels: list[dict[str, Any]] | None = None,
-        listed_session_id: str | None = None,
-    ) -> Interaction:
+    def create(self, tenant_id: str, new: NewInteraction) -> Interaction:
         """Create it once: a retried Step gets the one it made before. Listed under
-        `listed_session_id` (a delegated run's root session) when given."""
+        `new.listed_session_id` (a delegated run's root session) when given."""
         ...
 
     def get(self, tenant_id: str, interaction_id: str) -> Interaction: ...

@@ -11,7 +11,7 @@ from pynamodb.exceptions import DoesNotExist, PutError, UpdateError
 from stepwise.core.errors import NotFound
 from stepwise.core.schema import utcnow
 from stepwise.core.tables import InteractionItem, bind, condition_failed, same_tenant, tenant_key
-from stepwise.interactions.models import Interaction, digest
+from stepwise.interactions.models import Interaction, NewInteraction
 
 
 def _model(item: InteractionItem) -> Interaction:
@@ -41,54 +41,27 @@ def _model(item: InteractionItem) -> Interaction:
     )
 
 
-def create(
-    tenant_id: str,
-    *,
-    interaction_id: str,
-    run_id: str,
-    session_id: str,
-    agent_id: str,
-    kind: str,
-    step: int,
-    tool_call_id: str,
-    tool_call_index: int,
-    tool_name: str,
-    arguments: dict[str, Any],
-    timeout_seconds: int,
-    channels: list[dict[str, Any]] | None = None,
-    listed_session_id: str | None = None,
-) -> Interaction:
-    """Create the pause for a tool call, once: a retried Gate finds the one it made before. It is
-    listed under `listed_session_id` (a delegated run's root session), else its own session."""
+def create(tenant_id: str, new: NewInteraction) -> Interaction:
+    """Create the pause for a tool call, once: a retried Step finds the one it made before. It is
+    listed under `new.listed_session_id` (a delegated run's root session), else its own session."""
     bind()
     now = utcnow()
     item = InteractionItem(
         tenant_id,
-        interaction_id,
-        session_key=tenant_key(tenant_id, listed_session_id or session_id),
-        run_key=tenant_key(tenant_id, run_id),
-        run_id=run_id,
-        session_id=session_id,
-        agent_id=agent_id,
-        kind=kind,
+        new.interaction_id,
+        session_key=tenant_key(tenant_id, new.listed_session_id or new.session_id),
+        run_key=tenant_key(tenant_id, new.run_id),
+        **new.model_dump(exclude={"interaction_id", "listed_session_id"}),
         status="pending",
-        step=step,
-        tool_call_id=tool_call_id,
-        tool_call_index=tool_call_index,
-        tool_name=tool_name,
-        arguments=arguments,
-        digest=digest(tenant_id, tool_name, arguments),
-        timeout_seconds=timeout_seconds,
-        channels=channels,
         created_at=now,
-        deadline=now + timedelta(seconds=timeout_seconds),
+        deadline=now + timedelta(seconds=new.timeout_seconds),
     )
     try:
         item.save(condition=InteractionItem.interaction_id.does_not_exist())
     except PutError as exc:
         if not condition_failed(exc):
             raise
-        return get(tenant_id, interaction_id)
+        return get(tenant_id, new.interaction_id)
     return _model(item)
 
 
