@@ -32,9 +32,7 @@ from stepwise.core.schema import utcnow
 from stepwise.interactions.models import Interaction, NewInteraction
 from stepwise.ledger import (
     CLAIMABLE,
-    HISTORY_LIMIT,
     SETTLEABLE,
-    UNDOABLE,
     Claim,
     EffectKey,
     Entry,
@@ -604,36 +602,13 @@ class FakeLedger:
     def get(self, tenant_id: str, key: str) -> Entry | None:
         return self.entries.get((tenant_id, key))
 
-    def mark_undone(self, tenant_id: str, key: str, by: str) -> Entry:
+    def write_undone(self, tenant_id: str, key: str, undone: Entry, *, was: Entry) -> bool:
         with self.lock:
             entry = self.entries.get((tenant_id, key))
-            if entry is None:
-                raise NotFound(f"no ledger entry {key}", code="effect_not_found")
-            if entry.status not in UNDOABLE:
-                raise Conflict(
-                    f"ledger entry {key} is {entry.status}: nothing to undo", code="effect_not_undoable"
-                )
-            now = utcnow()
-            summary = {
-                "generation": entry.generation,
-                "status": entry.status,
-                "run_id": entry.run_id,
-                "tool_call_id": entry.tool_call_id,
-                "claimed_at": entry.claimed_at.isoformat(),
-                "settled_at": entry.settled_at.isoformat() if entry.settled_at else None,
-                "undone_at": now.isoformat(),
-                "undone_by": by,
-            }
-            undone = entry.model_copy(
-                update={
-                    "status": "undone",
-                    "undone_at": now,
-                    "undone_by": by,
-                    "history": [*entry.history, summary][-HISTORY_LIMIT:],
-                }
-            )
+            if entry is None or (entry.status, entry.generation) != (was.status, was.generation):
+                return False
             self.entries[(tenant_id, key)] = undone
-        return undone
+        return True
 
 
 class FakeFollowers:

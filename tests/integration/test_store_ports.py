@@ -670,7 +670,7 @@ def test_a_ledger_entry_is_claimed_once_settled_by_its_generation_and_undone(
     entry = backend.effects.get(tenant, key.id)
     assert (entry.status, entry.result) == ("done", {"output": 1})
 
-    undone = backend.effects.mark_undone(tenant, key.id, "ops")
+    undone = ledger.mark_undone(tenant, key.id, "ops", store=backend.effects)
     assert (undone.status, undone.undone_by, len(undone.history)) == ("undone", "ops", 1)
     again = backend.effects.claim(tenant, key, "send", "run_1", "call_1")
     assert (again.won, again.entry.generation) == (True, 2)

@@ -361,7 +361,7 @@ def test_an_undo_during_the_call_wins_over_its_confirm() -> None:
     key = effect_key(SCOPE, "send_email", ["to"], {"to": "a@x.io"}).id
 
     def undo_midway(idempotency_key: str) -> ToolResult:
-        store.mark_undone("t1", key, "ops")
+        ledger.mark_undone("t1", key, "ops", store=store)
         return endpoint(idempotency_key)
 
     outcome = guard(SCOPE, send_tool(), {"to": "a@x.io"}, undo_midway, store)

@@ -43,6 +43,8 @@ from typing import Any, Literal, Protocol
 from aws_lambda_powertools import Logger
 from pydantic import BaseModel, ConfigDict
 
+from stepwise.core.errors import Conflict, NotFound
+from stepwise.core.schema import utcnow
 from stepwise.tools.base import ToolResult
 from stepwise.tools.models import Effect
 
@@ -329,9 +331,30 @@ class LedgerStore(Protocol):
 
     def get(self, tenant_id: str, key: str) -> Entry | None: ...
 
-    def mark_undone(self, tenant_id: str, key: str, by: str) -> Entry:
-        """Record that the effect was reversed (or, for a crashed claim, never happened)."""
+    def write_undone(self, tenant_id: str, key: str, undone: Entry, *, was: Entry) -> bool:
+        """Write `undone`'s status, undo fields and history over the entry, only while its status and
+        generation are still `was`'s; False when it moved meanwhile."""
         ...
+
+
+UNDO_ATTEMPTS = 3  # an entry that changes under us this often is being fought over; report what it is
+
+
+def undone(entry: Entry, by: str, at: datetime) -> Entry:
+    """The entry once its effect is reversed: `undone`, with this generation's summary kept in its
+    history (the newest HISTORY_LIMIT), so the next claim starts a new generation."""
+    summary = {
+        "generation": entry.generation,
+        "status": entry.status,
+        "run_id": entry.run_id,
+        "tool_call_id": entry.tool_call_id,
+        "claimed_at": entry.claimed_at.isoformat(),
+        "settled_at": entry.settled_at.isoformat() if entry.settled_at else None,
+        "undone_at": at.isoformat(),
+        "undone_by": by,
+    }
+    history = [*entry.history, summary][-HISTORY_LIMIT:]
+    return entry.model_copy(update={"status": "undone", "undone_at": at, "undone_by": by, "history": history})
 
 
 def mark_undone(tenant_id: str, key: str, by: str, *, store: LedgerStore) -> Entry:
@@ -341,7 +364,18 @@ def mark_undone(tenant_id: str, key: str, by: str, *, store: LedgerStore) -> Ent
     Raises NotFound for a key the tenant has no entry for, Conflict for one with nothing to undo.
     Undo a `claimed` entry only once its call is over: a call still running would act regardless.
     """
-    return store.mark_undone(tenant_id, key, by)
+    for _ in range(UNDO_ATTEMPTS):
+        entry = store.get(tenant_id, key)
+        if entry is None:
+            raise NotFound(f"no ledger entry {key}", code="effect_not_found")
+        if entry.status not in UNDOABLE:
+            raise Conflict(
+                f"ledger entry {key} is {entry.status}: nothing to undo", code="effect_not_undoable"
+            )
+        after = undone(entry, by, utcnow())
+        if store.write_undone(tenant_id, key, after, was=entry):
+            return after
+    raise Conflict(f"ledger entry {key} keeps changing; try again", code="effect_contended")
 
 
 # --- A call through the ledger ---------------------------------------------------------------------

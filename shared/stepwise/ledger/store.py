@@ -9,14 +9,12 @@ from typing import Any
 from pynamodb.exceptions import DoesNotExist, PutError, UpdateError
 
 from stepwise.core import config
-from stepwise.core.errors import Conflict, NotFound
+from stepwise.core.errors import Conflict
 from stepwise.core.schema import utcnow
 from stepwise.core.tables import EffectItem, bind, condition_failed
 from stepwise.ledger import (
     CLAIMABLE,
-    HISTORY_LIMIT,
     SETTLEABLE,
-    UNDOABLE,
     Claim,
     EffectKey,
     Entry,
@@ -158,43 +156,23 @@ def settle(
     return True
 
 
-def mark_undone(tenant_id: str, key: str, by: str) -> Entry:
-    """Record that the effect was reversed, keeping the generation's summary in `history`; the next claim
-    starts a new generation."""
+def write_undone(tenant_id: str, key: str, undone: Entry, *, was: Entry) -> bool:
+    """Write the undone entry (stepwise.ledger.undone) while its status and generation are `was`'s."""
+    if undone.undone_at is None or undone.undone_by is None:
+        raise ValueError("an undone entry names when and by whom it was undone")
     bind()
-    for _ in range(_ATTEMPTS):
-        entry = get(tenant_id, key)
-        if entry is None:
-            raise NotFound(f"no ledger entry {key}", code="effect_not_found")
-        if entry.status not in UNDOABLE:
-            raise Conflict(
-                f"ledger entry {key} is {entry.status}: nothing to undo", code="effect_not_undoable"
-            )
-        now = utcnow()
-        summary = {
-            "generation": entry.generation,
-            "status": entry.status,
-            "run_id": entry.run_id,
-            "tool_call_id": entry.tool_call_id,
-            "claimed_at": entry.claimed_at.isoformat(),
-            "settled_at": entry.settled_at.isoformat() if entry.settled_at else None,
-            "undone_at": now.isoformat(),
-            "undone_by": by,
-        }
-        item = EffectItem(tenant_id, key)
-        try:
-            item.update(
-                actions=[
-                    EffectItem.status.set("undone"),
-                    EffectItem.undone_at.set(now),
-                    EffectItem.undone_by.set(by),
-                    EffectItem.history.set([*entry.history, summary][-HISTORY_LIMIT:]),
-                ],
-                condition=(EffectItem.status == entry.status) & (EffectItem.generation == entry.generation),
-            )
-        except UpdateError as exc:
-            if not condition_failed(exc):
-                raise
-            continue
-        return _entry(item)
-    raise Conflict(f"ledger entry {key} keeps changing; try again", code="effect_contended")
+    try:
+        EffectItem(tenant_id, key).update(
+            actions=[
+                EffectItem.status.set(undone.status),
+                EffectItem.undone_at.set(undone.undone_at),
+                EffectItem.undone_by.set(undone.undone_by),
+                EffectItem.history.set(undone.history),
+            ],
+            condition=(EffectItem.status == was.status) & (EffectItem.generation == was.generation),
+        )
+    except UpdateError as exc:
+        if not condition_failed(exc):
+            raise
+        return False
+    return True
