@@ -9,7 +9,7 @@ What a tool declares decides how its calls go through the ledger:
   `key_fields`. Model-written free text never goes in, so a replay that rewords an email still finds
   the key of the email it already sent.
 - `undeclared` (the default, unsafe): the key is the call itself (tenant, run, step, tool call id), so a
-  Gate that Step Functions retries after a crash cannot run the call a second time; across runs nothing
+  Step that Step Functions retries after a crash cannot run the call a second time; across runs nothing
   is deduplicated (stepwise.runs.replay refuses, unless forced, to replay a run that executed tools).
 
 An entry moves through these statuses (one conditional write each, so exactly one caller wins):
@@ -204,7 +204,7 @@ def effect_key(
 
 
 def call_key(scope: CallScope, tool_name: str) -> EffectKey:
-    """The key of one tool call: a retried Gate finds it, nothing else does."""
+    """The key of one tool call: a retried Step finds it, nothing else does."""
     intent = {
         "v": KEY_VERSION,
         "kind": "call",

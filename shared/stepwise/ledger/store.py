@@ -81,7 +81,7 @@ def claim(tenant_id: str, key: EffectKey, tool_name: str, run_id: str, tool_call
 
 
 def _expiry(key: EffectKey) -> datetime | None:
-    # A call entry only guards the retries of its own Gate; it goes with the run's events.
+    # A call entry only guards the retries of its own Step; it goes with the run's events.
     if key.kind != "call":
         return None
     return utcnow() + timedelta(days=config.runtime().events_ttl_days)
