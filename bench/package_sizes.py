@@ -85,9 +85,23 @@ def run() -> Section:
         )
     manifest = json.loads((DIST / sizes.MANIFEST).read_text())
     _bytecode(section, manifest.get("bytecode") or {})
+    _left_out(section)
     section.notes.append(f"Artifacts {origin}; Lambda's limit is {sizes.LIMIT:,} bytes unzipped.")
     section.details = {**report.as_json(), "bytecode": manifest.get("bytecode")}
     return section
+
+
+def _left_out(section: Section) -> None:
+    """What the stepwise layer no longer carries: dev/ (the local stack and the CLI) sat in shared/, the
+    layer's ContentUri, until they moved out; as sources they would weigh this much in every function."""
+    files = [p for p in (ROOT / "dev").rglob("*") if p.is_file() and "__pycache__" not in p.parts]
+    size = sum(p.stat().st_size for p in files)
+    section.add(
+        "left out of the stepwise layer: dev/ (stepwise_local, stepwise_cli)",
+        size / 1024,
+        "KiB",
+        f"{len(files):,} files that run only on a developer's machine (sources, before any bytecode)",
+    )
 
 
 def _bytecode(section: Section, built: dict[str, Any]) -> None:
