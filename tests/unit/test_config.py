@@ -22,7 +22,7 @@ def test_a_missing_table_variable_fails_fast_with_its_name(monkeypatch: pytest.M
 def test_runtime_defaults_and_validation(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("STEPWISE_MODEL", raising=False)
     monkeypatch.delenv("STEPWISE_EVENTS_TTL_DAYS", raising=False)
-    assert config.runtime().default_model == "scripted" and config.runtime().events_ttl_days == 90
+    assert config.models().default_model == "scripted" and config.runtime().events_ttl_days == 90
     config.reset()
     monkeypatch.setenv("STEPWISE_EVENTS_TTL_DAYS", "0")
     with pytest.raises(config.ConfigError, match="STEPWISE_EVENTS_TTL_DAYS"):
