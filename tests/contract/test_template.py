@@ -265,6 +265,29 @@ def test_every_table_name_reaches_the_functions() -> None:
     assert {env[var]["Ref"] for var in wanted} == set(resources("AWS::DynamoDB::Table"))
 
 
+# Set for the libraries that read them (Powertools, litellm); Stepwise never reads them.
+LIBRARY_VARIABLES = {
+    "POWERTOOLS_SERVICE_NAME",
+    "POWERTOOLS_METRICS_NAMESPACE",
+    "POWERTOOLS_LOG_LEVEL",
+    "LITELLM_LOCAL_MODEL_COST_MAP",
+}
+
+
+def test_every_variable_a_function_is_given_is_read_through_config() -> None:
+    """A variable no config model reads is a setting that silently does nothing (or is read astray)."""
+    given = set(template()["Globals"]["Function"]["Environment"]["Variables"])
+    for function in functions().values():
+        given |= set(function["Properties"].get("Environment", {}).get("Variables", {}))
+    read = {
+        field.alias for model in config.Environment.__subclasses__() for field in model.model_fields.values()
+    }
+
+    assert given - LIBRARY_VARIABLES <= read, (
+        f"given but read by no config model: {given - LIBRARY_VARIABLES - read}"
+    )
+
+
 # --- State machine ------------------------------------------------------------------------------
 
 

@@ -5,8 +5,6 @@ Header values are secrets (they usually carry credentials): no response shows th
 Nor does any response show an OAuth server's tokens or client secret.
 """
 
-import os
-
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.types import (
@@ -23,6 +21,7 @@ from stepwise.api.context import tenant
 from stepwise.api.params import AgentId
 from stepwise.api.responses import HTML, json_response, responses
 from stepwise.approvals import pages
+from stepwise.core import config
 from stepwise.core.errors import NotFound
 from stepwise.mcp.models import MCP_TIMEOUT, McpServerCreate, McpServerList, McpServerView
 
@@ -209,7 +208,7 @@ def _notice(status: int, title: str, message: str, detail: str | None = None) ->
 def _public_url() -> str:
     """The API's origin, which the OAuth callback is under: STEPWISE_PUBLIC_URL when set (the local stack,
     a custom domain), else the host this request came to (API Gateway's own domain)."""
-    configured = os.environ.get("STEPWISE_PUBLIC_URL", "").rstrip("/")
+    configured = config.links().public_url
     if configured:
         return configured
     domain = router.current_event.request_context.domain_name

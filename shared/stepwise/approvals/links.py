@@ -31,7 +31,6 @@ import binascii
 import hashlib
 import hmac
 import json
-import os
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -41,7 +40,7 @@ from urllib.parse import quote
 
 from stepwise.approvals import Decision
 from stepwise.approvals.display import as_utc
-from stepwise.core import credentials
+from stepwise.core import config, credentials
 from stepwise.core.config import ConfigError
 from stepwise.core.errors import Forbidden, Gone
 
@@ -52,8 +51,8 @@ if TYPE_CHECKING:
 # iterator is consumed lazily, so a secret after the one that matched is never fetched).
 Secrets = bytes | Iterable[bytes]
 
-SECRET_ENV = "STEPWISE_LINK_SECRET"
-SECRET_ARN_ENV = "LINK_SECRET_ARN"
+SECRET_ENV = config.Links.variable("link_secret")
+SECRET_ARN_ENV = config.Links.variable("link_secret_arn")
 MIN_SECRET_BYTES = 32  # HMAC-SHA256's own output size: a shorter key is the weakest link
 # Seconds a secret read from Secrets Manager is reused: the delay before a rotation takes effect, the
 # same as for the deployment's other secrets.
@@ -184,9 +183,10 @@ def verifying_secrets() -> Iterator[bytes]:
     leaves the links signed before it valid until the next rotation (or their expiry), and a link two
     rotations old is refused. The local variable has no previous version."""
     yield load_secret()
-    if os.environ.get(SECRET_ENV):
+    variables = config.links()
+    if variables.link_secret:
         return
-    arn = os.environ.get(SECRET_ARN_ENV)
+    arn = variables.link_secret_arn
     previous = _from_secrets_manager(arn, PREVIOUS) if arn else None
     if previous is not None:
         yield previous
@@ -200,10 +200,10 @@ def load_secret() -> bytes:
 
     This is the current version. The previous one keeps verifying (`verifying_secrets`), so one
     rotation does not end pending links; a second rotation ends those signed before the first."""
-    value = os.environ.get(SECRET_ENV)
-    if value:
-        return parse_secret(value, source=SECRET_ENV)
-    arn = os.environ.get(SECRET_ARN_ENV)
+    variables = config.links()
+    if variables.link_secret:
+        return parse_secret(variables.link_secret, source=SECRET_ENV)
+    arn = variables.link_secret_arn
     if arn:
         current = _from_secrets_manager(arn, CURRENT)
         if current is None:

@@ -3,17 +3,16 @@ each approval hook's channels name. The Await state calls it once it has stored 
 
 from __future__ import annotations
 
-import os
-
 from aws_lambda_powertools import Logger
 
+from stepwise.core import config
 from stepwise.interactions.models import Interaction
 
 logger = Logger(service="stepwise")
 
 
 def public_url() -> str:
-    return os.environ.get("STEPWISE_PUBLIC_URL", "").rstrip("/")
+    return config.links().public_url
 
 
 def approval_link(tenant_id: str, interaction: Interaction) -> str:
@@ -26,7 +25,7 @@ def approval_link(tenant_id: str, interaction: Interaction) -> str:
 
 def _console_only() -> bool:
     """The local stack prints what it would send (it has no SES and no route to Slack)."""
-    return os.environ.get("STEPWISE_CHANNELS") == "console"
+    return config.channels().console_only
 
 
 def tell_humans(interaction: Interaction, url: str, *, agent_name: str) -> None:
@@ -48,7 +47,7 @@ def tell_humans(interaction: Interaction, url: str, *, agent_name: str) -> None:
                     expires_at=interaction.deadline,
                 )
                 recipients = list(channel.get("to") or [])
-                sender = os.environ.get("APPROVAL_SENDER", "")
+                sender = config.channels().approval_sender
                 if _console_only():  # the local stack: show what would be sent, links and all
                     email.print_email(recipients, mail)
                 elif sender:

@@ -9,7 +9,6 @@ cannot reach moto's in-process S3 at the real endpoint.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from functools import cache
 from typing import Any
@@ -17,11 +16,11 @@ from urllib.parse import quote, unquote
 
 from botocore.config import Config as BotoConfig
 
-from stepwise.core import aws, s3
+from stepwise.core import aws, config, s3
 from stepwise.core.errors import Unavailable
 from stepwise.core.s3 import RUN_RETENTION, UPLOAD_RETENTION, tagging
 
-LOCAL_S3_ENV = "STEPWISE_LOCAL_S3_URL"
+LOCAL_S3_ENV = config.Storage.variable("local_s3_url")
 NAME_META = "name"  # x-amz-meta-name: the upload's file name, percent-encoded (metadata is ASCII)
 CHUNK = 1024 * 1024
 
@@ -56,7 +55,7 @@ def derived_key(tenant_id: str, run_id: str, attachment_id: str) -> str:
 @cache
 def presigner() -> Any:
     """The client that signs upload URLs (path-style on a local endpoint, which has no bucket hosts)."""
-    endpoint = os.environ.get(LOCAL_S3_ENV, "").strip() or None
+    endpoint = config.storage().local_s3_url
     style = {"addressing_style": "path"} if endpoint else {}
     return aws.client("s3", endpoint_url=endpoint, config=BotoConfig(signature_version="s3v4", s3=style))
 

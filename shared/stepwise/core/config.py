@@ -1,23 +1,71 @@
-"""Environment, validated once per cold start. A missing variable fails fast with its name, rather
-than defaulting to something that only breaks later."""
+"""The environment, read here and nowhere else (tests/unit/test_config_only.py holds the code to it).
+
+Each model is what one group of functions needs, so that a function never fails for a variable only
+another one is given. A missing or invalid variable fails with its name, rather than defaulting to
+something that only breaks later.
+
+Two kinds of accessor. The cached ones (`tables()`, `runtime()`, ...) validate once per cold start;
+`reset()` forgets them. The others validate on every call: tests and the local stack change those
+variables after import, and the callers either read them once themselves (and have their own reset)
+or cheaply, per use, as they always have.
+"""
 
 from __future__ import annotations
 
 import os
+import re
 from fnmatch import fnmatchcase
 from functools import cache
 from typing import Literal, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
-T = TypeVar("T", bound=BaseModel)
+SCRIPTED_MODEL = "scripted"  # stepwise.llm.client's built-in model, for agents and deployments that name none
+ARN_SUFFIX = "_ARN"  # `<NAME>_ARN` names the Secrets Manager secret that holds `<NAME>` in AWS
 
 
 class ConfigError(RuntimeError):
     pass
 
 
-class Tables(BaseModel):
+class Environment(BaseModel):
+    """A group of variables; each field's alias is the variable it is read from."""
+
+    @classmethod
+    def variable(cls, field: str) -> str:
+        """The variable `field` is read from: for messages that tell the operator what to set."""
+        alias = cls.model_fields[field].alias
+        if alias is None:
+            raise TypeError(f"{cls.__name__}.{field} names no environment variable")
+        return alias
+
+
+T = TypeVar("T", bound=Environment)
+
+
+def _blank_is_none(value: object) -> object:
+    """Unset, for a variable set to nothing but whitespace (the template's empty parameters)."""
+    return (value.strip() or None) if isinstance(value, str) else value
+
+
+def _is_true(value: object) -> object:
+    """Only "true" (any case, spaces around) turns a switch on; anything else leaves it off."""
+    return value.strip().lower() == "true" if isinstance(value, str) else value
+
+
+def _load(model: type[T]) -> T:
+    try:
+        return model.model_validate(dict(os.environ))
+    except ValidationError as exc:
+        # The variable and what is wrong with it; never its value (it may be a secret).
+        problems = [f"{e['loc'][0]} ({e['msg']})" for e in exc.errors()]
+        raise ConfigError(f"invalid or missing environment: {', '.join(problems)}") from exc
+
+
+# --- Validated once per cold start; reset() forgets them ------------------------------------------
+
+
+class Tables(Environment):
     api_keys: str = Field(alias="API_KEYS_TABLE")
     agents: str = Field(alias="AGENTS_TABLE")
     sessions: str = Field(alias="SESSIONS_TABLE")
@@ -35,11 +83,10 @@ class Tables(BaseModel):
     memories: str = Field(alias="MEMORIES_TABLE")
 
 
-class Runtime(BaseModel):
+class Runtime(Environment):
     events_ttl_days: int = Field(default=90, ge=1, alias="STEPWISE_EVENTS_TTL_DAYS")
     # A session's messages expire like run events unless told otherwise; its shell never does.
     messages_ttl_days: int | None = Field(default=None, ge=1, alias="STEPWISE_MESSAGES_TTL_DAYS")
-    default_model: str = Field(default="scripted", min_length=1, alias="STEPWISE_MODEL")
 
     # The operator's bound on the models tenants may name: comma-separated glob patterns.
     allowed_models: tuple[str, ...] = Field(default=("*",), alias="STEPWISE_ALLOWED_MODELS")
@@ -63,20 +110,20 @@ class Runtime(BaseModel):
         return any(fnmatchcase(model, pattern) for pattern in self.allowed_models)
 
 
-class Quotas(BaseModel):
+class Quotas(Environment):
     """Per-tenant limits; each is counted on a counter item with a conditional update (store.quotas)."""
 
     max_active_runs: int = Field(default=100, ge=1, alias="STEPWISE_MAX_ACTIVE_RUNS")
     max_schedules: int = Field(default=100, ge=1, alias="STEPWISE_MAX_SCHEDULES")
 
 
-class Secrets(BaseModel):
+class Secrets(Environment):
     """Where deployment secrets come from (stepwise.core.credentials): the environment, or Secrets Manager."""
 
     source: Literal["env", "aws"] = Field(default="env", alias="STEPWISE_SECRETS")
 
 
-class Machine(BaseModel):
+class Machine(Environment):
     """The agent-run state machine: the API starts runs on it, a finishing run starts the next queued one."""
 
     state_machine_arn: str = Field(alias="STATE_MACHINE_ARN")
@@ -86,13 +133,13 @@ class Machine(BaseModel):
         return f"{self.state_machine_arn.replace(':stateMachine:', ':execution:', 1)}:{run_id}"
 
 
-class SettingsKey(BaseModel):
+class SettingsKey(Environment):
     """The KMS key that encrypts tenants' settings (the API encrypts with it, tools decrypt)."""
 
     key_id: str = Field(min_length=1, alias="SETTINGS_KEY_ID")
 
 
-class Scheduling(BaseModel):
+class Scheduling(Environment):
     """What the API needs to create a schedule's twin in EventBridge Scheduler: where it delivers,
     as whom, in which group."""
 
@@ -103,24 +150,16 @@ class Scheduling(BaseModel):
     dead_letter_arn: str = Field(alias="SCHEDULE_DLQ_ARN")
 
 
-class WebhookQueue(BaseModel):
+class WebhookQueue(Environment):
     """Where run events that a webhook asks for are queued for WebhookFunction to deliver."""
 
     queue_url: str = Field(min_length=1, alias="WEBHOOK_QUEUE_URL")
 
 
-class ApiTargets(BaseModel):
+class ApiTargets(Environment):
     """What only the API function needs: where sync calls go."""
 
     step_function: str = Field(alias="STEP_FUNCTION")
-
-
-def _load(model: type[T]) -> T:
-    try:
-        return model.model_validate(dict(os.environ))
-    except ValidationError as exc:
-        missing = [str(e["loc"][0]) for e in exc.errors()]
-        raise ConfigError(f"invalid or missing environment: {', '.join(missing)}") from exc
 
 
 @cache
@@ -179,3 +218,217 @@ def reset() -> None:
     quotas.cache_clear()
     secrets.cache_clear()
     webhook_queue.cache_clear()
+
+
+# --- Validated on every call ----------------------------------------------------------------------
+
+
+class Models(Environment):
+    """Which litellm models: the deployment's default for agents that name none (the API holds it to
+    the allowed models, the Step function calls it), the light one that summarizes old conversation,
+    and the one that embeds memories (only the Step function is given it). None of them can be
+    invalid, so any function may read them."""
+
+    default_model: str = Field(default=SCRIPTED_MODEL, alias="STEPWISE_MODEL")
+    # Unset, the run's own model summarizes.
+    summary_model: str | None = Field(default=None, alias="STEPWISE_SUMMARY_MODEL")
+    # Unset, memories are searched by BM25 alone.
+    embedding_model: str | None = Field(default=None, alias="STEPWISE_EMBEDDING_MODEL")
+
+    @field_validator("default_model", mode="before")
+    @classmethod
+    def _default_model(cls, value: object) -> object:
+        return (value.strip() or SCRIPTED_MODEL) if isinstance(value, str) else value
+
+
+class Compaction(Environment):
+    """An operator's bound on the context window, instead of the model's own (litellm's model map).
+    A model of its own so that a bad value fails compaction, where it is used, and nothing else."""
+
+    context_window: int | None = Field(default=None, gt=0, alias="STEPWISE_CONTEXT_WINDOW")
+
+    @field_validator("context_window", mode="before")
+    @classmethod
+    def _window(cls, value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        text = value.strip()
+        if not text:
+            return None
+        try:
+            return int(text)
+        except ValueError:
+            raise ValueError("must be a positive integer") from None
+
+
+class Guards(Environment):
+    """What the operator exempts from the outbound guards (every function): the hosts and CIDRs the
+    SSRF guard lets through (stepwise.net.ssrf parses them), and whether stdio MCP servers may run."""
+
+    allow_hosts: str = Field(default="", alias="STEPWISE_ALLOW_HOSTS")
+    allow_stdio_mcp: bool = Field(default=False, alias="STEPWISE_ALLOW_STDIO_MCP")
+
+    _switch = field_validator("allow_stdio_mcp", mode="before")(_is_true)
+
+
+class Links(Environment):
+    """What the links the deployment hands out need: the API's public origin that approval links (and,
+    when set, the OAuth callback) are under, and the secret that signs approval links and follow URLs:
+    the value itself locally, a Secrets Manager ARN in AWS (stepwise.approvals.links)."""
+
+    # Empty when unset: the Await function is given it; the API falls back to the request's host.
+    public_url: str = Field(default="", alias="STEPWISE_PUBLIC_URL")
+    link_secret: str | None = Field(default=None, alias="STEPWISE_LINK_SECRET")
+    link_secret_arn: str | None = Field(default=None, alias="LINK_SECRET_ARN")
+
+    @field_validator("public_url", mode="before")
+    @classmethod
+    def _no_trailing_slash(cls, value: object) -> object:
+        return value.rstrip("/") if isinstance(value, str) else value
+
+
+class Channels(Environment):
+    """How the Await function tells humans: the SES identity approval mail is sent from (none, no
+    mail), and `console` on the local stack, which prints what it would send."""
+
+    channels: str = Field(default="", alias="STEPWISE_CHANNELS")
+    approval_sender: str = Field(default="", alias="APPROVAL_SENDER")
+
+    @property
+    def console_only(self) -> bool:
+        return self.channels == "console"
+
+
+class Follow(Environment):
+    """The WebSocket API that runs are followed over: the URL clients connect to (the Events function
+    issues follow URLs under it) and the management endpoint every function posts events through.
+    Unset, the feature that needs one says so when used."""
+
+    url: str | None = Field(default=None, alias="STEPWISE_FOLLOW_URL")
+    api_endpoint: str | None = Field(default=None, alias="FOLLOW_API_ENDPOINT")
+
+
+class Storage(Environment):
+    """Where files live: the bucket of attachments and storage tools (the API and Step functions), and,
+    on the local stack only, its loopback S3 endpoint and the directory of tenants' SQLite databases."""
+
+    bucket: str | None = Field(default=None, alias="STORAGE_BUCKET")
+    local_s3_url: str | None = Field(default=None, alias="STEPWISE_LOCAL_S3_URL")
+    sqlite_dir: str | None = Field(default=None, alias="STEPWISE_SQLITE_DIR")
+
+    _blank = field_validator("bucket", "local_s3_url", "sqlite_dir", mode="before")(_blank_is_none)
+
+
+class Providers(Environment):
+    """Base URLs that replace the built-in tools' providers' (tests, proxies); the calls still go
+    through the SSRF guard."""
+
+    exa_base_url: str | None = Field(default=None, alias="EXA_BASE_URL")
+    firecrawl_base_url: str | None = Field(default=None, alias="FIRECRAWL_BASE_URL")
+
+
+class SecretVariables(Environment):
+    """Where each deployment secret is (stepwise.core.credentials): locally the variable `<NAME>` holds
+    the value, in AWS `<NAME>_ARN` names its Secrets Manager secret. Each function is given the ones
+    it uses."""
+
+    slack_signing_secret: str | None = Field(default=None, alias="SLACK_SIGNING_SECRET")
+    slack_signing_secret_arn: str | None = Field(default=None, alias="SLACK_SIGNING_SECRET_ARN")
+    openai_api_key: str | None = Field(default=None, alias="OPENAI_API_KEY")
+    openai_api_key_arn: str | None = Field(default=None, alias="OPENAI_API_KEY_ARN")
+    anthropic_api_key: str | None = Field(default=None, alias="ANTHROPIC_API_KEY")
+    anthropic_api_key_arn: str | None = Field(default=None, alias="ANTHROPIC_API_KEY_ARN")
+
+    def get(self, variable: str) -> str | None:
+        """The value of `variable`, one of this model's (`<NAME>` or `<NAME>_ARN`); None when unset."""
+        values: dict[str, str | None] = self.model_dump(by_alias=True)
+        if variable not in values:
+            raise ConfigError(f"{variable} is not a deployment secret's variable")
+        return values[variable]
+
+
+class Platform(Environment):
+    """Where this process runs: what Lambda sets (all empty elsewhere) and the AWS region."""
+
+    function_name: str = Field(default="", alias="AWS_LAMBDA_FUNCTION_NAME")
+    function_version: str = Field(default="", alias="AWS_LAMBDA_FUNCTION_VERSION")
+    # `snap-start` or `provisioned-concurrency` when init runs ahead of any request.
+    initialization_type: str = Field(default="", alias="AWS_LAMBDA_INITIALIZATION_TYPE")
+    region: str = Field(default="", alias="AWS_REGION")  # Lambda's
+    default_region: str = Field(default="", alias="AWS_DEFAULT_REGION")  # a shell's, boto3's fallback
+
+    @property
+    def any_region(self) -> str:
+        """The region, as boto3 would find it, else us-east-1 (pynamodb wants one named)."""
+        return self.region or self.default_region or "us-east-1"
+
+
+class Telemetry(Environment):
+    """The OpenTelemetry variables that decide whether runs are traced (stepwise.core.tracing). The
+    exporter reads the rest of OTEL_EXPORTER_OTLP_* itself."""
+
+    sdk_disabled: bool = Field(default=False, alias="OTEL_SDK_DISABLED")
+    traces_endpoint: str = Field(default="", alias="OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    endpoint: str = Field(default="", alias="OTEL_EXPORTER_OTLP_ENDPOINT")
+    service_name: str = Field(default="", alias="OTEL_SERVICE_NAME")
+
+    _switch = field_validator("sdk_disabled", mode="before")(_is_true)
+
+    @property
+    def exports(self) -> bool:
+        """Whether spans have somewhere to go."""
+        return not self.sdk_disabled and any(e.strip() for e in (self.traces_endpoint, self.endpoint))
+
+
+def models() -> Models:
+    return _load(Models)
+
+
+def compaction() -> Compaction:
+    return _load(Compaction)
+
+
+def guards() -> Guards:
+    return _load(Guards)
+
+
+def links() -> Links:
+    return _load(Links)
+
+
+def channels() -> Channels:
+    return _load(Channels)
+
+
+def follow() -> Follow:
+    return _load(Follow)
+
+
+def storage() -> Storage:
+    return _load(Storage)
+
+
+def providers() -> Providers:
+    return _load(Providers)
+
+
+def secret_variables() -> SecretVariables:
+    return _load(SecretVariables)
+
+
+def platform() -> Platform:
+    return _load(Platform)
+
+
+def telemetry() -> Telemetry:
+    return _load(Telemetry)
+
+
+# Names of variables that may hold a credential: ours, and those litellm and boto3 read themselves.
+_CREDENTIAL_NAME = re.compile(r"(?i)(KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL)")
+
+
+def credential_values(min_length: int = 8) -> list[str]:
+    """The values of every credential-looking variable (its name says KEY, TOKEN, SECRET, ...) at least
+    `min_length` long: what an error text quoted from a provider must never show."""
+    return [v for k, v in os.environ.items() if len(v) >= min_length and _CREDENTIAL_NAME.search(k)]

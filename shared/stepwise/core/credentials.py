@@ -13,19 +13,18 @@ feature it enables is off, exactly as an unset variable is locally.
 
 from __future__ import annotations
 
-import os
 from functools import cache
 from typing import Protocol
 
 from stepwise.core import config
 from stepwise.core.config import ConfigError
 
-SLACK_SIGNING_SECRET = "SLACK_SIGNING_SECRET"
-OPENAI_API_KEY = "OPENAI_API_KEY"
-ANTHROPIC_API_KEY = "ANTHROPIC_API_KEY"
+SLACK_SIGNING_SECRET = config.SecretVariables.variable("slack_signing_secret")
+OPENAI_API_KEY = config.SecretVariables.variable("openai_api_key")
+ANTHROPIC_API_KEY = config.SecretVariables.variable("anthropic_api_key")
 # The names a deployment may hold; the template creates one Secrets Manager secret for each.
 NAMES = (SLACK_SIGNING_SECRET, OPENAI_API_KEY, ANTHROPIC_API_KEY)
-ARN_SUFFIX = "_ARN"
+ARN_SUFFIX = config.ARN_SUFFIX
 # What the template's secrets hold until the operator puts a value: not a secret, just "not set".
 PLACEHOLDER = "unset"
 # Seconds a value read from Secrets Manager is reused before it is read again (a rotation's delay).
@@ -42,7 +41,7 @@ class EnvironmentSecrets:
     """The local stack's and the tests' source: the variable itself, read when asked."""
 
     def get(self, name: str) -> str | None:
-        return _value(os.environ.get(name))
+        return _value(config.secret_variables().get(name))
 
 
 class SecretsManagerSecrets:
@@ -52,7 +51,7 @@ class SecretsManagerSecrets:
         self.max_age = max_age
 
     def get(self, name: str) -> str | None:
-        arn = os.environ.get(name + ARN_SUFFIX)
+        arn = config.secret_variables().get(name + ARN_SUFFIX)
         if not arn:
             return None  # this function was given no such secret: the feature is off here
         from aws_lambda_powertools.utilities import parameters

@@ -4,16 +4,15 @@ storage tools share it."""
 
 from __future__ import annotations
 
-import os
 import re
 from functools import cache
 from typing import Any
 
 from botocore.config import Config as BotoConfig
 
-from stepwise.core import aws
+from stepwise.core import aws, config
 
-BUCKET_ENV = "STORAGE_BUCKET"
+BUCKET_ENV = config.Storage.variable("bucket")
 TENANTS_PREFIX = "tenants/"
 _TENANT_ID = re.compile(r"[A-Za-z0-9_.:@-]{1,128}")
 
@@ -44,8 +43,7 @@ def reset() -> None:
 
 
 def bucket() -> str | None:
-    name = os.environ.get(BUCKET_ENV, "").strip()
-    return name or None
+    return config.storage().bucket
 
 
 def tenant_root(tenant_id: str) -> str:

@@ -25,14 +25,15 @@ Lambda; elsewhere (tests, the local stack) it does nothing.
 
 from __future__ import annotations
 
-import os
 import random
 import sys
 from collections.abc import Callable
 from typing import Any
 
+from stepwise.core import config
+
 # Set by Lambda during init: "on-demand", "provisioned-concurrency" or "snap-start".
-INIT_TYPE = "AWS_LAMBDA_INITIALIZATION_TYPE"
+INIT_TYPE = config.Platform.variable("initialization_type")
 # Inits that run ahead of any request, so time spent in them is never a caller's latency.
 AHEAD_OF_REQUESTS = frozenset({"snap-start", "provisioned-concurrency"})
 # litellm's lazily built clients, by the attribute name its module caches them under.
@@ -59,7 +60,7 @@ def _register(warm: Callable[[], object]) -> bool:
     except ImportError:
         return False
     register_after_restore(after_restore)
-    if os.environ.get(INIT_TYPE) in AHEAD_OF_REQUESTS:
+    if config.platform().initialization_type in AHEAD_OF_REQUESTS:
         warm()
     return True
 

@@ -9,7 +9,6 @@ set the environment after importing.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Iterator
 from functools import cache
 from typing import Any, TypeVar
@@ -424,7 +423,7 @@ class MemoryHeadItem(Model):
 
 
 def _region() -> str:
-    return os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+    return config.platform().any_region
 
 
 _Owned = TypeVar("_Owned", RunItem, InteractionItem)  # the items that index queries return

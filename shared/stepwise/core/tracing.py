@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
 import re
 import threading
 from collections.abc import Iterator
@@ -36,15 +35,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from stepwise.core import ids
+from stepwise.core import config, ids
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
     from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
     from opentelemetry.trace import Span, Tracer
 
-ENDPOINT_ENVS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
-SDK_DISABLED_ENV = "OTEL_SDK_DISABLED"
 SERVICE = "stepwise"
 SCOPE = "stepwise"
 # What one flush may take at the end of an invocation: an unreachable collector must not hold the
@@ -139,9 +136,7 @@ def enabled() -> bool:
 
 
 def _from_environment() -> _Tracing | None:
-    if os.environ.get(SDK_DISABLED_ENV, "").strip().lower() == "true":
-        return None
-    if not any(os.environ.get(name, "").strip() for name in ENDPOINT_ENVS):
+    if not config.telemetry().exports:
         return None
     from opentelemetry import trace
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -173,14 +168,15 @@ def _build(processor: SpanProcessor) -> _Tracing:
             pinned = _pinned.get()
             return pinned[0] if pinned is not None else super().generate_trace_id()
 
-    attributes: dict[str, Any] = {"service.name": os.environ.get("OTEL_SERVICE_NAME") or SERVICE}
-    if os.environ.get("AWS_LAMBDA_FUNCTION_NAME"):
+    attributes: dict[str, Any] = {"service.name": config.telemetry().service_name or SERVICE}
+    platform = config.platform()
+    if platform.function_name:
         attributes |= {
             "cloud.provider": "aws",
             "cloud.platform": "aws_lambda",
-            "cloud.region": os.environ.get("AWS_REGION", ""),
-            "faas.name": os.environ["AWS_LAMBDA_FUNCTION_NAME"],
-            "faas.version": os.environ.get("AWS_LAMBDA_FUNCTION_VERSION", ""),
+            "cloud.region": platform.region,
+            "faas.name": platform.function_name,
+            "faas.version": platform.function_version,
         }
     provider = TracerProvider(resource=Resource.create(attributes), id_generator=_RunIds())
     provider.add_span_processor(processor)

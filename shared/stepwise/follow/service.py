@@ -4,7 +4,6 @@ connection that gets its backlog and every later event until the run's terminal 
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import dataclass
 from datetime import datetime
@@ -14,7 +13,7 @@ from urllib.parse import quote
 from pydantic import BaseModel
 
 from stepwise.approvals import links
-from stepwise.core import aws
+from stepwise.core import aws, config
 from stepwise.core.config import ConfigError
 from stepwise.core.schema import utcnow
 from stepwise.follow import delivery, sockets, tokens
@@ -22,7 +21,7 @@ from stepwise.follow import store as followers
 from stepwise.follow.tokens import FollowClaims
 from stepwise.runs.ports import stores
 
-URL_ENV = "STEPWISE_FOLLOW_URL"  # wss://{api-id}.execute-api.{region}.amazonaws.com/{stage}
+URL_ENV = config.Follow.variable("url")  # wss://{api-id}.execute-api.{region}.amazonaws.com/{stage}
 # The backlog's invocation holds the new follower's lease this long: time to start and to wait for
 # API Gateway to open the socket. Should it never run, writers take the follower over afterwards.
 FLUSH_LEASE_SECONDS = 30.0
@@ -45,7 +44,7 @@ def issue(tenant_id: str, run_id: str, after: int, now: datetime | None = None) 
     if store.events.head(tenant_id, run_id) is None:  # the head's key carries the tenant: it proves the run
         store.runs.get(tenant_id, run_id)
     claims = tokens.new_claims(tenant_id, run_id, after, now or utcnow())
-    base = os.environ.get(URL_ENV)
+    base = config.follow().url
     if not base:
         raise ConfigError(f"{URL_ENV} is not set: the WebSocket API's URL")
     token = tokens.sign(claims, links.secret())

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from stepwise.core import aws
+from stepwise.core import aws, config
 from stepwise.core.config import ConfigError
 
-ENDPOINT_ENV = "FOLLOW_API_ENDPOINT"  # https://{api-id}.execute-api.{region}.amazonaws.com/{stage}
+# https://{api-id}.execute-api.{region}.amazonaws.com/{stage}
+ENDPOINT_ENV = config.Follow.variable("api_endpoint")
 
 
 class Gone(Exception):
@@ -19,7 +19,7 @@ class Gone(Exception):
 
 
 def _client() -> Any:
-    endpoint = os.environ.get(ENDPOINT_ENV)
+    endpoint = config.follow().api_endpoint
     if not endpoint:
         raise ConfigError(f"{ENDPOINT_ENV} is not set: events cannot be pushed to followers")
     return aws.client("apigatewaymanagementapi", endpoint_url=endpoint)

@@ -20,10 +20,10 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from stepwise.core import credentials, errors, safejson
+from stepwise.core import config, credentials, errors, safejson
 from stepwise.llm.models import ScriptTurn, Usage
 
-SCRIPTED = "scripted"
+SCRIPTED = config.SCRIPTED_MODEL
 MAX_CONTINUATIONS = 3
 CONTINUE_PROMPT = "Continue exactly where you left off. Do not repeat anything."
 _DETAIL_CLIP = 500
@@ -77,8 +77,7 @@ def resolve_model(agent_model: str | None) -> str:
     """The agent's model, else `STEPWISE_MODEL`, else the built-in scripted model."""
     if agent_model and agent_model.strip():
         return agent_model.strip()
-    configured = os.environ.get("STEPWISE_MODEL", "").strip()
-    return configured or SCRIPTED
+    return config.models().default_model
 
 
 def is_scripted(model: str) -> bool:
@@ -407,16 +406,14 @@ _SECRET_SHAPES = (
         r"(?i)((?:api[_-]?key|x-api-key|authorization|access[_-]?token|secret)[\"']?\s*[:=]\s*[\"']?)[^\s\"',}]+"
     ),
 )
-_SECRET_ENV = re.compile(r"(?i)(KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL)")
 
 
 def _detail(exc: BaseException) -> str:
     """The first line of the exception's message, clipped and with credentials masked."""
     text = str(getattr(exc, "message", None) or exc)
     first = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
-    for name, value in os.environ.items():
-        if len(value) >= 8 and _SECRET_ENV.search(name):
-            first = first.replace(value, "***")
+    for value in config.credential_values(min_length=8):
+        first = first.replace(value, "***")
     for shape in _SECRET_SHAPES:
         first = shape.sub(lambda m: (m.group(1) if m.groups() else "") + "***", first)
     return first if len(first) <= _DETAIL_CLIP else first[: _DETAIL_CLIP - 1] + "…"

@@ -28,14 +28,12 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
-import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from stepwise.core import safejson
-from stepwise.core.config import ConfigError
+from stepwise.core import config, safejson
 from stepwise.llm import client as llm_client
 from stepwise.llm.models import TOOL_IMAGES_PREFIX
 from stepwise.runs.state import Compacted
@@ -43,7 +41,7 @@ from stepwise.runs.state import Compacted
 Message = dict[str, Any]
 
 DEFAULT_WINDOW = 128_000
-WINDOW_ENV = "STEPWISE_CONTEXT_WINDOW"
+WINDOW_ENV = config.Compaction.variable("context_window")
 THRESHOLD = 0.75
 # A compaction aims lower than where it starts, and the calls after it send the same compacted prefix
 # until the conversation passes THRESHOLD again: a provider caches a prefix only while it stays the
@@ -115,15 +113,9 @@ def count_tokens(model: str, messages: list[Message], tools: list[dict[str, Any]
 def context_window(model: str) -> int:
     """`STEPWISE_CONTEXT_WINDOW` when set, else the model's input limit from litellm's bundled model map,
     else DEFAULT_WINDOW (also for the scripted model)."""
-    configured = os.environ.get(WINDOW_ENV, "").strip()
-    if configured:
-        try:
-            window = int(configured)
-        except ValueError:
-            window = 0
-        if window <= 0:
-            raise ConfigError(f"invalid environment: {WINDOW_ENV} must be a positive integer: {configured!r}")
-        return window
+    configured = config.compaction().context_window  # a ConfigError, naming the variable, when invalid
+    if configured is not None:
+        return configured
     if llm_client.is_scripted(model):
         return DEFAULT_WINDOW
     litellm = _litellm()

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from typing import Any
 
 from stepwise.agents.bounds import allowed_for_step
 from stepwise.agents.models import Agent
 from stepwise.attachments import render
 from stepwise.attachments.models import Attachment
-from stepwise.core import observability, safejson, tracing
+from stepwise.core import config, observability, safejson, tracing
 from stepwise.core.errors import BudgetExceeded, ContextTooLong, DoomLoop, NotFound
 from stepwise.llm.client import ModelTurn, complete, provider_of
 from stepwise.loop.chunks import ChunkBatcher
@@ -28,7 +27,6 @@ from stepwise.runs.state import RunContext
 from stepwise.sessions.models import ASSISTANT_SLOT
 
 DOOM_LOOP_REPEATS = 3
-SUMMARY_MODEL_ENV = "STEPWISE_SUMMARY_MODEL"
 MAX_COMPACTION_FAILURES = 3
 # Past this share of the window the incremental estimate gives way to a full count (compaction starts
 # at 75%).
@@ -65,7 +63,7 @@ def _summarizer(model: str) -> Any:
     (the scripted model locally)."""
     from stepwise.loop.compaction import summary_prompt
 
-    light = os.environ.get(SUMMARY_MODEL_ENV) or model
+    light = config.models().summary_model or model
 
     def summarize(old: list[dict[str, Any]]) -> str:
         return complete(model=light, messages=summary_prompt(old), tools=None).text or ""

@@ -14,12 +14,12 @@ exchange; the SDK then closes stdin and kills the process group, each step bound
 
 from __future__ import annotations
 
-import os
 import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
+from stepwise.core import config
 from stepwise.core.errors import Unprocessable
 
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
     from stepwise.mcp.models import McpServer
 
-ALLOW_ENV = "STEPWISE_ALLOW_STDIO_MCP"
+ALLOW_ENV = config.Guards.variable("allow_stdio_mcp")
 REFUSED = (
     "stdio MCP servers are turned off on this deployment: a server is reached over streamable HTTP "
     f"at an http:// or https:// URL unless the operator sets {ALLOW_ENV}=true"
@@ -37,7 +37,7 @@ STDERR_LIMIT = 1_000  # characters of the process's stderr quoted in a failure
 
 def allowed() -> bool:
     """Whether the operator allows stdio servers; read on every use, never cached."""
-    return os.environ.get(ALLOW_ENV, "").strip().lower() == "true"
+    return config.guards().allow_stdio_mcp
 
 
 def ensure_allowed() -> None:

@@ -9,7 +9,6 @@ read, a cold one queries the user's range once (bench/memory_search.py has both 
 from __future__ import annotations
 
 import math
-import os
 import re
 import threading
 from collections import OrderedDict
@@ -19,6 +18,7 @@ from typing import Protocol
 
 from aws_lambda_powertools import Logger
 
+from stepwise.core import config
 from stepwise.core.errors import Malformed
 from stepwise.core.ids import MEMORY_ID, new_id
 from stepwise.core.schema import utcnow
@@ -27,7 +27,7 @@ from stepwise.memory.models import MAX_PER_USER, EmbeddingFailed, Hit, Memory, O
 
 logger = Logger(service="stepwise")
 
-EMBEDDING_MODEL_ENV = "STEPWISE_EMBEDDING_MODEL"
+EMBEDDING_MODEL_ENV = config.Models.variable("embedding_model")
 CACHED_USERS = 256  # users whose memories one function keeps; a few MB at worst
 RRF_K = 60  # reciprocal rank fusion's constant (Cormack et al.): rank 1 and rank 10 stay comparable
 
@@ -53,7 +53,7 @@ def default_store() -> MemoryStore:
 def embedder() -> Embed | None:
     """litellm's embedding of STEPWISE_EMBEDDING_MODEL, or None (lexical search only). Only the Step
     function saves and searches, and it ships litellm; the API never calls this."""
-    model = os.environ.get(EMBEDDING_MODEL_ENV)
+    model = config.models().embedding_model
     if not model:
         return None
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import functools
 import ipaddress
-import os
 import re
 import socket
 import ssl
@@ -31,6 +30,7 @@ from typing import Any, TypeAlias
 import httpcore
 import httpx
 
+from stepwise.core import config
 from stepwise.net.outbound import (
     ACCEPT_ENCODING,
     RESPONSE_LIMIT,
@@ -46,7 +46,7 @@ IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 Resolver = Callable[[str, int], Sequence[str]]  # (host, port) -> IP address strings
 
-ALLOW_HOSTS_ENV = "STEPWISE_ALLOW_HOSTS"
+ALLOW_HOSTS_ENV = config.Guards.variable("allow_hosts")
 ALLOWED_SCHEMES = frozenset({"http", "https"})
 REDIRECT_BODY_LIMIT = 64 * 1024  # bytes of a redirect's body read before it is discarded
 
@@ -198,7 +198,7 @@ AllowHosts: TypeAlias = AllowList | Iterable[str] | str | None
 
 def allow_hosts_from_env() -> AllowList:
     """The allow list in `STEPWISE_ALLOW_HOSTS`, read when called so tests and callers see changes."""
-    return AllowList.parse(os.environ.get(ALLOW_HOSTS_ENV, ""))
+    return AllowList.parse(config.guards().allow_hosts)
 
 
 def as_allow_list(allow_hosts: AllowHosts) -> AllowList:

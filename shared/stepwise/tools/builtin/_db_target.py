@@ -29,7 +29,6 @@ port scanner reads, so none of it reaches the model. The detail goes to the log,
 from __future__ import annotations
 
 import dataclasses
-import os
 import socket
 from collections.abc import Callable
 from pathlib import Path
@@ -37,10 +36,11 @@ from typing import Any
 
 from sqlalchemy.engine import URL
 
+from stepwise.core import config
 from stepwise.net.ssrf import IPAddress, Resolver, allow_hosts_from_env, resolve_checked
 from stepwise.tools.builtin._sql import FLAVORS, Flavor, Refused
 
-SQLITE_DIR_ENV = "STEPWISE_SQLITE_DIR"
+SQLITE_DIR_ENV = config.Storage.variable("sqlite_dir")
 CONNECT_TIMEOUT_SECONDS = 5  # libpq's connect_timeout, per address tried (its minimum is 2)
 POSTGRES_PORT = 5432
 MYSQL_PORT = 3306
@@ -126,7 +126,7 @@ def _check_mysql_query(url: URL) -> None:
 
 
 def _sqlite_url(url: URL, tenant_id: str) -> URL:
-    root = os.environ.get(SQLITE_DIR_ENV, "").strip()
+    root = config.storage().sqlite_dir
     if not root:
         raise Refused(
             "not_configured",

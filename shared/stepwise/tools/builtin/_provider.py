@@ -18,7 +18,6 @@ Error codes, the same for every provider:
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 import httpx
@@ -78,9 +77,9 @@ def not_configured(tool: str, key: str) -> ToolResult:
     )
 
 
-def base_url(env: str, default: str) -> str:
-    """The provider's base URL: `env` overrides it (tests, proxies); read per call, never cached."""
-    return (os.environ.get(env) or default).rstrip("/")
+def base_url(configured: str | None, default: str) -> str:
+    """The provider's base URL: `configured` (from the environment, read per call) overrides it."""
+    return (configured or default).rstrip("/")
 
 
 def post_json(

@@ -32,6 +32,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from stepwise.core.config import Providers, providers
 from stepwise.net.ssrf import AllowHosts, BlockedDestination, check_url
 from stepwise.tools.base import ToolResult
 from stepwise.tools.builtin import Settings, ToolScope, input_schema
@@ -51,7 +52,7 @@ DEFAULT_FORMATS: list[Format] = ["markdown"]
 CONTENT_LIMIT = 200_000  # characters of page content in one result, all formats together
 MAX_IMAGES = 100
 API_KEY_SETTING = "FIRECRAWL_API_KEY"
-BASE_URL_ENV = "FIRECRAWL_BASE_URL"
+BASE_URL_ENV = Providers.variable("firecrawl_base_url")
 DEFAULT_BASE_URL = "https://api.firecrawl.dev"
 PROVIDER = "Firecrawl"
 SCRAPE_TIMEOUT_MS = 30_000  # Firecrawl gives up on the page after this and answers 408
@@ -118,7 +119,7 @@ def scrape(
         return not_configured(NAME, API_KEY_SETTING)
     payload = firecrawl_request(arguments)
     answer = post_json(
-        f"{base_url(BASE_URL_ENV, DEFAULT_BASE_URL)}/v1/scrape",
+        f"{base_url(providers().firecrawl_base_url, DEFAULT_BASE_URL)}/v1/scrape",
         payload,
         provider=PROVIDER,
         headers={"Authorization": f"Bearer {api_key}"},

@@ -34,6 +34,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from stepwise.core.config import Providers, providers
 from stepwise.net.ssrf import AllowHosts
 from stepwise.tools.base import ToolResult
 from stepwise.tools.builtin import Settings, ToolScope, input_schema
@@ -65,7 +66,7 @@ DEFAULT_CONTENT_MODE: ContentMode = "highlights"
 DEFAULT_NUM_RESULTS = 5
 MAX_NUM_RESULTS = 10
 API_KEY_SETTING = "EXA_API_KEY"
-BASE_URL_ENV = "EXA_BASE_URL"
+BASE_URL_ENV = Providers.variable("exa_base_url")
 DEFAULT_BASE_URL = "https://api.exa.ai"
 PROVIDER = "Exa"
 TIMEOUT_SECONDS = 30.0
@@ -153,7 +154,7 @@ def search(
     if api_key is None:
         return not_configured(NAME, API_KEY_SETTING)
     answer = post_json(
-        f"{base_url(BASE_URL_ENV, DEFAULT_BASE_URL)}/search",
+        f"{base_url(providers().exa_base_url, DEFAULT_BASE_URL)}/search",
         payload,
         provider=PROVIDER,
         headers={"x-api-key": api_key},
