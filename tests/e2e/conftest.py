@@ -9,14 +9,14 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 
 import httpx
 import pytest
 from playwright.sync_api import Browser, sync_playwright
 
-from tests.e2e.support import KEY, OTHER_KEY, READY, free_port, wait_until
+from tests.e2e.support import KEY, OTHER_KEY, READY, free_port
+from tests.eventually import eventually
 from tests.fakes.receiver import Receiver
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -72,13 +72,16 @@ def local_stack() -> Iterator[tuple[str, str]]:
     # One reader for the whole life of the process: it waits for the banner, then keeps the pipe drained.
     threading.Thread(target=read, daemon=True, name="local-stack-stdout").start()
     try:
-        deadline = time.monotonic() + 60
-        while not ready.wait(0.1) and time.monotonic() < deadline:
-            pass
+        ready.wait(60)
         if not any(READY in line for line in lines):
             pytest.fail(f"local stack not ready (exit code {proc.poll()}):\n{''.join(lines)}")
         # the banner is printed in one write; give the rest of it a moment to arrive
-        banner = wait_until(lambda: "".join(lines) if "demo agent" in "".join(lines) else None, timeout=10)
+        banner = eventually(
+            lambda: "".join(lines) if "demo agent" in "".join(lines) else None,
+            timeout=10,
+            interval=0.1,
+            what="the rest of the banner",
+        )
         base = re.search(r"base URL\s+(http://\S+)", banner)
         demo = re.search(r"demo agent\s+(agt_\S+)", banner)
         assert base and demo, banner

@@ -7,7 +7,7 @@ from typing import Any
 import httpx
 from playwright.sync_api import Browser
 
-from tests.e2e.support import wait_until
+from tests.eventually import eventually
 from tests.fakes.receiver import Receiver
 
 
@@ -36,7 +36,7 @@ def test_clicking_approve_on_the_link_page_runs_the_tool(
         found = [e["data"]["approval_url"] for e in page["events"] if e["type"] == "approval_requested"]
         return found[0] if found else None
 
-    url = wait_until(approval_url)
+    url = eventually(approval_url, interval=0.1, what="the approval link")
     page = browser.new_page(viewport={"width": 390, "height": 844}, is_mobile=True)  # a phone
     page.goto(url)
     assert (
@@ -53,7 +53,7 @@ def test_clicking_approve_on_the_link_page_runs_the_tool(
         current: dict[str, Any] = api.get(f"/v1/runs/{run['run_id']}").json()
         return current if current["status"] == "succeeded" else None
 
-    final = wait_until(succeeded)
+    final = eventually(succeeded, interval=0.1, what="the run to succeed")
     assert final["output"] == "sent"
     assert [r.json() for r in receiver.to("/send")] == [{"to": "ceo@example.com"}]
 

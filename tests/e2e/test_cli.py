@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from stepwise_cli import main
-from tests.e2e.support import KEY, free_port, wait_until
+from tests.e2e.support import KEY, free_port
+from tests.eventually import eventually
 from tests.fakes.receiver import Receiver
 
 
@@ -100,10 +101,10 @@ def start(cli: Cli, agent_id: str, script: list[dict[str, Any]], tmp_path: Path)
     return dict(started.json())
 
 
-def pending(cli: Cli, session_id: str) -> list[dict[str, Any]] | None:
+def pending(cli: Cli, session_id: str) -> list[dict[str, Any]]:
     listed = cli("interactions", session_id, "--pending", "--json")
     assert listed.code == 0, listed.err
-    return listed.json()["interactions"] or None
+    return list(listed.json()["interactions"])
 
 
 def send(to: str) -> list[dict[str, Any]]:
@@ -158,7 +159,7 @@ def test_a_run_waiting_for_approval_is_approved_then_followed_to_the_end(
 ) -> None:
     agent_id = create_agent(cli, tmp_path, http_tool(receiver, "send_email", permission="ask"))
     accepted = start(cli, agent_id, send("ceo@example.com"), tmp_path)
-    waiting = wait_until(lambda: pending(cli, accepted["session_id"]))
+    waiting = eventually(lambda: pending(cli, accepted["session_id"]), interval=0.1, what="the approval")
     assert [(i["kind"], i["tool_name"]) for i in waiting] == [("approval", "send_email")]
     assert receiver.to("/send_email") == []
 
@@ -201,7 +202,12 @@ def test_a_followed_run_prints_the_approve_command_that_completes_it(
     )
     try:
         output, closed = read_lines(follower)
-        command = wait_until(lambda: next((line for line in output if "approve: " in line), None), 60)
+        command = eventually(
+            lambda: next((line for line in output if "approve: " in line), None),
+            timeout=60,
+            interval=0.1,
+            what="the follower to print the approve command",
+        )
         argv = shlex.split(command.split("approve: ", 1)[1])
         assert argv[:3] == ["stepwise", "--url", base_url]
 
@@ -253,7 +259,9 @@ def test_a_client_tool_is_answered_with_respond(cli: Cli, tmp_path: Path) -> Non
         {"text": "picked"},
     ]
     accepted = start(cli, agent_id, script, tmp_path)
-    [waiting] = wait_until(lambda: pending(cli, accepted["session_id"]))
+    [waiting] = eventually(
+        lambda: pending(cli, accepted["session_id"]), interval=0.1, what="the client tool's request"
+    )
     respond = ["respond", waiting["interaction_id"], "--tool-call-id", waiting["tool_call_id"]]
 
     answered = cli(*respond, "--output", '{"choice": "b"}', "--idempotency-key", "k-1")
@@ -271,7 +279,7 @@ def test_a_client_tool_is_answered_with_respond(cli: Cli, tmp_path: Path) -> Non
 def test_a_cancelled_run_exits_1_and_can_be_replayed(cli: Cli, receiver: Receiver, tmp_path: Path) -> None:
     agent_id = create_agent(cli, tmp_path, http_tool(receiver, "send_email", permission="ask"))
     accepted = start(cli, agent_id, send("x@example.com"), tmp_path)
-    wait_until(lambda: pending(cli, accepted["session_id"]))
+    eventually(lambda: pending(cli, accepted["session_id"]), interval=0.1, what="the approval")
 
     cancelled = cli("runs", "cancel", accepted["run_id"])
     followed = cli("runs", "follow", accepted["run_id"])

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import httpx
-import pytest
 
-from tests.e2e.support import wait_until
+from tests.eventually import eventually
 from tests.fakes.receiver import Receiver
 
 
@@ -28,18 +26,21 @@ def start_run(api: httpx.Client, agent_id: str, **body: Any) -> dict[str, Any]:
 
 def run_events(api: httpx.Client, run_id: str, timeout: float = 60.0) -> list[dict[str, Any]]:
     """Every event of a run, read the way a client does: long-poll until the log says done."""
-    deadline = time.monotonic() + timeout
     events: list[dict[str, Any]] = []
     after = 0
-    while time.monotonic() < deadline:
+
+    def done() -> bool:
+        nonlocal after
         response = api.get(f"/v1/runs/{run_id}/events", params={"after": after, "wait": 10})
         assert response.status_code == 200, response.text
         page = response.json()
-        events += page["events"]
+        events.extend(page["events"])
         after = page["next"]
-        if page["done"]:
-            return events
-    pytest.fail(f"run {run_id} not done within {timeout}s; events so far: {[e['type'] for e in events]}")
+        assert page["done"], f"events so far: {[e['type'] for e in events]}"
+        return True
+
+    eventually(done, timeout=timeout, what=f"run {run_id} to be done")
+    return events
 
 
 def finished_run(api: httpx.Client, run_id: str) -> dict[str, Any]:
@@ -52,7 +53,7 @@ def finished_run(api: httpx.Client, run_id: str) -> dict[str, Any]:
         run = response.json()
         return dict(run) if run["status"] not in ("queued", "running") else None
 
-    return wait_until(probe)
+    return eventually(probe, interval=0.1, what=f"run {run_id}'s final record")
 
 
 def sse_ids(text: str) -> list[int]:

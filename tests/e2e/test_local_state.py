@@ -20,7 +20,8 @@ from urllib.parse import urlparse
 import httpx
 import pytest
 
-from tests.e2e.support import KEY, READY, free_port, wait_until
+from tests.e2e.support import KEY, READY, free_port
+from tests.eventually import eventually
 from tests.fakes.receiver import Receiver, Reply
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,9 +77,11 @@ class Stack:
         return "".join(self.lines)
 
     def ready(self) -> Stack:
-        banner = wait_until(
+        banner = eventually(
             lambda: self.output if "Ctrl-C" in self.output or self.proc.poll() is not None else None,
             timeout=90,
+            interval=0.1,
+            what="the banner (or the exit)",
         )
         assert READY in banner, banner
         found = re.search(r"base URL\s+(http://\S+)", banner)
@@ -125,7 +128,7 @@ def run_to_end(api: httpx.Client, run_id: str) -> dict[str, Any]:
         log = events(api, run_id)
         return run if log and log[-1]["type"] in TERMINAL_EVENTS else None
 
-    return wait_until(ended, timeout=60, interval=0.2)
+    return eventually(ended, timeout=60, interval=0.2, what=f"run {run_id} and its terminal event")
 
 
 def events(api: httpx.Client, run_id: str) -> list[dict[str, Any]]:
@@ -231,12 +234,11 @@ def test_a_restart_keeps_the_session_settings_files_and_schedules(
     assert run_to_end(after.api, attached.json()["run_id"])["status"] == "succeeded"
 
     # And the schedule fires after the restart (once, as its fire time came once)
-    def scheduled() -> list[dict[str, Any]] | None:
+    def scheduled() -> list[dict[str, Any]]:
         page = after.api.get("/v1/runs", params={"agent_id": agent["agent_id"]}).json()["runs"]
-        hits = [r for r in page if r["input"] == "scheduled hello"]
-        return hits or None
+        return [r for r in page if r["input"] == "scheduled hello"]
 
-    assert len(wait_until(scheduled, timeout=60, interval=0.5)) == 1
+    assert len(eventually(scheduled, timeout=60, interval=0.5, what="the scheduled run")) == 1
     assert after.stop() == 0
     exa.close()
 
@@ -266,7 +268,7 @@ def test_a_run_waiting_on_an_approval_when_killed_fails_execution_lost_and_repla
         found = [e["data"] for e in events(before.api, run_id) if e["type"] == "approval_requested"]
         return found[0] if found else None
 
-    approval = wait_until(requested, timeout=60, interval=0.2)
+    approval = eventually(requested, timeout=60, interval=0.2, what="the approval")
     # and a second message to the same session, queued behind it (double texting)
     session_id = before.api.get(f"/v1/runs/{run_id}").json()["session_id"]
     queued = before.api.post(
@@ -275,7 +277,7 @@ def test_a_run_waiting_on_an_approval_when_killed_fails_execution_lost_and_repla
     ).json()["run_id"]
     assert before.api.get(f"/v1/runs/{queued}").json()["status"] == "queued"
 
-    def saved() -> bool | None:
+    def saved() -> bool:
         # Both runs, the approval and the session's queue are on disk before the kill. The queued run
         # is recorded before its session's queue names it: a save between the two writes holds a queued
         # run in no queue, which the restart rightly fails as lost; this test is about the other case.
@@ -285,9 +287,9 @@ def test_a_run_waiting_on_an_approval_when_killed_fails_execution_lost_and_repla
             len(saved_items(state, "RunsTable")) == 2
             and bool(saved_items(state, "InteractionsTable"))
             and in_queue
-        ) or None
+        )
 
-    wait_until(saved)
+    eventually(saved, interval=0.1, what="both runs, the approval and the queue on disk")
     before.kill()
 
     # When the stack starts again on that directory
@@ -314,10 +316,11 @@ def test_a_run_waiting_on_an_approval_when_killed_fails_execution_lost_and_repla
     assert replay.status_code in (201, 202), replay.text
     replay_id = replay.json()["run_id"]
     assert after.api.get(f"/v1/runs/{replay_id}").json()["replay_of"] == run_id
-    wait_until(
-        lambda: [e for e in events(after.api, replay_id) if e["type"] == "approval_requested"] or None,
+    eventually(
+        lambda: [e for e in events(after.api, replay_id) if e["type"] == "approval_requested"],
         timeout=60,
         interval=0.2,
+        what="the replay to ask again",
     )
     assert receiver.to("/send") == []
     after.stop()

@@ -35,7 +35,8 @@ from schemathesis.specs.openapi.checks import (
 
 from stepwise.api.auth import is_public
 from tests.contract.test_template import http_routes
-from tests.e2e.support import KEY, wait_until
+from tests.e2e.support import KEY
+from tests.eventually import eventually
 
 AUTH = {"Authorization": f"Bearer {KEY}"}
 MAX_EXAMPLES = 12  # per operation, valid and invalid ones together
@@ -78,7 +79,12 @@ def targets(base_url: str) -> Iterator[dict[str, str]]:
         run = api.post(f"/v1/agents/{agent_id}/runs", json={"message": "hello"})
         assert run.status_code == 202, run.text
         run_id, session_id = run.json()["run_id"], run.json()["session_id"]
-        wait_until(lambda: api.get(f"/v1/runs/{run_id}").json()["finished_at"], timeout=60)
+        eventually(
+            lambda: api.get(f"/v1/runs/{run_id}").json()["finished_at"],
+            timeout=60,
+            interval=0.1,
+            what="the run to end",
+        )
     yield {"agent_id": agent_id, "run_id": run_id, "session_id": session_id}
     print(f"\nschemathesis: {len(ROUTES)} operations, {dict(counts)}")
 

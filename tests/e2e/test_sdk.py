@@ -25,7 +25,8 @@ from stepwise_sdk import (
     UnprocessableError,
 )
 from stepwise_sdk.models import RunEvent
-from tests.e2e.support import KEY, OTHER_KEY, wait_until
+from tests.e2e.support import KEY, OTHER_KEY
+from tests.eventually import eventually
 from tests.fakes.proxy import Proxy
 
 FAST = RetryPolicy(initial_delay=0.05, max_delay=0.2)
@@ -86,10 +87,10 @@ class CutThenAnswer:
     def _act(self, seq: int) -> None:
         path = f"/v1/runs/{self.run_id}/events"
 
-        def polling() -> bool | None:
-            return any(s.query["after"] == str(seq) for s in self.proxy.in_flight("GET", path)) or None
+        def polling() -> bool:
+            return any(s.query["after"] == str(seq) for s in self.proxy.in_flight("GET", path))
 
-        wait_until(polling, timeout=30)
+        eventually(polling, timeout=30, interval=0.1, what=f"a long poll after {seq}")
         self.cuts.append(self.proxy.cut())
         [waiting] = self.direct.interactions.list(self.session_id, status="pending").interactions
         self.direct.interactions.respond(
@@ -228,8 +229,10 @@ def test_a_lost_answer_to_a_run_start_or_a_respond_is_sent_again_under_the_same_
     proxy.fail("POST", runs_path, 502, forward=True)  # the stack starts the run; its answer is lost
 
     run = client.runs.create(agent.agent_id, message="choose", script=SCRIPT)
-    [waiting] = wait_until(
-        lambda: direct.interactions.list(run.session_id, status="pending").interactions or None
+    [waiting] = eventually(
+        lambda: direct.interactions.list(run.session_id, status="pending").interactions,
+        interval=0.1,
+        what="the client tool's request",
     )
     respond_path = f"/v1/sessions/interactions/{waiting.interaction_id}/respond"
     proxy.fail("POST", respond_path, 502, forward=True)
@@ -250,8 +253,10 @@ def test_a_respond_under_a_used_key_with_another_answer_is_refused(
 ) -> None:
     agent = client.agents.create(name="sdk-e2e-reuse", tools=[PICK])
     run = client.runs.create(agent.agent_id, message="choose", script=SCRIPT)
-    [waiting] = wait_until(
-        lambda: direct.interactions.list(run.session_id, status="pending").interactions or None
+    [waiting] = eventually(
+        lambda: direct.interactions.list(run.session_id, status="pending").interactions,
+        interval=0.1,
+        what="the client tool's request",
     )
     answer = {"tool_call_id": waiting.tool_call_id, "outcome": "completed", "output": 1}
 

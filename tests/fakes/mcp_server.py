@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import socket
 import threading
-import time
 from typing import Any
 
 import uvicorn
@@ -20,6 +19,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+from tests.eventually import eventually
 
 API_KEY_HEADER = "X-Api-Key"
 
@@ -40,11 +41,12 @@ class FakeMcpServer:
             target=self._server.run, kwargs={"sockets": [self._socket]}, daemon=True, name="fake-mcp"
         )
         self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started:
-            if time.monotonic() > deadline or not self._thread.is_alive():
-                raise RuntimeError("the fake MCP server did not start")
-            time.sleep(0.01)
+        eventually(self._started, timeout=10, interval=0.01, what="the fake MCP server to start")
+
+    def _started(self) -> bool:
+        if not self._thread.is_alive():
+            raise RuntimeError("the fake MCP server stopped before it started")
+        return bool(self._server.started)
 
     @property
     def url(self) -> str:

@@ -17,11 +17,11 @@ import pwd
 import shutil
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.eventually import eventually
 from tests.fakes.daemons import free_port, run_as
 
 _START_TIMEOUT = 60  # seconds for the server to accept connections
@@ -116,15 +116,14 @@ def server() -> Iterator[Server]:
 def _wait_until_up(running: Server, process: subprocess.Popen[bytes]) -> None:
     import pymysql
 
-    deadline = time.monotonic() + _START_TIMEOUT
-    while True:
+    def answers() -> bool:
         if process.poll() is not None:
             log = running.directory / "error.log"
             raise RuntimeError(f"mariadbd exited: {log.read_text()[-2000:] if log.exists() else ''}")
         try:
             running.sql("SELECT 1")
-            return
-        except pymysql.err.OperationalError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
+        except pymysql.err.OperationalError as error:
+            raise AssertionError(error) from error  # not up yet
+        return True
+
+    eventually(answers, timeout=_START_TIMEOUT, interval=0.1, what="mariadbd to accept connections")

@@ -1,9 +1,9 @@
 """Helpers for integration tests that drive runs through the local stack."""
 
-import time
 from typing import Any
 
 from stepwise_local.stack import LocalStack
+from tests.eventually import eventually
 
 OTHER_KEY = "sk-other-tenant"
 
@@ -11,16 +11,16 @@ OTHER_KEY = "sk-other-tenant"
 def wait_for_run(
     stack: LocalStack, run_id: str, timeout: float = 60.0, key: str | None = None
 ) -> dict[str, Any]:
-    """Poll the run until it leaves queued/running, or fail with its last state."""
-    deadline = time.monotonic() + timeout
+    """The run once it has left queued/running/waiting; a timeout shows its last state."""
     kwargs = {"key": key} if key else {}
-    while True:
+
+    def ended() -> dict[str, Any]:
         status, _, run = stack.invoke_api("GET", f"/v1/runs/{run_id}", **kwargs)
         assert status == 200, run
-        if run["status"] not in ("queued", "running", "waiting"):
-            return run
-        assert time.monotonic() < deadline, f"run still {run['status']} after {timeout}s: {run}"
-        time.sleep(0.05)
+        assert run["status"] not in ("queued", "running", "waiting"), f"run still {run['status']}: {run}"
+        return dict(run)
+
+    return eventually(ended, timeout=timeout, what=f"run {run_id} to end")
 
 
 def tool(name: str, url: str, **extra: Any) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from urllib.parse import urlparse
 import pytest
 
 from stepwise_local.stack import LocalStack
+from tests.eventually import eventually
 from tests.fakes.receiver import Receiver
 from tests.integration.support import OTHER_KEY, tool, wait_for_run
 
@@ -24,19 +25,19 @@ def start_waiting(stack: LocalStack, receiver: Receiver, **tool_fields: Any) -> 
         "POST", f"/v1/agents/{agent['agent_id']}/runs", {"message": "go", "script": SCRIPT}
     )
     run_id = accepted["run_id"]
-    deadline = time.monotonic() + 30
-    while True:
+
+    def requested() -> dict[str, Any]:
         _, _, page = stack.invoke_api("GET", f"/v1/runs/{run_id}/events?after=0&wait=2")
-        requested = [e["data"] for e in page["events"] if e["type"] == "approval_requested"]
-        if requested:
-            return {
-                **requested[0],
-                "run_id": run_id,
-                "session_id": accepted["session_id"],
-                "agent_id": agent["agent_id"],
-            }
-        assert time.monotonic() < deadline, page
-        time.sleep(0.05)
+        found = [e["data"] for e in page["events"] if e["type"] == "approval_requested"]
+        assert found, page
+        return dict(found[0])
+
+    return {
+        **eventually(requested, timeout=30, what=f"{run_id} to ask for approval"),
+        "run_id": run_id,
+        "session_id": accepted["session_id"],
+        "agent_id": agent["agent_id"],
+    }
 
 
 def link_path(approval: dict[str, Any]) -> str:
@@ -226,10 +227,7 @@ def test_approve_needs_a_pending_approval_and_names_ambiguity(stack: LocalStack,
         "POST", f"/v1/agents/{agent['agent_id']}/runs", {"message": "go", "script": two}
     )
     run_id = accepted["run_id"]
-    deadline = time.monotonic() + 30
-    while len(event_data(stack, run_id, "approval_requested")) < 1:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    eventually(lambda: event_data(stack, run_id, "approval_requested"), timeout=30, what="the first approval")
 
     status, _, body = stack.invoke_api("POST", f"/v1/runs/{run_id}/approve", {"approved": True})
     pending = [
@@ -246,9 +244,11 @@ def test_approve_needs_a_pending_approval_and_names_ambiguity(stack: LocalStack,
             f"/v1/runs/{run_id}/approve",
             {"approved": True, "tool_call_id": interaction["tool_call_id"]},
         )
-    while len(event_data(stack, run_id, "approval_requested")) < 2:  # calls run one at a time
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    eventually(  # calls run one at a time
+        lambda: len(event_data(stack, run_id, "approval_requested")) >= 2,
+        timeout=30,
+        what="the second approval",
+    )
     for interaction in event_data(stack, run_id, "approval_requested"):
         stack.invoke_api(
             "POST",

@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from stepwise_local.stack import LocalStack
+from tests.eventually import eventually
 from tests.fakes.files import pdf, png
 from tests.fakes.mcp_server import FakeMcpServer
 from tests.fakes.openai_server import FakeOpenAI, Reply
@@ -344,9 +345,13 @@ def test_deleting_an_active_runs_files_is_409(stack: LocalStack) -> None:
         ],
     )
     _, accepted = start(stack, agent_id, attachments=[inline("t.txt", "text/plain", b"hello")])
-    status, _, run = stack.invoke_api("GET", f"/v1/runs/{accepted['run_id']}")
-    while run["status"] in ("queued", "running"):
-        status, _, run = stack.invoke_api("GET", f"/v1/runs/{accepted['run_id']}")
+
+    def settled() -> dict[str, Any]:
+        _, _, run = stack.invoke_api("GET", f"/v1/runs/{accepted['run_id']}")
+        assert run["status"] not in ("queued", "running"), run
+        return dict(run)
+
+    run = eventually(settled, timeout=30, what="the run to pause")
     assert run["status"] == "waiting"  # on the client tool
 
     status, _, answer = stack.invoke_api("DELETE", f"/v1/runs/{accepted['run_id']}/attachments")

@@ -4,6 +4,7 @@ import time
 from typing import Any
 
 from stepwise_local.stack import LocalStack
+from tests.eventually import eventually
 from tests.integration.support import wait_for_run
 
 CLIENT_TOOL = {
@@ -25,18 +26,21 @@ def waiting_on_client(stack: LocalStack, calls: int = 1, **tool_fields: Any) -> 
     _, _, accepted = stack.invoke_api(
         "POST", f"/v1/agents/{agent['agent_id']}/runs", {"message": "go", "script": script}
     )
-    deadline = time.monotonic() + 30
-    while True:
+
+    def requested() -> list[dict[str, Any]]:
         _, _, listed = stack.invoke_api(
             "GET", f"/v1/sessions/{accepted['session_id']}/interactions?status=pending"
         )
         _, _, page = stack.invoke_api("GET", f"/v1/runs/{accepted['run_id']}/events")
-        requested = [e for e in page["events"] if e["type"] == "client_tool_requested"]
+        events = [e for e in page["events"] if e["type"] == "client_tool_requested"]
         # The request event is written once the wait holds its token: answer after it, like an app.
-        if len(listed["interactions"]) == calls and len(requested) == calls:
-            return {**accepted, "interactions": listed["interactions"]}
-        assert time.monotonic() < deadline, listed
-        time.sleep(0.05)
+        assert len(listed["interactions"]) == calls and len(events) == calls, listed
+        return list(listed["interactions"])
+
+    return {
+        **accepted,
+        "interactions": eventually(requested, timeout=30, what=f"{calls} client tool call(s)"),
+    }
 
 
 def respond(

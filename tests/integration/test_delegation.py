@@ -3,7 +3,6 @@ moto), up to depth 3, with one view of the tree."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import botocore.client
@@ -11,6 +10,7 @@ import botocore.exceptions
 import pytest
 
 from stepwise_local.stack import LocalStack
+from tests.eventually import eventually
 from tests.integration.support import OTHER_KEY, tool, wait_for_run
 
 
@@ -42,13 +42,16 @@ def start(stack: LocalStack, agent_id: str, script: list[dict[str, Any]], **body
 
 
 def events(stack: LocalStack, run_id: str) -> list[dict[str, Any]]:
+    """The run's whole log, long-polled to its end."""
     got: list[dict[str, Any]] = []
-    deadline = time.monotonic() + 30
-    while True:
+
+    def to_the_end() -> bool:
         _, _, page = stack.invoke_api("GET", f"/v1/runs/{run_id}/events?after={len(got)}&wait=5")
-        got += page["events"]
-        if page["done"] or time.monotonic() > deadline:
-            return got
+        got.extend(page["events"])
+        return bool(page["done"])
+
+    eventually(to_the_end, timeout=30, what=f"the end of {run_id}'s log")
+    return got
 
 
 def of_type(found: list[dict[str, Any]], etype: str) -> list[dict[str, Any]]:
@@ -59,6 +62,11 @@ def get_run(stack: LocalStack, run_id: str) -> dict[str, Any]:
     status, _, run = stack.invoke_api("GET", f"/v1/runs/{run_id}")
     assert status == 200, run
     return dict(run)
+
+
+def pending(stack: LocalStack, session_id: str) -> list[dict[str, Any]]:
+    _, _, listed = stack.invoke_api("GET", f"/v1/sessions/{session_id}/interactions?status=pending")
+    return list(listed["interactions"])
 
 
 def test_a_coordinator_gets_its_childs_answer_as_the_tool_result(stack: LocalStack) -> None:
@@ -193,16 +201,12 @@ def test_an_approval_deep_in_the_tree_is_answered_from_the_root_session(stack: L
     root_agent = agent(stack, "root", tools=[agent_tool("to_middle", middle)])
     accepted = start(stack, root_agent, [{"tool_calls": [ask("to_middle", "go on")]}, {"text": "root done"}])
 
-    pending: list[dict[str, Any]] = []
-    deadline = time.monotonic() + 60
-    while not pending:
-        assert time.monotonic() < deadline, "no approval reached the root session"
-        _, _, listed = stack.invoke_api(
-            "GET", f"/v1/sessions/{accepted['session_id']}/interactions?status=pending"
-        )
-        pending = listed["interactions"]
-        time.sleep(0.1)
-    (approval,) = pending
+    (approval,) = eventually(
+        lambda: pending(stack, accepted["session_id"]),
+        timeout=60,
+        interval=0.1,
+        what="an approval to reach the root session",
+    )
     assert approval["kind"] == "approval" and approval["run_id"] != accepted["run_id"]
     grandchild = get_run(stack, approval["run_id"])
     assert grandchild["depth"] == 2 and grandchild["root_run_id"] == accepted["run_id"]
@@ -229,13 +233,13 @@ def test_cancelling_a_run_cancels_its_waiting_descendants(stack: LocalStack) -> 
     )
     root_agent = agent(stack, "canceller", tools=[agent_tool("to_leaf", leaf)])
     accepted = start(stack, root_agent, [{"tool_calls": [ask("to_leaf", "wait")]}, {"text": "x"}])
-    deadline = time.monotonic() + 60
-    while True:
-        children = get_run(stack, accepted["run_id"])["children"]
-        if children and get_run(stack, children[0])["status"] == "waiting":
-            break
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
+
+    def waiting_child() -> list[str]:
+        children: list[str] = get_run(stack, accepted["run_id"])["children"]
+        assert children and get_run(stack, children[0])["status"] == "waiting", children
+        return children
+
+    children = eventually(waiting_child, timeout=60, interval=0.1, what="the child to wait")
 
     status, _, cancelled = stack.invoke_api("POST", f"/v1/runs/{accepted['run_id']}/cancel")
 

@@ -3,7 +3,6 @@ real loop, litellm and a fake model on loopback that records what it was sent: O
 Anthropic's Messages API (where the cache marks show)."""
 
 import json
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,6 +11,7 @@ import pytest
 from stepwise.store import described
 from stepwise.tools import tables
 from stepwise_local.stack import LocalStack
+from tests.eventually import eventually
 from tests.fakes.anthropic_server import AnthropicReply, FakeAnthropic
 from tests.fakes.openai_server import FakeOpenAI
 from tests.integration.support import wait_for_run
@@ -39,13 +39,14 @@ def events(stack: LocalStack, run_id: str) -> list[dict[str, Any]]:
 
 
 def client_call(stack: LocalStack, run_id: str) -> dict[str, Any]:
-    deadline = time.monotonic() + 120  # the first model call imports litellm: slow on a busy machine
-    while True:
-        found = [e["data"] for e in events(stack, run_id) if e["type"] == "client_tool_requested"]
-        if found:
-            return dict(found[0])
-        assert time.monotonic() < deadline, events(stack, run_id)
-        time.sleep(0.05)
+    def requested() -> dict[str, Any]:
+        log = events(stack, run_id)
+        found = [e["data"] for e in log if e["type"] == "client_tool_requested"]
+        assert found, log
+        return dict(found[0])
+
+    # the first model call imports litellm: slow on a busy machine
+    return eventually(requested, timeout=120, what="the client tool's request")
 
 
 def declared(body: dict[str, Any]) -> list[str]:

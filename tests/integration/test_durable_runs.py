@@ -6,6 +6,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from stepwise_local.stack import LocalStack
+from tests.eventually import eventually
 from tests.fakes.receiver import Receiver, Reply
 from tests.integration.support import OTHER_KEY, tool, wait_for_run
 
@@ -26,13 +27,12 @@ def start(
 
 
 def wait_status(stack: LocalStack, run_id: str, wanted: str, timeout: float = 30) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while True:
+    def current() -> dict[str, Any]:
         _, _, run = stack.invoke_api("GET", f"/v1/runs/{run_id}")
-        if run["status"] == wanted:
-            return run
-        assert time.monotonic() < deadline, (run.get("status"), run.get("error"))
-        time.sleep(0.05)
+        assert run["status"] == wanted, (run.get("status"), run.get("error"))
+        return dict(run)
+
+    return eventually(current, timeout=timeout, what=f"{run_id} to be {wanted}")
 
 
 ASK = [{"tool_calls": [{"name": "send", "arguments": {"q": "x"}}]}, {"text": "done"}]

@@ -9,6 +9,7 @@ import pytest
 from stepwise.core import ids
 from stepwise.runs import events
 from stepwise_local.stack import DEFAULT_TENANT, LocalStack
+from tests.eventually import eventually
 from tests.integration.support import tool, wait_for_run
 
 
@@ -17,12 +18,15 @@ def finished_run(stack: LocalStack) -> dict[str, Any]:
     _, _, accepted = stack.invoke_api("POST", f"/v1/agents/{agent['agent_id']}/runs", {"message": "x"})
     run = wait_for_run(stack, accepted["run_id"])
     # the terminal event lands just after the status: wait for the log to say done
-    after, deadline = 0, time.monotonic() + 30
-    while time.monotonic() < deadline:
+    after = 0
+
+    def done() -> bool:
+        nonlocal after
         page = stack.invoke_api("GET", f"/v1/runs/{run['run_id']}/events?after={after}&wait=5")[2]
-        if page["done"]:
-            break
         after = page["next"]
+        return bool(page["done"])
+
+    eventually(done, timeout=30, what="the log to say done")
     return run
 
 
@@ -41,17 +45,20 @@ def test_long_poll_waits_for_events_and_pages_by_seq(stack: LocalStack) -> None:
     run_id = accepted["run_id"]
 
     seqs: list[int] = []
-    after, done = 0, False
-    deadline = time.monotonic() + 60
-    while not done:
-        assert time.monotonic() < deadline
+    after = 0
+
+    def done() -> bool:
+        nonlocal after
         status, _, page = stack.invoke_api("GET", f"/v1/runs/{run_id}/events?after={after}&wait=10")
         assert status == 200
-        seqs += [e["seq"] for e in page["events"]]
-        after, done = page["next"], page["done"]
+        seqs.extend(e["seq"] for e in page["events"])
+        after = page["next"]
+        return bool(page["done"])
+
+    eventually(done, timeout=60, what="the log to say done")
 
     assert seqs == list(range(1, len(seqs) + 1))  # contiguous, in order, each once
-    status, _, page = stack.invoke_api("GET", f"/v1/runs/{run_id}/events?after={after}&wait=1")
+    _, _, page = stack.invoke_api("GET", f"/v1/runs/{run_id}/events?after={after}&wait=1")
     assert page == {"events": [], "next": after, "done": True}
 
 
@@ -161,9 +168,9 @@ def test_a_run_appends_its_events_at_the_flush_points_of_its_steps(
         "POST", f"/v1/agents/{agent['agent_id']}/runs", {"message": "x", "script": script}
     )
     wait_for_run(stack, accepted["run_id"])
-    deadline = time.monotonic() + 10  # the terminal event lands just after the status
-    while not any("run_completed" in b for b in batches) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    eventually(  # the terminal event lands just after the status
+        lambda: any("run_completed" in b for b in batches), timeout=10, what="the terminal event"
+    )
     assert batches[:3] == [
         ["run_started", "step_started"],
         ["step_completed", "tool_call", "tool_result"],

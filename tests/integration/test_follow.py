@@ -20,6 +20,7 @@ from stepwise.follow import service
 from stepwise.runs import events
 from stepwise.store import events as log
 from stepwise_local.stack import DEFAULT_TENANT, LocalStack
+from tests.eventually import eventually
 from tests.fakes.receiver import Receiver
 from tests.integration.support import OTHER_KEY, tool, wait_for_run
 
@@ -38,14 +39,16 @@ def new_run(stack: LocalStack, **body: Any) -> dict[str, Any]:
 def all_events(stack: LocalStack, run_id: str) -> list[dict[str, Any]]:
     """The whole log by long-polling /events to its end (its terminal event lands after the status)."""
     got: list[dict[str, Any]] = []
-    deadline = time.monotonic() + 60
-    while True:
+
+    def to_the_end() -> bool:
         status, _, page = stack.invoke_api("GET", f"/v1/runs/{run_id}/events?after={len(got)}&wait=10")
         assert status == 200, page
-        got += page["events"]
-        if page["done"]:
-            return got
-        assert time.monotonic() < deadline, page
+        got.extend(page["events"])
+        assert page["done"], page
+        return True
+
+    eventually(to_the_end, timeout=60, what=f"the end of {run_id}'s log")
+    return got
 
 
 def follow_url(stack: LocalStack, run_id: str, after: int = 0) -> str:
@@ -65,10 +68,11 @@ def receive(socket: ClientConnection, until: str | None = None) -> list[dict[str
 
 
 def wait_until_waiting(stack: LocalStack, run_id: str) -> None:
-    deadline = time.monotonic() + 30
-    while stack.invoke_api("GET", f"/v1/runs/{run_id}")[2]["status"] != "waiting":
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    eventually(
+        lambda: stack.invoke_api("GET", f"/v1/runs/{run_id}")[2]["status"] == "waiting",
+        timeout=30,
+        what=f"{run_id} to wait",
+    )
 
 
 def refusal(url: str) -> int:
@@ -306,10 +310,9 @@ def test_a_closed_socket_is_forgotten(stack: LocalStack) -> None:
     with connect(follow_url(stack, run["run_id"]), open_timeout=10) as socket:
         receive(socket, until="approval_requested")
         assert len(followers.of_run(DEFAULT_TENANT, run["run_id"])) == 1
-    deadline = time.monotonic() + 10
-    while followers.of_run(DEFAULT_TENANT, run["run_id"]):  # $disconnect removes it
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    eventually(  # $disconnect removes it
+        lambda: not followers.of_run(DEFAULT_TENANT, run["run_id"]), timeout=10, what="the follower to go"
+    )
     stack.invoke_api("POST", f"/v1/runs/{run['run_id']}/cancel")
 
 

@@ -7,7 +7,6 @@ import json
 import os
 import socket
 import struct
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -15,6 +14,7 @@ import httpx
 import pytest
 
 from stepwise_local.gateway import Gateway, Route, serve
+from tests.eventually import eventually
 
 ROUTES = [
     Route("GET", "/v1/health", "Health", authorized=False),
@@ -101,15 +101,6 @@ def client(base_url: str) -> Iterator[httpx.Client]:
 
 
 AUTH = {"Authorization": "Bearer sk-local"}
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float = 5) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.01)
-    return predicate()
 
 
 def test_a_request_round_trips_through_the_event(client: httpx.Client) -> None:
@@ -236,7 +227,7 @@ def test_a_client_leaving_mid_response_does_not_hurt_the_server(
         return "GET /v1/big 200" in err
 
     assert after.status_code == 200
-    assert wait_for(logged)
+    eventually(logged, timeout=5, interval=0.01, what="the access log line")
     assert "Traceback" not in err
 
 

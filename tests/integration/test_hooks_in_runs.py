@@ -10,6 +10,7 @@ from urllib.parse import quote, urlparse
 import pytest
 
 from stepwise_local.stack import LocalStack
+from tests.eventually import eventually
 from tests.fakes.receiver import Receiver, Reply
 from tests.integration.support import tool, wait_for_run
 
@@ -156,11 +157,8 @@ def test_on_run_complete_is_told_and_cannot_change_the_run(stack: LocalStack, re
     result = run(stack, agent_id)
 
     assert result["status"] == "succeeded"
-    deadline = time.monotonic() + 10
-    while not receiver.to("/done"):
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    assert receiver.to("/done")[0].json()["event"] == "OnRunComplete"
+    told = eventually(lambda: receiver.to("/done"), timeout=10, what="the OnRunComplete hook's request")
+    assert told[0].json()["event"] == "OnRunComplete"
 
 
 @pytest.mark.parametrize(("fail_closed", "called"), [(False, 1), (True, 0)])
@@ -193,17 +191,20 @@ def test_an_approval_hook_mails_and_posts_its_channels(
     _, _, accepted = stack.invoke_api(
         "POST", f"/v1/agents/{agent_id}/runs", {"message": "go", "script": CALL}
     )
-    deadline = time.monotonic() + 30
-    while not (requested := events_of(stack, accepted["run_id"], "approval_requested")):
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    requested = eventually(
+        lambda: events_of(stack, accepted["run_id"], "approval_requested"), timeout=30, what="the approval"
+    )
 
     # The Await step tells the humans after it emits the event (and marks the run waiting): wait for it.
-    printed = capsys.readouterr().out
-    while not ("ops@example.com" in printed and requested[0]["approval_url"] in printed):
-        assert time.monotonic() < deadline, printed
-        time.sleep(0.05)
+    printed = ""
+
+    def mailed() -> bool:
+        nonlocal printed
         printed += capsys.readouterr().out
+        assert "ops@example.com" in printed and requested[0]["approval_url"] in printed, printed
+        return True
+
+    eventually(mailed, timeout=30, what="the approval's mail")
     stack.invoke_api("POST", f"/v1/runs/{accepted['run_id']}/approve", {"approved": True})
     assert wait_for_run(stack, accepted["run_id"])["status"] == "succeeded"
 
@@ -242,10 +243,9 @@ def test_a_slack_click_is_verified_then_decides(
     _, _, accepted = stack.invoke_api(
         "POST", f"/v1/agents/{agent['agent_id']}/runs", {"message": "go", "script": CALL}
     )
-    deadline = time.monotonic() + 30
-    while not (requested := events_of(stack, accepted["run_id"], "approval_requested")):
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    requested = eventually(
+        lambda: events_of(stack, accepted["run_id"], "approval_requested"), timeout=30, what="the approval"
+    )
     token = urlparse(requested[0]["approval_url"]).path.rsplit("/", 1)[-1]
     payload = {
         "type": "block_actions",

@@ -1,7 +1,6 @@
 """The fused loop on the real ASL: the states a run passes through, waits of one parallel batch
 together, one ending for every way a run ends, large results kept whole."""
 
-import time
 from datetime import timedelta
 from typing import Any
 
@@ -12,6 +11,7 @@ from stepwise.core import s3
 from stepwise.core.schema import utcnow
 from stepwise.store import interactions as interaction_store
 from stepwise_local.stack import LocalStack
+from tests.eventually import eventually
 from tests.fakes.receiver import Receiver, Reply
 from tests.integration.support import tool, wait_for_run
 
@@ -36,13 +36,13 @@ def events(stack: LocalStack, run_id: str) -> list[dict[str, Any]]:
 
 
 def wait_for_events(stack: LocalStack, run_id: str, etype: str, count: int) -> list[dict[str, Any]]:
-    deadline = time.monotonic() + 30
-    while True:
-        found = [e["data"] for e in events(stack, run_id) if e["type"] == etype]
-        if len(found) >= count:
-            return found
-        assert time.monotonic() < deadline, events(stack, run_id)
-        time.sleep(0.05)
+    def written() -> list[dict[str, Any]]:
+        log = events(stack, run_id)
+        found = [e["data"] for e in log if e["type"] == etype]
+        assert len(found) >= count, log
+        return found
+
+    return eventually(written, timeout=30, what=f"{count} {etype} event(s)")
 
 
 def states_entered(stack: LocalStack, run_id: str) -> list[str]:
@@ -50,10 +50,11 @@ def states_entered(stack: LocalStack, run_id: str) -> list[str]:
     a moment before the execution reaches Done)."""
     sfn = boto3.client("stepfunctions")
     arn = stack.state_machine_arn.replace(":stateMachine:", ":execution:") + f":{run_id}"
-    deadline = time.monotonic() + 30
-    while sfn.describe_execution(executionArn=arn)["status"] == "RUNNING":
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    eventually(
+        lambda: sfn.describe_execution(executionArn=arn)["status"] != "RUNNING",
+        timeout=30,
+        what="the execution to end",
+    )
     history = sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"]
     return [e["stateEnteredEventDetails"]["name"] for e in history if "stateEnteredEventDetails" in e]
 

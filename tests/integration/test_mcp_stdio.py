@@ -18,6 +18,7 @@ from stepwise.agents import mcp_store as store
 from stepwise.core.masking import MASK
 from stepwise.mcp.stdio import ALLOW_ENV
 from stepwise_local.stack import DEFAULT_TENANT, LocalStack
+from tests.eventually import eventually
 from tests.fakes.mcp_stdio_server import STDIO_SERVER
 from tests.integration.support import wait_for_run
 
@@ -55,12 +56,7 @@ def alive(pid: int) -> bool:
 
 
 def gone(pid: int, within: float = 10.0) -> bool:
-    deadline = time.monotonic() + within
-    while alive(pid):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
+    return eventually(lambda: not alive(pid), timeout=within, what=f"process {pid} to exit")
 
 
 @pytest.mark.parametrize("setting", [None, "false", "1", "yes"])

@@ -4,11 +4,12 @@ upgrade of moto moves that seam, these tests fail loudly instead of runs silentl
 
 import inspect
 import json
-import time
+from typing import Any
 
 import boto3
 
 from stepwise_local.stack import LocalStack
+from tests.eventually import eventually
 
 
 def test_moto_still_calls_the_method_we_replace() -> None:
@@ -51,10 +52,13 @@ def test_a_state_machine_task_reaches_our_handler_and_our_errors_keep_their_name
     execution = sfn.start_execution(
         stateMachineArn=arn, input=json.dumps({"tenant_id": "t", "run_id": "run_missing"})
     )["executionArn"]
-    deadline = time.monotonic() + 30
-    while (described := sfn.describe_execution(executionArn=execution))["status"] == "RUNNING":
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+
+    def ended() -> dict[str, Any]:
+        described: dict[str, Any] = sfn.describe_execution(executionArn=execution)
+        assert described["status"] != "RUNNING", described
+        return described
+
+    described = eventually(ended, timeout=30, what="the execution to end")
 
     assert stack.lambdas.invocations["StepFunction"] == before + 1  # served in process
     assert described["status"] == "FAILED"

@@ -20,6 +20,7 @@ import pytest
 from stepwise.core import observability
 from stepwise.store import keys
 from stepwise_local.stack import DEFAULT_TENANT, LocalStack
+from tests.eventually import eventually
 from tests.fakes.receiver import Receiver
 from tests.integration.support import tool, wait_for_run
 
@@ -48,11 +49,14 @@ class Stdout:
     def wait_for(
         self, found: Callable[[list[dict[str, Any]]], bool], timeout: float = 10.0
     ) -> list[dict[str, Any]]:
-        deadline = time.monotonic() + timeout
-        while not found(documents := self.documents()):
-            assert time.monotonic() < deadline, f"not among the EMF documents: {documents}"
-            time.sleep(0.05)
-        return documents
+        """The EMF documents printed so far, once `found` holds of them."""
+
+        def printed() -> list[dict[str, Any]]:
+            documents = self.documents()
+            assert found(documents), f"not among the EMF documents: {documents}"
+            return documents
+
+        return eventually(printed, timeout=timeout, what="the metrics")
 
 
 @pytest.fixture
@@ -160,14 +164,13 @@ def test_an_approval_reports_how_long_it_waited(
 
 
 def wait_for_approval(stack: LocalStack, run_id: str) -> dict[str, Any]:
-    deadline = time.monotonic() + 30
-    while True:
+    def requested() -> dict[str, Any]:
         _, _, page = stack.invoke_api("GET", f"/v1/runs/{run_id}/events?after=0&wait=2")
-        requested = [e["data"] for e in page["events"] if e["type"] == "approval_requested"]
-        if requested:
-            return dict(requested[0])
-        assert time.monotonic() < deadline, page
-        time.sleep(0.05)
+        found = [e["data"] for e in page["events"] if e["type"] == "approval_requested"]
+        assert found, page
+        return dict(found[0])
+
+    return eventually(requested, timeout=30, what=f"{run_id} to ask for approval")
 
 
 # --- Logs -----------------------------------------------------------------------------------------
@@ -181,10 +184,12 @@ def test_every_line_of_a_runs_steps_names_tenant_run_session_and_step(
     accepted = start(stack, agent_id, tool_name)
     assert wait_for_run(stack, accepted["run_id"])["status"] == "succeeded"
 
-    deadline = time.monotonic() + 10
-    while not any(line["message"] == "run succeeded" for line in log_lines()):
-        assert time.monotonic() < deadline, log_lines()
-        time.sleep(0.05)
+    def logged() -> bool:
+        lines = log_lines()
+        assert any(line["message"] == "run succeeded" for line in lines), lines
+        return True
+
+    eventually(logged, timeout=10, what="the run's last line")
     # The run's lines but the API's (which started the run). Not told apart by function_name: that key
     # is process-wide, and in the local stack the API answers polls while the steps run.
     steps = [

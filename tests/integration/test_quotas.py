@@ -12,6 +12,7 @@ from stepwise.core import config, quotas
 from stepwise.core.ids import new_id
 from stepwise.store import keys
 from stepwise_local.stack import LocalStack
+from tests.eventually import eventually
 from tests.integration.support import wait_for_run
 
 CLIENT_TOOL = {
@@ -55,16 +56,14 @@ def start(stack: LocalStack, key: str, agent_id: str, **extra: Any) -> tuple[int
 
 
 def wait_until_waiting(stack: LocalStack, key: str, run_id: str) -> None:
-    import time
-
-    deadline = time.monotonic() + 30
-    while True:
+    def waiting() -> bool:
         _, _, run = stack.invoke_api("GET", f"/v1/runs/{run_id}", key=key)
-        if run["status"] == "waiting":
-            return
-        assert run["status"] in ("queued", "running"), run
-        assert time.monotonic() < deadline, run
-        time.sleep(0.05)
+        if run["status"] not in ("queued", "running", "waiting"):
+            pytest.fail(f"the run ended instead: {run}")  # no use waiting on
+        assert run["status"] == "waiting", run
+        return True
+
+    eventually(waiting, timeout=30, what=f"{run_id} to wait")
 
 
 def test_one_active_run_past_the_limit_is_429_and_records_nothing(

@@ -8,7 +8,6 @@ execution fails past every Catch, or idles until it is stopped or times out.
 """
 
 import json
-import time
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -22,6 +21,7 @@ from stepwise.runs import reconcile
 from stepwise.runs.models import Run
 from stepwise.store import runs, sessions
 from stepwise_local.stack import LocalStack
+from tests.eventually import eventually
 from tests.fakes.receiver import Receiver
 from tests.integration.support import tool, wait_for_run
 
@@ -78,21 +78,21 @@ def deliver(stack: LocalStack, event: dict[str, Any]) -> dict[str, Any]:
 
 
 def ended(run_id: str, timeout: float = 30) -> str:
-    deadline = time.monotonic() + timeout
-    while (status := sfn().describe_execution(executionArn=execution_arn(run_id))["status"]) == "RUNNING":
-        assert time.monotonic() < deadline, f"execution of {run_id} still running"
-        time.sleep(0.05)
-    return str(status)
+    def status() -> str:
+        now = str(sfn().describe_execution(executionArn=execution_arn(run_id))["status"])
+        assert now != "RUNNING", f"execution of {run_id} still running"
+        return now
+
+    return eventually(status, timeout=timeout, what=f"execution of {run_id} to end")
 
 
 def wait_status(stack: LocalStack, run_id: str, wanted: str, timeout: float = 30) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while True:
+    def current() -> dict[str, Any]:
         _, _, run = stack.invoke_api("GET", f"/v1/runs/{run_id}")
-        if run["status"] == wanted:
-            return dict(run)
-        assert time.monotonic() < deadline, run
-        time.sleep(0.05)
+        assert run["status"] == wanted, run
+        return dict(run)
+
+    return eventually(current, timeout=timeout, what=f"{run_id} to be {wanted}")
 
 
 def events_of(stack: LocalStack, run_id: str) -> list[dict[str, Any]]:
@@ -151,14 +151,14 @@ def past_the_first_step(run_id: str, timeout: float = 30) -> None:
     """The first Step has returned: the run is running inside it already, so its status alone does
     not say that the execution moved on to the redefinition. An execution that ended first (a 1 s
     TimeoutSeconds can fire inside a slow first Step) is past it too."""
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def moved_on() -> bool:
         history = sfn().get_execution_history(executionArn=execution_arn(run_id), maxResults=1000)["events"]
         entered = [e["stateEnteredEventDetails"]["name"] for e in history if "stateEnteredEventDetails" in e]
-        if any(name != "Step" for name in entered) or any(e["type"] in ENDED for e in history):
-            return
-        assert time.monotonic() < deadline, entered
-        time.sleep(0.05)
+        assert any(name != "Step" for name in entered) or any(e["type"] in ENDED for e in history), entered
+        return True
+
+    eventually(moved_on, timeout=timeout, what=f"{run_id} past its first Step")
 
 
 def running_run(stack: LocalStack, change: Callable[[dict[str, Any]], dict[str, Any]]) -> str:
@@ -186,10 +186,11 @@ def failed_run(stack: LocalStack) -> str:
 def waiting_run(stack: LocalStack, receiver: Receiver, **body: Any) -> dict[str, Any]:
     agent_id = agent(stack, tools=[tool("send", f"{receiver.url}/send", permission="ask")])
     accepted = start(stack, agent_id, script=ASK, **body)
-    deadline = time.monotonic() + 30
-    while not any(e["type"] == "approval_requested" for e in events_of(stack, accepted["run_id"])):
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    eventually(
+        lambda: any(e["type"] == "approval_requested" for e in events_of(stack, accepted["run_id"])),
+        timeout=30,
+        what="the approval",
+    )
     return {**accepted, "agent_id": agent_id}
 
 

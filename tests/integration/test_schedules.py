@@ -4,7 +4,6 @@ Scheduler, the local firing of due schedules, and at-least-once deliveries that 
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -15,6 +14,7 @@ import pytest
 from stepwise.schedules.service import SCHEDULED_TIME
 from stepwise.schedules.triggers import event_run_id, iso, schedule_run_id
 from stepwise_local.stack import LocalStack
+from tests.eventually import eventually
 from tests.integration.support import OTHER_KEY, wait_for_run
 
 TENANT = "local"
@@ -266,10 +266,7 @@ def test_the_background_ticker_fires_due_schedules(clock: LocalStack) -> None:
     interval, clock.scheduler.interval = clock.scheduler.interval, 0.05
     clock.scheduler.start()
     try:
-        deadline = time.monotonic() + 30
-        while not agent_runs(clock, agent_id):
-            assert time.monotonic() < deadline, "the ticker started no run"
-            time.sleep(0.05)
+        eventually(lambda: agent_runs(clock, agent_id), timeout=30, what="the ticker to start a run")
     finally:
         clock.scheduler.stop()
         clock.scheduler.interval = interval

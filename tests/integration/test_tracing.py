@@ -5,7 +5,6 @@ the run's span, which the run's ending writes; a delegated child's spans in its 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
@@ -18,6 +17,7 @@ from opentelemetry.trace import StatusCode
 
 from stepwise.core import tracing
 from stepwise_local.stack import LocalStack
+from tests.eventually import eventually
 from tests.fakes.receiver import Receiver, Reply
 from tests.integration.support import tool, wait_for_run
 
@@ -56,14 +56,16 @@ def of_run(exporter: InMemorySpanExporter, run_id: str) -> list[ReadableSpan]:
 def run_span(exporter: InMemorySpanExporter, run_id: str, steps: int) -> list[ReadableSpan]:
     """The run's spans once all are written: its own (at its ending) and its last Step's (which ends
     just after). A run's status turns terminal a moment before either."""
-    deadline = time.monotonic() + 30
-    while True:
+
+    def written() -> list[ReadableSpan]:
         spans = of_run(exporter, run_id)
         named = [s.name for s in spans]
-        if any(n.startswith("invoke_agent") for n in named) and named.count("stepwise.step") >= steps:
-            return spans
-        assert time.monotonic() < deadline, named
-        time.sleep(0.05)
+        assert any(n.startswith("invoke_agent") for n in named) and named.count("stepwise.step") >= steps, (
+            named
+        )
+        return spans
+
+    return eventually(written, timeout=30, what=f"the spans of {run_id}")
 
 
 def called(name: str, *queries: str) -> dict[str, Any]:
@@ -186,11 +188,11 @@ def test_a_failed_run_ends_in_an_error_span(stack: LocalStack, exporter: InMemor
     run = wait_for_run(stack, run_id)
     assert run["status"] == "failed", run
 
-    deadline = time.monotonic() + 30
-    while not [s for s in of_run(exporter, run_id) if s.name.startswith("invoke_agent")]:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    (ended,) = [s for s in of_run(exporter, run_id) if s.name.startswith("invoke_agent")]
+    (ended,) = eventually(
+        lambda: [s for s in of_run(exporter, run_id) if s.name.startswith("invoke_agent")],
+        timeout=30,
+        what="the run's span",
+    )
 
     assert ended.status.status_code is StatusCode.ERROR
     assert (ended.attributes or {})["error.type"] == run["error"]["code"]

@@ -3,8 +3,7 @@ on WebhookQueue (moto's SQS), the local SQS poller hands it to WebhookFunction, 
 a receiver on loopback. Signatures are checked with the `standardwebhooks` library's own verifier."""
 
 import json
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import boto3
@@ -15,20 +14,11 @@ from stepwise.core import config
 from stepwise.store import runs
 from stepwise.webhooks import enqueue, retry
 from stepwise_local.stack import LocalStack
+from tests.eventually import eventually
 from tests.fakes.receiver import Received, Receiver, Reply
 from tests.integration.support import OTHER_KEY, tool, wait_for_run
 
 TEXT = [{"text": "all done"}]
-
-
-def wait_until(check: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        found = check()
-        if found:
-            return found
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 class Secret:
@@ -82,7 +72,7 @@ def settled(stack: LocalStack, run_id: str, count: int = 1) -> list[dict[str, An
         done = [d for d in found if d["status"] in ("delivered", "failed")]
         return found if len(done) >= count else None
 
-    return list(wait_until(check, f"{count} settled deliveries of {run_id}"))
+    return eventually(check, what=f"{count} settled deliveries of {run_id}")
 
 
 def verified(secret: str, request: Received) -> dict[str, Any]:
@@ -97,7 +87,7 @@ def test_a_run_ending_is_delivered_signed_per_standard_webhooks(
     assert wait_for_run(stack, run_id)["status"] == "succeeded"
 
     (delivery,) = settled(stack, run_id)
-    (request,) = wait_until(lambda: receiver.to("/hooks"), "the delivery")
+    (request,) = eventually(lambda: receiver.to("/hooks"), what="the delivery")
     payload = verified(secret, request)
     assert payload["type"] == "run_completed"
     assert payload["data"]["run_id"] == run_id and payload["data"]["status"] == "succeeded"
@@ -180,7 +170,7 @@ def test_the_same_event_queued_twice_is_delivered_once(
             == "0"
         )
 
-    wait_until(drained, "the duplicate message to be consumed")
+    eventually(drained, what="the duplicate message to be consumed")
     assert again == delivery["webhook_id"]
     assert len(receiver.to("/once")) == 1
     assert deliveries(stack, run_id) == [delivery]
@@ -229,7 +219,7 @@ def test_approval_requested_and_the_ending_are_delivered_in_turn(
         webhook={"url": f"{receiver.url}/wh", "events": ["approval_requested", "run_completed"]},
     )
 
-    (requested,) = wait_until(lambda: receiver.to("/wh"), "approval_requested")
+    (requested,) = eventually(lambda: receiver.to("/wh"), what="approval_requested")
     payload = verified(secret, requested)
     assert payload["type"] == "approval_requested"
     assert payload["data"]["tool_name"] == "send" and payload["data"]["arguments"] == {"q": "hi"}
@@ -249,7 +239,9 @@ def test_a_cancelled_run_is_delivered(stack: LocalStack, receiver: Receiver, sec
     script = [{"tool_calls": [{"name": "send", "arguments": {"q": "hi"}}]}, {"text": "sent"}]
     agent_id = agent(stack, tools=[tool("send", f"{receiver.url}/send", permission="ask")], script=script)
     run_id = start(stack, agent_id, webhook={"url": f"{receiver.url}/cancelled"})
-    wait_until(lambda: stack.invoke_api("GET", f"/v1/runs/{run_id}")[2]["status"] == "waiting", "the wait")
+    eventually(
+        lambda: stack.invoke_api("GET", f"/v1/runs/{run_id}")[2]["status"] == "waiting", what="the wait"
+    )
 
     assert stack.invoke_api("POST", f"/v1/runs/{run_id}/cancel")[0] == 200
     (delivery,) = settled(stack, run_id)
