@@ -178,7 +178,10 @@ def _finish_waits(
     settled = [
         waits_.settle(scope, by_id[w.tool_call_id], w) for w in waits if w.tool_call_id not in done_ids
     ]
-    spent = sum((s.spent for s in settled if isinstance(s, Resolved) and s.spent), context.descendants_usage)
+    spent = sum(
+        (s.spent for s in settled if isinstance(s, Resolved) and s.spent is not None),
+        context.descendants_usage,
+    )
     acted = _act(tenant_id, work, context, scope, settled, in_order=True)
     _add_results(work, acted.context, acted.results)
     started = [p.child_run_id for p in acted.paused if p.child_run_id is not None]
