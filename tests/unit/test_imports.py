@@ -48,3 +48,21 @@ def test_no_function_but_the_model_step_imports_litellm(function: str) -> None:
 
 def test_the_events_function_imports_no_heavy_dependency() -> None:
     assert imported("events") == dict.fromkeys(HEAVY, False)
+
+
+# Handlers that do their imports on their first call: their module stays as light as a minimal
+# Powertools handler, so its cold start is Lambda's init alone (bench/cold_imports.py measures it).
+LIGHT_AT_INIT = ("step", "authorizer")
+
+
+@pytest.mark.parametrize("function", LIGHT_AT_INIT)
+def test_a_light_handler_module_loads_neither_pydantic_nor_boto3(function: str) -> None:
+    env = {"PATH": "/usr/bin:/bin", "AWS_DEFAULT_REGION": "us-east-1"}
+    probe = PROBE.format(code_dir=str(ROOT / "functions" / function), heavy=("pydantic", "boto3", "pynamodb"))
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, env=env)
+
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {
+        "pydantic": False,
+        "boto3": False,
+        "pynamodb": False,
+    }

@@ -10,7 +10,9 @@ from typing import Any
 
 import pytest
 
-from stepwise.core import aws, snapstart
+from stepwise.core import aws, config, snapstart
+
+INIT_TYPE = config.Platform.variable("initialization_type")  # set by Lambda during init
 
 
 @pytest.fixture(autouse=True)
@@ -53,7 +55,7 @@ def test_without_the_lambda_runtime_nothing_is_registered_or_warmed(
     monkeypatch: pytest.MonkeyPatch, warmed: list[bool]
 ) -> None:
     monkeypatch.setitem(sys.modules, "snapshot_restore_py", None)  # makes the import fail, as off Lambda
-    monkeypatch.setenv(snapstart.INIT_TYPE, "snap-start")
+    monkeypatch.setenv(INIT_TYPE, "snap-start")
 
     assert snapstart.prepare(warm_into(warmed)) is False
     assert warmed == []
@@ -62,7 +64,7 @@ def test_without_the_lambda_runtime_nothing_is_registered_or_warmed(
 def test_under_snapstart_the_hook_is_registered_once_and_litellm_is_warmed(
     monkeypatch: pytest.MonkeyPatch, runtime: list[Any], warmed: list[bool]
 ) -> None:
-    monkeypatch.setenv(snapstart.INIT_TYPE, "snap-start")
+    monkeypatch.setenv(INIT_TYPE, "snap-start")
 
     assert snapstart.prepare(warm_into(warmed)) is True
     assert snapstart.prepare(warm_into(warmed)) is True  # a second caller changes nothing
@@ -74,7 +76,7 @@ def test_under_snapstart_the_hook_is_registered_once_and_litellm_is_warmed(
 def test_an_on_demand_init_leaves_litellm_to_the_first_model_call(
     monkeypatch: pytest.MonkeyPatch, runtime: list[Any], warmed: list[bool]
 ) -> None:
-    monkeypatch.setenv(snapstart.INIT_TYPE, "on-demand")
+    monkeypatch.setenv(INIT_TYPE, "on-demand")
 
     assert snapstart.prepare(warm_into(warmed)) is True
 

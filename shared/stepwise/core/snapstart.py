@@ -30,10 +30,6 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from stepwise.core import config
-
-# Set by Lambda during init: "on-demand", "provisioned-concurrency" or "snap-start".
-INIT_TYPE = config.Platform.variable("initialization_type")
 # Inits that run ahead of any request, so time spent in them is never a caller's latency.
 AHEAD_OF_REQUESTS = frozenset({"snap-start", "provisioned-concurrency"})
 # litellm's lazily built clients, by the attribute name its module caches them under.
@@ -60,6 +56,9 @@ def _register(warm: Callable[[], object]) -> bool:
     except ImportError:
         return False
     register_after_restore(after_restore)
+    from stepwise.core import config  # only on Lambda, where init is what this decides about
+
+    # Lambda's AWS_LAMBDA_INITIALIZATION_TYPE: "on-demand", "provisioned-concurrency" or "snap-start".
     if config.platform().initialization_type in AHEAD_OF_REQUESTS:
         warm()
     return True

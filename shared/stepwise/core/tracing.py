@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from stepwise.core import config, ids
+from stepwise.core import ids
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
@@ -136,6 +136,8 @@ def enabled() -> bool:
 
 
 def _from_environment() -> _Tracing | None:
+    from stepwise.core import config  # pydantic loads on the first call, not with the handler module
+
     if not config.telemetry().exports:
         return None
     from opentelemetry import trace
@@ -155,6 +157,8 @@ def _build(processor: SpanProcessor) -> _Tracing:
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
+
+    from stepwise.core import config
 
     class _RunIds(RandomIdGenerator):
         """Random ids, except for the span being started under `_pinned`: a run's own span and a
