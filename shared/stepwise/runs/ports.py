@@ -28,7 +28,7 @@ from datetime import datetime
 from functools import cache
 from typing import TYPE_CHECKING, Any, Protocol
 
-if TYPE_CHECKING:  # annotations only: importing the adapters here would load every table model
+if TYPE_CHECKING:  # annotations only: every handler module imports this one, and must stay light
     from stepwise.agents.models import Agent
     from stepwise.interactions.models import Interaction, NewInteraction
     from stepwise.ledger import LedgerStore
