@@ -170,6 +170,15 @@ def test_agent_and_tool_validation() -> None:
         ScriptTurn.model_validate({})
 
 
+def test_protocol_doors_are_closed_unless_opened() -> None:
+    agent = AgentCreate.model_validate({"name": "a"})
+    assert (agent.a2a.enabled, agent.mcp.enabled) == (False, False)
+    opened = AgentCreate.model_validate({"name": "a", "a2a": {"enabled": True}})
+    assert (opened.a2a.enabled, opened.mcp.enabled) == (True, False)
+    with pytest.raises(ValidationError, match="extra"):
+        AgentCreate.model_validate({"name": "a", "mcp": {"enabled": True, "public": True}})
+
+
 def test_after_three_failed_compactions_the_model_step_stops_compacting() -> None:
     from stepwise.loop.model_call import MAX_COMPACTION_FAILURES, _fit
     from stepwise.runs.state import RunContext

@@ -31,6 +31,13 @@ class MemoryConfig(Strict):
     top_k: int = Field(default=5, ge=1, le=MEMORY_TOP_K_LIMIT)
 
 
+class Door(Strict):
+    """Whether the agent answers through a protocol door (stepwise.protocols): A2A's card and JSON-RPC,
+    or a tool of the tenant's MCP server. Off by default: a door opens only when asked to."""
+
+    enabled: bool = False
+
+
 class AgentFields(Strict):
     model: str | None = Field(default=None, min_length=1, max_length=256)
     system_prompt: str | None = Field(default=None, max_length=100_000)
@@ -41,6 +48,8 @@ class AgentFields(Strict):
     script: list[ScriptTurn] | None = None
     webhook: WebhookConfig | None = None  # for the agent's runs that name none themselves
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    a2a: Door = Field(default_factory=Door)
+    mcp: Door = Field(default_factory=Door)
 
 
 class AgentCreate(AgentFields):
@@ -70,6 +79,8 @@ class AgentPatch(Strict):
     script: list[ScriptTurn] | None = None
     webhook: WebhookConfig | None = None
     memory: MemoryConfig | None = None  # null turns memory off (what was remembered stays, unread)
+    a2a: Door | None = None  # null closes the door
+    mcp: Door | None = None
 
     @field_validator("name")
     @classmethod

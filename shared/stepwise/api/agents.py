@@ -9,7 +9,7 @@ from pydantic import BaseModel
 
 from stepwise.agents import bounds, service
 from stepwise.agents import store as agents
-from stepwise.agents.models import Agent, AgentCreate, AgentPatch, MemoryConfig
+from stepwise.agents.models import Agent, AgentCreate, AgentPatch, Door, MemoryConfig
 from stepwise.api.context import tenant
 from stepwise.api.params import AgentId
 from stepwise.api.responses import json_response, model_content, responses
@@ -122,6 +122,9 @@ def patch_agent(agent_id: AgentId, body: AgentPatch) -> Response[Agent]:
         webhook_keys.require(tenant(router))
     if "memory" in changes and changes["memory"] is None:
         changes["memory"] = MemoryConfig().model_dump()  # off; what was remembered stays until forgotten
+    for door in ("a2a", "mcp"):
+        if door in changes and changes[door] is None:
+            changes[door] = Door().model_dump()  # closed
     if "permissions" in changes and changes["permissions"] is None:
         # Clearing would silently fall back to the most permissive default; make the caller say so.
         raise Unprocessable(

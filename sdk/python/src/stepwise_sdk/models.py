@@ -163,6 +163,12 @@ class MemoryConfig(Model):
     top_k: int = 5
 
 
+class Door(Model):
+    """Whether the agent answers through a protocol door: A2A, or a tool of the tenant's MCP server."""
+
+    enabled: bool = False
+
+
 class Agent(Model):
     model: str | None = None
     system_prompt: str | None = None
@@ -173,6 +179,8 @@ class Agent(Model):
     script: list[ScriptTurn] | None = None
     webhook: WebhookConfig | None = None
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    a2a: Door = Field(default_factory=Door)
+    mcp: Door = Field(default_factory=Door)
     name: str
     tools: list[Tool] = Field(default_factory=list)
     agent_id: str
@@ -192,6 +200,8 @@ class AgentCreate(Request):
     script: list[ScriptTurn] | None = None
     webhook: WebhookConfig | None = None
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    a2a: Door = Field(default_factory=Door)
+    mcp: Door = Field(default_factory=Door)
     name: str
     tools: list[Tool] = Field(default_factory=list)
 
@@ -213,6 +223,8 @@ class AgentPatch(Request):
     script: list[ScriptTurn] | None = None
     webhook: WebhookConfig | None = None
     memory: MemoryConfig | None = None  # null turns memory off (what was remembered stays, unread)
+    a2a: Door | None = None  # null closes the door
+    mcp: Door | None = None
 
 
 class ApprovalAnswer(Model):
