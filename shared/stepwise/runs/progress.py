@@ -1,0 +1,79 @@
+"""Where a run stands for a client that is not reading its events: done, waiting on someone, or still
+working. The protocol doors (stepwise.protocols) all ask the same two questions, so they are answered
+once here: which human waits of the run's tree are open (`pending`), and "wait until the run ends or
+needs someone, at most this long" (`settle`).
+
+`settle` rides the event log's long-poll (stepwise.runs.eventlog) instead of polling the run record, so
+a waiting client costs what a reader of `GET /v1/runs/{id}/events` costs: the log's small head item per
+poll, the run item only when an event says something changed.
+"""
+
+from __future__ import annotations
+
+import time
+
+from pydantic import BaseModel
+
+from stepwise.interactions.models import Interaction
+from stepwise.runs import eventlog
+from stepwise.runs.models import TERMINAL_EVENTS, Run
+from stepwise.runs.ports import stores
+
+HUMAN_KINDS = frozenset({"approval", "client_tool"})
+# The events after which the run may have ended or started to wait on someone.
+SIGNALS = TERMINAL_EVENTS | {"approval_requested", "client_tool_requested"}
+
+
+class Progress(BaseModel):
+    run: Run
+    pending: list[Interaction]  # the tree's open human waits, oldest first
+    next: int  # the event log's seq this answer was read at: a stream resumes after it
+
+    @property
+    def settled(self) -> bool:
+        """Ended, or waiting on a person or the calling app (not merely on a child run)."""
+        return self.run.done or bool(self.pending)
+
+
+def pending(tenant_id: str, run: Run) -> list[Interaction]:
+    """The open approvals and client tools of `run` and its active descendants. A delegation's own
+    wait is answered by the child's ending, never by a client, so it is followed, not listed."""
+    if run.done:
+        return []
+    found: list[Interaction] = []
+    for interaction in stores().interactions.for_run(tenant_id, run.run_id, "pending"):
+        if interaction.kind in HUMAN_KINDS:
+            found.append(interaction)
+    for child_id in run.children:
+        child = stores().runs.get(tenant_id, child_id)
+        found += pending(tenant_id, child)
+    return sorted(found, key=lambda i: (i.created_at, i.interaction_id))
+
+
+def now(tenant_id: str, run_id: str) -> Progress:
+    """The run as it stands (NotFound for an unknown id or another tenant's)."""
+    head = stores().events.head(tenant_id, run_id)
+    run = stores().runs.get(tenant_id, run_id)
+    return Progress(run=run, pending=pending(tenant_id, run), next=head.last_seq if head else 0)
+
+
+def settle(tenant_id: str, run_id: str, wait: float) -> Progress:
+    """The run once it has ended or waits on someone, or as it stands after `wait` seconds (capped at
+    the event log's MAX_WAIT: every caller answers within API Gateway's 30 s)."""
+    deadline = time.monotonic() + min(max(wait, 0.0), eventlog.MAX_WAIT)
+    # The head is read before the run: anything that happens after this read is an event after
+    # `cursor`, so the long-poll below cannot miss it.
+    current = now(tenant_id, run_id)
+    cursor = current.next
+    while not current.settled:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        page = eventlog.read(tenant_id, run_id, cursor, remaining)
+        cursor = page.next
+        if page.done or any(event.type in SIGNALS for event in page.events):
+            run = stores().runs.get(tenant_id, run_id)
+            current = Progress(run=run, pending=pending(tenant_id, run), next=cursor)
+        else:
+            current = current.model_copy(update={"next": cursor})
+    return current
