@@ -455,6 +455,8 @@ def _choose_wait(tenant_id: str, run: Run, answer: dict[str, Any]) -> Interactio
     # respond says why it cannot be (answered already: a conflict; expired: closed).
     own = [i for i in stores().interactions.for_run(tenant_id, run.run_id) if i.kind in progress.HUMAN_KINDS]
     if not own:
+        if run.done:
+            raise unsupported(f"task {run.run_id} is {STATES[run.status]}: it takes no input", "task_terminal")
         raise unsupported(f"task {run.run_id} waits on no input", "no_pending_input")
     return max(own, key=lambda i: (i.created_at, i.interaction_id))
 
@@ -512,10 +514,8 @@ def send(
         raise invalid_params(f"task {run.run_id} is not in context {message.context_id}", "context_mismatch")
     answer = _data_answer(message)
     if answer is not None:
-        if run.done:
-            raise unsupported(
-                f"task {run.run_id} is {STATES[run.status]}: it takes no input", "task_terminal"
-            )
+        # Even on a finished task: answering its wait again is a conflict the client is told of as
+        # such (answered already, or closed when the run ended), not as a terminal task.
         _answer(tenant_id, run, message, answer)
         return run.run_id
     if run.done:
