@@ -39,6 +39,7 @@ BENCHMARKS = [
     "webhooks",
     "streaming",
     "attachments",
+    "door_a2a",
     "package_sizes",
     "tokens",
     "console_weight",

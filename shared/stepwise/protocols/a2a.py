@@ -62,6 +62,8 @@ STATES = {
     "cancelled": "TASK_STATE_CANCELED",
 }
 INPUT_REQUIRED = "TASK_STATE_INPUT_REQUIRED"
+APPROVAL_ANSWER = '{"decision": "approve" | "deny", "reason"?}'
+CLIENT_TOOL_ANSWER = '{"result": ...}'
 TERMINAL_STATES = frozenset({"TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED"})
 # Where a stream ends: the task is done, or waits on the client (A2A's "interrupted" states).
 STREAM_ENDS = TERMINAL_STATES | {INPUT_REQUIRED}
@@ -252,8 +254,8 @@ def waits_message(run: Run, pending: list[Interaction]) -> dict[str, Any]:
             }
         )
     lines.append(
-        'Answer with a message on this task carrying a data part: {"decision": "approve" | "deny", '
-        '"reason"?} for an approval, {"result": ...} for a client tool; name "interactionId" when several wait.'
+        f"Answer with a message on this task carrying a data part: {APPROVAL_ANSWER} for an approval, "
+        f'{CLIENT_TOOL_ANSWER} for a client tool; name "interactionId" when several wait.'
     )
     suffix = "input-" + "-".join(w.interaction_id for w in pending)
     return _agent_message(run, suffix, [{"text": "\n\n".join(lines)}, {"data": {"waitingFor": described}}])
@@ -456,7 +458,9 @@ def _choose_wait(tenant_id: str, run: Run, answer: dict[str, Any]) -> Interactio
     own = [i for i in stores().interactions.for_run(tenant_id, run.run_id) if i.kind in progress.HUMAN_KINDS]
     if not own:
         if run.done:
-            raise unsupported(f"task {run.run_id} is {STATES[run.status]}: it takes no input", "task_terminal")
+            raise unsupported(
+                f"task {run.run_id} is {STATES[run.status]}: it takes no input", "task_terminal"
+            )
         raise unsupported(f"task {run.run_id} waits on no input", "no_pending_input")
     return max(own, key=lambda i: (i.created_at, i.interaction_id))
 
@@ -474,8 +478,7 @@ def _answer(tenant_id: str, run: Run, message: MessageIn, answer: dict[str, Any]
         decision = answer.get("decision")
         if decision not in ("approve", "deny"):
             raise invalid_params(
-                f'interaction {wait.interaction_id} is an approval: answer with {{"decision": "approve" | "deny", '
-                '"reason"?}',
+                f"interaction {wait.interaction_id} is an approval: answer with {APPROVAL_ANSWER}",
                 "wrong_answer_kind",
             )
         reason = answer.get("reason")
@@ -520,15 +523,15 @@ def send(
         return run.run_id
     if run.done:
         raise unsupported(
-            f"task {run.run_id} is {STATES[run.status]}; send the message with contextId {run.session_id} and no "
-            "taskId to continue the conversation",
+            f"task {run.run_id} is {STATES[run.status]}; to go on, send the message with contextId "
+            f"{run.session_id} and no taskId",
             "task_terminal",
         )
     if progress.pending(tenant_id, run):
         raise invalid_params(
-            f'task {run.run_id} is input-required: answer with a data part {{"decision": "approve" | "deny", '
-            '"reason"?} for an approval or {"result": ...} for a client tool (with "interactionId" when several '
-            "wait); text is not an answer",
+            f"task {run.run_id} is input-required: answer with a data part {APPROVAL_ANSWER} for an "
+            f'approval or {CLIENT_TOOL_ANSWER} for a client tool (with "interactionId" when several wait); '
+            "text is not an answer",
             "answer_expected",
         )
     raise unsupported(f"task {run.run_id} is working; wait for it, or cancel it", "task_working")
