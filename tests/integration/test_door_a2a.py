@@ -20,6 +20,7 @@ from a2a.client.errors import AgentCardResolutionError
 from a2a.types.a2a_pb2 import (
     CancelTaskRequest,
     GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest,
     ListTasksRequest,
     Message,
     Part,
