@@ -381,9 +381,7 @@ def test_push_notifications_carry_the_token_and_a_standard_webhooks_signature(
         created = await client.create_task_push_notification_config(config)
         assert created.id and created.token == "tok-123"
         listed = await client.list_task_push_notification_configs(
-            __import__("a2a.types.a2a_pb2", fromlist=["x"]).ListTaskPushNotificationConfigsRequest(
-                task_id=waiting.id
-            )
+            ListTaskPushNotificationConfigsRequest(task_id=waiting.id)
         )
         assert [c.id for c in listed.configs] == [created.id]
         eventually(
