@@ -580,7 +580,7 @@ class Translator:
             run, pending = self._refresh()
             if pending:
                 self._status(seq, status_of(run, pending))
-        elif kind in ("approval_decided", "client_tool_answered") and self.state == INPUT_REQUIRED:
+        elif kind in ("approval_decided", "client_tool_answered"):
             run, pending = self._refresh()
             self._status(
                 seq,
