@@ -323,6 +323,53 @@ def test_an_approval_is_answered_over_a2a(stack: LocalStack, base: str, receiver
     assert len(receiver.to("/send")) == 1
 
 
+def test_several_waits_are_answered_each_by_its_interaction_id(
+    stack: LocalStack, base: str, receiver: Receiver
+) -> None:
+    calls = [{"name": "send", "arguments": {"q": "a"}}, {"name": "send", "arguments": {"q": "b"}}]
+    agent = make_agent(
+        stack,
+        script=[{"tool_calls": calls}, {"text": "both"}],
+        # Read-only: the two calls are one parallel batch, whose approvals are asked together.
+        tools=[tool("send", f"{receiver.url}/send", permission="ask", read_only=True)],
+    )
+
+    def waiting_for(task: Task) -> list[dict[str, Any]]:
+        if state_name(task.status.state) != "TASK_STATE_INPUT_REQUIRED":
+            return []
+        return list(json_format.MessageToDict(task.status.message.parts[1].data)["waitingFor"])
+
+    async def start() -> Task:
+        return await send(await client_for(base, agent), text_message("go"))
+
+    async def get(task_id: str) -> Task:
+        return await (await client_for(base, agent)).get_task(GetTaskRequest(id=task_id))
+
+    task = run(start())
+
+    def both_wait() -> Task | None:
+        # The second wait may open a moment after the first one (each is its own Await).
+        found = run(get(task.id))
+        return found if len(waiting_for(found)) == 2 else None
+
+    task = eventually(both_wait, what="both approvals to wait")
+
+    async def go() -> Task:
+        client = await client_for(base, agent)
+        with pytest.raises(InvalidParamsError) as ambiguous:
+            await send(client, data_message({"decision": "approve"}, task.id))
+        assert ambiguous.value.data == {"code": "interaction_ambiguous"}
+        first, second = (w["interactionId"] for w in waiting_for(task))
+        await send(
+            client, data_message({"decision": "approve", "interactionId": first}, task.id), immediately=True
+        )
+        return await send(client, data_message({"decision": "deny", "interactionId": second}, task.id))
+
+    done = run(go())
+    assert state_name(done.status.state) == "TASK_STATE_COMPLETED"
+    assert len(receiver.to("/send")) == 1  # the approved call ran, the denied one did not
+
+
 # --- Streams ------------------------------------------------------------------------------------------
 
 
