@@ -370,6 +370,33 @@ def test_several_waits_are_answered_each_by_its_interaction_id(
     assert len(receiver.to("/send")) == 1  # the approved call ran, the denied one did not
 
 
+def test_a_client_tool_is_answered_with_its_result(stack: LocalStack, base: str) -> None:
+    picker = {
+        "type": "client",
+        "name": "pick_file",
+        "description": "Ask the user to pick a file",
+        "input_schema": {"type": "object", "properties": {"kind": {"type": "string"}}},
+    }
+    script = [{"tool_calls": [{"name": "pick_file", "arguments": {"kind": "pdf"}}]}, {"text": "thanks"}]
+    agent = make_agent(stack, script=script, tools=[picker])
+
+    async def go() -> tuple[Task, Task]:
+        client = await client_for(base, agent)
+        waiting = await send(client, text_message("go"))
+        with pytest.raises(InvalidParamsError) as wrong:
+            await send(client, data_message({"decision": "approve"}, waiting.id))
+        assert wrong.value.data == {"code": "wrong_answer_kind"}
+        return waiting, await send(client, data_message({"result": {"file": "a.pdf"}}, waiting.id))
+
+    waiting, done = run(go())
+    (wait,) = json_format.MessageToDict(waiting.status.message.parts[1].data)["waitingFor"]
+    assert (wait["kind"], wait["tool"], wait["arguments"]) == ("client_tool", "pick_file", {"kind": "pdf"})
+    assert state_name(done.status.state) == "TASK_STATE_COMPLETED"
+    _, _, page = stack.invoke_api("GET", f"/v1/runs/{done.id}/events")
+    (result,) = [e["data"] for e in page["events"] if e["type"] == "tool_result"]
+    assert "a.pdf" in json.dumps(result)
+
+
 # --- Streams ------------------------------------------------------------------------------------------
 
 
