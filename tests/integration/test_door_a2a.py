@@ -280,6 +280,12 @@ def test_another_tenants_task_is_not_found_and_bad_calls_are_the_protocols_error
     answer = httpx.post(f"{base}/a2a/{agent_id}", json={**call, "params": {"id": 5}}, headers=auth).json()
     assert answer["error"]["code"] == -32602
     assert httpx.post(f"{base}/a2a/{agent_id}", json=call).status_code == 401  # the API key is required
+    # A push destination the SSRF guard refuses is refused before any task starts.
+    message = {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": [{"text": "hi"}]}
+    config = {"taskPushNotificationConfig": {"url": "http://169.254.169.254/latest/meta-data"}}
+    send_call = {**call, "method": "SendMessage", "params": {"message": message, "configuration": config}}
+    answer = httpx.post(f"{base}/a2a/{agent_id}", json=send_call, headers=auth).json()
+    assert answer["error"]["data"][0]["metadata"] == {"code": "push_url_refused"}, answer
 
 
 # --- Input required ----------------------------------------------------------------------------------

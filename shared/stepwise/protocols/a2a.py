@@ -652,15 +652,19 @@ def _push_view(run_id: str, config: dict[str, Any]) -> dict[str, Any]:
     return view
 
 
-def _checked_push(tenant_id: str, run_id: str, config: PushConfigIn) -> dict[str, Any]:
+def _check_push_url(url: str) -> None:
     from stepwise.net.ssrf import BlockedDestination, check_url
 
     try:
-        check_url(config.url)
+        check_url(url)
     except BlockedDestination as exc:
         raise invalid_params(
             f"the push notification url is refused: {exc.message}", "push_url_refused"
         ) from None
+
+
+def _checked_push(tenant_id: str, run_id: str, config: PushConfigIn) -> dict[str, Any]:
+    _check_push_url(config.url)
     stored: dict[str, Any] = {
         "id": config.id or derived_id("pnc", utcnow(), tenant_id, run_id, config.url),
         "url": config.url,
@@ -836,8 +840,10 @@ class Call:
 def _send_message(call: Call) -> Reply:
     started = time.monotonic()
     params = _params(SendParams, call.params)
-    task_id = send(call.tenant_id, call.agent_id, params, lambda_context=call.lambda_context)
     config = params.configuration
+    if config is not None and config.task_push_notification_config is not None:
+        _check_push_url(config.task_push_notification_config.url)  # refused before anything starts
+    task_id = send(call.tenant_id, call.agent_id, params, lambda_context=call.lambda_context)
     if config is not None and config.task_push_notification_config is not None:
         set_push(call.tenant_id, task_id, config.task_push_notification_config)
     history = config.history_length if config else None
@@ -859,8 +865,10 @@ def _stream_from(call: Call, now: progress.Progress, after: int | None) -> Reply
 
 def _send_streaming(call: Call) -> Reply:
     params = _params(SendParams, call.params)
-    task_id = send(call.tenant_id, call.agent_id, params, lambda_context=call.lambda_context)
     config = params.configuration
+    if config is not None and config.task_push_notification_config is not None:
+        _check_push_url(config.task_push_notification_config.url)  # refused before anything starts
+    task_id = send(call.tenant_id, call.agent_id, params, lambda_context=call.lambda_context)
     if config is not None and config.task_push_notification_config is not None:
         set_push(call.tenant_id, task_id, config.task_push_notification_config)
     return _stream_from(call, progress.now(call.tenant_id, task_id), None)
