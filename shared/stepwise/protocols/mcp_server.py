@@ -202,16 +202,16 @@ def _ping(call: Call) -> dict[str, Any]:
     return {}
 
 
-def tool_name(agent: Agent) -> str:
+def tool_name(name: str, agent_id: str) -> str:
     """A valid MCP tool name (`[A-Za-z0-9_.-]`, at most 128) that people and models can read, unique
     because it ends with the agent id; the id alone decides which agent a call reaches."""
-    slug = re.sub(r"[^a-z0-9]+", "_", agent.name.lower()).strip("_")[:SLUG_LENGTH].strip("_")
-    return f"{slug or 'agent'}__{agent.agent_id}"
+    slug = re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")[:SLUG_LENGTH].strip("_")
+    return f"{slug or 'agent'}__{agent_id}"
 
 
 def _tool(agent: Agent, version: str) -> types.Tool:
     return types.Tool(
-        name=tool_name(agent),
+        name=tool_name(agent.name, agent.agent_id),
         title=agent.name,
         description=(
             f"Ask the Stepwise agent “{agent.name}”. It works on the message (possibly over several "
