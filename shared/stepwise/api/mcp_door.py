@@ -6,7 +6,7 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 
 from stepwise.api.context import tenant
-from stepwise.api.responses import JSON, Error, error_response, model_content, responses
+from stepwise.api.responses import JSON, error_response, responses
 
 router = APIGatewayHttpRouter()
 MCP = ["mcp"]
@@ -66,13 +66,8 @@ def mcp_message() -> Response[Any]:
     return Response(status_code=reply.status, content_type=reply.content_type, body=reply.body)
 
 
-@router.get(
-    "/v1/mcp",
-    summary="MCP server-sent stream (not offered)",
-    description="405: the server is stateless and sends nothing outside the answers to requests.",
-    responses=responses(405, "No stream: POST messages instead", content=model_content(Error)),
-    tags=MCP,
-)
+@router.get("/v1/mcp", include_in_schema=False)
 def mcp_stream() -> Response[Any]:
+    """No server-sent stream: the server is stateless and sends nothing outside its answers."""
     allow = {"Allow": "POST"}
     return error_response(405, "method_not_allowed", "POST MCP messages to /v1/mcp", headers=allow)
