@@ -105,6 +105,7 @@ def door(stack: LocalStack) -> Iterator[Door]:
             tools=[tool("send", f"{peer.url}/send", permission="ask")],
         ),
         "closed": agent(stack, name="Closed", script=[{"text": "never"}]),
+        "helper": agent(stack, name="helper", mcp=on, script=[{"text": "Sunny in Paris."}]),
         "other": agent(stack, OTHER_KEY, name="Theirs", mcp=on, script=[{"text": "theirs"}]),
     }
     server = serve(stack.gateway, port=0, quiet=True)
@@ -309,6 +310,24 @@ def _still_running(door: Door, name: str, arguments: dict[str, Any]) -> dict[str
     assert error.code == mcp_server.STILL_RUNNING and isinstance(error.data, dict), error
     assert error.data["run_id"] in error.message
     return json.loads(json.dumps(error.data))
+
+
+def test_the_readmes_example_works(door: Door) -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("### MCP server", 1)[1].split("\n## ", 1)[0]
+    example = section.split("```python\n", 1)[1].split("```", 1)[0]
+    printed: list[tuple[Any, ...]] = []
+    run_as_written = {"print": lambda *values: printed.append(values)}  # the stack logs on stdout too
+
+    exec(
+        compile(example.replace("http://127.0.0.1:3000", door.url.removesuffix("/v1/mcp")), "README", "exec"),
+        run_as_written,
+    )
+
+    ((text, answer),) = printed
+    assert (
+        text == "Sunny in Paris." and answer["status"] == "succeeded" and answer["run_id"].startswith("run_")
+    )
 
 
 # --- The official conformance suite's server scenarios ---------------------------------------------
