@@ -263,17 +263,19 @@ def _tools_call(call: Call) -> dict[str, Any]:
         arguments = ToolInput.model_validate(asked.arguments or {})
     except ValidationError as exc:
         raise RpcError(INVALID_PARAMS, f"Invalid arguments for tool {asked.name}", _errors(exc)) from None
+    # Before 2025-11-25 there are no tasks: the spec has a `task` field ignored where undeclared.
+    as_task = asked.task is not None and call.version >= TASKS_SINCE
     body = RunCreate(message=arguments.message, session_id=arguments.session_id)
     try:
         run = start.start_run(call.tenant_id, agent.agent_id, body)
     except (NotFound, Unprocessable, Malformed) as exc:
         raise RpcError(INVALID_PARAMS, exc.message, {"code": exc.code, "details": exc.details}) from None
     except ApiError as exc:
-        if asked.task is not None:
+        if as_task:
             raise RpcError(RUN_REFUSED, exc.message, {"code": exc.code, "details": exc.details}) from None
         text = f"The run could not start: {exc.code}: {exc.message}"
         return _dump(types.CallToolResult(content=[_text(text)], is_error=True))
-    if asked.task is not None:
+    if as_task:
         # Answered at once: the task is the run, which goes on without this request.
         created = types.CreateTaskResult(
             task=_task(run, []),
