@@ -145,6 +145,30 @@ def test_the_default_client_connects_and_lists_only_this_tenants_enabled_agents(
     assert [t.name for t in theirs] == [door.tools["other"]]
 
 
+def test_tools_are_listed_in_pages_whose_cursors_lead_through_all_of_them(door: Door) -> None:
+    async def pages(session: ClientSession, _: JSONRPCDispatcher) -> list[list[str]]:
+        found, cursor = [], None
+        while True:
+            page = await session.list_tools(params=types.PaginatedRequestParams(cursor=cursor))
+            found.append([t.name for t in page.tools])
+            cursor = page.next_cursor
+            if cursor is None:
+                return found
+
+    whole = door.run(pages)
+    page_size = mcp_server.PAGE
+    mcp_server.PAGE = 2  # the stack serves in this process: pages of two
+    try:
+        paged = door.run(pages)
+    finally:
+        mcp_server.PAGE = page_size
+
+    names = [name for page in whole for name in page]
+    assert len(names) >= 5 and len(paged) == -(-len(names) // 2)
+    assert all(len(page) == 2 for page in paged[:-1])
+    assert [name for page in paged for name in page] == names
+
+
 def test_a_call_answers_with_the_final_text_and_continues_its_session(door: Door) -> None:
     name = door.tools["echo"]
 
