@@ -317,19 +317,19 @@ def test_a_task_waits_on_an_approval_answered_through_the_api_then_completes(doo
     assert task_id not in {t.task_id for t in door.run(listed, key=OTHER_KEY).tasks}
 
 
-def _still_running(door: Door, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    """A blocking call that does not end within the (shortened) wait: the error's data."""
+def _still_running(door: Door, name: str, arguments: dict[str, Any], wait: float = 1.0) -> dict[str, Any]:
+    """A blocking call that does not end within the wait (shortened to `wait`): the error's data."""
 
     async def call(session: ClientSession, _: JSONRPCDispatcher) -> types.CallToolResult:
         return await session.call_tool(name, arguments)
 
-    wait = mcp_server.CALL_WAIT
-    mcp_server.CALL_WAIT = 1.0  # the stack serves in this process: the door's wait, shortened
+    call_wait = mcp_server.CALL_WAIT
+    mcp_server.CALL_WAIT = wait  # the stack serves in this process: the door's wait, shortened
     try:
         with pytest.raises(MCPError) as raised:
             door.run(call)
     finally:
-        mcp_server.CALL_WAIT = wait
+        mcp_server.CALL_WAIT = call_wait
     error = raised.value.error
     assert error.code == mcp_server.STILL_RUNNING and isinstance(error.data, dict), error
     assert error.data["run_id"] in error.message
@@ -458,3 +458,15 @@ def test_the_conformance_suites_server_scenarios_each_as_classified(door: Door, 
         or any(why not in problems[check] for check, why in SERVER_SCENARIOS[name].items())
     }
     assert unexpected == {}
+
+
+def test_a_blocking_call_on_a_run_that_asks_a_person_answers_at_once_with_the_run_to_follow(
+    door: Door,
+) -> None:
+    waiting = _still_running(door, door.tools["approver"], {"message": "send it"}, wait=20.0)
+
+    task = waiting["task"]
+    assert task["status"] == "input_required" and task["taskId"] == waiting["run_id"]
+    assert "/respond" in task["statusMessage"] and "send" in task["statusMessage"]
+    status, _, cancelled = door.stack.invoke_api("POST", f"/v1/runs/{waiting['run_id']}/cancel")
+    assert status == 200 and cancelled["status"] == "cancelled"
