@@ -27,12 +27,14 @@ REPEATS = 5
 WAIT = 25  # the API client's long-poll, as long as the events route allows
 SCRIPT = [{"tool_calls": [{"name": TOOL_NAME, "arguments": {"q": "door"}}]}, {"text": "done (door)"}]
 GOAL_EXTRA_REQUESTS = 2
+VERSION = {"mcp-protocol-version": "2025-11-25"}
 HELLO = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}
 
 
 def _rpc(env: Local, method: str, params: dict[str, Any]) -> Any:
     body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
-    status, _, answer = env.stack.invoke_api("POST", "/v1/mcp", body)
+    # As a client sends it after initialize: the version decides whether tasks exist.
+    status, _, answer = env.stack.invoke_api("POST", "/v1/mcp", body, headers=VERSION)
     if status not in (200, 202) or (isinstance(answer, dict) and "error" in answer):
         raise RuntimeError(f"{method}: {status} {answer}")
     return answer
@@ -82,6 +84,9 @@ def run() -> Section:
     }
     env.wait_execution(_api(env, agent_id))  # warm-up: the first run pays the imports
 
+    # A long-poll's ticks: strongly consistent GetItems of the run-events table (the log's head, and an
+    # active run's context item), as many as the wait lasts: timing, not translation.
+    events_table = env.stack.resolver.physical.get("RunEventsTable", "RunEventsTable")
     counted: dict[str, list[dict[str, Any]]] = {label: [] for label in clients}
     with recorder.installed():
         for _ in range(REPEATS):
@@ -93,9 +98,11 @@ def run() -> Section:
                 mine = [r for r in recorder.requests[requests:] if r.root == label]
                 engine = [r for r in recorder.requests[requests:] if r.root != label]
                 called = [i for i in recorder.invocations[invocations:] if i.root == label]
+                polls = [r for r in mine if r.operation == "GetItem" and r.tables == (events_table,)]
                 counted[label].append(
                     {
                         "requests": len(mine),
+                        "fixed": len(mine) - len(polls),
                         "operations": Counter(f"{r.function} {r.operation}" for r in mine),
                         "engine": len(engine),
                         "invocations": Counter(i.function for i in called),
@@ -111,10 +118,12 @@ def run() -> Section:
 
     base = counted["API (start, events long-poll, get)"]
     base_requests = median([c["requests"] for c in base])
+    base_fixed = median([c["fixed"] for c in base])
     base_invocations = median([sum(c["invocations"].values()) for c in base])
     for label, runs in counted.items():
         n_requests = median([c["requests"] for c in runs])
         n_invocations = median([sum(c["invocations"].values()) for c in runs])
+        n_fixed = median([c["fixed"] for c in runs])
         typical = min(runs, key=lambda c: abs(sum(c["invocations"].values()) - n_invocations))
         section.add(
             f"{label}: DynamoDB requests",
@@ -122,6 +131,14 @@ def run() -> Section:
             "requests",
             f"{n_requests - base_requests:+g} vs the API (goal ≤ +{GOAL_EXTRA_REQUESTS}); engine "
             f"{median([c['engine'] for c in runs]):g}",
+            digits=0,
+        )
+        section.add(
+            f"{label}: DynamoDB requests but the wait's ticks",
+            n_fixed,
+            "requests",
+            f"{n_fixed - base_fixed:+g} vs the API (goal ≤ +{GOAL_EXTRA_REQUESTS}); the ticks (the log's "
+            "head every 0.25 s) follow the run's duration",
             digits=0,
         )
         section.add(
