@@ -1,6 +1,6 @@
-"""stepwise.protocols.mcp_server's translation where no store is involved: the transport's envelope,
-version negotiation, tool names, tasks as the runs' states; every result checked against the 2025-11-25
-wire schema of the SDK's own types."""
+"""The MCP door's translation where no store is involved (stepwise.protocols.mcp_server, mcp_runs): the
+transport's envelope, version negotiation, tool names, tasks as the runs' states; every result checked
+against the 2025-11-25 wire schema of the SDK's own types."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from mcp_types import methods
 
 from stepwise.interactions.models import Interaction
-from stepwise.protocols import mcp_server
+from stepwise.protocols import mcp_runs, mcp_server
 from stepwise.runs.models import Run, RunError
 
 SSE = {"accept": "application/json, text/event-stream"}
@@ -176,7 +176,7 @@ def an_approval(arguments: dict[str, Any]) -> Interaction:
     ],
 )
 def test_a_runs_status_is_its_tasks(status: str, fields: dict[str, Any], task_status: str) -> None:
-    task = mcp_server._task_dump(a_run(status, **fields), [])
+    task = mcp_runs.task_dump(a_run(status, **fields), [])
 
     assert task["status"] == task_status and task["taskId"] == "run_01ARZ3NDEKTSV4RRFFQ69G5FAV"
     assert task["ttl"] is None and task["createdAt"] == "2026-12-03T12:00:00Z"
@@ -185,7 +185,7 @@ def test_a_runs_status_is_its_tasks(status: str, fields: dict[str, Any], task_st
 
 def test_a_run_waiting_on_an_approval_is_input_required_saying_what_and_how_to_answer() -> None:
     hidden = "rm -rf /\u202e"  # a right-to-left override must show, as on the approval page
-    task = mcp_server._task_dump(a_run("waiting"), [an_approval({"to": "a@example.com", "cmd": hidden})])
+    task = mcp_runs.task_dump(a_run("waiting"), [an_approval({"to": "a@example.com", "cmd": hidden})])
 
     message = task["statusMessage"]
     assert task["status"] == "input_required" and task["lastUpdatedAt"] == "2026-12-03T12:00:05Z"
@@ -195,9 +195,9 @@ def test_a_run_waiting_on_an_approval_is_input_required_saying_what_and_how_to_a
 
 
 def test_a_finished_runs_result_is_the_tool_result_and_a_failure_is_an_error_result() -> None:
-    done = mcp_server._dump(mcp_server._tool_result(a_run("succeeded", output="hello", finished_at=AT)))
-    failed = mcp_server._dump(
-        mcp_server._tool_result(
+    done = mcp_runs.dump(mcp_runs.tool_result(a_run("succeeded", output="hello", finished_at=AT)))
+    failed = mcp_runs.dump(
+        mcp_runs.tool_result(
             a_run("failed", error=RunError(code="budget_exceeded", message="over"), finished_at=AT)
         )
     )

@@ -17,6 +17,8 @@ A blocking call waits at most CALL_WAIT (API Gateway ends a request at 30 s). Wh
 progress token the answer is a Server-Sent Events body: a progress notification per event the run wrote,
 then the result (API Gateway buffers it, so they arrive together, but in order). A run still going, or
 waiting on a person, is then a JSON-RPC error carrying its run id: follow it as a task.
+
+How a run reads in MCP (a task, a tool result, a line of progress) is stepwise.protocols.mcp_runs.
 """
 
 from __future__ import annotations
@@ -28,20 +30,20 @@ import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any, TypeVar
 
 import mcp_types as types
+from aws_lambda_powertools import Logger
 from pydantic import BaseModel, Field, ValidationError
 
 from stepwise.agents import store as agents
 from stepwise.agents.models import Agent
-from stepwise.approvals import display
 from stepwise.core import safejson
 from stepwise.core.errors import ApiError, Conflict, Malformed, NotFound, Unprocessable
 from stepwise.core.ids import AGENT_ID, RUN_ID, SESSION_ID
 from stepwise.core.schema import Strict
 from stepwise.interactions.models import Interaction
+from stepwise.protocols import mcp_runs
 from stepwise.runs import cancel, progress, start
 from stepwise.runs.models import MESSAGE_LIMIT, Run, RunCreate, RunEvent
 from stepwise.store import runs as run_store
@@ -55,7 +57,6 @@ SERVER_VERSION = "0.1.0"
 
 CALL_WAIT = 24.0  # seconds a blocking tools/call or a tasks/result waits, within API Gateway's 30 s
 PAGE = 50  # tools and tasks per page
-POLL_INTERVAL_MS = 5000  # what tasks/get suggests: each poll is an invocation of the API function
 SLUG_LENGTH = 64  # of a tool name's readable part; the agent id after it makes the name unique
 
 # JSON-RPC codes. The MCP spec leaves -32000..-32019 to implementations; the SDK keeps -32000/-32001.
@@ -63,15 +64,16 @@ PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
 UNSUPPORTED_PROTOCOL_VERSION = -32022
 STILL_RUNNING = -32010  # the run goes on (or waits on a person) after the wait: follow it as a task
 RUN_REFUSED = -32011  # the run could not start (session busy, agent paused, quota): `data.code` says
 
+logger = Logger(service="stepwise")
+
 RELATED_TASK = "io.modelcontextprotocol/related-task"
 IMMEDIATE_RESPONSE = "io.modelcontextprotocol/model-immediate-response"
 _AGENT_SUFFIX = re.compile(r"(agt_[0-9A-HJKMNP-TV-Z]{26})$")
-LATER = {"result_type", "ttl_ms", "cache_scope"}  # result fields of a later revision than any served
-_QUIET_EVENTS = frozenset({"chunk"})  # too many and too small to be progress
 
 INSTRUCTIONS = (
     "Each tool is a Stepwise agent. Call it with a `message`; its answer is the agent's final reply, "
@@ -91,17 +93,6 @@ MESSAGE_SCHEMA: dict[str, Any] = {
     },
     "required": ["message"],
     "additionalProperties": False,
-}
-ANSWER_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "run_id": {"type": "string"},
-        "session_id": {"type": "string"},
-        "status": {"type": "string"},
-        "output": {"type": ["string", "null"]},
-        "error": {"type": ["object", "null"]},
-    },
-    "required": ["run_id", "session_id", "status"],
 }
 
 
@@ -171,6 +162,12 @@ def handle(tenant_id: str, body: str | None, headers: Mapping[str, str]) -> Repl
         answer = {"jsonrpc": "2.0", "id": request_id, "result": handler(call)}
     except RpcError as exc:
         answer = _error(request_id, exc.code, exc.message, exc.data)
+    except ApiError as exc:  # what no handler translated: still the protocol's shape, never a bare 4xx
+        code = INVALID_PARAMS if exc.status in (400, 404, 422) else INTERNAL_ERROR
+        answer = _error(request_id, code, exc.message, {"code": exc.code, "details": exc.details})
+    except Exception:  # a bug of ours: logged, and an MCP error rather than an HTTP 500
+        logger.exception("MCP request failed", extra={"method": method})
+        answer = _error(request_id, INTERNAL_ERROR, "Internal error; it was logged")
     return _answer(call.notes if accepts_sse else [], answer)
 
 
@@ -195,7 +192,7 @@ def _initialize(call: Call) -> dict[str, Any]:
         server_info=types.Implementation(name="stepwise", title="Stepwise agents", version=SERVER_VERSION),
         instructions=INSTRUCTIONS,
     )
-    return _dump(result)
+    return mcp_runs.dump(result)
 
 
 def _ping(call: Call) -> dict[str, Any]:
@@ -218,7 +215,7 @@ def _tool(agent: Agent, version: str) -> types.Tool:
             "steps and tools) and answers with its final reply."
         ),
         input_schema=MESSAGE_SCHEMA,
-        output_schema=ANSWER_SCHEMA,
+        output_schema=mcp_runs.ANSWER_SCHEMA,
         execution=types.ToolExecution(task_support="optional") if version >= TASKS_SINCE else None,
     )
 
@@ -236,7 +233,7 @@ def _tools_list(call: Call) -> dict[str, Any]:
         tools=[_tool(a, call.version) for a in page],
         next_cursor=_encode_cursor(page[-1].agent_id) if more else None,
     )
-    return _dump(result)
+    return mcp_runs.dump(result)
 
 
 def _agent_for(tenant_id: str, name: str) -> Agent:
@@ -274,14 +271,14 @@ def _tools_call(call: Call) -> dict[str, Any]:
         if as_task:
             raise RpcError(RUN_REFUSED, exc.message, {"code": exc.code, "details": exc.details}) from None
         text = f"The run could not start: {exc.code}: {exc.message}"
-        return _dump(types.CallToolResult(content=[_text(text)], is_error=True))
+        return mcp_runs.dump(types.CallToolResult(content=[mcp_runs.text(text)], is_error=True))
     if as_task:
         # Answered at once: the task is the run, which goes on without this request.
         created = types.CreateTaskResult(
-            task=_task(run, []),
+            task=mcp_runs.task(run, []),
             _meta={IMMEDIATE_RESPONSE: f"Started run {run.run_id} of {agent.name}; it is task {run.run_id}."},
         )
-        return _with_ttl(_dump(created), "task")
+        return mcp_runs.with_ttl(mcp_runs.dump(created), "task")
     return _wait_for_answer(call, run, CALL_WAIT - (time.monotonic() - began))
 
 
@@ -293,13 +290,13 @@ def _wait_for_answer(call: Call, run: Run, wait: float) -> dict[str, Any]:
 
         def report(events: list[RunEvent]) -> None:
             for event in events:
-                if event.type not in _QUIET_EVENTS:
-                    call.notes.append(_progress(token, event.seq, _describe(event)))
+                if event.type not in mcp_runs.QUIET_EVENTS:
+                    call.notes.append(_progress(token, event.seq, mcp_runs.describe(event)))
 
     found = progress.settle(call.tenant_id, run.run_id, wait, seen=report)
     if found.run.done:
-        return _dump(_tool_result(found.run))
-    task = _task_dump(found.run, found.pending)
+        return mcp_runs.dump(mcp_runs.tool_result(found.run))
+    task = mcp_runs.task_dump(found.run, found.pending)
     if found.pending:
         what = f"run {run.run_id} waits on someone: {task['statusMessage']}"
     else:
@@ -308,22 +305,6 @@ def _wait_for_answer(call: Call, run: Run, wait: float) -> dict[str, Any]:
         STILL_RUNNING,
         f"{what}. Follow it as task {run.run_id} (tasks/get, tasks/result) or at GET /v1/runs/{run.run_id}",
         {"run_id": run.run_id, "session_id": run.session_id, "task": task},
-    )
-
-
-def _tool_result(run: Run) -> types.CallToolResult:
-    answer: dict[str, Any] = {
-        "run_id": run.run_id,
-        "session_id": run.session_id,
-        "status": run.status,
-        "output": run.output,
-        "error": run.error.model_dump() if run.error else None,
-    }
-    if run.status == "succeeded":
-        return types.CallToolResult(content=[_text(run.output or "")], structured_content=answer)
-    reason = f": {run.error.code}: {run.error.message}" if run.error else ""
-    return types.CallToolResult(
-        content=[_text(f"The run {run.status}{reason}")], structured_content=answer, is_error=True
     )
 
 
@@ -350,7 +331,7 @@ def _now(tenant_id: str, task_id: str) -> progress.Progress:
 
 def _tasks_get(call: Call) -> dict[str, Any]:
     found = _now(call.tenant_id, _task_id(call.params))
-    return _task_dump(found.run, found.pending)  # GetTaskResult: the task's own fields
+    return mcp_runs.task_dump(found.run, found.pending)  # GetTaskResult: the task's own fields
 
 
 def _tasks_result(call: Call) -> dict[str, Any]:
@@ -360,16 +341,16 @@ def _tasks_result(call: Call) -> dict[str, Any]:
     except NotFound:
         raise _task_not_found() from None
     if not found.run.done:
-        task = _task_dump(found.run, found.pending)
+        task = mcp_runs.task_dump(found.run, found.pending)
         raise RpcError(
             STILL_RUNNING,
             f"task {task_id} is still {task['status']} after {CALL_WAIT:.0f} s: {task['statusMessage']}. "
             "Call tasks/result again, or poll tasks/get",
             {"task": task},
         )
-    result = _tool_result(found.run)
+    result = mcp_runs.tool_result(found.run)
     result.meta = {RELATED_TASK: {"taskId": task_id}}
-    return _dump(result)
+    return mcp_runs.dump(result)
 
 
 def _tasks_cancel(call: Call) -> dict[str, Any]:
@@ -380,7 +361,11 @@ def _tasks_cancel(call: Call) -> dict[str, Any]:
         raise _task_not_found() from None
     except Conflict as exc:
         raise RpcError(INVALID_PARAMS, f"Cannot cancel task: {exc.message}") from None
-    return _task_dump(run, [])  # CancelTaskResult: the task's own fields
+    return mcp_runs.task_dump(run, [])  # CancelTaskResult: the task's own fields
+
+
+def _open_waits(tenant_id: str, run: Run) -> list[Interaction]:
+    return progress.pending(tenant_id, run) if run.status == "waiting" else []
 
 
 def _tasks_list(call: Call) -> dict[str, Any]:
@@ -390,68 +375,11 @@ def _tasks_list(call: Call) -> dict[str, Any]:
     except Malformed:
         raise RpcError(INVALID_PARAMS, "Invalid cursor") from None
     # Only a waiting run can be input_required: only its waits are read.
-    tasks = [_task(r, progress.pending(call.tenant_id, r) if r.status == "waiting" else []) for r in page]
-    listed = _dump(types.ListTasksResult(tasks=tasks, next_cursor=token))
+    tasks = [mcp_runs.task(r, _open_waits(call.tenant_id, r)) for r in page]
+    listed = mcp_runs.dump(types.ListTasksResult(tasks=tasks, next_cursor=token))
     for task in listed["tasks"]:
         task.setdefault("ttl", None)
     return listed
-
-
-def _task(run: Run, pending: list[Interaction]) -> types.Task:
-    if run.status == "succeeded":
-        status, message = "completed", "The run succeeded."
-    elif run.status in ("failed", "timed_out"):
-        reason = f": {run.error.code}: {run.error.message}" if run.error else ""
-        status, message = "failed", f"The run {run.status}{reason}"
-    elif run.status == "cancelled":
-        reason = f": {run.error.message}" if run.error else ""
-        status, message = "cancelled", f"The run was cancelled{reason}."
-    elif pending:
-        status, message = "input_required", " ".join(_awaited(i) for i in pending)
-    else:
-        status, message = "working", _working(run)
-    times = [run.created_at, *(i.created_at for i in pending)]
-    return types.Task(
-        task_id=run.run_id,
-        status=status,
-        status_message=message,
-        created_at=_iso(run.created_at),
-        last_updated_at=_iso(run.finished_at or max(times)),
-        ttl=None,  # a task lives as long as its run's record
-        poll_interval=None if run.done else POLL_INTERVAL_MS,
-    )
-
-
-def _task_dump(run: Run, pending: list[Interaction]) -> dict[str, Any]:
-    return _with_ttl(_dump(_task(run, pending)), None)
-
-
-def _working(run: Run) -> str:
-    if run.status == "queued":
-        return "The run is queued: it starts when its session's active run ends."
-    if run.status == "waiting":
-        return "The run waits on a delegated run, a budget or the model provider; it goes on by itself."
-    return f"The run is working (step {run.steps})."
-
-
-def _awaited(interaction: Interaction) -> str:
-    """Which wait, what it is about, and how to answer it through the API."""
-    arguments = display.truncate(
-        display.reveal_hidden(json.dumps(interaction.arguments, ensure_ascii=False, default=str)), 1000
-    )
-    respond = f"POST /v1/sessions/interactions/{interaction.interaction_id}/respond (with an Idempotency-Key)"
-    if interaction.kind == "approval":
-        return (
-            f"Approval {interaction.interaction_id} awaited: may run {interaction.run_id} call "
-            f"{interaction.tool_name} with {arguments}? Answer with {respond} "
-            '{"answer": {"approved": true|false, "reason": "..."}}.'
-        )
-    return (
-        f"Client tool {interaction.interaction_id} awaited: {interaction.tool_name} with {arguments} "
-        f"(tool_call_id {interaction.tool_call_id}). Answer with {respond} "
-        f'{{"answer": {{"tool_call_id": "{interaction.tool_call_id}", "outcome": "completed"|"error", '
-        '"output": ...}}.'
-    )
 
 
 # --- Wire helpers ----------------------------------------------------------------------------------
@@ -492,41 +420,7 @@ def _progress_token(params: dict[str, Any]) -> str | int | None:
 
 def _progress(token: str | int, progress_value: int, message: str) -> dict[str, Any]:
     params = types.ProgressNotificationParams(progress_token=token, progress=progress_value, message=message)
-    return {"jsonrpc": "2.0", "method": "notifications/progress", "params": _dump(params)}
-
-
-def _describe(event: RunEvent) -> str:
-    data = event.data
-    tool = data.get("tool_name")
-    described = {
-        "step_started": f"step {data.get('step', '')} started".replace("  ", " "),
-        "tool_call": f"calling {tool}",
-        "tool_result": f"{tool} answered",
-        "approval_requested": f"waiting for approval of {tool} (interaction {data.get('interaction_id')})",
-        "client_tool_requested": f"waiting for client tool {tool} (interaction {data.get('interaction_id')})",
-        "delegation_started": f"delegated to agent {data.get('agent_id')} (run {data.get('child_run_id')})",
-    }
-    return described.get(event.type, event.type.replace("_", " "))
-
-
-def _text(text: str) -> types.TextContent:
-    return types.TextContent(type="text", text=text)
-
-
-def _dump(model: BaseModel) -> dict[str, Any]:
-    # `resultType` and the cache hints are 2026-07-28's; the revisions served here do not have them.
-    dumped: dict[str, Any] = model.model_dump(by_alias=True, mode="json", exclude_none=True, exclude=LATER)
-    return dumped
-
-
-def _with_ttl(dumped: dict[str, Any], key: str | None) -> dict[str, Any]:
-    """A task's `ttl` is required even when null (unlimited), which exclude_none drops."""
-    (dumped[key] if key else dumped).setdefault("ttl", None)
-    return dumped
-
-
-def _iso(moment: datetime) -> str:
-    return moment.isoformat().replace("+00:00", "Z")
+    return {"jsonrpc": "2.0", "method": "notifications/progress", "params": mcp_runs.dump(params)}
 
 
 def _encode_cursor(value: str) -> str:
