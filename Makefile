@@ -96,7 +96,7 @@ test: lint contract $(CHROMIUM) postgres mariadb nodejs $(CONFORMANCE_STAMP)
 unit: $(STAMP)
 	$(PY) -m pytest tests/unit
 
-integration: $(STAMP) postgres mariadb nodejs
+integration: $(STAMP) postgres mariadb nodejs $(CONFORMANCE_STAMP)
 	$(PY) -m pytest tests/integration
 
 e2e: $(STAMP) $(CHROMIUM) postgres

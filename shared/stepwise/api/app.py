@@ -15,6 +15,7 @@ from stepwise.api import (
     events,
     hooks,
     interactions,
+    mcp_door,
     mcp_servers,
     memories,
     runs,
@@ -68,6 +69,7 @@ def build() -> APIGatewayHttpResolver:
     app.include_router(webhooks.router)
     app.include_router(uploads.router)
     app.include_router(console.router)
+    app.include_router(mcp_door.router)
 
     @app.get(
         "/v1/health",

@@ -1,0 +1,1 @@
+"""Protocol doors: thin facades that speak other protocols over the same Stepwise runs."""
