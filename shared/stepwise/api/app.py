@@ -17,6 +17,7 @@ from stepwise.api import (
     interactions,
     mcp_servers,
     memories,
+    openai_responses,
     runs,
     schedules,
     sessions,
@@ -68,6 +69,8 @@ def build() -> APIGatewayHttpResolver:
     app.include_router(webhooks.router)
     app.include_router(uploads.router)
     app.include_router(console.router)
+    app.include_router(openai_responses.router)
+    app.include_router(openai_responses.cancel_router)
 
     @app.get(
         "/v1/health",
