@@ -120,20 +120,17 @@ def test_message_items_give_the_last_user_message(stack: LocalStack, client: Ope
 
 def test_unusable_input_is_a_bad_request_with_a_stable_code(stack: LocalStack, client: OpenAI) -> None:
     agent_id = agent(stack)
+    image: Any = [{"role": "user", "content": [{"type": "input_image", "image_url": "https://x.test/a.png"}]}]
+    not_strings: Any = {"k": "v", "n": 1}
     with pytest.raises(openai.BadRequestError) as no_user:
         client.responses.create(model=f"agent:{agent_id}", input=[{"role": "assistant", "content": "hi"}])
-    with pytest.raises(openai.BadRequestError) as image:
-        client.responses.create(
-            model=f"agent:{agent_id}",
-            input=[
-                {"role": "user", "content": [{"type": "input_image", "image_url": "https://x.test/a.png"}]}
-            ],
-        )
+    with pytest.raises(openai.BadRequestError) as not_text:
+        client.responses.create(model=f"agent:{agent_id}", input=image)
     with pytest.raises(openai.UnprocessableEntityError) as invalid:
-        client.responses.create(model=f"agent:{agent_id}", input="hi", metadata={"k": "v" * 10} | {"n": 1})  # type: ignore[dict-item]
+        client.responses.create(model=f"agent:{agent_id}", input="hi", metadata=not_strings)
 
     assert no_user.value.code == "input_without_user_message" and no_user.value.param == "input"
-    assert image.value.code == "unsupported_input_content"
+    assert not_text.value.code == "unsupported_input_content"
     assert invalid.value.code == "validation_error" and invalid.value.param == "metadata.n"
 
 
@@ -164,7 +161,9 @@ def test_a_stream_is_every_event_the_client_parses_and_resumes_after_any_of_them
     # Resuming after any event loses nothing and repeats nothing.
     assert [e.to_dict() for e in resumed] == [e.to_dict() for e in replayed if e.sequence_number > middle]
     retrieved = strict_response(client.responses.retrieve(final.id).to_dict())
-    assert [(i.type, i.id) for i in retrieved.output] == [(i.type, i.id) for i in final.output]
+    assert [(i.type, getattr(i, "id", None)) for i in retrieved.output] == [
+        (i.type, getattr(i, "id", None)) for i in final.output
+    ]
     assert retrieved.output_text == final.output_text
 
 
@@ -245,6 +244,51 @@ def test_a_run_waiting_on_an_approval_is_incomplete_and_names_how_to_answer(
     assert eventually(completed, timeout=30, what="the approved run to end").output_text.endswith(
         "High tide at 6."
     )
+
+
+def _approve_pending(stack: LocalStack, run_id: str) -> None:
+    session_id = stack.invoke_api("GET", f"/v1/runs/{run_id}")[2]["session_id"]
+    listed = stack.invoke_api("GET", f"/v1/sessions/{session_id}/interactions?status=pending")[2]
+    for interaction in listed["interactions"]:
+        path = f"/v1/sessions/interactions/{interaction['interaction_id']}/respond"
+        answer = {"answer": {"approved": True}}
+        assert stack.invoke_api("POST", path, answer, headers={"Idempotency-Key": path})[0] == 202
+
+
+def test_a_stream_cut_by_its_time_limit_ends_in_progress_and_resumes_where_it_left_off(
+    stack: LocalStack, client: OpenAI, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from stepwise.protocols import responses as door
+
+    model = _approver(stack, receiver)
+    first = client.responses.create(model=model, input="check the tides")  # its session stays busy
+    monkeypatch.setattr(door, "STREAM_WAIT", 1.0)
+
+    queued = client.responses.create(
+        model=model, input="and tomorrow?", previous_response_id=first.id, stream=True
+    )
+    seen = strict_events(queued)
+    _approve_pending(stack, first.id)  # the first run ends; the second starts, then waits on its own approval
+
+    def resumed() -> bool:
+        after = seen[-1].sequence_number
+        seen.extend(
+            strict_events(client.responses.retrieve(seen[0].response.id, stream=True, starting_after=after))
+        )
+        assert seen[-1].type == "response.incomplete", seen[-1].type
+        return True
+
+    eventually(resumed, timeout=30, what="the resumed stream to reach the second approval")
+    whole = strict_events(client.responses.retrieve(seen[0].response.id, stream=True))
+
+    assert [e.type for e in seen[:3]] == ["response.created", "response.in_progress", "response.in_progress"]
+    assert seen[2].response.status == "queued"  # cut while queued behind the first run
+    numbers = [e.sequence_number for e in seen]
+    assert numbers == sorted(set(numbers))  # nothing repeated across the resumptions
+    cut = {e.sequence_number for e in seen[2:] if e.type == "response.in_progress"}
+    assert [(e.type, e.sequence_number) for e in seen if e.sequence_number not in cut] == [
+        (e.type, e.sequence_number) for e in whole
+    ]  # nothing lost: the pieces are the whole stream, but for the markers where each piece ended
 
 
 def test_cancel_ends_the_run_and_answers_the_cancelled_response(

@@ -83,7 +83,7 @@ def documented(status: int, description: str, *errors: int, stream: bool) -> dic
     documented = responses(status, description, *errors, content=content)
     for code, response in documented.items():
         if code >= 400 and code not in (401, 413):
-            response["content"] = {JSON: {"model": OpenAIError | Error}}  # type: ignore[dict-item]
+            response["content"] = {JSON: {"model": OpenAIError | Error}}
     return documented
 
 

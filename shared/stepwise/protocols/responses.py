@@ -471,7 +471,8 @@ def create(tenant_id: str, body: ResponseCreate, *, key: str | None, lambda_cont
     if body.stream:
         return stream(tenant_id, run_id)
     if body.background:
-        run = stores().runs.get(tenant_id, run_id)
+        # As the start recorded it (queued), not as it may already have moved on: the answer is "taken".
+        run = stores().runs.get(tenant_id, run_id).model_copy(update={"status": accepted["status"]})
         return response_object(run, [], _status(run, []), usage=False)
     return _as_of(tenant_id, progress.settle(tenant_id, run_id, SETTLE_WAIT))
 
@@ -480,10 +481,11 @@ def retrieve(tenant_id: str, run_id: str) -> dict[str, Any]:
     return _as_of(tenant_id, progress.now(tenant_id, response_id(run_id)))
 
 
-def stream(tenant_id: str, run_id: str, starting_after: int | None = None, wait: float = STREAM_WAIT) -> str:
+def stream(tenant_id: str, run_id: str, starting_after: int | None = None, wait: float | None = None) -> str:
     """The response's events as Server-Sent Events, from the start of its log, sent after
-    `starting_after`. Ends with the run's end, its wait on someone, or after `wait` seconds."""
-    deadline = time.monotonic() + wait
+    `starting_after`. Ends with the run's end, its wait on someone, or after `wait` seconds (default
+    STREAM_WAIT)."""
+    deadline = time.monotonic() + (STREAM_WAIT if wait is None else wait)
     run = stores().runs.get(tenant_id, response_id(run_id))  # 404 for another tenant's, before anything
     translator = Translator(run_id)
     translator.begin(run)
