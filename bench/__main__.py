@@ -37,6 +37,7 @@ BENCHMARKS = [
     "delegation",
     "following",
     "webhooks",
+    "door_responses",
     "streaming",
     "attachments",
     "package_sizes",

@@ -20,7 +20,6 @@ a request for the caller to run anything. A run that waits on a person or on the
 from __future__ import annotations
 
 import json
-import time
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -29,7 +28,7 @@ from stepwise.core.errors import Malformed, NotFound, Unprocessable
 from stepwise.core.ids import AGENT_ID, RUN_ID
 from stepwise.interactions.models import Interaction
 from stepwise.runs import eventlog, progress, start
-from stepwise.runs.models import MESSAGE_LIMIT, TERMINAL_EVENTS, Run, RunCreate, RunEvent
+from stepwise.runs.models import MESSAGE_LIMIT, Run, RunCreate, RunEvent
 from stepwise.runs.ports import stores
 
 MODEL_PREFIX = "agent:"
@@ -419,29 +418,50 @@ class Translator:
 # --- The door's operations ------------------------------------------------------------------------------
 
 
-def _log(tenant_id: str, run_id: str) -> list[RunEvent]:
-    """Every event the run's log holds now, in order (a page at a time)."""
+def _before(tenant_id: str, run_id: str, upto: int) -> list[RunEvent]:
+    """The run's events up to seq `upto`, in order (a page at a time)."""
     found: list[RunEvent] = []
     after = 0
-    while True:
-        page = eventlog.read(tenant_id, run_id, after, 0)
-        found += page.events
-        if page.done or len(page.events) < eventlog.PAGE:
-            return found
+    while after < upto:
+        page = eventlog.read(tenant_id, run_id, after, 0, known=True)  # its run was read (settle, now)
+        found += [event for event in page.events if event.seq <= upto]
+        if not page.events or page.next <= after:
+            break
         after = page.next
+    return found
 
 
-def _as_of(tenant_id: str, state: progress.Progress) -> dict[str, Any]:
-    """The Response of a run as it stands: its log translated, plus the wait it is in, if any."""
+def _settled(tenant_id: str, run_id: str, wait: float) -> tuple[progress.Progress, list[RunEvent]]:
+    """The run once it has ended or waits on someone, or after `wait`, and its whole log by then: what
+    settle read while it waited, after what the log held before (nothing, for a run just started)."""
+    state = progress.settle(tenant_id, run_id, wait)
+    events = (_before(tenant_id, run_id, state.since) if state.since else []) + state.events
+    if not state.settled:
+        # Time is up: the run as it is now, and the waits of its tree (a child's approval is not an
+        # event of this run's log, so settle did not wake for it).
+        run = stores().runs.get(tenant_id, run_id)
+        state = state.model_copy(update={"run": run, "pending": progress.pending(tenant_id, run)})
+    return state, events
+
+
+def _translated(state: progress.Progress, events: list[RunEvent], *, cut: bool) -> Translator:
     run = state.run
     translator = Translator(run.run_id)
-    for event in _log(tenant_id, run.run_id):
+    translator.begin(run)
+    for event in events:
         translator.feed(event)
     if run.done:
         translator.finish(run)
     elif state.pending:
         translator.wait(run, state.pending)
-    return response_object(run, translator.items, _status(run, state.pending))
+    elif cut:
+        translator.cut(run)
+    return translator
+
+
+def _as_response(state: progress.Progress, events: list[RunEvent]) -> dict[str, Any]:
+    translator = _translated(state, events, cut=False)
+    return response_object(state.run, translator.items, _status(state.run, state.pending))
 
 
 def create(tenant_id: str, body: ResponseCreate, *, key: str | None, lambda_context: Any = None) -> Any:
@@ -474,42 +494,21 @@ def create(tenant_id: str, body: ResponseCreate, *, key: str | None, lambda_cont
         # As the start recorded it (queued), not as it may already have moved on: the answer is "taken".
         run = stores().runs.get(tenant_id, run_id).model_copy(update={"status": accepted["status"]})
         return response_object(run, [], _status(run, []), usage=False)
-    return _as_of(tenant_id, progress.settle(tenant_id, run_id, SETTLE_WAIT))
+    return _as_response(*_settled(tenant_id, run_id, SETTLE_WAIT))
 
 
 def retrieve(tenant_id: str, run_id: str) -> dict[str, Any]:
-    return _as_of(tenant_id, progress.now(tenant_id, response_id(run_id)))
+    state = progress.now(tenant_id, response_id(run_id))
+    return _as_response(state, _before(tenant_id, run_id, state.since))
 
 
 def stream(tenant_id: str, run_id: str, starting_after: int | None = None, wait: float | None = None) -> str:
     """The response's events as Server-Sent Events, from the start of its log, sent after
     `starting_after`. Ends with the run's end, its wait on someone, or after `wait` seconds (default
-    STREAM_WAIT)."""
-    deadline = time.monotonic() + (STREAM_WAIT if wait is None else wait)
-    run = stores().runs.get(tenant_id, response_id(run_id))  # 404 for another tenant's, before anything
-    translator = Translator(run_id)
-    translator.begin(run)
-    cursor = 0
-    while True:
-        remaining = deadline - time.monotonic()
-        page = eventlog.read(tenant_id, run_id, cursor, max(remaining, 0.0))
-        cursor = page.next
-        for event in page.events:
-            translator.feed(event)
-        if any(event.type in TERMINAL_EVENTS for event in page.events) or page.done:
-            translator.finish(stores().runs.get(tenant_id, run_id))
-            break
-        signalled = any(event.type in progress.SIGNALS for event in page.events)
-        if signalled or remaining <= 0:
-            run = stores().runs.get(tenant_id, run_id)
-            pending = progress.pending(tenant_id, run)
-            if pending:
-                translator.wait(run, pending)
-                break
-            if remaining <= 0:
-                translator.cut(run)
-                break
-    return sse(translator.events, starting_after)
+    STREAM_WAIT). API Gateway buffers a Lambda's response whole, so the stream is written once the run
+    has settled (or the time is up) rather than event by event: nothing would reach the client sooner."""
+    state, events = _settled(tenant_id, response_id(run_id), STREAM_WAIT if wait is None else wait)
+    return sse(_translated(state, events, cut=True).events, starting_after)
 
 
 def sse(events: list[dict[str, Any]], starting_after: int | None = None) -> str:

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import time
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from stepwise.interactions.models import Interaction
 from stepwise.runs import eventlog
-from stepwise.runs.models import TERMINAL_EVENTS, Run
+from stepwise.runs.models import TERMINAL_EVENTS, Run, RunEvent
 from stepwise.runs.ports import stores
 
 HUMAN_KINDS = frozenset({"approval", "client_tool"})
@@ -28,6 +28,10 @@ class Progress(BaseModel):
     run: Run
     pending: list[Interaction]  # the tree's open human waits, oldest first
     next: int  # the event log's seq this answer was read at: a stream resumes after it
+    since: int = 0  # where `events` start: the log's seq when the answer began to be read
+    # What settle read of the log while it waited (after `since`, up to `next`): a door that shows the
+    # run's events needs only the part before `since` besides these (nothing, for a run it just started).
+    events: list[RunEvent] = Field(default_factory=list)
 
     @property
     def settled(self) -> bool:
@@ -38,8 +42,8 @@ class Progress(BaseModel):
 def pending(tenant_id: str, run: Run) -> list[Interaction]:
     """The open approvals and client tools of `run` and its active descendants. A delegation's own
     wait is answered by the child's ending, never by a client, so it is followed, not listed."""
-    if run.done:
-        return []
+    if run.done or run.status == "queued":
+        return []  # a queued run has taken no step: nothing of it can wait on anyone yet
     found: list[Interaction] = []
     for interaction in stores().interactions.for_run(tenant_id, run.run_id, "pending"):
         if interaction.kind in HUMAN_KINDS:
@@ -54,7 +58,8 @@ def now(tenant_id: str, run_id: str) -> Progress:
     """The run as it stands (NotFound for an unknown id or another tenant's)."""
     head = stores().events.head(tenant_id, run_id)
     run = stores().runs.get(tenant_id, run_id)
-    return Progress(run=run, pending=pending(tenant_id, run), next=head.last_seq if head else 0)
+    at = head.last_seq if head else 0
+    return Progress(run=run, pending=pending(tenant_id, run), next=at, since=at)
 
 
 def settle(tenant_id: str, run_id: str, wait: float) -> Progress:
@@ -65,15 +70,17 @@ def settle(tenant_id: str, run_id: str, wait: float) -> Progress:
     # `cursor`, so the long-poll below cannot miss it.
     current = now(tenant_id, run_id)
     cursor = current.next
+    read: list[RunEvent] = []
     while not current.settled:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             break
-        page = eventlog.read(tenant_id, run_id, cursor, remaining)
+        page = eventlog.read(tenant_id, run_id, cursor, remaining, known=True)  # now() read the run
         cursor = page.next
+        read += page.events
         if page.done or any(event.type in SIGNALS for event in page.events):
             run = stores().runs.get(tenant_id, run_id)
-            current = Progress(run=run, pending=pending(tenant_id, run), next=cursor)
+            current = Progress(run=run, pending=pending(tenant_id, run), next=cursor, since=current.since)
         else:
             current = current.model_copy(update={"next": cursor})
-    return current
+    return current.model_copy(update={"events": read})
