@@ -149,6 +149,10 @@ def test_a_stream_is_every_event_the_client_parses_and_resumes_after_any_of_them
     kinds = [e.type for e in replayed]
     assert kinds[:2] == ["response.created", "response.in_progress"] and kinds[-1] == "response.completed"
     assert [e.type for e in helper_events] == kinds
+    # the client's accumulator, from the deltas alone, holds the answer once
+    assert [e.snapshot for e in helper_events if e.type == "response.output_text.delta"][
+        -1
+    ] == "High tide at 6."
     calls = [
         e.item for e in replayed if e.type == "response.output_item.done" and e.item.type == "function_call"
     ]

@@ -70,9 +70,15 @@ def test_a_run_s_log_is_a_stream_the_client_s_accumulator_completes() -> None:
     translator = translated(TOOLS_THEN_ANSWER, run(output="The answer is 42."))
     state: ResponseStreamState[Any] = ResponseStreamState(input_tools=omit, text_format=omit)
 
-    for event in translator.events:
-        state.handle_event(EVENTS.validate_python(event))
+    shown = [
+        shown for event in translator.events for shown in state.handle_event(EVENTS.validate_python(event))
+    ]
 
+    # What the accumulator built from the deltas alone is the answer, once (no text shown twice).
+    deltas = [e for e in shown if e.type == "response.output_text.delta"]
+    assert [d.snapshot for d in deltas] == ["Let me look.", "The answer ", "The answer is 42."]
+    added = [e.item for e in shown if e.type == "response.output_item.added"]
+    assert [getattr(item, "content", []) for item in added] == [[], [], []]
     final = state._completed_response
     assert final is not None and final.output_text == "Let me look.The answer is 42."
     assert [(item.type, getattr(item, "phase", None)) for item in final.output] == [

@@ -20,6 +20,7 @@ a request for the caller to run anything. A run that waits on a person or on the
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -70,8 +71,6 @@ class ResponseCreate(BaseModel):
 
 def agent_of(model: str) -> str:
     """The agent a `model` names; any other model is the API's 404, like an unknown agent."""
-    import re
-
     agent_id = model.removeprefix(MODEL_PREFIX)
     if not model.startswith(MODEL_PREFIX) or not re.fullmatch(AGENT_ID, agent_id):
         raise NotFound(
@@ -128,8 +127,6 @@ def text_of(value: str | list[dict[str, Any]]) -> str:
 
 def response_id(value: str) -> str:
     """A response id is a run id; one that cannot be ours names nothing (404, like an unknown one)."""
-    import re
-
     if not re.fullmatch(RUN_ID, value):
         raise NotFound(f"response {value} not found", code="response_not_found")
     return value
@@ -222,7 +219,7 @@ def _answering(interaction: Interaction) -> str:
     else:
         what = f"the calling app's result for client tool {interaction.tool_name}({arguments})"
         answer = (
-            f'{{"answer": {{"tool_call_id": "{interaction.tool_call_id}", "outcome": "success"|"error", '
+            f'{{"answer": {{"tool_call_id": "{interaction.tool_call_id}", "outcome": "completed"|"error", '
             '"output": ...}}'
         )
     return (
@@ -241,6 +238,17 @@ def waiting_text(pending: list[Interaction]) -> str:
     )
 
 
+def _text_part(text: str) -> dict[str, Any]:
+    return {"type": "output_text", "text": text, "annotations": []}
+
+
+def _message(item_id: str, text: str | None) -> dict[str, Any]:
+    """An assistant message item: being written (no text yet), or whole."""
+    content = [] if text is None else [_text_part(text)]
+    status = "in_progress" if text is None else "completed"
+    return {"id": item_id, "type": "message", "role": "assistant", "status": status, "content": content}
+
+
 class Translator:
     """Feeds on a run's events in order; keeps the output items as they stand and the stream events
     that describe them (each with its sequence number)."""
@@ -254,12 +262,12 @@ class Translator:
         self._step: int | None = None  # the step whose text it holds
         self._calls: dict[str, int] = {}  # tool_call_id → its function_call item
         self._final = False  # a final answer's text was streamed
-        self._block = 0
-        self._k = 0
-        self.last_seq = 0
+        self._block = self._k = 0  # the run event being translated, and how many events it gave
 
     def _emit(self, kind: str, **fields: Any) -> None:
-        self.events.append({"type": kind, "sequence_number": self._block * BLOCK + self._k, **fields})
+        # A copy: the items go on changing after the event that showed them.
+        shown = json.loads(json.dumps(fields))
+        self.events.append({"type": kind, "sequence_number": self._block * BLOCK + self._k, **shown})
         self._k += 1
 
     def begin(self, run: Run) -> None:
@@ -270,7 +278,7 @@ class Translator:
         self._emit("response.in_progress", response=snapshot)
 
     def feed(self, event: RunEvent) -> None:
-        self._block, self._k, self.last_seq = event.seq, 0, event.seq
+        self._block, self._k = event.seq, 0
         data = event.data
         if event.type == "chunk":
             self._chunk(int(data.get("step", 0)), int(data.get("offset", 0)), str(data.get("text", "")))
@@ -290,74 +298,41 @@ class Translator:
         index = len(self.items)
         self.items.append(item)
         self._open.append(index)
-        self._emit("response.output_item.added", output_index=index, item=dict(item))
+        self._emit("response.output_item.added", output_index=index, item=item)
         return index
 
     def _done(self, index: int, **update: Any) -> None:
         self.items[index].update(update)
         self._open.remove(index)
-        self._emit(
-            "response.output_item.done", output_index=index, item=json.loads(json.dumps(self.items[index]))
-        )
+        self._emit("response.output_item.done", output_index=index, item=self.items[index])
 
     def _chunk(self, step: int, offset: int, text: str) -> None:
         if self._message is not None and self._step != step:
             self._close_message("commentary")
         if self._message is None:
-            index = self._add(
-                {
-                    "id": f"msg_{self.tag}_{len(self.items)}",
-                    "type": "message",
-                    "role": "assistant",
-                    "status": "in_progress",
-                    "content": [],
-                }
-            )
+            index = self._add(_message(f"msg_{self.tag}_{len(self.items)}", None))
             self._message, self._step = index, step
-            part = {"type": "output_text", "text": "", "annotations": []}
-            self.items[index]["content"].append(dict(part))
-            self._emit(
-                "response.content_part.added",
-                item_id=self.items[index]["id"],
-                output_index=index,
-                content_index=0,
-                part=part,
-            )
+            part = _text_part("")
+            self.items[index]["content"].append(part)
+            where = {"item_id": self.items[index]["id"], "output_index": index, "content_index": 0}
+            self._emit("response.content_part.added", **where, part=part)
         item = self.items[self._message]
         held = item["content"][0]["text"]
         # A retried step sends its text again from offset 0: only what goes past what we hold is new.
         delta = text[max(len(held) - offset, 0) :] if offset <= len(held) else text
         if delta:
             item["content"][0]["text"] = held + delta
-            self._emit(
-                "response.output_text.delta",
-                item_id=item["id"],
-                output_index=self._message,
-                content_index=0,
-                delta=delta,
-                logprobs=[],
-            )
+            where = {"item_id": item["id"], "output_index": self._message, "content_index": 0}
+            self._emit("response.output_text.delta", **where, delta=delta, logprobs=[])
 
     def _close_message(self, phase: str) -> None:
         if self._message is None:
             return
         index, item = self._message, self.items[self._message]
         part = item["content"][0]
-        self._emit(
-            "response.output_text.done",
-            item_id=item["id"],
-            output_index=index,
-            content_index=0,
-            text=part["text"],
-            logprobs=[],
-        )
-        self._emit(
-            "response.content_part.done",
-            item_id=item["id"],
-            output_index=index,
-            content_index=0,
-            part=dict(part),
-        )
+        where = {"item_id": item["id"], "output_index": index, "content_index": 0}
+        self._emit("response.output_text.done", **where, text=part["text"], logprobs=[])
+        self._emit("response.content_part.done", **where, part=part)
         self._done(index, status="completed", phase=phase)
         self._message = self._step = None
 
@@ -394,14 +369,9 @@ class Translator:
         response ends `incomplete`. Numbered at the end of the last event's block, so that what the run
         does once answered comes after it."""
         self._k = max(self._k, BLOCK - 3)
-        text = waiting_text(pending)
-        item = {
-            "id": f"msg_{self.tag}_wait_{pending[0].interaction_id.removeprefix('int_')}",
-            "type": "message",
-            "role": "assistant",
-            "status": "completed",
-            "content": [{"type": "output_text", "text": text, "annotations": []}],
-        }
+        item = _message(
+            f"msg_{self.tag}_wait_{pending[0].interaction_id.removeprefix('int_')}", waiting_text(pending)
+        )
         index = len(self.items)
         self.items.append(item)
         self._emit("response.output_item.added", output_index=index, item=item)
