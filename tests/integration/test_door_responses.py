@@ -327,15 +327,21 @@ def test_an_unknown_agent_or_model_is_not_found(client: OpenAI) -> None:
 def test_another_tenant_s_response_is_not_found(stack: LocalStack, client: OpenAI, other: OpenAI) -> None:
     mine = client.responses.create(model=f"agent:{agent(stack)}", input="private")
 
-    with pytest.raises(openai.NotFoundError):
+    with pytest.raises(openai.NotFoundError) as retrieved:
         other.responses.retrieve(mine.id)
-    with pytest.raises(openai.NotFoundError):
+    with pytest.raises(openai.NotFoundError) as streamed:
         other.responses.retrieve(mine.id, stream=True)
-    with pytest.raises(openai.NotFoundError):
+    with pytest.raises(openai.NotFoundError) as cancelled:
         other.responses.cancel(mine.id)
     with pytest.raises(openai.NotFoundError) as continued:
         other.responses.create(model=mine.model, input="x", previous_response_id=mine.id)
-    assert continued.value.code in ("agent_not_found", "previous_response_not_found")
+    with pytest.raises(openai.NotFoundError) as unknown:
+        client.responses.retrieve("run_01J00000000000000000000000")
+
+    # exactly as an id that does not exist
+    assert {e.value.code for e in (retrieved, streamed, cancelled, unknown)} == {"response_not_found"}
+    assert continued.value.code == "previous_response_not_found"
+    assert stack.invoke_api("GET", f"/v1/runs/{mine.id}")[2]["status"] == "succeeded"  # untouched
 
 
 def test_a_retried_create_with_the_same_idempotency_key_starts_one_run(

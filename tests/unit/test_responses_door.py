@@ -16,6 +16,7 @@ from stepwise.core.errors import Malformed, NotFound
 from stepwise.interactions.models import Interaction
 from stepwise.llm.models import Usage
 from stepwise.protocols import responses as door
+from stepwise.protocols import responses_output as output
 from stepwise.runs.models import Run, RunError, RunEvent
 
 EVENTS: TypeAdapter[Any] = TypeAdapter(ResponseStreamEvent)
@@ -57,8 +58,8 @@ TOOLS_THEN_ANSWER = log(
 )
 
 
-def translated(events: list[RunEvent], ended: Run) -> door.Translator:
-    translator = door.Translator(RUN_ID)
+def translated(events: list[RunEvent], ended: Run) -> output.Translator:
+    translator = output.Translator(RUN_ID)
     translator.begin(run("running"))
     for event in events:
         translator.feed(event)
@@ -88,11 +89,11 @@ def test_a_run_s_log_is_a_stream_the_client_s_accumulator_completes() -> None:
     ]
     numbers = [e["sequence_number"] for e in translator.events]
     assert numbers[:2] == [0, 1] and numbers == sorted(set(numbers))
-    assert all(n // door.BLOCK in range(13) for n in numbers)  # numbered by the run event they come from
+    assert all(n // output.BLOCK in range(13) for n in numbers)  # numbered by the run event they come from
 
 
 def test_usage_is_in_responses_shape() -> None:
-    response = Response.model_validate(door.response_object(run(), [], "completed"))
+    response = Response.model_validate(output.response_object(run(), [], "completed"))
 
     assert response.usage is not None
     assert (response.usage.input_tokens, response.usage.output_tokens, response.usage.total_tokens) == (
@@ -131,7 +132,7 @@ def test_a_run_that_did_not_succeed_ends_the_stream_failed(
 
 
 def test_a_wait_and_a_cut_come_after_the_last_event_and_before_the_next() -> None:
-    waiting = door.Translator(RUN_ID)
+    waiting = output.Translator(RUN_ID)
     for event in TOOLS_THEN_ANSWER[:4]:
         waiting.feed(event)
     interaction = Interaction(
@@ -152,7 +153,7 @@ def test_a_wait_and_a_cut_come_after_the_last_event_and_before_the_next() -> Non
         deadline=NOW,
     )
     waiting.wait(run("waiting"), [interaction])
-    cut = door.Translator(RUN_ID)
+    cut = output.Translator(RUN_ID)
     for event in TOOLS_THEN_ANSWER[:4]:
         cut.feed(event)
     cut.cut(run("running"))
@@ -162,7 +163,7 @@ def test_a_wait_and_a_cut_come_after_the_last_event_and_before_the_next() -> Non
     assert (
         "POST /v1/sessions/interactions/int_01J00000000000000000000000_1_0/respond" in incomplete.output_text
     )
-    assert waiting.events[-1]["sequence_number"] == cut.events[-1]["sequence_number"] == 5 * door.BLOCK - 1
+    assert waiting.events[-1]["sequence_number"] == cut.events[-1]["sequence_number"] == 5 * output.BLOCK - 1
     assert cut.events[-1]["type"] == "response.in_progress"
 
 

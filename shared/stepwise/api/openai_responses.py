@@ -18,6 +18,7 @@ from stepwise.api import resolver
 from stepwise.api.context import tenant
 from stepwise.api.responses import JSON, Error, json_response, responses
 from stepwise.protocols import responses as door
+from stepwise.protocols.responses_output import ResponseStatus
 
 router = APIGatewayHttpRouter()
 cancel_router = APIGatewayHttpRouter()
@@ -47,7 +48,7 @@ class OpenAIResponse(BaseModel):
     object: Literal["response"]
     created_at: float
     completed_at: float | None
-    status: door.ResponseStatus
+    status: ResponseStatus
     model: str = Field(description='`"agent:<agent_id>"`')
     instructions: str | None
     metadata: dict[str, str]
