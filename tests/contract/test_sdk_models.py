@@ -30,11 +30,6 @@ NOT_MODELLED = {
     "ResponseValidationError",
     "GatewayError",
     "SlackReply",
-    # The OpenAI Responses door's bodies: its client is the official `openai` package.
-    "ResponseCreate",
-    "OpenAIResponse",
-    "OpenAIError",
-    "OpenAIErrorInfo",
 }
 # Routes for browsers and Slack, not for apps (the approval pages, the web console and its files, the page
 # an MCP authorization server sends a person back to); the SSE stream carries what `runs.events` long-polls.
@@ -46,10 +41,6 @@ NOT_IN_SDK = {
     ("GET", "/v1/integrations/mcp/oauth/callback"),
     ("POST", "/v1/integrations/slack/interactions"),
     ("GET", "/v1/runs/{run_id}/stream"),
-    # The OpenAI Responses door: apps reach it with the official `openai` client.
-    ("POST", "/v1/responses"),
-    ("GET", "/v1/responses/{response_id}"),
-    ("POST", "/v1/responses/{response_id}/cancel"),
 }
 # Fields the SDK reads as an open enum (the spec's values, or any other string a newer server sends).
 OPEN_ENUMS = {("RunEvent", "type")}

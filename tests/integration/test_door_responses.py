@@ -357,3 +357,21 @@ def test_a_retried_create_with_the_same_idempotency_key_starts_one_run(
     assert [r["run_id"] for r in stack.invoke_api("GET", f"/v1/runs?agent_id={agent_id}")[2]["runs"]] == [
         first.id
     ]
+
+
+def test_the_stepwise_sdk_reaches_the_same_door(stack: LocalStack, base_url: str) -> None:
+    from stepwise_sdk import Stepwise
+    from stepwise_sdk.errors import NotFoundError
+
+    with Stepwise(base_url=base_url.removesuffix("/v1"), api_key=DEFAULT_KEY) as sdk:
+        created = sdk.responses.create(
+            model=f"agent:{agent(stack)}", input="via the sdk", metadata={"a": "b"}
+        )
+        again = sdk.responses.retrieve(created.id)
+        with pytest.raises(NotFoundError) as missing:
+            sdk.responses.retrieve("run_01J00000000000000000000000")
+
+    assert created.status == "completed" and created.output_text == "You said: via the sdk"
+    strict_response(again.model_dump(mode="json"))
+    assert again.output_text == created.output_text and again.metadata == {"a": "b"}
+    assert missing.value.code == "response_not_found"
