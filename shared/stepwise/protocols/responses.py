@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from stepwise.core.errors import Malformed, NotFound, Unprocessable
 from stepwise.core.ids import AGENT_ID, RUN_ID
 from stepwise.protocols.responses_output import MODEL_PREFIX, Translator, response_object, sse, status_of
-from stepwise.runs import eventlog, progress, start
+from stepwise.runs import eventlog, progress
 from stepwise.runs.models import MESSAGE_LIMIT, RunCreate, RunEvent
 from stepwise.runs.ports import stores
 
@@ -209,6 +209,11 @@ def create(tenant_id: str, body: ResponseCreate, *, key: str | None, lambda_cont
         raise Unprocessable(
             str(exc.errors()[0]["msg"]), code="invalid_input", details={"param": "input"}
         ) from None
+    # Imported here, not with the module: the events function serves followers' polls too, and starting
+    # a run reaches far (sessions, quotas, webhooks, cancelling on `interrupt`); a poll's cold start
+    # should not pay for it.
+    from stepwise.runs import start
+
     accepted = start.start_run_once(
         tenant_id, agent_id, run_body, key=key, lambda_context=lambda_context, instructions=body.instructions
     )
