@@ -41,6 +41,8 @@ NOT_IN_SDK = {
     ("GET", "/v1/integrations/mcp/oauth/callback"),
     ("POST", "/v1/integrations/slack/interactions"),
     ("GET", "/v1/runs/{run_id}/stream"),
+    # The MCP door is for MCP clients (the `mcp` SDK); stepwise_sdk opens it on an agent (`mcp` field).
+    ("POST", "/v1/mcp"),
 }
 # Fields the SDK reads as an open enum (the spec's values, or any other string a newer server sends).
 OPEN_ENUMS = {("RunEvent", "type")}

@@ -159,8 +159,10 @@ def _before(tenant_id: str, run_id: str, upto: int) -> list[RunEvent]:
 def _settled(tenant_id: str, run_id: str, wait: float) -> tuple[progress.Progress, list[RunEvent]]:
     """The run once it has ended or waits on someone, or after `wait`, and its whole log by then: what
     settle read while it waited, after what the log held before (nothing, for a run just started)."""
-    state = progress.settle(tenant_id, run_id, wait)
-    events = (_before(tenant_id, run_id, state.since) if state.since else []) + state.events
+    read: list[RunEvent] = []
+    state = progress.settle(tenant_id, run_id, wait, seen=read.extend)
+    since = read[0].seq - 1 if read else state.next
+    events = (_before(tenant_id, run_id, since) if since else []) + read
     if not state.settled:
         # Time is up: the run as it is now, and the waits of its tree (a child's approval is not an
         # event of this run's log, so settle did not wake for it).
@@ -242,7 +244,7 @@ def _found(run_id: str) -> Iterator[str]:
 def retrieve(tenant_id: str, run_id: str) -> dict[str, Any]:
     with _found(run_id):
         state = progress.now(tenant_id, run_id)
-        return _as_response(state, _before(tenant_id, run_id, state.since))
+        return _as_response(state, _before(tenant_id, run_id, state.next))
 
 
 def stream(tenant_id: str, run_id: str, starting_after: int | None = None, wait: float | None = None) -> str:

@@ -11,8 +11,9 @@ poll, the run item only when an event says something changed.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from stepwise.interactions.models import Interaction
 from stepwise.runs import eventlog
@@ -28,10 +29,6 @@ class Progress(BaseModel):
     run: Run
     pending: list[Interaction]  # the tree's open human waits, oldest first
     next: int  # the event log's seq this answer was read at: a stream resumes after it
-    since: int = 0  # where `events` start: the log's seq when the answer began to be read
-    # What settle read of the log while it waited (after `since`, up to `next`): a door that shows the
-    # run's events needs only the part before `since` besides these (nothing, for a run it just started).
-    events: list[RunEvent] = Field(default_factory=list)
 
     @property
     def settled(self) -> bool:
@@ -58,29 +55,39 @@ def now(tenant_id: str, run_id: str) -> Progress:
     """The run as it stands (NotFound for an unknown id or another tenant's)."""
     head = stores().events.head(tenant_id, run_id)
     run = stores().runs.get(tenant_id, run_id)
-    at = head.last_seq if head else 0
-    return Progress(run=run, pending=pending(tenant_id, run), next=at, since=at)
+    return Progress(run=run, pending=pending(tenant_id, run), next=head.last_seq if head else 0)
 
 
-def settle(tenant_id: str, run_id: str, wait: float) -> Progress:
+def settle(
+    tenant_id: str,
+    run_id: str,
+    wait: float,
+    *,
+    ended: bool = False,
+    seen: Callable[[list[RunEvent]], None] | None = None,
+) -> Progress:
     """The run once it has ended or waits on someone, or as it stands after `wait` seconds (capped at
-    the event log's MAX_WAIT: every caller answers within API Gateway's 30 s)."""
+    the event log's MAX_WAIT: every caller answers within API Gateway's 30 s).
+
+    `ended` waits for the run's end only, through any human wait (MCP's tasks/result blocks until the
+    task is terminal; someone may answer through the API meanwhile). `seen` is handed each page of
+    events as the wait reads them, in order, so a caller can report progress without a second read."""
     deadline = time.monotonic() + min(max(wait, 0.0), eventlog.MAX_WAIT)
     # The head is read before the run: anything that happens after this read is an event after
     # `cursor`, so the long-poll below cannot miss it.
     current = now(tenant_id, run_id)
     cursor = current.next
-    read: list[RunEvent] = []
-    while not current.settled:
+    while not (current.run.done if ended else current.settled):
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             break
         page = eventlog.read(tenant_id, run_id, cursor, remaining, known=True)  # now() read the run
         cursor = page.next
-        read += page.events
+        if seen is not None and page.events:
+            seen(page.events)
         if page.done or any(event.type in SIGNALS for event in page.events):
             run = stores().runs.get(tenant_id, run_id)
-            current = Progress(run=run, pending=pending(tenant_id, run), next=cursor, since=current.since)
+            current = Progress(run=run, pending=pending(tenant_id, run), next=cursor)
         else:
             current = current.model_copy(update={"next": cursor})
-    return current.model_copy(update={"events": read})
+    return current
