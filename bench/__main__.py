@@ -38,6 +38,7 @@ BENCHMARKS = [
     "following",
     "door_mcp",
     "webhooks",
+    "door_responses",
     "streaming",
     "attachments",
     "package_sizes",

@@ -142,7 +142,9 @@ def test_the_idempotency_actions_are_those_powertools_calls() -> None:
         ("AuthorizerFunction", ("ApiKeysTable", "table", "dynamodb:Scan"), False),
         # A WebSocket follower is counted on the log's head as it connects (store.events.followed).
         ("EventsFunction", ("RunEventsTable", "table", "dynamodb:UpdateItem"), True),
-        ("EventsFunction", ("RunEventsTable", "table", "dynamodb:BatchWriteItem"), False),
+        # It starts runs for the protocol doors (a cancelled `interrupt` appends), never creates a pause.
+        ("EventsFunction", ("RunsTable", "table", "dynamodb:PutItem"), True),
+        ("EventsFunction", ("InteractionsTable", "table", "dynamodb:PutItem"), False),
         # The reconciler's sweep scans the runs table; nothing else scans it.
         ("ReconcilerFunction", ("RunsTable", "table", "dynamodb:Scan"), True),
         ("ApiFunction", ("RunsTable", "table", "dynamodb:Scan"), False),

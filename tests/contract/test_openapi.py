@@ -39,6 +39,7 @@ JSON_BODIES = {
     ("POST", "/v1/sessions/interactions/{interaction_id}/respond"),
     ("PUT", "/v1/settings/{key}"),
     ("POST", "/v1/uploads"),
+    ("POST", "/v1/responses"),
 }
 # Public routes that read a form: the approval page's buttons and Slack's interactions.
 FORM_BODIES = {("POST", "/v1/approvals/{token}"), ("POST", "/v1/integrations/slack/interactions")}

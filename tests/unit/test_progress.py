@@ -170,3 +170,26 @@ def test_settle_hands_each_page_of_events_it_reads_to_seen(fakes: FakeStores) ->
     found = progress.settle(T, run.run_id, wait=5, seen=lambda events: pages.append([e.type for e in events]))
     assert found.run.done
     assert [t for page in pages for t in page] == ["step_started", "run_completed"]
+
+
+def test_a_queued_run_has_nothing_pending_without_asking_the_interactions(fakes: FakeStores) -> None:
+    run = a_run(fakes, "queued")
+    asked: list[str] = []
+    fakes.interactions.for_run = lambda *args: asked.append("asked") or []  # type: ignore[method-assign]
+
+    assert progress.pending(T, run) == [] and asked == []
+
+
+def test_settle_reads_the_run_once_while_its_log_is_still_empty(fakes: FakeStores) -> None:
+    run = a_run(fakes, "queued")
+    reads: list[str] = []
+    real = fakes.runs.get
+
+    def counted(tenant_id: str, run_id: str) -> Run:
+        reads.append(run_id)
+        return real(tenant_id, run_id)
+
+    fakes.runs.get = counted  # type: ignore[method-assign]
+    found = progress.settle(T, run.run_id, wait=0.3)
+
+    assert not found.settled and reads == [run.run_id]  # now()'s read proves the tenant for the polls

@@ -39,8 +39,8 @@ class Progress(BaseModel):
 def pending(tenant_id: str, run: Run) -> list[Interaction]:
     """The open approvals and client tools of `run` and its active descendants. A delegation's own
     wait is answered by the child's ending, never by a client, so it is followed, not listed."""
-    if run.done:
-        return []
+    if run.done or run.status == "queued":
+        return []  # a queued run has taken no step: nothing of it can wait on anyone yet
     found: list[Interaction] = []
     for interaction in stores().interactions.for_run(tenant_id, run.run_id, "pending"):
         if interaction.kind in HUMAN_KINDS:
@@ -81,7 +81,7 @@ def settle(
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             break
-        page = eventlog.read(tenant_id, run_id, cursor, remaining)
+        page = eventlog.read(tenant_id, run_id, cursor, remaining, known=True)  # now() read the run
         cursor = page.next
         if seen is not None and page.events:
             seen(page.events)
