@@ -143,6 +143,9 @@ def test_the_idempotency_actions_are_those_powertools_calls() -> None:
         # A WebSocket follower is counted on the log's head as it connects (store.events.followed);
         # the A2A door answers and cancels tasks, which appends their events; nothing there scans.
         ("EventsFunction", ("RunEventsTable", "table", "dynamodb:UpdateItem"), True),
+        # It starts runs for the protocol doors (a cancelled `interrupt` appends), never creates a pause.
+        ("EventsFunction", ("RunsTable", "table", "dynamodb:PutItem"), True),
+        ("EventsFunction", ("InteractionsTable", "table", "dynamodb:PutItem"), False),
         ("EventsFunction", ("RunEventsTable", "table", "dynamodb:BatchWriteItem"), True),
         ("EventsFunction", ("RunsTable", "table", "dynamodb:Scan"), False),
         # The reconciler's sweep scans the runs table; nothing else scans it.

@@ -41,6 +41,8 @@ NOT_IN_SDK = {
     ("GET", "/v1/integrations/mcp/oauth/callback"),
     ("POST", "/v1/integrations/slack/interactions"),
     ("GET", "/v1/runs/{run_id}/stream"),
+    # The MCP door is for MCP clients (the `mcp` SDK); stepwise_sdk opens it on an agent (`mcp` field).
+    ("POST", "/v1/mcp"),
     # The A2A door: its clients are the official A2A SDKs (a2a-sdk, @a2a-js/sdk), not this one.
     ("GET", "/a2a/{agent_id}/.well-known/agent-card.json"),
     ("POST", "/a2a/{agent_id}"),

@@ -69,6 +69,20 @@ def test_the_system_prompt_comes_first_and_dangling_tool_calls_get_a_result() ->
     assert messages[3]["tool_call_id"] == "c1"
 
 
+def test_a_run_s_instructions_follow_the_agent_s_system_prompt_in_the_same_message() -> None:
+    history = [{"role": "user", "content": "q"}]
+
+    with_both = build_messages(agent(system_prompt="sys"), history, "Answer in French.")
+    alone = build_messages(agent(), history, "Answer in French.")
+    without = build_messages(agent(system_prompt="sys"), history, None)
+
+    # The agent's prompt stays the first bytes: a provider's cached prefix still matches its other runs.
+    assert with_both[0] == {"role": "system", "content": "sys\n\nAnswer in French."}
+    assert with_both[0]["content"].startswith(without[0]["content"])
+    assert with_both[1:] == without[1:] == history
+    assert alone == [{"role": "system", "content": "Answer in French."}, *history]
+
+
 def test_an_orphan_tool_result_is_dropped() -> None:
     messages = build_messages(
         agent(), [{"role": "tool", "tool_call_id": "x", "content": "r"}, {"role": "user", "content": "q"}]

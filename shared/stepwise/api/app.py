@@ -16,8 +16,10 @@ from stepwise.api import (
     events,
     hooks,
     interactions,
+    mcp_door,
     mcp_servers,
     memories,
+    openai_responses,
     runs,
     schedules,
     sessions,
@@ -70,6 +72,9 @@ def build() -> APIGatewayHttpResolver:
     app.include_router(webhooks.router)
     app.include_router(uploads.router)
     app.include_router(console.router)
+    app.include_router(mcp_door.router)
+    app.include_router(openai_responses.router)
+    app.include_router(openai_responses.cancel_router)
 
     @app.get(
         "/v1/health",

@@ -3,6 +3,7 @@ for the API function (stepwise.api.app) and the light events function (stepwise.
 
 import base64
 import json
+from collections.abc import Callable
 from typing import Any
 
 from aws_lambda_powertools import Logger
@@ -12,7 +13,7 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValida
 
 from stepwise.api.auth import is_public, tenant_from_event
 from stepwise.api.params import NOT_FOUND
-from stepwise.api.responses import error_response, from_error
+from stepwise.api.responses import error_response, json_response
 from stepwise.core import safejson
 from stepwise.core.errors import ApiError, Malformed, PayloadTooLarge
 
@@ -23,6 +24,33 @@ RUN_BODY_BYTES = 6_000_000
 BODY_LIMITS = {"POST /v1/agents/{agent_id}/runs": RUN_BODY_BYTES}
 
 logger = Logger(service="stepwise")
+
+# A protocol door answers errors in its protocol's shape: under its path prefix, the door's renderer
+# (status, code, message, details) → body replaces the contract's `{"error": {code, message, details}}`.
+# The door's routes module registers it (shape_errors) when it is imported, i.e. when a resolver
+# includes its routes. The checks before routing (`refused`: the key, the body's size) keep ours.
+ErrorShape = Callable[[int, str, str, Any], Any]
+_SHAPES: dict[str, ErrorShape] = {}
+
+
+def shape_errors(prefix: str, render: ErrorShape) -> None:
+    _SHAPES[prefix] = render
+
+
+def _shaped(
+    app: APIGatewayHttpResolver,
+    status: int,
+    code: str,
+    message: str,
+    details: Any = None,
+    headers: dict[str, str] | None = None,
+) -> Response:
+    event = getattr(app, "current_event", None)
+    path = event.path if event is not None else ""
+    for prefix, render in _SHAPES.items():
+        if path == prefix or path.startswith(prefix + "/"):
+            return json_response(render(status, code, message, details), status, headers or None)
+    return error_response(status, code, message, details, headers)
 
 
 def _jsonable_errors(errors: Any) -> list[dict[str, Any]]:
@@ -62,31 +90,31 @@ def install_error_handlers(app: APIGatewayHttpResolver) -> None:
 
     @app.exception_handler(ApiError)
     def api_error(exc: ApiError) -> Response:
-        return from_error(exc)
+        return _shaped(app, exc.status, exc.code, exc.message, exc.details, exc.headers())
 
     @app.exception_handler(safejson.TooDeep)
     def too_deep(exc: safejson.TooDeep) -> Response:
-        return error_response(422, "json_too_deep", f"the request body is not accepted: {exc}")
+        return _shaped(app, 422, "json_too_deep", f"the request body is not accepted: {exc}")
 
     @app.exception_handler(RequestValidationError)
     def invalid(exc: RequestValidationError) -> Response:
         errors = exc.errors()
         if any(e.get("type") == "json_invalid" for e in errors):
-            return error_response(400, "malformed_json", "the request body is not valid JSON")
+            return _shaped(app, 400, "malformed_json", "the request body is not valid JSON")
         unknown = _unknown_path_id(errors)
         if unknown is not None:
             # An id that cannot be ours names nothing: the same 404 as an id that does not exist.
-            return error_response(404, unknown, "no such resource (the id is not one this API issued)")
-        return error_response(422, "validation_error", "the request is not valid", _jsonable_errors(errors))
+            return _shaped(app, 404, unknown, "no such resource (the id is not one this API issued)")
+        return _shaped(app, 422, "validation_error", "the request is not valid", _jsonable_errors(errors))
 
     @app.not_found
     def not_found(_: NotFoundError) -> Response:
-        return error_response(404, "route_not_found", "no such route")
+        return _shaped(app, 404, "route_not_found", "no such route")
 
     @app.exception_handler(Exception)
     def unexpected(exc: Exception) -> Response:
         logger.exception("unhandled error", exc_info=exc)
-        return error_response(500, "internal_error", "something went wrong on our side; it was logged")
+        return _shaped(app, 500, "internal_error", "something went wrong on our side; it was logged")
 
 
 def refused(event: dict[str, Any]) -> dict[str, Any] | None:

@@ -157,6 +157,7 @@ class RunItem(Model):
     trigger_id = UnicodeAttribute(null=True)
     metadata = JSONAttribute(null=True)
     script = JSONAttribute(null=True)
+    instructions = UnicodeAttribute(null=True)  # a door's addition to the system prompt, this run only
     webhook = JSONAttribute(null=True)  # the webhook that applies to the run: its own, else its agent's
     attachments = JSONAttribute(null=True)  # [{attachment_id, name, content_type, size, sha256}]
     attachments_erased_at = UTCDateTimeAttribute(null=True)

@@ -158,7 +158,10 @@ def call_model(
     declarations = tool_declarations(agent, history) if tools_allowed else []
     # Files are fetched into the messages here, never stored in them (stepwise.attachments.render).
     messages = render.expand(
-        build_messages(agent, history), tenant_id=tenant_id, model=model, listed=_listed(tenant_id, run)
+        build_messages(agent, history, run.instructions),
+        tenant_id=tenant_id,
+        model=model,
+        listed=_listed(tenant_id, run),
     )
     tokens = _estimate(model, context, messages, declarations)
     prompt, context, anew = _fit(tenant_id, run.run_id, context, model, messages, declarations, tokens=tokens)

@@ -87,6 +87,12 @@ def _answered(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def build_messages(agent: Agent, history: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    system = [{"role": "system", "content": agent.system_prompt}] if agent.system_prompt else []
+def build_messages(
+    agent: Agent, history: list[dict[str, Any]], instructions: str | None = None
+) -> list[dict[str, Any]]:
+    """The system prompt, then the conversation. A run's own `instructions` (a protocol door's, for that
+    run only) follow the agent's system prompt in the same message: the agent's prompt stays the first
+    bytes of every call, so a provider's cached prefix is still shared with the agent's other runs."""
+    prompt = "\n\n".join(part for part in (agent.system_prompt, instructions) if part)
+    system = [{"role": "system", "content": prompt}] if prompt else []
     return system + _answered(history)

@@ -1,1 +1,1 @@
-"""The protocol doors: thin translations of other protocols onto Stepwise's runs, no second engine."""
+"""Protocol doors: thin facades that speak other protocols over the same Stepwise runs."""

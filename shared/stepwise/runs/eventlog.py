@@ -62,10 +62,10 @@ def _abandoned(head: Head) -> bool:
     return head.moved_at is not None and (utcnow() - head.moved_at).total_seconds() > HOLE_GRACE
 
 
-def read(tenant_id: str, run_id: str, after: int = 0, wait: float = 0.0) -> EventPage:
-    """Events with seq > after; when there are none yet, wait up to `wait` seconds for some."""
+def read(tenant_id: str, run_id: str, after: int = 0, wait: float = 0.0, *, known: bool = False) -> EventPage:
+    """Events with seq > after; when there are none yet, wait up to `wait` seconds for some. `known`:
+    the caller has read this tenant's run already, so a log with no event yet needs no proof of it."""
     deadline = time.monotonic() + min(max(wait, 0.0), MAX_WAIT)
-    known = False
     while True:
         head = stores().events.head(tenant_id, run_id)
         if head is None:

@@ -123,6 +123,8 @@ class Run(BaseModel):
     trigger_id: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     script: list[ScriptTurn] | None = None
+    # Appended to the agent's system prompt for this run only (a protocol door's `instructions`).
+    instructions: str | None = None
     webhook: WebhookConfig | None = None
     attachments: list[Attachment] = Field(default_factory=list)
     # When DELETE /v1/runs/{id}/attachments erased the run's files (the list goes with them).
@@ -164,10 +166,17 @@ class Run(BaseModel):
         )
 
     def public(self) -> dict[str, Any]:
-        """The run as the API shows it (the script is input plumbing, not part of the record)."""
+        """The run as the API shows it (the script and a door's instructions are input plumbing, not
+        part of the record)."""
         shown = self.model_dump(
             mode="json",
-            exclude={"script", "parent_interaction_id", "root_session_id", "descendants_usage"},
+            exclude={
+                "script",
+                "instructions",
+                "parent_interaction_id",
+                "root_session_id",
+                "descendants_usage",
+            },
         )
         shown["root_run_id"] = self.root_run_id or self.run_id
         return {**shown, "trigger": self.trigger, "total_usage": self.total_usage.model_dump(mode="json")}

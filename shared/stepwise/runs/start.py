@@ -85,6 +85,7 @@ def _record(
     trigger_id: str | None = None,
     replay_of: str | None = None,
     replayed: Run | None = None,
+    instructions: str | None = None,
 ) -> tuple[Run, bool]:
     # Before anything is written: an agent stored before AllowedModels was narrowed (or one that names
     # no model while the default is outside it) starts nothing.
@@ -108,7 +109,17 @@ def _record(
         attachments = intake.take(tenant_id, run_id, items) if items else []
     try:
         return _record_run(
-            tenant_id, agent, body, max_steps, run_id, trigger_id, replay_of, attachments, strategy, webhook
+            tenant_id,
+            agent,
+            body,
+            max_steps,
+            run_id,
+            trigger_id,
+            replay_of,
+            attachments,
+            strategy,
+            webhook,
+            instructions,
         )
     except BaseException:
         if attachments:
@@ -127,6 +138,7 @@ def _record_run(
     attachments: list[Attachment],
     strategy: str,
     webhook: WebhookConfig | None,
+    instructions: str | None,
 ) -> tuple[Run, bool]:
     budget = getattr(body, "max_tokens_budget", None) or agent.max_tokens_budget
     run = Run(
@@ -143,6 +155,7 @@ def _record_run(
         tools_executed=[],
         metadata=body.metadata,
         script=body.script,
+        instructions=instructions,
         webhook=webhook,
         attachments=attachments,
         created_at=utcnow(),
@@ -182,9 +195,11 @@ def start_run(
     trigger_id: str | None = None,
     replay_of: str | None = None,
     replayed: Run | None = None,
+    instructions: str | None = None,
 ) -> Run:
     """Record the run, then start its execution, or queue it behind its session's active run.
-    A replay passes the run it replays as `replayed`: its files are copied to the new run.
+    A replay passes the run it replays as `replayed`: its files are copied to the new run. A protocol
+    door passes the caller's `instructions`, appended to the agent's system prompt for this run only.
 
     A caller that must never start the same thing twice (a schedule's delivery, an event) passes a
     `run_id` derived from it: the record's conditional write then refuses the duplicate (RunExists)."""
@@ -199,6 +214,7 @@ def start_run(
         trigger_id=trigger_id,
         replay_of=replay_of,
         replayed=replayed,
+        instructions=instructions,
     )
     if held or _take_turn(tenant_id, run, body.multitask_strategy):
         launch(tenant_id, run)
@@ -223,6 +239,7 @@ def run_sync(tenant_id: str, agent_id: str, body: SyncRunCreate) -> Run:
 
 
 IDEMPOTENCY_HOURS = 24
+INSTRUCTIONS = "instructions"
 
 
 @cache
@@ -244,8 +261,12 @@ def _idempotent_start() -> tuple[Any, Callable[..., dict[str, Any]]]:
 
     @idempotent_function(data_keyword_argument="request", persistence_store=persistence, config=settings)
     def start_once(request: dict[str, Any]) -> dict[str, Any]:
-        body = RunCreate.model_validate(request["body"])
-        return accepted(start_run(request["tenant_id"], request["agent_id"], body))
+        fields = dict(request["body"])
+        # A door's instructions ride in the validated body (another value under the same key is a
+        # reuse) but are not a field of RunCreate, whose contract is POST /v1/agents/{id}/runs'.
+        instructions = fields.pop(INSTRUCTIONS, None)
+        body = RunCreate.model_validate(fields)
+        return accepted(start_run(request["tenant_id"], request["agent_id"], body, instructions=instructions))
 
     return settings, start_once
 
@@ -261,20 +282,29 @@ def accepted(run: Run) -> dict[str, Any]:
 
 
 def start_run_once(
-    tenant_id: str, agent_id: str, body: RunCreate, *, key: str | None, lambda_context: Any = None
+    tenant_id: str,
+    agent_id: str,
+    body: RunCreate,
+    *,
+    key: str | None,
+    lambda_context: Any = None,
+    instructions: str | None = None,
 ) -> dict[str, Any]:
     """`POST /v1/agents/{id}/runs`: without a key, a run; with an Idempotency-Key, the same key and body
     give the same run for IDEMPOTENCY_HOURS, another body is a 422 `idempotency_key_reused` and one
     still in progress a 409 `request_in_progress`. `lambda_context` lets an in-progress record expire
-    with the invocation that made it."""
+    with the invocation that made it. `instructions`: see start_run."""
     if not key:
-        return accepted(start_run(tenant_id, agent_id, body))
+        return accepted(start_run(tenant_id, agent_id, body, instructions=instructions))
     from aws_lambda_powertools.utilities.idempotency.exceptions import (
         IdempotencyAlreadyInProgressError,
         IdempotencyValidationError,
     )
 
-    request = {"tenant_id": tenant_id, "agent_id": agent_id, "key": key, "body": body.model_dump(mode="json")}
+    fields = body.model_dump(mode="json")
+    if instructions is not None:  # absent otherwise: a body without them validates as it always has
+        fields[INSTRUCTIONS] = instructions
+    request = {"tenant_id": tenant_id, "agent_id": agent_id, "key": key, "body": fields}
     try:
         settings, start_once = _idempotent_start()
         settings.register_lambda_context(lambda_context)

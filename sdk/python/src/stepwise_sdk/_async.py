@@ -40,6 +40,7 @@ from stepwise_sdk.models import (
     McpServerList,
     McpServerView,
     MemoryList,
+    OpenAIResponse,
     RunAccepted,
     RunEvent,
     RunList,
@@ -59,6 +60,7 @@ from stepwise_sdk.models import (
 )
 
 T = TypeVar("T")
+RESPONSE_TIMEOUT = 40.0  # a blocking POST /v1/responses answers within 25 s of the run's start
 
 
 class AsyncStepwise:
@@ -97,6 +99,7 @@ class AsyncStepwise:
         self.memories = Memories(self)
         self.uploads = Uploads(self)
         self.webhooks = Webhooks(self)
+        self.responses = Responses(self)
 
     async def send(self, call: Call[T]) -> T:
         """Sends `call`, again while the retry policy allows, and parses the answer."""
@@ -421,3 +424,27 @@ class Webhooks(_Resource):
         """A new signing secret for the tenant's deliveries, shown only in this answer; the previous one
         keeps signing beside it until `previous_valid_until`."""
         return await self._client.send(op.ROTATE_WEBHOOK_SECRET.call())
+
+
+class Responses(_Resource):
+    """The OpenAI Responses door, for apps that use this SDK rather than the `openai` package (which
+    also streams): a response is a run, `model` is `"agent:<agent_id>"`."""
+
+    async def create(
+        self, body: Body = None, /, *, idempotency_key: str | None = None, **fields: Any
+    ) -> OpenAIResponse:
+        """`POST /v1/responses` (not streamed): answers once the run has ended or waits on someone, or
+        after 25 s; with `background=True`, at once. It carries an Idempotency-Key (a new one unless
+        given), so a retry after a lost answer starts no second run."""
+        sent = merge(body, fields)
+        if sent.get("stream") if isinstance(sent, Mapping) else getattr(sent, "stream", None):
+            raise ValueError("stream with the openai client; this SDK reads the JSON answer")
+        key = idempotency_key or f"sdk-{uuid.uuid4()}"
+        call = op.CREATE_RESPONSE.call(body=sent, headers={IDEMPOTENCY_HEADER: key}, timeout=RESPONSE_TIMEOUT)
+        return await self._client.send(call)
+
+    async def retrieve(self, response_id: str) -> OpenAIResponse:
+        return await self._client.send(op.GET_RESPONSE.call({"response_id": response_id}))
+
+    async def cancel(self, response_id: str) -> OpenAIResponse:
+        return await self._client.send(op.CANCEL_RESPONSE.call({"response_id": response_id}))

@@ -29,7 +29,9 @@ from stepwise_sdk.models import (
     McpServerList,
     McpServerView,
     MemoryList,
+    OpenAIResponse,
     RespondBody,
+    ResponseCreate,
     RunAccepted,
     RunCreate,
     RunList,
@@ -117,6 +119,10 @@ LIST_SETTINGS = Operation[SettingList]("GET", "/v1/settings", SettingList)
 DELETE_SETTING = Operation[None]("DELETE", "/v1/settings/{key}", None)
 
 HEALTH = Operation[Health]("GET", "/v1/health", Health)
+
+CREATE_RESPONSE = Operation[OpenAIResponse]("POST", "/v1/responses", OpenAIResponse, ResponseCreate)
+GET_RESPONSE = Operation[OpenAIResponse]("GET", "/v1/responses/{response_id}", OpenAIResponse)
+CANCEL_RESPONSE = Operation[OpenAIResponse]("POST", "/v1/responses/{response_id}/cancel", OpenAIResponse)
 
 ALL: tuple[Operation[object], ...] = tuple(
     value for value in list(globals().values()) if isinstance(value, Operation)

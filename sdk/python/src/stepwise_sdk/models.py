@@ -690,3 +690,65 @@ class WebhookSecret(Model):
     secret: str
     created_at: datetime
     previous_valid_until: datetime | None = None
+
+
+# --- The OpenAI Responses door (`/v1/responses`): its own client is the official `openai` package; these
+# let an app that already uses this SDK reach it without one (JSON answers only: stream with openai's).
+
+ResponseStatus = Literal["completed", "failed", "in_progress", "cancelled", "queued", "incomplete"]
+
+
+class ResponseCreate(Request):
+    """`model` is `"agent:<agent_id>"`; `input` a string or OpenAI input items (the last user message)."""
+
+    model: str
+    input: str | list[dict[str, Any]]
+    instructions: str | None = None
+    previous_response_id: str | None = None
+    metadata: dict[str, str] | None = None
+    stream: bool | None = False
+    background: bool | None = False
+
+
+class OpenAIResponse(Model):
+    """A run as OpenAI's Response object (its id is the run id)."""
+
+    id: str
+    object: Literal["response"]
+    created_at: float
+    completed_at: float | None
+    status: ResponseStatus
+    model: str
+    instructions: str | None
+    metadata: dict[str, str]
+    output: list[dict[str, Any]]
+    error: dict[str, Any] | None
+    incomplete_details: dict[str, Any] | None
+    parallel_tool_calls: bool
+    tool_choice: str
+    tools: list[dict[str, Any]]
+    usage: dict[str, Any] | None
+
+    @property
+    def output_text(self) -> str:
+        """The text of every message item, as the openai client's `Response.output_text`."""
+        return "".join(
+            part.get("text", "")
+            for item in self.output
+            if item.get("type") == "message"
+            for part in item.get("content") or []
+            if part.get("type") == "output_text"
+        )
+
+
+class OpenAIErrorInfo(Model):
+    message: str
+    type: Literal["invalid_request_error", "server_error"]
+    param: str | None
+    code: str
+
+
+class OpenAIError(Model):
+    """An error of `/v1/responses`, in OpenAI's shape (this SDK raises it as a StepwiseError by status)."""
+
+    error: OpenAIErrorInfo
