@@ -264,6 +264,9 @@ def test_another_tenants_task_is_not_found_and_bad_calls_are_the_protocols_error
             await other.cancel_task(CancelTaskRequest(id=task.id))
         with pytest.raises(TaskNotFoundError):
             await mine.get_task(GetTaskRequest(id="run_01ARZ3NDEKTSV4RRFFQ69G5FAV"))
+        streaming = await client_for(base, theirs, streaming=True, key=OTHER_KEY)
+        with pytest.raises(TaskNotFoundError):  # the error arrives as the stream's SSE `error` event
+            await events(streaming.subscribe(SubscribeToTaskRequest(id=task.id)))
 
     run(go())
     # The other tenant's agent through my key: the protocol's error, not a 500.
