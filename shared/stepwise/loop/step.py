@@ -282,7 +282,7 @@ def _step(state: RunState) -> RunState:
 def _take(state: RunState, work: Working, context: RunContext) -> RunState:
     tenant_id = state.tenant_id
     agent = stores().agents.get_for_run(tenant_id, work.run.agent_id)  # a deleted agent fails the run here
-    agent = recall.with_memory_tools(tenant_id, agent, work.run)
+    agent = recall.with_memory_tools(tenant_id, work.run.agent_tools(agent), work.run)
     if not context.prepared:
         context = _prepare(tenant_id, work, agent, context)
     elif work.run.status not in ("running", "waiting"):

@@ -9,13 +9,14 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, Field, field_validator
 
-from stepwise.agents.models import DEFAULT_MAX_STEPS, MAX_STEPS_LIMIT
+from stepwise.agents.models import DEFAULT_MAX_STEPS, MAX_STEPS_LIMIT, Agent
 from stepwise.attachments.models import MAX_ATTACHMENTS, Attachment, AttachmentIn
 from stepwise.core.errors import Conflict
 from stepwise.core.ids import SESSION_ID, USER_ID
 from stepwise.core.schema import Strict
 from stepwise.llm.models import ScriptTurn, Usage
 from stepwise.sessions.models import Session
+from stepwise.tools.models import ClientTool
 from stepwise.webhooks.models import RunTarget, WebhookConfig
 
 RunStatus = Literal["queued", "running", "waiting", "succeeded", "failed", "cancelled", "timed_out"]
@@ -138,6 +139,15 @@ class Run(BaseModel):
     root_session_id: str | None = None  # where the tree's human waits are listed
     children: list[str] = Field(default_factory=list)
     descendants_usage: Usage = Field(default_factory=Usage)
+    # Client tools of this run alone, beside the agent's own (a protocol door's caller brings its own
+    # tools: AG-UI's `tools`). The run pauses on them exactly as on the agent's client tools.
+    client_tools: list[ClientTool] = Field(default_factory=list)
+
+    def agent_tools(self, agent: Agent) -> Agent:
+        """The agent as this run sees it: its own tools, then the run's client tools."""
+        if not self.client_tools:
+            return agent
+        return agent.model_copy(update={"tools": [*agent.tools, *self.client_tools]})
 
     @property
     def done(self) -> bool:
@@ -167,7 +177,13 @@ class Run(BaseModel):
         """The run as the API shows it (the script is input plumbing, not part of the record)."""
         shown = self.model_dump(
             mode="json",
-            exclude={"script", "parent_interaction_id", "root_session_id", "descendants_usage"},
+            exclude={
+                "script",
+                "parent_interaction_id",
+                "root_session_id",
+                "descendants_usage",
+                "client_tools",
+            },
         )
         shown["root_run_id"] = self.root_run_id or self.run_id
         return {**shown, "trigger": self.trigger, "total_usage": self.total_usage.model_dump(mode="json")}

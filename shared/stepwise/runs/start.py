@@ -27,6 +27,7 @@ from stepwise.runs.ports import stores
 from stepwise.runs.queue import launch
 from stepwise.runs.state import SyncAnswer
 from stepwise.sessions.models import Session
+from stepwise.tools.models import ClientTool
 from stepwise.webhooks import keys as webhook_keys
 from stepwise.webhooks.models import WebhookConfig
 
@@ -75,6 +76,19 @@ def _user_of(tenant_id: str, body: RunCreate | SyncRunCreate) -> str | None:
     return owner
 
 
+def _check_client_tools(agent: Agent, client_tools: list[ClientTool]) -> None:
+    """A run's own client tools add to the agent's: none may shadow one of its tools, or another."""
+    names = [tool.name for tool in client_tools]
+    taken = {tool.name for tool in agent.tools} & set(names)
+    if taken or len(set(names)) < len(names):
+        clash = sorted(taken or {n for n in names if names.count(n) > 1})
+        raise Unprocessable(
+            f"the run's client tools must have names of their own: {', '.join(clash)}",
+            code="tool_name_conflict",
+            details={"names": clash},
+        )
+
+
 def _record(
     tenant_id: str,
     agent: Agent,
@@ -85,12 +99,15 @@ def _record(
     trigger_id: str | None = None,
     replay_of: str | None = None,
     replayed: Run | None = None,
+    client_tools: list[ClientTool] | None = None,
+    new_session_id: str | None = None,
 ) -> tuple[Run, bool]:
     # Before anything is written: an agent stored before AllowedModels was narrowed (or one that names
     # no model while the default is outside it) starts nothing.
     bounds.check_effective(agent.model)
     items = getattr(body, "attachments", [])
     intake.check_inline_size(items)
+    _check_client_tools(agent, client_tools or [])
     if run_id is not None and stores().runs.exists(tenant_id, run_id):
         raise RunExists(f"run {run_id} exists already", code="run_exists")
     run_id = run_id or new_id("run")
@@ -108,7 +125,18 @@ def _record(
         attachments = intake.take(tenant_id, run_id, items) if items else []
     try:
         return _record_run(
-            tenant_id, agent, body, max_steps, run_id, trigger_id, replay_of, attachments, strategy, webhook
+            tenant_id,
+            agent,
+            body,
+            max_steps,
+            run_id,
+            trigger_id,
+            replay_of,
+            attachments,
+            strategy,
+            webhook,
+            client_tools or [],
+            new_session_id,
         )
     except BaseException:
         if attachments:
@@ -127,6 +155,8 @@ def _record_run(
     attachments: list[Attachment],
     strategy: str,
     webhook: WebhookConfig | None,
+    client_tools: list[ClientTool],
+    new_session_id: str | None,
 ) -> tuple[Run, bool]:
     budget = getattr(body, "max_tokens_budget", None) or agent.max_tokens_budget
     run = Run(
@@ -134,7 +164,7 @@ def _record_run(
         trigger_id=trigger_id or run_id,
         replay_of=replay_of,
         agent_id=agent.agent_id,
-        session_id=body.session_id or new_id("ses"),
+        session_id=body.session_id or new_session_id or new_id("ses"),
         user_id=_user_of(tenant_id, body),
         status="queued",
         input=body.message,
@@ -145,6 +175,7 @@ def _record_run(
         script=body.script,
         webhook=webhook,
         attachments=attachments,
+        client_tools=client_tools,
         created_at=utcnow(),
     )
     runs = stores().runs
@@ -182,12 +213,17 @@ def start_run(
     trigger_id: str | None = None,
     replay_of: str | None = None,
     replayed: Run | None = None,
+    client_tools: list[ClientTool] | None = None,
+    new_session_id: str | None = None,
 ) -> Run:
     """Record the run, then start its execution, or queue it behind its session's active run.
     A replay passes the run it replays as `replayed`: its files are copied to the new run.
 
     A caller that must never start the same thing twice (a schedule's delivery, an event) passes a
-    `run_id` derived from it: the record's conditional write then refuses the duplicate (RunExists)."""
+    `run_id` derived from it: the record's conditional write then refuses the duplicate (RunExists).
+
+    `client_tools` are the run's own, beside the agent's; `new_session_id` names the session a run
+    without `session_id` creates (a door that maps its own conversation ids onto sessions)."""
     agent = stores().agents.get(tenant_id, agent_id)
     max_steps = body.max_steps or agent.max_steps or DEFAULT_MAX_STEPS
     run, held = _record(
@@ -199,6 +235,8 @@ def start_run(
         trigger_id=trigger_id,
         replay_of=replay_of,
         replayed=replayed,
+        client_tools=client_tools,
+        new_session_id=new_session_id,
     )
     if held or _take_turn(tenant_id, run, body.multitask_strategy):
         launch(tenant_id, run)
