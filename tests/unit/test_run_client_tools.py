@@ -54,7 +54,7 @@ def _run(fakes: FakeStores, client_tools: list[ClientTool]) -> Run:
         status="queued",
         input="Pick a colour",
         script=[ScriptTurn.model_validate(turn) for turn in script],
-        client_tools=client_tools,
+        client_tools=[t.model_dump() for t in client_tools],
         created_at=utcnow(),
     )
     return fakes.runs.create(T, run)
@@ -87,13 +87,13 @@ def test_the_run_record_keeps_its_client_tools_and_never_shows_them() -> None:
         session_id="ses_x",
         status="queued",
         input="hi",
-        client_tools=[PICK],
+        client_tools=[PICK.model_dump()],
         created_at=utcnow(),
     )
 
     stored = run_store._to_model(run_store._new_item(T, run))
 
-    assert stored.client_tools == [PICK]
+    assert stored.client_tools == [PICK.model_dump()]
     assert "client_tools" not in run.public()
 
 
@@ -110,10 +110,10 @@ def test_a_runs_client_tool_may_not_shadow_the_agents_or_another() -> None:
     other = PICK.model_copy(update={"name": "other"})
 
     with pytest.raises(Unprocessable) as shadowed:
-        start._check_client_tools(agent, [PICK])
+        start._check_client_tools(agent, [PICK.model_dump()])
     with pytest.raises(Unprocessable) as twice:
-        start._check_client_tools(agent.model_copy(update={"tools": []}), [other, other])
+        start._check_client_tools(agent.model_copy(update={"tools": []}), [other.model_dump()] * 2)
 
     assert (shadowed.value.code, shadowed.value.details) == ("tool_name_conflict", {"names": ["pick_colour"]})
     assert twice.value.details == {"names": ["other"]}
-    start._check_client_tools(agent, [other])  # a name of its own is fine
+    start._check_client_tools(agent, [other.model_dump()])  # a name of its own is fine

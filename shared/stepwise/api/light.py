@@ -1,12 +1,12 @@
-"""The light events function's resolver: only stepwise.api.events' routes, so its import footprint
-stays small (see tests/unit/test_imports.py)."""
+"""The light events function's resolver: only stepwise.api.events' routes and the AG-UI door's stream
+(stepwise.api.agui), so its import footprint stays small (see tests/unit/test_imports.py)."""
 
 from functools import cache
 from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
 
-from stepwise.api import events
+from stepwise.api import agui, events
 from stepwise.api.resolver import new_resolver, refused
 
 
@@ -14,6 +14,7 @@ from stepwise.api.resolver import new_resolver, refused
 def build() -> APIGatewayHttpResolver:
     app = new_resolver()
     app.include_router(events.router)
+    app.include_router(agui.router)
     return app
 
 

@@ -9,14 +9,13 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, Field, field_validator
 
-from stepwise.agents.models import DEFAULT_MAX_STEPS, MAX_STEPS_LIMIT, Agent
+from stepwise.agents.models import DEFAULT_MAX_STEPS, MAX_STEPS_LIMIT
 from stepwise.attachments.models import MAX_ATTACHMENTS, Attachment, AttachmentIn
 from stepwise.core.errors import Conflict
 from stepwise.core.ids import SESSION_ID, USER_ID
 from stepwise.core.schema import Strict
 from stepwise.llm.models import ScriptTurn, Usage
 from stepwise.sessions.models import Session
-from stepwise.tools.models import ClientTool
 from stepwise.webhooks.models import RunTarget, WebhookConfig
 
 RunStatus = Literal["queued", "running", "waiting", "succeeded", "failed", "cancelled", "timed_out"]
@@ -140,14 +139,10 @@ class Run(BaseModel):
     children: list[str] = Field(default_factory=list)
     descendants_usage: Usage = Field(default_factory=Usage)
     # Client tools of this run alone, beside the agent's own (a protocol door's caller brings its own
-    # tools: AG-UI's `tools`). The run pauses on them exactly as on the agent's client tools.
-    client_tools: list[ClientTool] = Field(default_factory=list)
-
-    def agent_tools(self, agent: Agent) -> Agent:
-        """The agent as this run sees it: its own tools, then the run's client tools."""
-        if not self.client_tools:
-            return agent
-        return agent.model_copy(update={"tools": [*agent.tools, *self.client_tools]})
+    # tools: AG-UI's `tools`), as ClientTool specs that whoever starts the run validated (runs must not
+    # import tools: the builtins import runs). The loop declares them and pauses on them exactly as on
+    # the agent's client tools (stepwise.loop.step).
+    client_tools: list[dict[str, Any]] = Field(default_factory=list)
 
     @property
     def done(self) -> bool:

@@ -27,7 +27,6 @@ from stepwise.runs.ports import stores
 from stepwise.runs.queue import launch
 from stepwise.runs.state import SyncAnswer
 from stepwise.sessions.models import Session
-from stepwise.tools.models import ClientTool
 from stepwise.webhooks import keys as webhook_keys
 from stepwise.webhooks.models import WebhookConfig
 
@@ -76,9 +75,9 @@ def _user_of(tenant_id: str, body: RunCreate | SyncRunCreate) -> str | None:
     return owner
 
 
-def _check_client_tools(agent: Agent, client_tools: list[ClientTool]) -> None:
+def _check_client_tools(agent: Agent, client_tools: list[dict[str, Any]]) -> None:
     """A run's own client tools add to the agent's: none may shadow one of its tools, or another."""
-    names = [tool.name for tool in client_tools]
+    names = [str(tool.get("name")) for tool in client_tools]
     taken = {tool.name for tool in agent.tools} & set(names)
     if taken or len(set(names)) < len(names):
         clash = sorted(taken or {n for n in names if names.count(n) > 1})
@@ -99,7 +98,7 @@ def _record(
     trigger_id: str | None = None,
     replay_of: str | None = None,
     replayed: Run | None = None,
-    client_tools: list[ClientTool] | None = None,
+    client_tools: list[dict[str, Any]] | None = None,
     new_session_id: str | None = None,
 ) -> tuple[Run, bool]:
     # Before anything is written: an agent stored before AllowedModels was narrowed (or one that names
@@ -155,7 +154,7 @@ def _record_run(
     attachments: list[Attachment],
     strategy: str,
     webhook: WebhookConfig | None,
-    client_tools: list[ClientTool],
+    client_tools: list[dict[str, Any]],
     new_session_id: str | None,
 ) -> tuple[Run, bool]:
     budget = getattr(body, "max_tokens_budget", None) or agent.max_tokens_budget
@@ -213,7 +212,7 @@ def start_run(
     trigger_id: str | None = None,
     replay_of: str | None = None,
     replayed: Run | None = None,
-    client_tools: list[ClientTool] | None = None,
+    client_tools: list[dict[str, Any]] | None = None,
     new_session_id: str | None = None,
 ) -> Run:
     """Record the run, then start its execution, or queue it behind its session's active run.
@@ -222,8 +221,9 @@ def start_run(
     A caller that must never start the same thing twice (a schedule's delivery, an event) passes a
     `run_id` derived from it: the record's conditional write then refuses the duplicate (RunExists).
 
-    `client_tools` are the run's own, beside the agent's; `new_session_id` names the session a run
-    without `session_id` creates (a door that maps its own conversation ids onto sessions)."""
+    `client_tools` (ClientTool specs, validated by the caller) are the run's own, beside the agent's;
+    `new_session_id` names the session a run without `session_id` creates (a door that maps its own
+    conversation ids onto sessions)."""
     agent = stores().agents.get(tenant_id, agent_id)
     max_steps = body.max_steps or agent.max_steps or DEFAULT_MAX_STEPS
     run, held = _record(

@@ -30,7 +30,6 @@ from stepwise.core.tables import (
 from stepwise.llm.models import ScriptTurn, Usage
 from stepwise.runs.models import ACTIVE_STATUSES, TERMINAL_STATUSES, Run, RunError, RunExists, RunStatus
 from stepwise.store import run_context
-from stepwise.tools.models import ClientTool
 from stepwise.webhooks.models import RunTarget, WebhookConfig
 
 PAGE_LIMIT = 50
@@ -74,7 +73,7 @@ def _to_model(item: RunItem) -> Run:
         root_session_id=item.root_session_id,
         children=list(item.children or []),
         descendants_usage=Usage.model_validate(item.descendants_usage or {}),
-        client_tools=[ClientTool.model_validate(t) for t in item.client_tools or []],
+        client_tools=list(item.client_tools or []),
     )
 
 
@@ -109,7 +108,7 @@ def _new_item(tenant_id: str, run: Run) -> RunItem:
         depth=run.depth or None,
         parent_interaction_id=run.parent_interaction_id,
         root_session_id=run.root_session_id,
-        client_tools=[t.model_dump(mode="json") for t in run.client_tools] or None,
+        client_tools=run.client_tools or None,
     )
 
 
