@@ -142,7 +142,9 @@ def test_the_idempotency_actions_are_those_powertools_calls() -> None:
         ("AuthorizerFunction", ("ApiKeysTable", "table", "dynamodb:Scan"), False),
         # A WebSocket follower is counted on the log's head as it connects (store.events.followed).
         ("EventsFunction", ("RunEventsTable", "table", "dynamodb:UpdateItem"), True),
-        ("EventsFunction", ("RunEventsTable", "table", "dynamodb:BatchWriteItem"), False),
+        # It appends too since it serves the AG-UI door, whose answers add their decisions to the log.
+        ("EventsFunction", ("RunEventsTable", "table", "dynamodb:BatchWriteItem"), True),
+        ("AuthorizerFunction", ("RunEventsTable", "table", "dynamodb:BatchWriteItem"), False),
         # The reconciler's sweep scans the runs table; nothing else scans it.
         ("ReconcilerFunction", ("RunsTable", "table", "dynamodb:Scan"), True),
         ("ApiFunction", ("RunsTable", "table", "dynamodb:Scan"), False),
