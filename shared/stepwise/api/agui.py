@@ -56,7 +56,7 @@ def run_agent(
         float, Query(ge=0, le=agui.STREAM_BOUND, description="Seconds this response may stream")
     ] = agui.STREAM_BOUND,
 ) -> Response[str]:
-    events = agui.run(tenant(router), agent_id, body, wait)
+    events = agui.run(tenant(router), agent_id, body, wait, lambda_context=router.lambda_context)
     return Response(
         status_code=200,
         content_type="text/event-stream",

@@ -513,10 +513,12 @@ def _idempotent_begin() -> Any:
         body = RunAgentInput.model_validate(request["input"])
         return _begin(request["tenant_id"], request["agent_id"], body)
 
-    return begin_once
+    return settings, begin_once
 
 
-def begin_once(tenant_id: str, agent_id: str, body: RunAgentInput) -> str:
+def begin_once(tenant_id: str, agent_id: str, body: RunAgentInput, lambda_context: Any = None) -> str:
+    """The Stepwise run this input starts (or started, when it is a retry). `lambda_context` lets an
+    in-progress idempotency record expire with the invocation that made it."""
     from aws_lambda_powertools.utilities.idempotency.exceptions import (
         IdempotencyAlreadyInProgressError,
         IdempotencyValidationError,
@@ -530,7 +532,9 @@ def begin_once(tenant_id: str, agent_id: str, body: RunAgentInput) -> str:
         "input": body.model_dump(mode="json", by_alias=True, exclude={"resume"}),
     }
     try:
-        started: dict[str, Any] = _idempotent_begin()(request=request)
+        settings, begin = _idempotent_begin()
+        settings.register_lambda_context(lambda_context)
+        started: dict[str, Any] = begin(request=request)
     except IdempotencyValidationError:
         raise Unprocessable(
             "this threadId and runId already started a run with another input", code="run_id_reused"
@@ -589,7 +593,7 @@ def _frames_from(tenant_id: str, token: str, session_id: str) -> tuple[Run, list
     found = _TOKEN.fullmatch(token)
     if found is None:
         raise NotFound("no such interrupt in this thread", code="interrupt_not_found")
-    frames = [Frame(m[1], int(m[2]), step=int(m[3])) for m in _FRAME.findall(token.removeprefix(CONTINUE))]
+    frames = [Frame(m[0], int(m[1]), step=int(m[2])) for m in _FRAME.findall(token.removeprefix(CONTINUE))]
     root = _root_in_thread(tenant_id, frames[0].run_id, session_id)
     if root.run_id != frames[0].run_id:
         raise NotFound("no such interrupt in this thread", code="interrupt_not_found")
@@ -661,7 +665,13 @@ def _session_or_none(tenant_id: str, session_id: str) -> Any:
         return None
 
 
-def run(tenant_id: str, agent_id: str, body: RunAgentInput, bound: float = STREAM_BOUND) -> str:
+def run(
+    tenant_id: str,
+    agent_id: str,
+    body: RunAgentInput,
+    bound: float = STREAM_BOUND,
+    lambda_context: Any = None,
+) -> str:
     """The SSE body answering `body`. Every refusal (unknown agent or thread, bad input, a conflicting
     answer) is raised before the first event, so it is an HTTP error in the API's shape."""
     deadline = time.monotonic() + bound
@@ -673,7 +683,7 @@ def run(tenant_id: str, agent_id: str, body: RunAgentInput, bound: float = STREA
             raise NotFound("no such interrupt in this thread", code="interrupt_not_found")
         before, check = root, True
     else:  # start_run refuses an unknown agent (or another tenant's) with the same 404
-        root = _read(tenant_id, begin_once(tenant_id, agent_id, body))
+        root = _read(tenant_id, begin_once(tenant_id, agent_id, body, lambda_context))
         frames, check = [Frame(root.run_id, 0)], False
         before = root.model_copy(
             update={"usage": type(root.usage)(), "descendants_usage": type(root.usage)()}
