@@ -37,6 +37,7 @@ BENCHMARKS = [
     "delegation",
     "following",
     "webhooks",
+    "door_agui",
     "streaming",
     "attachments",
     "package_sizes",

@@ -34,6 +34,7 @@ from pydantic.alias_generators import to_camel
 from stepwise.core import config, ids
 from stepwise.core.errors import Conflict, NotFound, Unprocessable
 from stepwise.interactions.models import Interaction
+from stepwise.llm.models import Usage
 from stepwise.runs import answers, eventlog, progress, start
 from stepwise.runs.models import Run, RunCreate, RunEvent
 from stepwise.runs.ports import stores
@@ -136,7 +137,10 @@ class Stream:
     tenant_id: str
     thread_id: str
     agui_run_id: str
-    root: Run
+    root_id: str
+    session_id: str
+    front: frozenset[str]  # the run's own client tools: the front end's, answered by tool messages
+    before: Usage  # what the tree had spent when this response began (it reports only its own part)
     frames: list[Frame]
     out: list[dict[str, Any]] = field(default_factory=list)
 
@@ -155,7 +159,7 @@ class Stream:
             self.emit("STEP_FINISHED", at, step_name=f"step {frame.step}", subagent_run_id=frame.sub)
 
     def open_subagent(self, child: Run, name: str, tool_call_id: str | None, at: datetime | None) -> None:
-        parent = child.parent_run_id if child.parent_run_id != self.root.run_id else None
+        parent = child.parent_run_id if child.parent_run_id != self.root_id else None
         self.emit(
             "SUBAGENT_STARTED",
             at,
@@ -306,7 +310,7 @@ def follow(stream: Stream, deadline: float, check: bool) -> tuple[str, list[Inte
         if moved or page.events:
             continue
         if check:
-            waits = progress.now(tenant_id, stream.root.run_id).pending
+            waits = progress.now(tenant_id, stream.root_id).pending
             if waits:
                 return "interrupt", waits
             check = False
@@ -315,9 +319,9 @@ def follow(stream: Stream, deadline: float, check: bool) -> tuple[str, list[Inte
             return "continue", []
 
 
-def _usage(before: Run, after: Run) -> list[dict[str, Any]]:
+def _usage(then: Usage, after: Run) -> list[dict[str, Any]]:
     """What this response's part of the run spent (AG-UI counts a resumed run's own calls only)."""
-    now, then = after.total_usage, before.total_usage
+    now = after.total_usage
     entry = {
         "inputTokens": now.input_tokens - then.input_tokens,
         "outputTokens": now.output_tokens - then.output_tokens,
@@ -343,7 +347,7 @@ def _interrupt(stream: Stream, waiting: Interaction) -> dict[str, Any]:
         tool_call_id=waiting.tool_call_id,
         response_schema=schema,
         expires_at=waiting.deadline.isoformat(),
-        subagent_run_id=waiting.run_id if waiting.run_id != stream.root.run_id else None,
+        subagent_run_id=waiting.run_id if waiting.run_id != stream.root_id else None,
         metadata={
             "stepwise": {
                 "kind": kind,
@@ -355,17 +359,17 @@ def _interrupt(stream: Stream, waiting: Interaction) -> dict[str, Any]:
     )
 
 
-def finish(stream: Stream, ending: str, waits: list[Interaction], before: Run) -> None:
+def finish(stream: Stream, ending: str, waits: list[Interaction]) -> None:
     """Close what is open and end the response: RUN_FINISHED (with its outcome) or RUN_ERROR."""
-    tenant_id, root = stream.tenant_id, stream.root
+    tenant_id = stream.tenant_id
     for frame in reversed(stream.frames):
         stream.close_step(frame)
         if frame.sub is not None:
             here = [w.interaction_id for w in waits if w.run_id == frame.run_id]
             outcome = _fields(type="suspended", interrupt_ids=here or None)
             stream.emit("SUBAGENT_FINISHED", subagent_run_id=frame.sub, outcome=outcome)
-    run = _read(tenant_id, root.run_id)
-    usage = _usage(before, run)
+    run = _read(tenant_id, stream.root_id)
+    usage = _usage(stream.before, run)
     base: dict[str, Any] = {"thread_id": stream.thread_id, "run_id": stream.agui_run_id}
     if ending == "run_completed":
         top = stream.frames[0]
@@ -381,8 +385,8 @@ def finish(stream: Stream, ending: str, waits: list[Interaction], before: Run) -
         error = run.error.message if run.error else f"the run {run.status}"
         stream.emit("RUN_ERROR", message=error, code=run.error.code if run.error else run.status, usage=usage)
     elif ending == "interrupt":
-        front = {str(t.get("name")) for t in root.client_tools}
-        if all(w.kind == "client_tool" and w.run_id == root.run_id and w.tool_name in front for w in waits):
+        front, root_id = stream.front, stream.root_id
+        if all(w.kind == "client_tool" and w.run_id == root_id and w.tool_name in front for w in waits):
             # Only the front end's own tools are awaited: AG-UI's convention is a finished run that
             # names them; the app answers with tool messages in its next input.
             pending_ids = [w.tool_call_id for w in waits]
@@ -403,7 +407,7 @@ def finish(stream: Stream, ending: str, waits: list[Interaction], before: Run) -
             "id": token,
             "reason": CONTINUE,
             "message": "The run is still working: resume this interrupt to stream what follows.",
-            "metadata": {"stepwise": {"runId": root.run_id}},
+            "metadata": {"stepwise": {"runId": stream.root_id}},
         }
         stream.emit("RUN_FINISHED", **base, outcome={"type": "interrupt", "interrupts": [cont]}, usage=usage)
 
@@ -461,12 +465,6 @@ def _client_tools(body: RunAgentInput) -> list[dict[str, Any]]:
 def _begin(tenant_id: str, agent_id: str, body: RunAgentInput) -> dict[str, Any]:
     """Start the run a new user message asks for (on the thread's session, created on first use)."""
     session_id = thread_session(tenant_id, agent_id, body.thread_id)
-    existing: str | None = session_id
-    if session_id != body.thread_id:
-        try:
-            stores().sessions.get(tenant_id, session_id)
-        except NotFound:
-            existing = None
     agui = {
         "thread_id": body.thread_id,
         "run_id": body.run_id,
@@ -474,21 +472,24 @@ def _begin(tenant_id: str, agent_id: str, body: RunAgentInput) -> dict[str, Any]
         "forwarded_props": body.forwarded_props,
     }
     try:
-        create = RunCreate(message=_user_text(body), session_id=existing, metadata={"ag_ui": agui})
+        create = RunCreate(message=_user_text(body), session_id=session_id, metadata={"ag_ui": agui})
     except ValidationError as exc:
         raise Unprocessable(
             "the input cannot start a run",
             code="validation_error",
             details=[{"msg": e["msg"]} for e in exc.errors()],
         ) from None
-    run = start.start_run(
-        tenant_id,
-        agent_id,
-        create,
-        client_tools=_client_tools(body),
-        new_session_id=None if existing else session_id,
-    )
-    return {"run_id": run.run_id}
+    tools = _client_tools(body)
+    try:
+        run = start.start_run(tenant_id, agent_id, create, client_tools=tools)
+    except NotFound as exc:
+        if exc.code != "session_not_found" or session_id == body.thread_id:
+            raise
+        # The thread's first run: its session is created under the id the thread maps to. Asking first
+        # would cost every later run a read; this costs the first one the read that found nothing.
+        create = create.model_copy(update={"session_id": None})
+        run = start.start_run(tenant_id, agent_id, create, client_tools=tools, new_session_id=session_id)
+    return {"run_id": run.run_id, "session_id": run.session_id}
 
 
 @cache
@@ -516,7 +517,9 @@ def _idempotent_begin() -> Any:
     return settings, begin_once
 
 
-def begin_once(tenant_id: str, agent_id: str, body: RunAgentInput, lambda_context: Any = None) -> str:
+def begin_once(
+    tenant_id: str, agent_id: str, body: RunAgentInput, lambda_context: Any = None
+) -> dict[str, Any]:
     """The Stepwise run this input starts (or started, when it is a retry). `lambda_context` lets an
     in-progress idempotency record expire with the invocation that made it."""
     from aws_lambda_powertools.utilities.idempotency.exceptions import (
@@ -543,7 +546,7 @@ def begin_once(tenant_id: str, agent_id: str, body: RunAgentInput, lambda_contex
         raise Conflict(
             "a request with this threadId and runId is in progress; retry shortly", code="request_in_progress"
         ) from None
-    return str(started["run_id"])
+    return started
 
 
 def _root_in_thread(tenant_id: str, run_id: str, session_id: str) -> Run:
@@ -627,9 +630,11 @@ def _continue(tenant_id: str, body: RunAgentInput, session_id: str) -> tuple[Run
         answered.append((waiting, _answer(waiting, entry.status, entry.payload)))
     if not body.resume:
         results = {m.tool_call_id: m for m in body.messages if m.role == "tool" and m.tool_call_id}
+        if not results or (body.messages and body.messages[-1].role == "user"):
+            return None  # nothing answered, or a new turn (the history's tool messages are old)
         session = _session_or_none(tenant_id, session_id)
         active = _read(tenant_id, session.active_run_id) if session and session.active_run_id else None
-        if active is None or not results:
+        if active is None:
             return None
         for waiting in progress.pending(tenant_id, active):
             result = results.get(waiting.tool_call_id)
@@ -681,20 +686,26 @@ def run(
         root, frames = continued
         if root.agent_id != agent_id:
             raise NotFound("no such interrupt in this thread", code="interrupt_not_found")
-        before, check = root, True
-    else:  # start_run refuses an unknown agent (or another tenant's) with the same 404
-        root = _read(tenant_id, begin_once(tenant_id, agent_id, body, lambda_context))
-        frames, check = [Frame(root.run_id, 0)], False
-        before = root.model_copy(
-            update={"usage": type(root.usage)(), "descendants_usage": type(root.usage)()}
+        root_id, session_id, front = (
+            root.run_id,
+            root.session_id,
+            {str(t.get("name")) for t in root.client_tools},
         )
-    stream = Stream(tenant_id, body.thread_id, body.run_id, root, frames)
+        before, check = root.total_usage, True
+    else:  # start_run refuses an unknown agent (or another tenant's) with the same 404
+        started = begin_once(tenant_id, agent_id, body, lambda_context)
+        root_id, session_id = str(started["run_id"]), str(started["session_id"])
+        front = {tool.name for tool in body.tools or []}
+        frames, before, check = [Frame(root_id, 0)], Usage(), False
+    stream = Stream(
+        tenant_id, body.thread_id, body.run_id, root_id, session_id, frozenset(front), before, frames
+    )
     stream.emit(
         "RUN_STARTED",
         thread_id=body.thread_id,
         run_id=body.run_id,
         protocol_version=PROTOCOL_VERSION,
-        metadata={"stepwise": {"runId": root.run_id, "sessionId": root.session_id}},
+        metadata={"stepwise": {"runId": root_id, "sessionId": session_id}},
     )
     for frame in frames[1:]:  # the delegations still open where this response takes over
         child = _read(tenant_id, frame.run_id)
@@ -703,5 +714,5 @@ def run(
         if frame.step:
             stream.emit("STEP_STARTED", step_name=f"step {frame.step}", subagent_run_id=frame.sub)
     ending, waits = follow(stream, deadline, check)
-    finish(stream, ending, waits, before)
+    finish(stream, ending, waits)
     return sse(stream.out)
