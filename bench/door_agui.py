@@ -27,10 +27,16 @@ def _head_reads(requests: list[Request], events_table: str) -> int:
     return sum(1 for r in requests if r.operation == "GetItem" and r.tables == (events_table,))
 
 
-def _through_api(env: Any, agent_id: str) -> str:
-    body = {"message": "bench door run", "script": SCRIPT, "max_steps": len(SCRIPT)}
+def _through_api(env: Any, agent_id: str, session: dict[str, str]) -> str:
+    body: dict[str, Any] = {
+        "message": "bench door run",
+        "script": SCRIPT,
+        "max_steps": len(SCRIPT),
+        **session,
+    }
     _, _, accepted = env.stack.invoke_api("POST", f"/v1/agents/{agent_id}/runs", body)
     run_id = str(accepted["run_id"])
+    session["session_id"] = str(accepted["session_id"])  # the next run continues it, like a thread
     after, done = 0, False
     while not done:
         _, _, page = env.stack.invoke_api("GET", f"/v1/runs/{run_id}/events?after={after}&wait=20")
@@ -38,9 +44,8 @@ def _through_api(env: Any, agent_id: str) -> str:
     return run_id
 
 
-def _through_door(env: Any, agent_id: str) -> tuple[str, int]:
+def _through_door(env: Any, agent_id: str, thread: str) -> tuple[str, int]:
     """The run's id and how many responses the client needed (continuations included)."""
-    thread = f"bench-{uuid.uuid4().hex[:8]}"
     body: dict[str, Any] = {
         "threadId": thread,
         "runId": str(uuid.uuid4()),
@@ -83,27 +88,28 @@ def run() -> Section:
         }
     )
     counted: dict[str, dict[str, Any]] = {}
+    # Each path's two runs share a conversation (a session, a thread): its first run, then a later one.
+    thread, session = f"bench-{uuid.uuid4().hex[:8]}", dict[str, str]()
     with recorder.installed():
         for path in ("api", "door"):
             for attempt in range(RUNS):
                 marks = (len(recorder.requests), len(recorder.invocations))
                 if path == "api":
                     with recorder.charging(API):
-                        run_id = _through_api(env, api_agent)
+                        run_id = _through_api(env, api_agent, session)
                     responses = 0
                 else:
                     with recorder.charging(DOOR):
-                        run_id, responses = _through_door(env, door_agent)
+                        run_id, responses = _through_door(env, door_agent, thread)
                 env.wait_execution(run_id)
-                if attempt < RUNS - 1:
-                    continue
                 requests = recorder.since(marks[0])
                 invocations = recorder.invocations_since(marks[1])
                 client = [r for r in requests if r.root in (API, DOOR)]
                 own = [r for r in requests if r.root in ("", OUTSIDE)]
-                counted[path] = {
+                counted[path if attempt else f"{path} first"] = {
                     "run": len(own),
                     "client": len(client) - _head_reads(client, events_table),
+                    "authorizer": sum(1 for r in client if r.function == "AuthorizerFunction"),
                     "head": _head_reads(client, events_table),
                     "client_ops": Counter(f"{r.operation} {r.tables[0] if r.tables else ''}" for r in client),
                     "client_invocations": sum(1 for i in invocations if i.root in (API, DOOR)),
@@ -127,7 +133,28 @@ def run() -> Section:
         digits=0,
     )
     extra = (door["run"] + door["client"]) - (api["run"] + api["client"])
-    section.add("Extra DynamoDB requests per run through the door", extra, "requests", "goal ≤ 2", digits=0)
+    section.add(
+        "Extra DynamoDB requests per run through the door",
+        extra,
+        "requests",
+        "goal ≤ 2; a later run of a thread, the API client's extra authorizer reads (one per poll) counted",
+        digits=0,
+    )
+    for label, door_run, api_run in (
+        ("a later run of a thread", door, api),
+        ("the first run of a thread", counted["door first"], counted["api first"]),
+    ):
+        apart = (door_run["run"] + door_run["client"] - door_run["authorizer"]) - (
+            api_run["run"] + api_run["client"] - api_run["authorizer"]
+        )
+        section.add(
+            f"Extra DynamoDB requests, authorizer reads apart, {label}",
+            apart,
+            "requests",
+            "the runId's idempotency record (PutItem, UpdateItem)"
+            + ("; the thread's session, missed once (GetItem)" if "first" in label else ""),
+            digits=0,
+        )
     section.add(
         "Log head reads while waiting, API / AG-UI",
         f"{api['head']} / {door['head']}",

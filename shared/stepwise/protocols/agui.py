@@ -127,6 +127,7 @@ class Frame:
     step: int = 0  # the step open in the AG-UI stream (0: none)
     message: str | None = None  # the text message open in the stream
     chunked: bool = False  # the open step streamed text (else a final answer is sent whole)
+    began: bool = False  # this response saw its last step begin (a step begun earlier was sent there)
 
     def token(self) -> str:
         return f"{self.run_id}.{self.after}.{self.step}"
@@ -143,6 +144,8 @@ class Stream:
     before: Usage  # what the tree had spent when this response began (it reports only its own part)
     frames: list[Frame]
     out: list[dict[str, Any]] = field(default_factory=list)
+    delegated: bool = False  # this response followed a child run
+    ended: RunEvent | None = None  # the root's terminal event, when this response read it
 
     def emit(self, etype: str, at: datetime | None = None, **fields: Any) -> None:
         self.out.append(_event(etype, at, **fields))
@@ -178,7 +181,7 @@ class Stream:
         match event.type:
             case "step_started":
                 self.close_step(frame, at)
-                frame.step, frame.chunked = int(data.get("step") or 0), False
+                frame.step, frame.chunked, frame.began = int(data.get("step") or 0), False, True
                 self.emit("STEP_STARTED", at, step_name=f"step {frame.step}", subagent_run_id=sub)
             case "chunk":
                 if frame.message is None:
@@ -282,8 +285,10 @@ def follow(stream: Stream, deadline: float, check: bool) -> tuple[str, list[Inte
             if said == "signal":
                 check = True
             elif said == "end":
+                stream.ended = event
                 return event.type, []
             elif said == "push":
+                stream.delegated = True
                 child = _read(tenant_id, str(event.data["child_run_id"]))
                 stream.open_subagent(
                     child, str(event.data.get("tool_name")), event.data.get("tool_call_id"), event.at
@@ -319,9 +324,8 @@ def follow(stream: Stream, deadline: float, check: bool) -> tuple[str, list[Inte
             return "continue", []
 
 
-def _usage(then: Usage, after: Run) -> list[dict[str, Any]]:
+def _usage(then: Usage, now: Usage) -> list[dict[str, Any]]:
     """What this response's part of the run spent (AG-UI counts a resumed run's own calls only)."""
-    now = after.total_usage
     entry = {
         "inputTokens": now.input_tokens - then.input_tokens,
         "outputTokens": now.output_tokens - then.output_tokens,
@@ -368,17 +372,24 @@ def finish(stream: Stream, ending: str, waits: list[Interaction]) -> None:
             here = [w.interaction_id for w in waits if w.run_id == frame.run_id]
             outcome = _fields(type="suspended", interrupt_ids=here or None)
             stream.emit("SUBAGENT_FINISHED", subagent_run_id=frame.sub, outcome=outcome)
-    run = _read(tenant_id, stream.root_id)
-    usage = _usage(stream.before, run)
     base: dict[str, Any] = {"thread_id": stream.thread_id, "run_id": stream.agui_run_id}
+    fresh = stream.before == Usage() and not stream.delegated
+    if ending == "run_completed" and stream.ended is not None and fresh:
+        # A run streamed from its start without a delegation: its terminal event carries its output and
+        # the whole tree's usage, so the run item need not be read again.
+        output = stream.ended.data.get("output")
+        usage = _usage(stream.before, Usage.model_validate(stream.ended.data.get("usage") or {}))
+    else:
+        run = _read(tenant_id, stream.root_id)
+        output, usage = run.output, _usage(stream.before, run.total_usage)
     if ending == "run_completed":
         top = stream.frames[0]
-        if not top.chunked and run.output:  # the model answered without streaming: the answer whole
-            message = f"{run.run_id}.output"
+        if top.began and not top.chunked and output:  # the model answered without streaming: whole
+            message = f"{stream.root_id}.output"
             stream.emit("TEXT_MESSAGE_START", message_id=message, role="assistant")
-            stream.emit("TEXT_MESSAGE_CONTENT", message_id=message, delta=run.output)
+            stream.emit("TEXT_MESSAGE_CONTENT", message_id=message, delta=output)
             stream.emit("TEXT_MESSAGE_END", message_id=message)
-        stream.emit("RUN_FINISHED", **base, result=run.output, outcome={"type": "success"}, usage=usage)
+        stream.emit("RUN_FINISHED", **base, result=output, outcome={"type": "success"}, usage=usage)
     elif ending == "run_cancelled":
         stream.emit("RUN_FINISHED", **base, outcome={"type": "cancelled"}, usage=usage)
     elif ending == "run_failed":
