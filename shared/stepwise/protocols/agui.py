@@ -498,8 +498,13 @@ def _begin(tenant_id: str, agent_id: str, body: RunAgentInput) -> dict[str, Any]
             raise
         # The thread's first run: its session is created under the id the thread maps to. Asking first
         # would cost every later run a read; this costs the first one the read that found nothing.
-        create = create.model_copy(update={"session_id": None})
-        run = start.start_run(tenant_id, agent_id, create, client_tools=tools, new_session_id=session_id)
+        try:
+            fresh = create.model_copy(update={"session_id": None})
+            run = start.start_run(tenant_id, agent_id, fresh, client_tools=tools, new_session_id=session_id)
+        except Conflict as raced:
+            if raced.code != "session_exists":
+                raise
+            run = start.start_run(tenant_id, agent_id, create, client_tools=tools)  # another start made it
     return {"run_id": run.run_id, "session_id": run.session_id}
 
 
