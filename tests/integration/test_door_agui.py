@@ -391,14 +391,18 @@ const [url, key] = process.argv.slice(-2);
   const agent = new HttpAgent({ url, headers: { Authorization: `Bearer ${key}` } });
   agent.messages = [{ id: "u1", role: "user", content: "look both up" }];
   const seen = [];
-  const first = await agent.runAgent({}, { onEvent: ({ event }) => { seen.push(event.type); } });
-  const interrupts = agent.pendingInterrupts.map((i) => ({ id: i.id, reason: i.reason }));
-  const resume = agent.pendingInterrupts.map((i) => (
-    { interruptId: i.id, status: "resolved", payload: { approved: true } }));
-  const second = await agent.runAgent({ resume }, { onEvent: ({ event }) => { seen.push(event.type); } });
+  const interrupts = [];
+  const onEvent = ({ event }) => { seen.push(event.type); };
+  await agent.runAgent({}, { onEvent });
+  // Approve every approval; a `stepwise:continue` interrupt (a response cut at its bound) just resumes.
+  for (let round = 0; agent.pendingInterrupts.length && round < 10; round++) {
+    interrupts.push(...agent.pendingInterrupts.map((i) => ({ id: i.id, reason: i.reason })));
+    const resume = agent.pendingInterrupts.map((i) => (
+      { interruptId: i.id, status: "resolved", payload: { approved: true } }));
+    await agent.runAgent({ resume }, { onEvent });
+  }
   const text = agent.messages.filter((m) => m.role === "assistant").map((m) => m.content || "").join("");
-  const pending = agent.pendingInterrupts.length;
-  console.log(JSON.stringify({ interrupts, seen, text, pending, added: second.newMessages.length }));
+  console.log(JSON.stringify({ interrupts, seen, text, pending: agent.pendingInterrupts.length }));
 })().catch((e) => { console.error(e && e.stack || e); process.exit(1); });
 """
 
@@ -436,8 +440,9 @@ def test_the_official_http_agent_runs_interrupts_and_resumes(stack: LocalStack, 
 
     assert done.returncode == 0, done.stderr[-3000:]
     seen = json.loads(done.stdout.strip().splitlines()[-1])
-    assert len(seen["interrupts"]) == 2 and {i["reason"] for i in seen["interrupts"]} == {"approval"}
-    assert seen["seen"].count("RUN_STARTED") == 2 and seen["seen"].count("RUN_FINISHED") == 2
+    approvals = [i for i in seen["interrupts"] if i["reason"] == "approval"]
+    assert len(approvals) == 2 and len({i["id"] for i in approvals}) == 2
+    assert seen["seen"].count("RUN_STARTED") == seen["seen"].count("RUN_FINISHED") >= 2
     assert seen["pending"] == 0 and "both done" in seen["text"]
     eventually(
         lambda: wait_for_run(stack, _run_of(stack, agent_id))["status"] == "succeeded", what="the run to end"
