@@ -19,7 +19,8 @@ from pydantic import TypeAdapter
 from stepwise_local.gateway import serve
 from stepwise_local.stack import DEFAULT_KEY, LocalStack
 from tests.eventually import eventually
-from tests.integration.support import OTHER_KEY, wait_for_run
+from tests.fakes.receiver import Receiver
+from tests.integration.support import OTHER_KEY, tool, wait_for_run
 
 EVENTS: TypeAdapter[Any] = TypeAdapter(Event)
 CONFORMANCE = Path(__file__).resolve().parents[1] / "conformance"
@@ -265,16 +266,18 @@ def test_a_front_end_tool_is_answered_by_a_tool_message(stack: LocalStack) -> No
     assert _finished(answered).result == "You picked it."
 
 
-def _approvals_agent(stack: LocalStack) -> str:
+@pytest.fixture(scope="module")
+def peer() -> Iterator[Receiver]:
+    """What the approved HTTP tools call (it answers 200 to anything)."""
+    receiving = Receiver()
+    yield receiving
+    receiving.close()
+
+
+def _approvals_agent(stack: LocalStack, peer: Receiver) -> str:
+    """Two parallel-safe (read-only) tools that ask a human: one step asks for both approvals."""
     tools = [
-        {
-            "type": "client",
-            "name": name,
-            "description": f"{name} tool",
-            "input_schema": LOOKUP,
-            "read_only": True,
-            "permission": "ask",
-        }
+        tool(name, f"{peer.url}/{name}", read_only=True, permission="ask")
         for name in ("lookup_a", "lookup_b")
     ]
     calls = [{"name": "lookup_a", "arguments": {"q": "a"}}, {"name": "lookup_b", "arguments": {"q": "b"}}]
@@ -287,8 +290,8 @@ def _interrupts(events: list[Any]) -> list[Any]:
     return list(finished.outcome.interrupts)
 
 
-def test_two_parallel_approvals_resume_one_at_a_time(stack: LocalStack) -> None:
-    agent_id = _approvals_agent(stack)
+def test_two_parallel_approvals_resume_one_at_a_time(stack: LocalStack, peer: Receiver) -> None:
+    agent_id = _approvals_agent(stack, peer)
     _, first = _post(stack, agent_id, _input("thread-two", "look both up"))
     waiting = _interrupts(first)
     assert sorted(i.metadata["stepwise"]["tool"] for i in waiting) == ["lookup_a", "lookup_b"]
@@ -310,8 +313,8 @@ def test_two_parallel_approvals_resume_one_at_a_time(stack: LocalStack) -> None:
 
     assert _stepwise_run(first) == _stepwise_run(second) == _stepwise_run(third)
     assert _finished(third).outcome.type == "success" and _finished(third).result == "both done"
-    results = {e.tool_call_id: json.loads(e.content) for e in third if e.type.value == "TOOL_CALL_RESULT"}
-    assert results[b.tool_call_id]["error"]["code"] == "denied"
+    results = {e.tool_call_id: e.content for e in [*second, *third] if e.type.value == "TOOL_CALL_RESULT"}
+    assert '"denied"' in results[b.tool_call_id] and '"error"' not in results[a.tool_call_id]  # a ran
     # nothing repeated: each call's events appear in exactly one response
     starts = [
         e.tool_call_id
@@ -322,8 +325,8 @@ def test_two_parallel_approvals_resume_one_at_a_time(stack: LocalStack) -> None:
     assert sorted(starts) == sorted({a.tool_call_id, b.tool_call_id})
 
 
-def test_two_parallel_approvals_resume_at_once(stack: LocalStack) -> None:
-    agent_id = _approvals_agent(stack)
+def test_two_parallel_approvals_resume_at_once(stack: LocalStack, peer: Receiver) -> None:
+    agent_id = _approvals_agent(stack, peer)
     _, first = _post(stack, agent_id, _input("thread-both", "look both up"))
     resume = [
         {"interruptId": i.id, "status": "resolved", "payload": {"decision": "approve"}}
@@ -362,8 +365,8 @@ def test_a_delegation_is_a_subagent_bracket(stack: LocalStack) -> None:
     assert _finished(events).result == "parent done"
 
 
-def test_a_stream_bounded_early_continues_without_repeating(stack: LocalStack) -> None:
-    agent_id = _approvals_agent(stack)
+def test_a_stream_bounded_early_continues_without_repeating(stack: LocalStack, peer: Receiver) -> None:
+    agent_id = _approvals_agent(stack, peer)
 
     _, cut = _post_once(stack, agent_id, _input("thread-cut", "look both up"), wait=0.2)
     parts = [cut]
@@ -380,6 +383,36 @@ def test_a_stream_bounded_early_continues_without_repeating(stack: LocalStack) -
     assert steps.count("step 1") <= len(parts)  # reopened only where a response took over
     calls = [e.tool_call_id for part in parts for e in part if e.type.value == "TOOL_CALL_START"]
     assert len(calls) == len(set(calls)) == 2
+
+
+def test_a_subagents_approval_interrupts_the_root_and_resumes_inside_its_bracket(
+    stack: LocalStack, peer: Receiver
+) -> None:
+    asks = [tool("lookup_a", f"{peer.url}/child", permission="ask")]
+    child_id = _agent(
+        stack,
+        asks,
+        script=[{"tool_calls": [{"name": "lookup_a", "arguments": {"q": "c"}}]}, {"text": "child done"}],
+    )
+    helper = [{"type": "agent", "name": "helper", "description": "A helper", "agent_id": child_id}]
+    script = [{"tool_calls": [{"name": "helper", "arguments": {"message": "go"}}]}, {"text": "parent done"}]
+    parent_id = _agent(stack, helper, script=script)
+
+    _, asked = _post(stack, parent_id, _input("thread-nested", "delegate"))
+
+    [waiting] = _interrupts(asked)
+    suspended = [e for e in asked if e.type.value == "SUBAGENT_FINISHED"][-1]
+    assert waiting.reason == "approval" and waiting.subagent_run_id == suspended.subagent_run_id
+    assert suspended.outcome.type == "suspended" and suspended.outcome.interrupt_ids == [waiting.id]
+
+    _, done = _post(
+        stack, parent_id, _input("thread-nested", resume=[{"interruptId": waiting.id, "status": "resolved"}])
+    )
+
+    reopened = next(e for e in done if e.type.value == "SUBAGENT_STARTED")
+    assert (reopened.subagent_run_id, reopened.name) == (waiting.subagent_run_id, "helper")
+    inside = "".join(e.delta for e in done if e.type.value == "TEXT_MESSAGE_CONTENT" and e.subagent_run_id)
+    assert inside == "child done" and _finished(done).result == "parent done"
 
 
 # --- The official client: @ag-ui/client's HttpAgent under Node, over loopback HTTP ----------------------
@@ -426,8 +459,10 @@ def _node() -> str:
     return found
 
 
-def test_the_official_http_agent_runs_interrupts_and_resumes(stack: LocalStack, server: str) -> None:
-    agent_id = _approvals_agent(stack)
+def test_the_official_http_agent_runs_interrupts_and_resumes(
+    stack: LocalStack, server: str, peer: Receiver
+) -> None:
+    agent_id = _approvals_agent(stack, peer)
 
     done = subprocess.run(
         [_node(), "-e", NODE_SCRIPT, f"{server}/v1/agents/{agent_id}/ag-ui", "sk-local-dev"],

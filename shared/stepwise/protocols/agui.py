@@ -725,7 +725,13 @@ def run(
     )
     for frame in frames[1:]:  # the delegations still open where this response takes over
         child = _read(tenant_id, frame.run_id)
-        stream.open_subagent(child, child.agent_id, None, None)
+        call = (
+            stores().interactions.get(tenant_id, child.parent_interaction_id)
+            if child.parent_interaction_id
+            else None
+        )
+        name = call.tool_name if call else child.agent_id  # as the bracket was first opened: the tool's name
+        stream.open_subagent(child, name, call.tool_call_id if call else None, None)
     for frame in frames:
         if frame.step:
             stream.emit("STEP_STARTED", step_name=f"step {frame.step}", subagent_run_id=frame.sub)
