@@ -312,6 +312,8 @@ def follow(stream: Stream, deadline: float, check: bool) -> tuple[str, list[Inte
                 stream.end_child(frame, run)
                 stream.frames.pop()
                 moved = True
+        if time.monotonic() >= deadline and not check:
+            return "continue", []  # a run that keeps talking still ends its response in time
         if moved or page.events:
             continue
         if check:
@@ -319,9 +321,6 @@ def follow(stream: Stream, deadline: float, check: bool) -> tuple[str, list[Inte
             if waits:
                 return "interrupt", waits
             check = False
-            continue
-        if time.monotonic() >= deadline:
-            return "continue", []
 
 
 def _usage(then: Usage, now: Usage) -> list[dict[str, Any]]:
