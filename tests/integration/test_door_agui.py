@@ -332,6 +332,11 @@ def test_two_parallel_approvals_resume_at_once(stack: LocalStack, peer: Receiver
         {"interruptId": i.id, "status": "resolved", "payload": {"decision": "approve"}}
         for i in _interrupts(first)
     ]
+    mine = _input("thread-both", resume=resume)
+    elsewhere, wrong_agent = _post(stack, _agent(stack), mine)
+    theirs, other_tenant = _post(stack, _agent_of_other_tenant(stack), mine, key=OTHER_KEY)
+    assert (elsewhere, wrong_agent["error"]["code"]) == (404, "interrupt_not_found")  # nothing answered
+    assert (theirs, other_tenant["error"]["code"]) == (404, "interaction_not_found")
 
     _, done = _post(stack, agent_id, _input("thread-both", resume=resume))
 

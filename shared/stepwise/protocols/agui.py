@@ -622,8 +622,11 @@ def _frames_from(tenant_id: str, token: str, session_id: str) -> tuple[Run, list
     return root, frames
 
 
-def _continue(tenant_id: str, body: RunAgentInput, session_id: str) -> tuple[Run, list[Frame]] | None:
-    """Answer what the input answers (resume entries, tool messages) and say where the run goes on."""
+def _continue(
+    tenant_id: str, agent_id: str, body: RunAgentInput, session_id: str
+) -> tuple[Run, list[Frame]] | None:
+    """Answer what the input answers (resume entries, tool messages) and say where the run goes on.
+    Everything is checked (the thread's, this agent's) before the first answer is given."""
     key = f"ag-ui:{body.thread_id}:{body.run_id}"
     root: Run | None = None
     frames: list[Frame] = []
@@ -668,6 +671,8 @@ def _continue(tenant_id: str, body: RunAgentInput, session_id: str) -> tuple[Run
         root = active
     if root is None:
         return None
+    if root.agent_id != agent_id:  # the thread's session belongs to this agent: another's run is not here
+        raise NotFound("no such interrupt in this thread", code="interrupt_not_found")
     if not answered:
         return root, frames
     frames = _frames_now(tenant_id, root)  # read before the answers: their effects are events after it
@@ -696,11 +701,9 @@ def run(
     answer) is raised before the first event, so it is an HTTP error in the API's shape."""
     deadline = time.monotonic() + bound
     session_id = thread_session(tenant_id, agent_id, body.thread_id)
-    continued = _continue(tenant_id, body, session_id)
+    continued = _continue(tenant_id, agent_id, body, session_id)
     if continued is not None:
         root, frames = continued
-        if root.agent_id != agent_id:
-            raise NotFound("no such interrupt in this thread", code="interrupt_not_found")
         root_id, session_id, front = (
             root.run_id,
             root.session_id,
