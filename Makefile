@@ -88,13 +88,15 @@ conformance: $(STAMP) $(CONFORMANCE_STAMP)
 run: $(STAMP)
 	$(PY) -m stepwise_local
 
+# Every core runs tests (pytest-xdist); a module's tests stay on one worker (loadscope), so a module's
+# fixtures (a served stack, a browser) start once.
 test: lint contract $(CHROMIUM) postgres mariadb nodejs $(CONFORMANCE_STAMP)
-	$(PY) -m pytest tests
+	$(PY) -m pytest tests -n auto --dist loadscope
 
 unit: $(STAMP)
 	$(PY) -m pytest tests/unit
 
-integration: $(STAMP) postgres mariadb nodejs
+integration: $(STAMP) postgres mariadb nodejs $(CONFORMANCE_STAMP)
 	$(PY) -m pytest tests/integration
 
 e2e: $(STAMP) $(CHROMIUM) postgres

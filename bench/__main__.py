@@ -36,6 +36,7 @@ BENCHMARKS = [
     "canonical",
     "delegation",
     "following",
+    "door_mcp",
     "webhooks",
     "door_agui",
     "streaming",

@@ -48,6 +48,8 @@ NOT_IN_SDK = {
     ("GET", "/v1/runs/{run_id}/stream"),
     # The AG-UI door speaks AG-UI's events to AG-UI's clients; the SDK follows the same run natively.
     ("POST", "/v1/agents/{agent_id}/ag-ui"),
+    # The MCP door is for MCP clients (the `mcp` SDK); stepwise_sdk opens it on an agent (`mcp` field).
+    ("POST", "/v1/mcp"),
 }
 # Fields the SDK reads as an open enum (the spec's values, or any other string a newer server sends).
 OPEN_ENUMS = {("RunEvent", "type")}

@@ -24,6 +24,10 @@ from tests.e2e.support import KEY, READY, free_port
 from tests.eventually import eventually
 from tests.fakes.receiver import Receiver, Reply
 
+# Each test starts the whole local stack twice (a restart), and make test runs two workers side by
+# side: pytest's default 120 s would be the machine's load talking, not a hang.
+pytestmark = pytest.mark.timeout(300)
+
 ROOT = Path(__file__).resolve().parents[2]
 ASK_SCRIPT = [{"tool_calls": [{"name": "send", "arguments": {"q": "hello"}}]}, {"text": "sent"}]
 

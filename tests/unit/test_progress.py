@@ -137,3 +137,36 @@ def test_settle_gives_up_after_the_wait_with_the_run_as_it_stands(fakes: FakeSto
     found = progress.settle(T, run.run_id, wait=0.5)
     assert 0.4 < time.monotonic() - started < 3
     assert not found.settled and found.run.status == "running" and found.next == 2
+
+
+def test_settle_until_ended_waits_through_a_human_wait(fakes: FakeStores) -> None:
+    run = a_run(fakes, "waiting")
+    fakes.events.append(T, run.run_id, [("run_started", {})])
+    wait_on(fakes, run, "approval")
+
+    def answered_and_finished() -> None:
+        time.sleep(0.3)
+        fakes.runs.transition(T, run.run_id, "succeeded", allowed_from={"waiting"}, output="done")
+        fakes.events.append(T, run.run_id, [("approval_decided", {}), ("run_completed", {"output": "done"})])
+
+    threading.Thread(target=answered_and_finished).start()
+    found = progress.settle(T, run.run_id, wait=5, ended=True)
+    assert found.run.status == "succeeded" and found.run.output == "done" and found.next == 3
+
+
+def test_settle_hands_each_page_of_events_it_reads_to_seen(fakes: FakeStores) -> None:
+    run = a_run(fakes)
+    fakes.events.append(T, run.run_id, [("run_started", {})])
+
+    def work() -> None:
+        time.sleep(0.2)
+        fakes.events.append(T, run.run_id, [("step_started", {"step": 1})])
+        time.sleep(0.3)
+        fakes.runs.transition(T, run.run_id, "succeeded", allowed_from={"running"}, output="ok")
+        fakes.events.append(T, run.run_id, [("run_completed", {"output": "ok"})])
+
+    threading.Thread(target=work).start()
+    pages: list[list[str]] = []
+    found = progress.settle(T, run.run_id, wait=5, seen=lambda events: pages.append([e.type for e in events]))
+    assert found.run.done
+    assert [t for page in pages for t in page] == ["step_started", "run_completed"]

@@ -16,6 +16,7 @@ from stepwise.api import (
     events,
     hooks,
     interactions,
+    mcp_door,
     mcp_servers,
     memories,
     runs,
@@ -70,6 +71,7 @@ def build() -> APIGatewayHttpResolver:
     app.include_router(webhooks.router)
     app.include_router(uploads.router)
     app.include_router(console.router)
+    app.include_router(mcp_door.router)
 
     @app.get(
         "/v1/health",

@@ -1,1 +1,1 @@
-"""The protocol doors: one module per protocol, translating its requests and events onto the same runs."""
+"""Protocol doors: thin facades that speak other protocols over the same Stepwise runs."""

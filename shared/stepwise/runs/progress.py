@@ -11,12 +11,13 @@ poll, the run item only when an event says something changed.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from pydantic import BaseModel
 
 from stepwise.interactions.models import Interaction
 from stepwise.runs import eventlog
-from stepwise.runs.models import TERMINAL_EVENTS, Run
+from stepwise.runs.models import TERMINAL_EVENTS, Run, RunEvent
 from stepwise.runs.ports import stores
 
 HUMAN_KINDS = frozenset({"approval", "client_tool"})
@@ -57,20 +58,33 @@ def now(tenant_id: str, run_id: str) -> Progress:
     return Progress(run=run, pending=pending(tenant_id, run), next=head.last_seq if head else 0)
 
 
-def settle(tenant_id: str, run_id: str, wait: float) -> Progress:
+def settle(
+    tenant_id: str,
+    run_id: str,
+    wait: float,
+    *,
+    ended: bool = False,
+    seen: Callable[[list[RunEvent]], None] | None = None,
+) -> Progress:
     """The run once it has ended or waits on someone, or as it stands after `wait` seconds (capped at
-    the event log's MAX_WAIT: every caller answers within API Gateway's 30 s)."""
+    the event log's MAX_WAIT: every caller answers within API Gateway's 30 s).
+
+    `ended` waits for the run's end only, through any human wait (MCP's tasks/result blocks until the
+    task is terminal; someone may answer through the API meanwhile). `seen` is handed each page of
+    events as the wait reads them, in order, so a caller can report progress without a second read."""
     deadline = time.monotonic() + min(max(wait, 0.0), eventlog.MAX_WAIT)
     # The head is read before the run: anything that happens after this read is an event after
     # `cursor`, so the long-poll below cannot miss it.
     current = now(tenant_id, run_id)
     cursor = current.next
-    while not current.settled:
+    while not (current.run.done if ended else current.settled):
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             break
         page = eventlog.read(tenant_id, run_id, cursor, remaining)
         cursor = page.next
+        if seen is not None and page.events:
+            seen(page.events)
         if page.done or any(event.type in SIGNALS for event in page.events):
             run = stores().runs.get(tenant_id, run_id)
             current = Progress(run=run, pending=pending(tenant_id, run), next=cursor)
