@@ -88,7 +88,7 @@ def _post(
 
 
 def _continues(events: list[Any]) -> bool:
-    outcome = events[-1].outcome
+    outcome = getattr(events[-1], "outcome", None)  # RUN_ERROR has none
     return bool(
         outcome and outcome.type == "interrupt" and outcome.interrupts[0].reason == "stepwise:continue"
     )
@@ -189,6 +189,17 @@ def test_bad_input_is_refused_with_a_stable_code(stack: LocalStack) -> None:
     assert (no_message, none["error"]["code"]) == (422, "no_user_message")
     assert (unknown, gone["error"]["code"]) == (404, "agent_not_found")
     assert (interrupt, stray["error"]["code"]) == (404, "interrupt_not_found")
+
+
+def test_a_failed_run_ends_its_stream_with_run_error(stack: LocalStack) -> None:
+    agent_id = _agent(stack, max_tokens_budget=1, script=[{"text": "never said"}])
+
+    _, events = _post(stack, agent_id, _input("thread-fails", "hi"))
+
+    failed = events[-1]
+    assert events[0].type.value == "RUN_STARTED" and failed.type.value == "RUN_ERROR", _types(events)
+    assert failed.code == "budget_exceeded" and "budget" in failed.message
+    assert "STEP_FINISHED" in _types(events)  # the open step is closed before the error
 
 
 def test_a_tool_call_is_streamed_with_its_result(stack: LocalStack) -> None:
