@@ -10,6 +10,7 @@ from pydantic import BaseModel
 
 from stepwise.api import (
     agents,
+    agui,
     approvals,
     console,
     events,
@@ -60,6 +61,7 @@ def build() -> APIGatewayHttpResolver:
     app.include_router(memories.router)
     app.include_router(runs.router)
     app.include_router(events.router)
+    app.include_router(agui.router)  # served by the events function; here for the spec
     app.include_router(sessions.router)
     app.include_router(interactions.router)
     app.include_router(hooks.router)
