@@ -39,6 +39,7 @@ BENCHMARKS = [
     "door_mcp",
     "webhooks",
     "door_responses",
+    "door_agui",
     "streaming",
     "attachments",
     "door_a2a",

@@ -146,7 +146,9 @@ def test_the_idempotency_actions_are_those_powertools_calls() -> None:
         # It starts runs for the protocol doors (a cancelled `interrupt` appends), never creates a pause.
         ("EventsFunction", ("RunsTable", "table", "dynamodb:PutItem"), True),
         ("EventsFunction", ("InteractionsTable", "table", "dynamodb:PutItem"), False),
+        # It appends too since it serves the AG-UI door, whose answers add their decisions to the log.
         ("EventsFunction", ("RunEventsTable", "table", "dynamodb:BatchWriteItem"), True),
+        ("AuthorizerFunction", ("RunEventsTable", "table", "dynamodb:BatchWriteItem"), False),
         ("EventsFunction", ("RunsTable", "table", "dynamodb:Scan"), False),
         # The reconciler's sweep scans the runs table; nothing else scans it.
         ("ReconcilerFunction", ("RunsTable", "table", "dynamodb:Scan"), True),

@@ -30,6 +30,11 @@ NOT_MODELLED = {
     "ResponseValidationError",
     "GatewayError",
     "SlackReply",
+    # The AG-UI door's input: AG-UI's own clients send it (@ag-ui/client's HttpAgent), not this SDK.
+    "RunAgentInput",
+    "MessageIn",
+    "ToolIn",
+    "ResumeIn",
 }
 # Routes for browsers and Slack, not for apps (the approval pages, the web console and its files, the page
 # an MCP authorization server sends a person back to); the SSE stream carries what `runs.events` long-polls.
@@ -41,6 +46,8 @@ NOT_IN_SDK = {
     ("GET", "/v1/integrations/mcp/oauth/callback"),
     ("POST", "/v1/integrations/slack/interactions"),
     ("GET", "/v1/runs/{run_id}/stream"),
+    # The AG-UI door speaks AG-UI's events to AG-UI's clients; the SDK follows the same run natively.
+    ("POST", "/v1/agents/{agent_id}/ag-ui"),
     # The MCP door is for MCP clients (the `mcp` SDK); stepwise_sdk opens it on an agent (`mcp` field).
     ("POST", "/v1/mcp"),
     # The A2A door: its clients are the official A2A SDKs (a2a-sdk, @a2a-js/sdk), not this one.

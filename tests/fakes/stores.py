@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from pynamodb.exceptions import PutError, TransactWriteError
+from pynamodb.exceptions import TransactWriteError
 
 from stepwise.agents.models import Agent, AgentCreate
 from stepwise.core import config, quotas
@@ -260,8 +260,8 @@ class FakeSessions:
         user_id: str | None = None,
     ) -> Session:
         with self.lock:
-            if (tenant_id, session_id) in self.shells:  # the put's condition, refused as DynamoDB does
-                raise PutError("Failed to put item")
+            if (tenant_id, session_id) in self.shells:  # the put's condition, refused as the store does
+                raise Conflict(f"session {session_id} exists already", code="session_exists")
             session = Session(
                 session_id=session_id,
                 agent_id=agent_id,

@@ -11,7 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from pynamodb.exceptions import PutError, TransactWriteError
+from pynamodb.exceptions import TransactWriteError
 
 from stepwise import ledger
 from stepwise.agents import store as agents
@@ -338,8 +338,9 @@ def test_a_session_is_created_once_held_by_its_first_run(backend: Backend, tenan
     found = backend.sessions.get(tenant, "ses_1")
     assert found == created
     assert (found.agent_id, found.user_id, found.active_run_id) == ("agt_1", "usr_1", "run_1")
-    with pytest.raises(PutError):  # never over an existing session
+    with pytest.raises(Conflict) as taken:  # never over an existing session
         backend.sessions.create(tenant, "ses_1", "agt_2")
+    assert taken.value.code == "session_exists"
     assert backend.sessions.get(tenant, "ses_1").agent_id == "agt_1"
     with pytest.raises(NotFound) as caught:
         backend.sessions.get(f"{tenant}_other", "ses_1")

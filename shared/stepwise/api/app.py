@@ -11,6 +11,7 @@ from pydantic import BaseModel
 from stepwise.api import (
     a2a,
     agents,
+    agui,
     approvals,
     console,
     events,
@@ -61,7 +62,8 @@ def build() -> APIGatewayHttpResolver:
     app.include_router(memories.router)
     app.include_router(runs.router)
     app.include_router(events.router)
-    app.include_router(a2a.router)
+    app.include_router(agui.router)  # served by the events function; here for the spec
+    app.include_router(a2a.router)  # served by the events function; here for the spec
     app.include_router(sessions.router)
     app.include_router(interactions.router)
     app.include_router(hooks.router)

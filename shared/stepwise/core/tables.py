@@ -161,6 +161,7 @@ class RunItem(Model):
     webhook = JSONAttribute(null=True)  # the webhook that applies to the run: its own, else its agent's
     attachments = JSONAttribute(null=True)  # [{attachment_id, name, content_type, size, sha256}]
     attachments_erased_at = UTCDateTimeAttribute(null=True)
+    client_tools = JSONAttribute(null=True)  # the run's own client tools (a door's caller brings them)
     created_at = UTCDateTimeAttribute()
     finished_at = UTCDateTimeAttribute(null=True)
 

@@ -33,7 +33,7 @@ from stepwise.runs.models import Run
 from stepwise.runs.ports import stores
 from stepwise.runs.state import CallRef, RunContext, RunState, StepEvent, SyncAnswer, Wait, Weigh
 from stepwise.sessions.models import USER_SLOT
-from stepwise.tools.models import AgentTool
+from stepwise.tools.models import AgentTool, ClientTool
 
 logger = Logger(service="stepwise")
 
@@ -279,10 +279,19 @@ def _step(state: RunState) -> RunState:
         return _take(state, work, context)
 
 
+def _with_run_tools(agent: Agent, run: Run) -> Agent:
+    """The agent as this run sees it: its own tools, then the run's own client tools (a door's caller
+    brought them); declarations, gating and waits then treat them like the agent's client tools."""
+    if not run.client_tools:
+        return agent
+    own = [ClientTool.model_validate(spec) for spec in run.client_tools]
+    return agent.model_copy(update={"tools": [*agent.tools, *own]})
+
+
 def _take(state: RunState, work: Working, context: RunContext) -> RunState:
     tenant_id = state.tenant_id
     agent = stores().agents.get_for_run(tenant_id, work.run.agent_id)  # a deleted agent fails the run here
-    agent = recall.with_memory_tools(tenant_id, agent, work.run)
+    agent = recall.with_memory_tools(tenant_id, _with_run_tools(agent, work.run), work.run)
     if not context.prepared:
         context = _prepare(tenant_id, work, agent, context)
     elif work.run.status not in ("running", "waiting"):

@@ -140,6 +140,11 @@ class Run(BaseModel):
     root_session_id: str | None = None  # where the tree's human waits are listed
     children: list[str] = Field(default_factory=list)
     descendants_usage: Usage = Field(default_factory=Usage)
+    # Client tools of this run alone, beside the agent's own (a protocol door's caller brings its own
+    # tools: AG-UI's `tools`), as ClientTool specs that whoever starts the run validated (runs must not
+    # import tools: the builtins import runs). The loop declares them and pauses on them exactly as on
+    # the agent's client tools (stepwise.loop.step).
+    client_tools: list[dict[str, Any]] = Field(default_factory=list)
 
     @property
     def done(self) -> bool:
@@ -176,6 +181,7 @@ class Run(BaseModel):
                 "parent_interaction_id",
                 "root_session_id",
                 "descendants_usage",
+                "client_tools",
             },
         )
         shown["root_run_id"] = self.root_run_id or self.run_id

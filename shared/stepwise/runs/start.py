@@ -75,6 +75,19 @@ def _user_of(tenant_id: str, body: RunCreate | SyncRunCreate) -> str | None:
     return owner
 
 
+def _check_client_tools(agent: Agent, client_tools: list[dict[str, Any]]) -> None:
+    """A run's own client tools add to the agent's: none may shadow one of its tools, or another."""
+    names = [str(tool.get("name")) for tool in client_tools]
+    taken = {tool.name for tool in agent.tools} & set(names)
+    if taken or len(set(names)) < len(names):
+        clash = sorted(taken or {n for n in names if names.count(n) > 1})
+        raise Unprocessable(
+            f"the run's client tools must have names of their own: {', '.join(clash)}",
+            code="tool_name_conflict",
+            details={"names": clash},
+        )
+
+
 def _record(
     tenant_id: str,
     agent: Agent,
@@ -86,12 +99,15 @@ def _record(
     replay_of: str | None = None,
     replayed: Run | None = None,
     instructions: str | None = None,
+    client_tools: list[dict[str, Any]] | None = None,
+    new_session_id: str | None = None,
 ) -> tuple[Run, bool]:
     # Before anything is written: an agent stored before AllowedModels was narrowed (or one that names
     # no model while the default is outside it) starts nothing.
     bounds.check_effective(agent.model)
     items = getattr(body, "attachments", [])
     intake.check_inline_size(items)
+    _check_client_tools(agent, client_tools or [])
     if run_id is not None and stores().runs.exists(tenant_id, run_id):
         raise RunExists(f"run {run_id} exists already", code="run_exists")
     run_id = run_id or new_id("run")
@@ -120,6 +136,8 @@ def _record(
             strategy,
             webhook,
             instructions,
+            client_tools or [],
+            new_session_id,
         )
     except BaseException:
         if attachments:
@@ -139,6 +157,8 @@ def _record_run(
     strategy: str,
     webhook: WebhookConfig | None,
     instructions: str | None,
+    client_tools: list[dict[str, Any]],
+    new_session_id: str | None,
 ) -> tuple[Run, bool]:
     budget = getattr(body, "max_tokens_budget", None) or agent.max_tokens_budget
     run = Run(
@@ -146,7 +166,7 @@ def _record_run(
         trigger_id=trigger_id or run_id,
         replay_of=replay_of,
         agent_id=agent.agent_id,
-        session_id=body.session_id or new_id("ses"),
+        session_id=body.session_id or new_session_id or new_id("ses"),
         user_id=_user_of(tenant_id, body),
         status="queued",
         input=body.message,
@@ -158,6 +178,7 @@ def _record_run(
         instructions=instructions,
         webhook=webhook,
         attachments=attachments,
+        client_tools=client_tools,
         created_at=utcnow(),
     )
     runs = stores().runs
@@ -196,13 +217,19 @@ def start_run(
     replay_of: str | None = None,
     replayed: Run | None = None,
     instructions: str | None = None,
+    client_tools: list[dict[str, Any]] | None = None,
+    new_session_id: str | None = None,
 ) -> Run:
     """Record the run, then start its execution, or queue it behind its session's active run.
     A replay passes the run it replays as `replayed`: its files are copied to the new run. A protocol
     door passes the caller's `instructions`, appended to the agent's system prompt for this run only.
 
     A caller that must never start the same thing twice (a schedule's delivery, an event) passes a
-    `run_id` derived from it: the record's conditional write then refuses the duplicate (RunExists)."""
+    `run_id` derived from it: the record's conditional write then refuses the duplicate (RunExists).
+
+    `client_tools` (ClientTool specs, validated by the caller) are the run's own, beside the agent's;
+    `new_session_id` names the session a run without `session_id` creates (a door that maps its own
+    conversation ids onto sessions)."""
     agent = stores().agents.get(tenant_id, agent_id)
     max_steps = body.max_steps or agent.max_steps or DEFAULT_MAX_STEPS
     run, held = _record(
@@ -215,6 +242,8 @@ def start_run(
         replay_of=replay_of,
         replayed=replayed,
         instructions=instructions,
+        client_tools=client_tools,
+        new_session_id=new_session_id,
     )
     if held or _take_turn(tenant_id, run, body.multitask_strategy):
         launch(tenant_id, run)

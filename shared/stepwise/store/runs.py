@@ -74,6 +74,7 @@ def _to_model(item: RunItem) -> Run:
         root_session_id=item.root_session_id,
         children=list(item.children or []),
         descendants_usage=Usage.model_validate(item.descendants_usage or {}),
+        client_tools=list(item.client_tools or []),
     )
 
 
@@ -109,6 +110,7 @@ def _new_item(tenant_id: str, run: Run) -> RunItem:
         depth=run.depth or None,
         parent_interaction_id=run.parent_interaction_id,
         root_session_id=run.root_session_id,
+        client_tools=run.client_tools or None,
     )
 
 

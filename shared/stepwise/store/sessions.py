@@ -7,10 +7,10 @@ import json
 from datetime import timedelta
 from typing import Any, cast
 
-from pynamodb.exceptions import DoesNotExist, UpdateError
+from pynamodb.exceptions import DoesNotExist, PutError, UpdateError
 
 from stepwise.core import config
-from stepwise.core.errors import NotFound
+from stepwise.core.errors import Conflict, NotFound
 from stepwise.core.schema import utcnow
 from stepwise.core.tables import SessionItem, bind, condition_failed, tenant_key
 from stepwise.sessions.models import Earlier, Session
@@ -34,7 +34,8 @@ def create(
     active_run_id: str | None = None,
     user_id: str | None = None,
 ) -> Session:
-    """A new session, already held by its first run when one is given."""
+    """A new session, already held by its first run when one is given. Conflict `session_exists` when
+    the id is taken (a caller that names its sessions, like the AG-UI door, may race another start)."""
     bind()
     session = Session(
         session_id=session_id,
@@ -43,7 +44,7 @@ def create(
         created_at=utcnow(),
         active_run_id=active_run_id,
     )
-    SessionItem(
+    item = SessionItem(
         tenant_key(tenant_id, session_id),
         SHELL,
         agent_id=agent_id,
@@ -51,7 +52,13 @@ def create(
         created_at=session.created_at,
         completed_runs=[],
         active_run_id=active_run_id,
-    ).save(condition=SessionItem.pk.does_not_exist())
+    )
+    try:
+        item.save(condition=SessionItem.pk.does_not_exist())
+    except PutError as exc:
+        if condition_failed(exc):
+            raise Conflict(f"session {session_id} exists already", code="session_exists") from exc
+        raise
     return session
 
 
