@@ -42,6 +42,7 @@ BENCHMARKS = [
     "door_agui",
     "streaming",
     "attachments",
+    "door_a2a",
     "package_sizes",
     "tokens",
     "console_weight",

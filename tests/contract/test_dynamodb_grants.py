@@ -140,7 +140,8 @@ def test_the_idempotency_actions_are_those_powertools_calls() -> None:
         # The authorizer reads a key by its hash, nothing else.
         ("AuthorizerFunction", ("ApiKeysTable", "table", "dynamodb:GetItem"), True),
         ("AuthorizerFunction", ("ApiKeysTable", "table", "dynamodb:Scan"), False),
-        # A WebSocket follower is counted on the log's head as it connects (store.events.followed).
+        # A WebSocket follower is counted on the log's head as it connects (store.events.followed);
+        # the A2A door answers and cancels tasks, which appends their events; nothing there scans.
         ("EventsFunction", ("RunEventsTable", "table", "dynamodb:UpdateItem"), True),
         # It starts runs for the protocol doors (a cancelled `interrupt` appends), never creates a pause.
         ("EventsFunction", ("RunsTable", "table", "dynamodb:PutItem"), True),
@@ -148,6 +149,7 @@ def test_the_idempotency_actions_are_those_powertools_calls() -> None:
         # It appends too since it serves the AG-UI door, whose answers add their decisions to the log.
         ("EventsFunction", ("RunEventsTable", "table", "dynamodb:BatchWriteItem"), True),
         ("AuthorizerFunction", ("RunEventsTable", "table", "dynamodb:BatchWriteItem"), False),
+        ("EventsFunction", ("RunsTable", "table", "dynamodb:Scan"), False),
         # The reconciler's sweep scans the runs table; nothing else scans it.
         ("ReconcilerFunction", ("RunsTable", "table", "dynamodb:Scan"), True),
         ("ApiFunction", ("RunsTable", "table", "dynamodb:Scan"), False),

@@ -41,6 +41,7 @@ JSON_BODIES = {
     ("POST", "/v1/uploads"),
     ("POST", "/v1/responses"),
     ("POST", "/v1/agents/{agent_id}/ag-ui"),
+    ("POST", "/a2a/{agent_id}"),  # a JSON-RPC envelope (the A2A door)
 }
 # Public routes that read a form: the approval page's buttons and Slack's interactions.
 FORM_BODIES = {("POST", "/v1/approvals/{token}"), ("POST", "/v1/integrations/slack/interactions")}

@@ -50,6 +50,9 @@ NOT_IN_SDK = {
     ("POST", "/v1/agents/{agent_id}/ag-ui"),
     # The MCP door is for MCP clients (the `mcp` SDK); stepwise_sdk opens it on an agent (`mcp` field).
     ("POST", "/v1/mcp"),
+    # The A2A door: its clients are the official A2A SDKs (a2a-sdk, @a2a-js/sdk), not this one.
+    ("GET", "/a2a/{agent_id}/.well-known/agent-card.json"),
+    ("POST", "/a2a/{agent_id}"),
 }
 # Fields the SDK reads as an open enum (the spec's values, or any other string a newer server sends).
 OPEN_ENUMS = {("RunEvent", "type")}

@@ -44,6 +44,10 @@ TENANTLESS_TABLES = {"ApiKeysTable": "key_hash", "McpAuthTable": "id"}
 # Owned by Powertools' idempotency utility (no pynamodb model); its key hashes the tenant with the
 # Idempotency-Key, so another tenant's identical key is another item.
 POWERTOOLS_TABLES = {"IdempotencyTable": "id"}
+# Indexes looked up before any tenant is known. AgentsTable's by_a2a: the public A2A agent card names
+# only the agent; the sparse index (agents whose a2a door is open) is keys-only, so it yields the
+# agent's tenant_id, and the agent is then read under that tenant like any other.
+TENANTLESS_INDEX_KEYS = {"AgentsTable": {"a2a_id"}}
 
 
 @cache
@@ -216,6 +220,7 @@ def test_tables_are_tenant_first(table: str) -> None:
     if table in TENANTLESS_TABLES or table in POWERTOOLS_TABLES:
         assert hash_keys == {({**TENANTLESS_TABLES, **POWERTOOLS_TABLES})[table]}
         return
+    hash_keys -= TENANTLESS_INDEX_KEYS.get(table, set())
     assert hash_keys <= TENANT_KEYS, (
         f"{table}: partition keys {hash_keys - TENANT_KEYS} are not tenant-scoped"
     )

@@ -17,7 +17,7 @@ from __future__ import annotations
 import copy
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -116,6 +116,33 @@ class FakeRuns:
         self.items: dict[tuple[str, str], Run] = {}
         self.active: dict[str, int] = {}  # tenant -> active-run slots taken
         self.lock = threading.Lock()
+
+    def list_runs(
+        self,
+        tenant_id: str,
+        *,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+        status: RunStatus | None = None,
+        limit: int = 50,
+        next_token: str | None = None,
+    ) -> tuple[list[Run], str | None]:
+        found = sorted(
+            (
+                r
+                for (t, _), r in self.items.items()
+                if t == tenant_id
+                and (agent_id is None or r.agent_id == agent_id)
+                and (session_id is None or r.session_id == session_id)
+                and (status is None or r.status == status)
+            ),
+            key=lambda r: r.run_id,
+            reverse=True,
+        )
+        start = int(next_token or 0)
+        page = found[start : start + limit]
+        more = start + limit < len(found)
+        return [r.model_copy(deep=True) for r in page], str(start + limit) if more else None
 
     def check_fits(self, tenant_id: str, run: Run) -> None:
         run_fits(tenant_id, run)  # the item DynamoDB would be sent, measured as it measures it
@@ -459,6 +486,7 @@ class FakeEventLog:
         self.batches: dict[tuple[str, str], list[list[RunEvent]]] = {}
         self.heads: dict[tuple[str, str], Head] = {}
         self.followers: dict[tuple[str, str], int] = {}
+        self.push: dict[tuple[str, str], dict[str, Any]] = {}
         self.lock = threading.Lock()
 
     def append(self, tenant_id: str, run_id: str, events: list[tuple[EventType, dict[str, Any]]]) -> Appended:
@@ -478,7 +506,8 @@ class FakeEventLog:
             ]
             self.batches.setdefault(key, []).append(written)
             followed = self.followers.get(key, 0) > 0
-        return Appended(events=written, followed=followed)
+            push = self.push.get(key) or None
+        return Appended(events=written, followed=followed, push=push)
 
     def head(self, tenant_id: str, run_id: str) -> Head | None:
         return self.heads.get((tenant_id, run_id))
@@ -492,6 +521,17 @@ class FakeEventLog:
 
     def after(self, tenant_id: str, run_id: str, seq: int, limit: int) -> list[RunEvent]:
         return [e for e in self.events(tenant_id, run_id) if e.seq > seq][:limit]
+
+    def push_configs(self, tenant_id: str, run_id: str) -> dict[str, Any]:
+        return dict(self.push.get((tenant_id, run_id), {}))
+
+    def change_push(
+        self, tenant_id: str, run_id: str, change: Callable[[dict[str, Any]], dict[str, Any]]
+    ) -> dict[str, Any]:
+        with self.lock:
+            changed = change(dict(self.push.get((tenant_id, run_id), {})))
+            self.push[(tenant_id, run_id)] = changed
+        return changed
 
     def events(self, tenant_id: str, run_id: str) -> list[RunEvent]:
         return [e for batch in self.batches.get((tenant_id, run_id), []) for e in batch]

@@ -36,10 +36,27 @@ def create(tenant_id: str, agent_id: str, spec: AgentCreate) -> Agent:
     bind()
     now = utcnow()
     agent = Agent(**spec.model_dump(), agent_id=agent_id, created_at=now, updated_at=now)
-    item = AgentItem(tenant_id, agent_id, doc=agent.model_dump(mode="json"))
+    item = AgentItem(tenant_id, agent_id, doc=agent.model_dump(mode="json"), a2a_id=_a2a_id(agent))
     check_fits(item, WHAT)
     item.save(condition=AgentItem.agent_id.does_not_exist())
     return agent
+
+
+def _a2a_id(agent: Agent) -> str | None:
+    return agent.agent_id if agent.a2a.enabled else None
+
+
+def find_a2a(agent_id: str) -> tuple[str, Agent] | None:
+    """(tenant, agent) of the agent whose A2A door is open, from its id alone (the public agent card
+    has no API key to tell the tenant); None for an unknown id or a closed door."""
+    bind()
+    for key in AgentItem.by_a2a.query(agent_id, limit=1):
+        try:
+            agent = get(key.tenant_id, key.agent_id)
+        except NotFound:
+            return None
+        return (key.tenant_id, agent) if agent.a2a.enabled else None
+    return None
 
 
 def exists(tenant_id: str, agent_id: str) -> bool:
@@ -89,6 +106,7 @@ def modify(tenant_id: str, agent_id: str, change: Change) -> Agent:
             return current
         agent = Agent.model_validate({**current.model_dump(), **changes, "updated_at": utcnow()})
         item.doc = agent.model_dump(mode="json")
+        item.a2a_id = _a2a_id(agent)
         check_fits(item, WHAT)
         try:
             item.save()  # pynamodb adds `version = <the version read>` as the write's condition

@@ -9,6 +9,7 @@ from aws_lambda_powertools.event_handler.openapi.models import HTTPBearer, Serve
 from pydantic import BaseModel
 
 from stepwise.api import (
+    a2a,
     agents,
     agui,
     approvals,
@@ -62,6 +63,7 @@ def build() -> APIGatewayHttpResolver:
     app.include_router(runs.router)
     app.include_router(events.router)
     app.include_router(agui.router)  # served by the events function; here for the spec
+    app.include_router(a2a.router)  # served by the events function; here for the spec
     app.include_router(sessions.router)
     app.include_router(interactions.router)
     app.include_router(hooks.router)

@@ -16,7 +16,12 @@ PUBLIC_PREFIXES = ("/v1/approvals/", "/v1/integrations/", "/v1/console/")
 PUBLIC: dict[str, Any] = {"security": []}
 
 
+A2A_CARD = "/.well-known/agent-card.json"  # GET /a2a/{agent_id}/.well-known/agent-card.json
+
+
 def is_public(path: str) -> bool:
+    if path.startswith("/a2a/") and path.endswith(A2A_CARD):
+        return True  # an A2A agent card is public (its JSON-RPC interface beside it is not)
     return path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES)
 
 

@@ -27,7 +27,7 @@ from pynamodb.attributes import (
 )
 from pynamodb.connection import Connection
 from pynamodb.exceptions import PynamoDBException
-from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
+from pynamodb.indexes import AllProjection, GlobalSecondaryIndex, KeysOnlyProjection
 from pynamodb.models import Model
 
 from stepwise.core import config
@@ -54,6 +54,17 @@ class ApiKeyItem(Model):
     revoked_at = UTCDateTimeAttribute(null=True)
 
 
+class AgentsByA2A(GlobalSecondaryIndex["AgentItem"]):
+    """Sparse: only agents whose A2A door is open carry `a2a_id`. The public agent card has no API key,
+    so this is how it finds the agent's tenant from the agent id alone."""
+
+    class Meta:
+        index_name = "by_a2a"
+        projection = KeysOnlyProjection()
+
+    a2a_id = UnicodeAttribute(hash_key=True)
+
+
 class AgentItem(Model):
     class Meta:
         table_name = "AgentsTable"
@@ -62,6 +73,9 @@ class AgentItem(Model):
     agent_id = UnicodeAttribute(range_key=True)
     doc = JSONAttribute()  # the Agent model, validated by pydantic on the way in and out
     version = VersionAttribute()  # optimistic locking: two concurrent edits cannot both win
+    a2a_id = UnicodeAttribute(null=True)  # the agent id while `a2a.enabled`, else absent (by_a2a)
+
+    by_a2a = AgentsByA2A()
 
 
 class SessionItem(Model):
@@ -187,6 +201,10 @@ class RunHeadItem(Model):
     # How many followers ever connected: a writer whose reservation finds none skips looking for them
     # (stepwise.follow.delivery explains why no event is missed).
     followers = NumberAttribute(null=True)
+    # A2A push notification configs of the run's task (stepwise.protocols.a2a), by config id. On the
+    # head because every append already returns it: a run without configs pays nothing to be checked.
+    push = JSONAttribute(null=True)
+    push_rev = NumberAttribute(null=True)  # a config change is conditional on it: none is lost
     expires_at = TTLAttribute(null=True)
 
 
@@ -370,6 +388,8 @@ class WebhookDeliveryItem(Model):
     last_error = UnicodeAttribute(null=True)
     delivered_at = UTCDateTimeAttribute(null=True)
     history = JSONAttribute(null=True)  # the most recent attempts, oldest first
+    # Headers the delivery sends besides the signature's (an A2A push config's token): never listed.
+    headers = JSONAttribute(null=True)
     expires_at = TTLAttribute(null=True)
 
 

@@ -46,7 +46,7 @@ from stepwise.interactions.models import Interaction
 from stepwise.protocols import mcp_runs
 from stepwise.runs import cancel, progress, start
 from stepwise.runs.models import MESSAGE_LIMIT, Run, RunCreate, RunEvent
-from stepwise.store import runs as run_store
+from stepwise.runs.ports import stores
 
 # Newest first: what `initialize` may settle on. Tasks exist from 2025-11-25 on.
 PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
@@ -371,7 +371,7 @@ def _open_waits(tenant_id: str, run: Run) -> list[Interaction]:
 def _tasks_list(call: Call) -> dict[str, Any]:
     asked = _params(types.PaginatedRequestParams, call.params)
     try:
-        page, token = run_store.list_runs(call.tenant_id, limit=PAGE, next_token=asked.cursor)
+        page, token = stores().runs.list_runs(call.tenant_id, limit=PAGE, next_token=asked.cursor)
     except Malformed:
         raise RpcError(INVALID_PARAMS, "Invalid cursor") from None
     # Only a waiting run can be input_required: only its waits are read.

@@ -99,4 +99,7 @@ def emit_many(tenant_id: str, run_id: str, events: list[tuple[EventType, dict[st
     appended = stores().events.append(tenant_id, run_id, events)
     if appended.followed:
         stores().followers.push(tenant_id, run_id)
+    pushes = stores().pushes
+    if appended.push and pushes is not None:  # an A2A task with push configs: its new state goes to them
+        pushes.notify(tenant_id, run_id, appended.events, appended.push)
     return appended.events

@@ -252,6 +252,7 @@ TERMINAL_EVENTS = frozenset({"run_completed", "run_failed", "run_cancelled"})
 class Appended:
     events: list[RunEvent]
     followed: bool  # a follower had connected when these seqs were reserved
+    push: dict[str, Any] | None = None  # the task's A2A push configs when these seqs were reserved
 
 
 @dataclass(frozen=True)

@@ -78,6 +78,19 @@ class RunStore(Protocol):
         """Move the run to `to` only from one of `allowed_from` (False otherwise), with `fields`."""
         ...
 
+    def list_runs(
+        self,
+        tenant_id: str,
+        *,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+        status: RunStatus | None = None,
+        limit: int = ...,
+        next_token: str | None = None,
+    ) -> tuple[list[Run], str | None]:
+        """Newest first, a page at a time (the token is the next page's; None after the last)."""
+        ...
+
 
 class RunContextStore(Protocol):
     """The per-run context item (stepwise.store.run_context)."""
@@ -222,6 +235,17 @@ class EventLog(Protocol):
         Every append reserved after this sees the follower (`Appended.followed`)."""
         ...
 
+    def push_configs(self, tenant_id: str, run_id: str) -> dict[str, Any]:
+        """The run's A2A push notification configs by id (stepwise.protocols.a2a)."""
+        ...
+
+    def change_push(
+        self, tenant_id: str, run_id: str, change: Callable[[dict[str, Any]], dict[str, Any]]
+    ) -> dict[str, Any]:
+        """Apply `change` to the configs and store the result, never over a concurrent change; every
+        append reserved after this sees them (`Appended.push`)."""
+        ...
+
 
 class ResultStore(Protocol):
     """Where a result too large for a message is kept whole (stepwise.tools.results, S3)."""
@@ -248,6 +272,15 @@ class DescribedStore(Protocol):
         ...
 
 
+class PushNotifier(Protocol):
+    """Who hears of the events appended to a run that is an A2A task with push notification configs
+    (stepwise.protocols.a2a queues its new state to each config)."""
+
+    def notify(self, tenant_id: str, run_id: str, events: list[RunEvent], configs: dict[str, Any]) -> None:
+        """Never raises: a subscriber's trouble must not fail the run's own progress."""
+        ...
+
+
 class Followers(Protocol):
     """The run's live followers (stepwise.follow.delivery posts to their WebSocket connections)."""
 
@@ -269,6 +302,7 @@ class Stores:
     results: ResultStore
     described: DescribedStore
     followers: Followers
+    pushes: PushNotifier | None = None  # none in tests that do not exercise A2A push notifications
 
 
 _current: ContextVar[Stores | None] = ContextVar("stepwise_stores", default=None)

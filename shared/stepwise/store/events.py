@@ -7,14 +7,16 @@ behind it. Readers poll the same head and query the log only when it moved past 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from pynamodb.exceptions import DoesNotExist
+from pynamodb.exceptions import DoesNotExist, UpdateError
 
 from stepwise.core import config
+from stepwise.core.errors import Conflict
 from stepwise.core.schema import utcnow
-from stepwise.core.tables import HEAD_SEQ, RunEventItem, RunHeadItem, bind, tenant_key
+from stepwise.core.tables import HEAD_SEQ, RunEventItem, RunHeadItem, bind, condition_failed, tenant_key
 from stepwise.runs.models import TERMINAL_EVENTS, Appended, EventType, Head, RunEvent
 
 
@@ -46,7 +48,7 @@ def append(tenant_id: str, run_id: str, events: list[tuple[EventType, dict[str, 
             batch.save(
                 RunEventItem(key, event.seq, type=event.type, data=event.data, at=now, expires_at=expires)
             )
-    return Appended(events=written, followed=bool(head.followers))
+    return Appended(events=written, followed=bool(head.followers), push=head.push or None)
 
 
 def followed(tenant_id: str, run_id: str) -> Head:
@@ -63,6 +65,54 @@ def followed(tenant_id: str, run_id: str) -> Head:
         ]
     )
     return _head(head)
+
+
+def push_configs(tenant_id: str, run_id: str) -> dict[str, Any]:
+    """The run's A2A push notification configs, by id (none before the run's first event)."""
+    bind()
+    try:
+        item = RunHeadItem.get(tenant_key(tenant_id, run_id), HEAD_SEQ, consistent_read=True)
+    except DoesNotExist:
+        return {}
+    return dict(item.push or {})
+
+
+PUSH_ATTEMPTS = 5
+
+
+def change_push(
+    tenant_id: str, run_id: str, change: Callable[[dict[str, Any]], dict[str, Any]]
+) -> dict[str, Any]:
+    """Read the configs, apply `change`, write them back only if nobody changed them meanwhile (the
+    head's `push_rev`); the head is created for a run with no event yet, as `followed` does."""
+    bind()
+    key = tenant_key(tenant_id, run_id)
+    for _ in range(PUSH_ATTEMPTS):
+        try:
+            current = RunHeadItem.get(key, HEAD_SEQ, consistent_read=True)
+            configs, rev = dict(current.push or {}), current.push_rev
+        except DoesNotExist:
+            configs, rev = {}, None
+        changed = change(configs)
+        expected = RunHeadItem.push_rev.does_not_exist() if rev is None else RunHeadItem.push_rev == rev
+        head = RunHeadItem(key, HEAD_SEQ)
+        try:
+            head.update(
+                actions=[
+                    RunHeadItem.push.set(changed) if changed else RunHeadItem.push.remove(),
+                    RunHeadItem.push_rev.set(int(rev or 0) + 1),
+                    RunHeadItem.last_seq.set(RunHeadItem.last_seq | 0),
+                    RunHeadItem.done.set(RunHeadItem.done | False),
+                    RunHeadItem.expires_at.set(utcnow() + timedelta(days=config.runtime().events_ttl_days)),
+                ],
+                condition=expected,
+            )
+        except UpdateError as exc:
+            if condition_failed(exc):
+                continue
+            raise
+        return changed
+    raise Conflict("the push notification configs kept changing; retry", code="conflict")
 
 
 def _head(item: RunHeadItem) -> Head:

@@ -4,8 +4,23 @@ port is first used, so a handler module that installs them stays as light as bef
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from stepwise.runs import ports
 from stepwise.runs.ports import Stores
+
+if TYPE_CHECKING:  # the wiring stays as light as the handler modules that install it
+    from stepwise.runs.models import RunEvent
+
+
+class A2APushes:
+    """The push notifier (stepwise.runs.ports.PushNotifier): an A2A task's new state to its push
+    configs. The door's module loads only when a run with push configs appends events."""
+
+    def notify(self, tenant_id: str, run_id: str, events: list[RunEvent], configs: dict[str, Any]) -> None:
+        from stepwise.protocols import a2a
+
+        a2a.notify(tenant_id, run_id, events, configs)
 
 
 def dynamodb() -> Stores:
@@ -27,6 +42,7 @@ def dynamodb() -> Stores:
         results=results,
         described=described,
         followers=followers,
+        pushes=A2APushes(),
     )
 
 

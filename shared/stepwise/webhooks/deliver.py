@@ -76,6 +76,7 @@ def post(record: DeliveryRecord, secrets: list[str]) -> Sent:
         return Sent(Attempt(at=at, duration_ms=0, error=error))
     content = record.body.encode()
     headers = {
+        **record.headers,
         "content-type": "application/json",
         "user-agent": USER_AGENT,
         **signing.headers(secrets, record.webhook_id, int(time.time()), content),

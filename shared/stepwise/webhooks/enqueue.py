@@ -64,33 +64,53 @@ def enqueue(
     if webhook is None or not webhook.wants(event):
         return None
     now = utcnow()
+    text = body(run, event, data, now)
+    return enqueue_raw(tenant_id, run.run_id, event, webhook.url, text, key=key, at=at, now=now)
+
+
+def enqueue_raw(
+    tenant_id: str,
+    run_id: str,
+    event: str,
+    url: str,
+    text: str,
+    *,
+    key: str,
+    at: datetime,
+    headers: dict[str, str] | None = None,
+    now: datetime | None = None,
+) -> str | None:
+    """Queue `text` as it is to `url` (with `headers` besides the signature's): for a body in another
+    protocol's shape (an A2A push notification is the task, stepwise.protocols.a2a builds it)."""
+    now = now or utcnow()
     record = DeliveryRecord(
-        webhook_id=webhook_id(tenant_id, run.run_id, key, at),
-        run_id=run.run_id,
+        webhook_id=webhook_id(tenant_id, run_id, key, at),
+        run_id=run_id,
         event=event,
-        url=webhook.url,
-        body=body(run, event, data, now),
+        url=url,
+        body=text,
         status="pending",
         attempts=0,
         created_at=now,
         next_attempt_at=now,
         gives_up_at=now + WINDOW,
+        headers=headers or {},
     )
     try:
         if not store.create(tenant_id, record):
             return record.webhook_id  # queued before, by an earlier try of this step
     except PynamoDBException:
-        logger.exception("webhook delivery not recorded", extra={"run_id": run.run_id, "event": event})
+        logger.exception("webhook delivery not recorded", extra={"run_id": run_id, "event": event})
         return None
-    message = {"tenant_id": tenant_id, "run_id": run.run_id, "webhook_id": record.webhook_id}
+    message = {"tenant_id": tenant_id, "run_id": run_id, "webhook_id": record.webhook_id}
     try:
         aws.client("sqs").send_message(
             QueueUrl=config.webhook_queue().queue_url, MessageBody=json.dumps(message)
         )
     except (BotoCoreError, ClientError) as exc:
-        logger.exception("webhook delivery not queued", extra={"run_id": run.run_id, "event": event})
+        logger.exception("webhook delivery not queued", extra={"run_id": run_id, "event": event})
         try:
-            store.fail_unqueued(tenant_id, run.run_id, record.webhook_id, f"could not be queued: {exc}")
+            store.fail_unqueued(tenant_id, run_id, record.webhook_id, f"could not be queued: {exc}")
         except PynamoDBException:
-            logger.exception("webhook delivery could not be marked failed", extra={"run_id": run.run_id})
+            logger.exception("webhook delivery could not be marked failed", extra={"run_id": run_id})
     return record.webhook_id

@@ -15,6 +15,8 @@ WebhookEvent = Literal[
 ]
 WEBHOOK_EVENTS: tuple[WebhookEvent, ...] = get_args(WebhookEvent)
 DEFAULT_EVENTS: tuple[WebhookEvent, ...] = ("run_completed", "run_failed", "run_cancelled")
+# What a delivery reports: a webhook's event, or an A2A task's new state to one of its push configs.
+DeliveryEvent = WebhookEvent | Literal["a2a_task"]
 
 DeliveryStatus = Literal["pending", "retrying", "delivered", "failed"]
 FINAL_STATUSES: frozenset[str] = frozenset({"delivered", "failed"})
@@ -74,7 +76,7 @@ class Delivery(BaseModel):
     far; `history` lists the most recent of them."""
 
     webhook_id: str
-    event: WebhookEvent
+    event: DeliveryEvent
     url: str
     status: DeliveryStatus
     attempts: int
@@ -107,6 +109,7 @@ class DeliveryRecord(Delivery):
     run_id: str
     body: str
     lease_until: int | None = None  # epoch seconds: a worker holds the next attempt until then
+    headers: dict[str, str] = Field(default_factory=dict)  # sent besides the signature's; never shown
 
     def view(self) -> Delivery:
-        return Delivery.model_validate(self.model_dump(exclude={"run_id", "body", "lease_until"}))
+        return Delivery.model_validate(self.model_dump(exclude={"run_id", "body", "lease_until", "headers"}))

@@ -41,6 +41,7 @@ def _to_record(item: WebhookDeliveryItem) -> DeliveryRecord:
         gives_up_at=item.gives_up_at,
         history=[Attempt.model_validate(a) for a in item.history or []],
         lease_until=int(item.lease_until) if item.lease_until is not None else None,
+        headers=dict(item.headers or {}),
     )
 
 
@@ -60,6 +61,7 @@ def create(tenant_id: str, record: DeliveryRecord) -> bool:
         created_at=record.created_at,
         gives_up_at=record.gives_up_at,
         next_attempt_at=record.next_attempt_at,
+        headers=record.headers or None,
         expires_at=expires,
     )
     try:

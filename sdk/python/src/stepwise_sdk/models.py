@@ -662,10 +662,11 @@ class Attempt(Model):
 
 
 class Delivery(Model):
-    """A webhook delivery of a run's event; `history` lists its most recent attempts."""
+    """A webhook delivery of a run's event (or, `a2a_task`, an A2A task's new state to one of its push
+    notification configs); `history` lists its most recent attempts."""
 
     webhook_id: str
-    event: WebhookEvent
+    event: WebhookEvent | Literal["a2a_task"]
     url: str
     status: Literal["pending", "retrying", "delivered", "failed"]
     attempts: int
