@@ -316,11 +316,20 @@ def test_agent_views_never_show_mcp_header_values(stack: LocalStack) -> None:
         created["agent_id"],
         {
             "mcp_servers": [
-                {"name": "srv", "url": "https://mcp.example/mcp", "headers": {"X-Api-Key": "hunter2"}}
+                {
+                    "name": "srv",
+                    "url": "https://mcp.example/mcp",
+                    "headers": {"X-Api-Key": "hunter2"},
+                    "created_at": "2026-01-01T00:00:00+00:00",
+                }
             ]
         },
     )
 
+    # A whole entry, as registration writes it: a malformed one would make these views 500 (where the
+    # secret is trivially absent) and break every later test that lists the local tenant's agents.
     for path in (f"/v1/agents/{created['agent_id']}", "/v1/agents"):
-        _, _, body = stack.invoke_api("GET", path)
+        status, _, body = stack.invoke_api("GET", path)
+        assert status == 200, body
         assert "hunter2" not in json.dumps(body)
+        assert "srv" in json.dumps(body)

@@ -118,16 +118,26 @@ def test_settle_wakes_when_the_run_asks_someone(fakes: FakeStores) -> None:
     fakes.events.append(T, run.run_id, [("run_started", {})])
     asked: list[str] = []
 
-    def ask() -> None:
+    def ask() -> None:  # in the loop's order: the Step's interaction, Await's event, then `waiting`
         time.sleep(0.3)
-        fakes.runs.transition(T, run.run_id, "waiting", allowed_from={"running"})
         asked.append(wait_on(fakes, run, "client_tool"))
         fakes.events.append(T, run.run_id, [("client_tool_requested", {"interaction_id": asked[0]})])
+        time.sleep(0.5)  # no event marks the move to waiting
+        fakes.runs.transition(T, run.run_id, "waiting", allowed_from={"running"})
 
     threading.Thread(target=ask).start()
-    found = progress.settle(T, run.run_id, wait=5)
+    started = time.monotonic()
+    found = progress.settle(T, run.run_id, wait=10)
+    assert time.monotonic() - started < 3  # seen by looking at the run again, not at the wait's end
     assert [i.interaction_id for i in found.pending] == asked
-    assert found.run.status == "waiting" and found.settled
+    assert found.run.status == "waiting" and found.settled and found.next == 2
+
+
+def test_a_wait_not_yet_announced_is_not_pending(fakes: FakeStores) -> None:
+    run = a_run(fakes)  # the Step made the interaction; Await has not announced it yet
+    wait_on(fakes, run, "approval")
+    assert progress.pending(T, run) == []
+    assert not progress.now(T, run.run_id).settled
 
 
 def test_settle_gives_up_after_the_wait_with_the_run_as_it_stands(fakes: FakeStores) -> None:

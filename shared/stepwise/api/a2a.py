@@ -30,6 +30,24 @@ JSON_RPC: dict[str, Any] = {
     },
     "required": ["jsonrpc", "method"],
 }
+JSON_RPC_RESPONSE: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "jsonrpc": {"const": "2.0"},
+        "id": {"anyOf": [{"type": "string"}, {"type": "integer"}, {"type": "null"}]},
+        "result": {"type": "object"},
+        "error": {
+            "type": "object",
+            "properties": {"code": {"type": "integer"}, "message": {"type": "string"}, "data": {}},
+            "required": ["code", "message"],
+        },
+    },
+    "required": ["jsonrpc"],
+}
+SSE_RESPONSES: dict[str, Any] = {
+    "type": "string",
+    "description": "`data:` frames, each a JSON-RPC response; `id:` is the run's event seq",
+}
 
 
 def _base_url() -> str:
@@ -70,8 +88,11 @@ def agent_card(agent_id: AgentId) -> Response[dict[str, Any]]:
     "resubscribe to go on.",
     responses=responses(
         200,
-        "A JSON-RPC response, or an SSE stream of them",
-        content={"text/event-stream": {"schema": JSON_RPC}},
+        "A JSON-RPC response (a result or a JSON-RPC error), or an SSE stream of them",
+        content={
+            "application/json": {"schema": JSON_RPC_RESPONSE},
+            "text/event-stream": {"schema": SSE_RESPONSES},
+        },
     ),
     tags=A2A,
     openapi_extensions={

@@ -42,6 +42,7 @@ AGUI_EVENT: dict[str, Any] = {
     responses=responses(
         200,
         "AG-UI events",
+        400,
         404,
         409,
         410,

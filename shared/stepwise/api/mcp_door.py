@@ -16,7 +16,7 @@ JSONRPC_MESSAGE: dict[str, Any] = {
     "type": "object",
     "properties": {
         "jsonrpc": {"type": "string", "enum": ["2.0"]},
-        "id": {"type": ["string", "integer"]},
+        "id": {"type": ["string", "integer", "null"]},  # null: an error about a message it could not read
         "method": {"type": "string"},
         "params": {"type": "object"},
         "result": {"type": "object"},
@@ -45,13 +45,17 @@ SSE_MESSAGES: dict[str, Any] = {
         **responses(
             200,
             "The JSON-RPC response (or a JSON-RPC error)",
-            400,
             content={JSON: {"schema": JSONRPC_MESSAGE}, "text/event-stream": {"schema": SSE_MESSAGES}},
-            described={
-                400: "Not JSON (-32700), not one JSON-RPC message (-32600), or an unsupported "
-                "MCP-Protocol-Version (-32022): a JSON-RPC error without id"
-            },
         ),
+        # In the protocol's shape: an MCP client reads a JSON-RPC error here.
+        400: {
+            "description": "Not JSON (-32700), not one JSON-RPC message (-32600), or an unsupported "
+            "MCP-Protocol-Version (-32022): a JSON-RPC error without id",
+            # The contract's shape too: a body too large is refused before the door reads it.
+            "content": {
+                JSON: {"schema": {"anyOf": [{"$ref": "#/components/schemas/Error"}, JSONRPC_MESSAGE]}}
+            },
+        },
         **responses(202, "A notification or a response: accepted, nothing to answer", content={}),
     },
     tags=MCP,

@@ -22,7 +22,9 @@ from stepwise.runs.ports import stores
 
 HUMAN_KINDS = frozenset({"approval", "client_tool"})
 # The events after which the run may have ended or started to wait on someone.
-SIGNALS = TERMINAL_EVENTS | {"approval_requested", "client_tool_requested"}
+ANNOUNCEMENTS = frozenset({"approval_requested", "client_tool_requested"})
+SIGNALS = TERMINAL_EVENTS | ANNOUNCEMENTS
+ANSWERS = frozenset({"approval_decided", "client_tool_answered"})
 
 
 class Progress(BaseModel):
@@ -42,9 +44,14 @@ def pending(tenant_id: str, run: Run) -> list[Interaction]:
     if run.done or run.status == "queued":
         return []  # a queued run has taken no step: nothing of it can wait on anyone yet
     found: list[Interaction] = []
-    for interaction in stores().interactions.for_run(tenant_id, run.run_id, "pending"):
-        if interaction.kind in HUMAN_KINDS:
-            found.append(interaction)
+    # The Step creates the interaction; Await announces it (approval_requested) and only then moves the
+    # run to `waiting`. Until then a client reading the log would be told of a wait it cannot see yet,
+    # so a run's own waits count from `waiting` on. (A delegating parent stays `running`: its children
+    # are looked at whatever its status.)
+    if run.status == "waiting":
+        for interaction in stores().interactions.for_run(tenant_id, run.run_id, "pending"):
+            if interaction.kind in HUMAN_KINDS:
+                found.append(interaction)
     for child_id in run.children:
         child = stores().runs.get(tenant_id, child_id)
         found += pending(tenant_id, child)
@@ -77,17 +84,27 @@ def settle(
     # `cursor`, so the long-poll below cannot miss it.
     current = now(tenant_id, run_id)
     cursor = current.next
+    # A wait is announced before its run moves to `waiting`, and that move writes no event: after an
+    # announcement, the run is looked at again every poll until it shows (or something else happens).
+    announced = False
     while not (current.run.done if ended else current.settled):
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             break
-        page = eventlog.read(tenant_id, run_id, cursor, remaining, known=True)  # now() read the run
+        poll = min(remaining, eventlog.POLL_INTERVAL) if announced else remaining
+        page = eventlog.read(tenant_id, run_id, cursor, poll, known=True)  # now() read the run
         cursor = page.next
         if seen is not None and page.events:
             seen(page.events)
-        if page.done or any(event.type in SIGNALS for event in page.events):
+        for event in page.events:
+            if event.type in ANNOUNCEMENTS:
+                announced = True
+            elif event.type in ANSWERS:  # answered before the run was seen waiting: back to the log
+                announced = False
+        if announced or page.done or any(event.type in SIGNALS for event in page.events):
             run = stores().runs.get(tenant_id, run_id)
             current = Progress(run=run, pending=pending(tenant_id, run), next=cursor)
+            announced = announced and not (current.settled or run.done)
         else:
             current = current.model_copy(update={"next": cursor})
     return current
