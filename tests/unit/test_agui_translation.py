@@ -7,11 +7,13 @@ import re
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from ag_ui.core import Event
 from ag_ui.encoder import EventEncoder
 from pydantic import TypeAdapter
 
 from stepwise.core import ids
+from stepwise.core.errors import Unprocessable
 from stepwise.core.schema import utcnow
 from stepwise.interactions.models import Interaction
 from stepwise.llm.models import Usage
@@ -128,6 +130,14 @@ def test_resume_entries_become_the_respond_paths_answers() -> None:
         "output": {"colour": "blue"},
     }
     assert agui._answer(tool, "cancelled", None)["outcome"] == "error"
+
+
+@pytest.mark.parametrize("payload", [{"approved": "false"}, {"approved": 0}, {"decision": "no"}, "deny", 0])
+def test_an_approval_payload_that_is_no_decision_is_refused_not_read_as_consent(payload: Any) -> None:
+    with pytest.raises(Unprocessable) as refused:
+        agui._answer(_interaction("approval"), "resolved", payload)
+
+    assert refused.value.code == "invalid_resume_payload"
 
 
 def test_an_interrupt_names_its_interaction_tool_and_arguments() -> None:

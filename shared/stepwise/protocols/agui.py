@@ -573,19 +573,35 @@ def _root_in_thread(tenant_id: str, run_id: str, session_id: str) -> Run:
     return root
 
 
+def _unusable_payload(waiting: Interaction) -> Unprocessable:
+    return Unprocessable(
+        f"interrupt {waiting.interaction_id} is an approval: resume it with a payload of "
+        '{"approved": true|false, "reason"?} (or {"decision": "approve"|"deny"}, or none to approve)',
+        code="invalid_resume_payload",
+    )
+
+
 def _answer(waiting: Interaction, status: str, payload: Any) -> dict[str, Any]:
     if waiting.kind == "approval":
         if status == "cancelled":
             return {"approved": False, "reason": "cancelled by the client"}
+        # "resolved" with no decision is a confirm button's yes; a decision that is not a boolean (or
+        # approve/deny) is refused, never read as consent (`{"approved": "false"}`, `"deny"`).
         approved, reason = True, None
         if isinstance(payload, bool):
             approved = payload
         elif isinstance(payload, dict):
             if "approved" in payload:
-                approved = bool(payload["approved"])
+                if not isinstance(payload["approved"], bool):
+                    raise _unusable_payload(waiting)
+                approved = payload["approved"]
             elif "decision" in payload:
+                if payload["decision"] not in ("approve", "deny"):
+                    raise _unusable_payload(waiting)
                 approved = payload["decision"] == "approve"
             reason = payload.get("reason")
+        elif payload is not None:
+            raise _unusable_payload(waiting)
         return {"approved": approved, **({"reason": str(reason)[:2000]} if reason else {})}
     if status == "cancelled":
         return {"tool_call_id": waiting.tool_call_id, "outcome": "error", "output": "cancelled by the client"}
@@ -641,6 +657,8 @@ def _continue(
         if not re.fullmatch(ids.INTERACTION_ID, entry.interrupt_id):
             raise NotFound("no such interrupt in this thread", code="interrupt_not_found")
         waiting = stores().interactions.get(tenant_id, entry.interrupt_id)
+        if waiting.kind not in progress.HUMAN_KINDS:  # a delegation is answered by its child's ending alone
+            raise NotFound("no such interrupt in this thread", code="interrupt_not_found")
         tree = _root_in_thread(tenant_id, waiting.run_id, session_id)
         if root is not None and root.run_id != tree.run_id:
             raise Unprocessable("the resume entries answer more than one run", code="resume_mismatch")
@@ -675,6 +693,8 @@ def _continue(
         raise NotFound("no such interrupt in this thread", code="interrupt_not_found")
     if not answered:
         return root, frames
+    for _, answer in answered:
+        answers.check_size(answer)  # none is given when one could not be
     frames = _frames_now(tenant_id, root)  # read before the answers: their effects are events after it
     for waiting, answer in answered:
         answers.respond(
