@@ -16,8 +16,9 @@ import pytest
 from ag_ui.core import Event, RunAgentInput
 from pydantic import TypeAdapter
 
+from stepwise.runs.ports import stores
 from stepwise_local.gateway import serve
-from stepwise_local.stack import DEFAULT_KEY, LocalStack
+from stepwise_local.stack import DEFAULT_KEY, DEFAULT_TENANT, LocalStack
 from tests.eventually import eventually
 from tests.fakes.receiver import Receiver
 from tests.integration.support import OTHER_KEY, tool, wait_for_run
@@ -268,6 +269,9 @@ def test_a_front_end_tool_is_answered_by_a_tool_message(stack: LocalStack) -> No
         },
         {"id": "t1", "role": "tool", "toolCallId": call.tool_call_id, "content": "blue"},
     ]
+    oversized = [*history[:-1], {**history[-1], "content": "b" * 600_000}]  # no wait could take it
+    too_large, refused = _post(stack, agent_id, _input("thread-front", messages=oversized, tools=tools))
+    assert (too_large, refused["error"]["code"]) == (413, "answer_too_large")
 
     _, answered = _post(stack, agent_id, _input("thread-front", messages=history, tools=tools))
 
@@ -420,6 +424,13 @@ def test_a_subagents_approval_interrupts_the_root_and_resumes_inside_its_bracket
     suspended = [e for e in asked if e.type.value == "SUBAGENT_FINISHED"][-1]
     assert waiting.reason == "approval" and waiting.subagent_run_id == suspended.subagent_run_id
     assert suspended.outcome.type == "suspended" and suspended.outcome.interrupt_ids == [waiting.id]
+    # The parent's own wait on its child (hidden, but derivable) is answered by the child's ending alone:
+    # resuming it would hand the parent a made-up result.
+    child = stores().runs.get(DEFAULT_TENANT, waiting.subagent_run_id)
+    forged = [{"interruptId": child.parent_interaction_id, "status": "resolved", "payload": "made up"}]
+    refused, why = _post(stack, parent_id, _input("thread-nested", resume=forged))
+    assert (refused, why["error"]["code"]) == (404, "interrupt_not_found")
+    assert stores().interactions.get(DEFAULT_TENANT, str(child.parent_interaction_id)).status == "pending"
 
     _, done = _post(
         stack, parent_id, _input("thread-nested", resume=[{"interruptId": waiting.id, "status": "resolved"}])

@@ -208,6 +208,7 @@ def test_what_is_not_a_tool_or_not_a_call_is_the_protocols_error(door: Door) -> 
             (door.tools["echo"], {}),
             (door.tools["echo"], {"message": "hi", "extra": 1}),
             (door.tools["echo"], {"message": "hi", "session_id": "ses_01ARZ3NDEKTSV4RRFFQ69G5FAV"}),
+            (door.tools["echo"], {"message": "\U0001f600" * 80_000}),  # under 100k characters, over 300 KB
         ]
         for name, arguments in calls:
             with pytest.raises(MCPError) as raised:
@@ -217,7 +218,7 @@ def test_what_is_not_a_tool_or_not_a_call_is_the_protocols_error(door: Door) -> 
             await session.list_prompts()
         return [*found, raised.value.error.code]
 
-    assert door.run(codes) == [-32602] * 6 + [-32601]
+    assert door.run(codes) == [-32602] * 7 + [-32601]
 
     malformed = httpx.post(door.url, content=b"{not json", headers={"Authorization": f"Bearer {DEFAULT_KEY}"})
     assert malformed.status_code == 400 and malformed.json()["error"]["code"] == -32700

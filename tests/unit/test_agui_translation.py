@@ -1,5 +1,6 @@
-"""The AG-UI door's pure translation (stepwise.protocols.agui): Stepwise events into AG-UI events that
-ag-ui-protocol's own models accept, thread ids into sessions, resume entries into answers."""
+"""The AG-UI door's pure translation (stepwise.protocols.agui and agui_stream): Stepwise events into
+AG-UI events that ag-ui-protocol's own models accept, thread ids into sessions, resume entries into
+answers."""
 
 from __future__ import annotations
 
@@ -7,23 +8,25 @@ import re
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from ag_ui.core import Event
 from ag_ui.encoder import EventEncoder
 from pydantic import TypeAdapter
 
 from stepwise.core import ids
+from stepwise.core.errors import Unprocessable
 from stepwise.core.schema import utcnow
 from stepwise.interactions.models import Interaction
 from stepwise.llm.models import Usage
-from stepwise.protocols import agui
+from stepwise.protocols import agui, agui_stream
 from stepwise.runs.models import RunEvent
 
 EVENTS: TypeAdapter[Any] = TypeAdapter(Event)
 
 
-def _stream() -> agui.Stream:
-    frame = agui.Frame("run_R", 0)
-    return agui.Stream("t1", "thread", "agui-run", "run_R", "ses_S", frozenset(), Usage(), [frame])
+def _stream() -> agui_stream.Stream:
+    frame = agui_stream.Frame("run_R", 0)
+    return agui_stream.Stream("t1", "thread", "agui-run", "run_R", "ses_S", frozenset(), Usage(), [frame])
 
 
 def _event(seq: int, etype: str, **data: Any) -> RunEvent:
@@ -91,7 +94,7 @@ def test_sse_frames_read_as_the_official_encoder_writes_them() -> None:
     stream = _stream()
     stream.translate(stream.frames[0], _event(1, "step_started", step=2))
 
-    ours = agui.sse(stream.out)
+    ours = agui_stream.sse(stream.out)
     theirs = EventEncoder().encode(EVENTS.validate_python(stream.out[0]))
 
     assert ours.endswith("\n\n") and ours.startswith("data: ")
@@ -130,8 +133,16 @@ def test_resume_entries_become_the_respond_paths_answers() -> None:
     assert agui._answer(tool, "cancelled", None)["outcome"] == "error"
 
 
+@pytest.mark.parametrize("payload", [{"approved": "false"}, {"approved": 0}, {"decision": "no"}, "deny", 0])
+def test_an_approval_payload_that_is_no_decision_is_refused_not_read_as_consent(payload: Any) -> None:
+    with pytest.raises(Unprocessable) as refused:
+        agui._answer(_interaction("approval"), "resolved", payload)
+
+    assert refused.value.code == "invalid_resume_payload"
+
+
 def test_an_interrupt_names_its_interaction_tool_and_arguments() -> None:
-    interrupt = agui._interrupt(_stream(), _interaction("approval"))
+    interrupt = agui_stream._interrupt(_stream(), _interaction("approval"))
 
     checked = EVENTS.validate_python(
         {

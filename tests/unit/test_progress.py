@@ -203,3 +203,18 @@ def test_settle_reads_the_run_once_while_its_log_is_still_empty(fakes: FakeStore
     found = progress.settle(T, run.run_id, wait=0.3)
 
     assert not found.settled and reads == [run.run_id]  # now()'s read proves the tenant for the polls
+
+
+def test_each_pending_wait_names_the_api_call_that_answers_it(fakes: FakeStores) -> None:
+    run = a_run(fakes, "waiting")
+    approval = wait_on(fakes, run, "approval", "call_send")
+    tool = wait_on(fakes, run, "client_tool", "call_pick")
+    by_id = {i.interaction_id: i for i in progress.pending(T, fakes.runs.get(T, run.run_id))}
+
+    asked = progress.respond_call(by_id[approval])
+    handed = progress.respond_call(by_id[tool])
+
+    assert asked.startswith(f"POST /v1/sessions/interactions/{approval}/respond ")
+    assert '"approved": true|false' in asked and "Idempotency-Key" in asked
+    assert handed.startswith(f"POST /v1/sessions/interactions/{tool}/respond ")
+    assert '"tool_call_id": "call_pick"' in handed and '"outcome": "completed"|"error"' in handed

@@ -205,3 +205,34 @@ def test_errors_are_in_openai_s_shape_with_the_field_at_fault() -> None:
         }
     }
     assert door.error_body(500, "internal_error", "oops")["error"]["type"] == "server_error"
+
+
+def test_a_blocking_create_waits_only_what_its_start_left_of_the_25_s(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """API Gateway ends the request at 30 s whatever the wait: a slow start (a cold start, a throttled
+    StartExecution) must come out of the wait, or the answer is a 504 the client retries into a second
+    run (the openai client sends no Idempotency-Key of its own)."""
+    from stepwise.runs import start
+
+    clock = [100.0]
+    waited: list[float] = []
+
+    def slow_start(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        clock[0] += 6.0
+        return {"run_id": RUN_ID, "status": "queued"}
+
+    def settled(tenant_id: str, run_id: str, wait: float) -> Any:
+        waited.append(wait)
+        raise LookupError("enough: the wait is what this test asks about")
+
+    monkeypatch.setattr(door.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(start, "start_run_once", slow_start)
+    monkeypatch.setattr(door, "_settled", settled)
+
+    with pytest.raises(LookupError):
+        door.create(
+            "t1", door.ResponseCreate(model="agent:agt_01J00000000000000000000000", input="hi"), key=None
+        )
+
+    assert waited == [door.SETTLE_WAIT - 6.0]

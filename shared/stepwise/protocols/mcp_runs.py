@@ -12,6 +12,7 @@ from pydantic import BaseModel
 
 from stepwise.approvals import display
 from stepwise.interactions.models import Interaction
+from stepwise.runs import progress
 from stepwise.runs.models import Run, RunEvent
 
 POLL_INTERVAL_MS = 5000  # what tasks/get suggests: each poll is an invocation of the API function
@@ -88,18 +89,15 @@ def awaited(interaction: Interaction) -> str:
     arguments = display.truncate(
         display.reveal_hidden(json.dumps(interaction.arguments, ensure_ascii=False, default=str)), 1000
     )
-    respond = f"POST /v1/sessions/interactions/{interaction.interaction_id}/respond (with an Idempotency-Key)"
+    respond = progress.respond_call(interaction)
     if interaction.kind == "approval":
         return (
             f"Approval {interaction.interaction_id} awaited: may run {interaction.run_id} call "
-            f"{interaction.tool_name} with {arguments}? Answer with {respond} "
-            '{"answer": {"approved": true|false, "reason": "..."}}.'
+            f"{interaction.tool_name} with {arguments}? Answer with {respond}."
         )
     return (
         f"Client tool {interaction.interaction_id} awaited: {interaction.tool_name} with {arguments} "
-        f"(tool_call_id {interaction.tool_call_id}). Answer with {respond} "
-        f'{{"answer": {{"tool_call_id": "{interaction.tool_call_id}", "outcome": "completed"|"error", '
-        '"output": ...}}.'
+        f"(tool_call_id {interaction.tool_call_id}). Answer with {respond}."
     )
 
 

@@ -258,11 +258,12 @@ def _tools_call(call: Call) -> dict[str, Any]:
     agent = _agent_for(call.tenant_id, asked.name)
     try:
         arguments = ToolInput.model_validate(asked.arguments or {})
+        # RunCreate's own rules too (a message's bytes, not only its characters, must fit an item).
+        body = RunCreate(message=arguments.message, session_id=arguments.session_id)
     except ValidationError as exc:
         raise RpcError(INVALID_PARAMS, f"Invalid arguments for tool {asked.name}", _errors(exc)) from None
     # Before 2025-11-25 there are no tasks: the spec has a `task` field ignored where undeclared.
     as_task = asked.task is not None and call.version >= TASKS_SINCE
-    body = RunCreate(message=arguments.message, session_id=arguments.session_id)
     try:
         run = start.start_run(call.tenant_id, agent.agent_id, body)
     except (NotFound, Unprocessable, Malformed) as exc:

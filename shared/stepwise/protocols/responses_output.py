@@ -14,6 +14,7 @@ import json
 from typing import Any, Literal
 
 from stepwise.interactions.models import Interaction
+from stepwise.runs import progress
 from stepwise.runs.models import Run, RunEvent
 
 MODEL_PREFIX = "agent:"
@@ -86,20 +87,12 @@ def response_object(
 
 
 def _answering(interaction: Interaction) -> str:
-    route = f"POST /v1/sessions/interactions/{interaction.interaction_id}/respond"
     arguments = json.dumps(interaction.arguments, sort_keys=True)
     if interaction.kind == "approval":
         what = f"approval of {interaction.tool_name}({arguments})"
-        answer = '{"answer": {"approved": true|false, "reason"?: "..."}}'
     else:
         what = f"the calling app's result for client tool {interaction.tool_name}({arguments})"
-        answer = (
-            f'{{"answer": {{"tool_call_id": "{interaction.tool_call_id}", "outcome": "completed"|"error", '
-            '"output": ...}}'
-        )
-    return (
-        f"- {interaction.interaction_id}: {what}. Answer with {route} {answer} and an Idempotency-Key header."
-    )
+    return f"- {interaction.interaction_id}: {what}. Answer with {progress.respond_call(interaction)}."
 
 
 def waiting_text(pending: list[Interaction]) -> str:

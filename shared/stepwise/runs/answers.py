@@ -11,7 +11,7 @@ from aws_lambda_powertools import Logger
 from botocore.exceptions import ClientError
 
 from stepwise.core import aws, observability
-from stepwise.core.errors import Conflict, Gone, Unavailable, Unprocessable
+from stepwise.core.errors import Conflict, Gone, PayloadTooLarge, Unavailable, Unprocessable
 from stepwise.interactions.models import Interaction
 from stepwise.runs import events
 from stepwise.runs.ports import stores
@@ -20,6 +20,21 @@ logger = Logger(service="stepwise")
 
 # Step Functions' answers for a token that no longer waits (the execution ended or the state timed out).
 _GONE_TOKEN_ERRORS = ("TaskDoesNotExist", "TaskTimedOut", "InvalidToken")
+# Bytes of an answer's JSON: it is stored on the interaction's item (400 KB, beside the call's arguments)
+# and handed to SendTaskSuccess (256 KiB of output), either of which would refuse more as a 500.
+ANSWER_LIMIT = 200_000
+
+
+def check_size(answer: dict[str, Any]) -> None:
+    """413 `answer_too_large` for an answer no wait could take: asked before anything is recorded (a
+    door answering several waits at once asks for each before it answers the first)."""
+    size = len(json.dumps(answer, default=str).encode())
+    if size > ANSWER_LIMIT:
+        raise PayloadTooLarge(
+            f"the answer takes {size} bytes of JSON, over the {ANSWER_LIMIT} an interaction takes",
+            code="answer_too_large",
+            details={"size": size, "limit": ANSWER_LIMIT},
+        )
 
 
 def deliver(tenant_id: str, interaction_id: str) -> bool:
@@ -67,7 +82,9 @@ def respond(
 ) -> Interaction:
     """Record `answer` (exactly once) and resume the run. With an Idempotency-Key, the same key and
     answer again is a no-op success; the same key with another answer is a 422; an interaction
-    answered under another key (or none) is a 409; a closed or expired one is a 410."""
+    answered under another key (or none) is a 409; a closed or expired one is a 410; an answer over
+    ANSWER_LIMIT is a 413."""
+    check_size(answer)
     interactions = stores().interactions
     interaction = interactions.get(tenant_id, interaction_id)
     if interactions.answer(tenant_id, interaction_id, answer, key=key, by=by):

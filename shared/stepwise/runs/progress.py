@@ -58,6 +58,20 @@ def pending(tenant_id: str, run: Run) -> list[Interaction]:
     return sorted(found, key=lambda i: (i.created_at, i.interaction_id))
 
 
+def respond_call(interaction: Interaction) -> str:
+    """How one of `pending`'s waits is answered over the API, for a door that tells its caller in words
+    (an MCP task's status message, a Responses message item): the route and the answer it takes."""
+    route = f"POST /v1/sessions/interactions/{interaction.interaction_id}/respond"
+    if interaction.kind == "approval":
+        answer = '{"answer": {"approved": true|false, "reason"?: "..."}}'
+    else:
+        answer = (
+            f'{{"answer": {{"tool_call_id": "{interaction.tool_call_id}", "outcome": "completed"|"error", '
+            '"output": ...}}'
+        )
+    return f"{route} {answer} with an Idempotency-Key header"
+
+
 def now(tenant_id: str, run_id: str) -> Progress:
     """The run as it stands (NotFound for an unknown id or another tenant's)."""
     head = stores().events.head(tenant_id, run_id)
