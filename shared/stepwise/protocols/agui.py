@@ -31,7 +31,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
-from stepwise.core import config, ids
+from stepwise.core import ids
 from stepwise.core.errors import Conflict, NotFound, Unprocessable
 from stepwise.interactions.models import Interaction
 from stepwise.llm.models import Usage
@@ -177,41 +177,21 @@ def _begin(tenant_id: str, agent_id: str, body: RunAgentInput) -> dict[str, Any]
     return {"run_id": run.run_id, "session_id": run.session_id}
 
 
+def _begin_from(request: dict[str, Any]) -> dict[str, Any]:
+    return _begin(request["tenant_id"], request["agent_id"], RunAgentInput.model_validate(request["input"]))
+
+
 @cache
-def _idempotent_begin() -> Any:
-    """_begin behind Powertools idempotency keyed by tenant, agent, threadId and runId: a retried
-    request streams the run the first one started; another input under the same ids is a 422."""
-    from aws_lambda_powertools.utilities.idempotency import (
-        DynamoDBPersistenceLayer,
-        IdempotencyConfig,
-        idempotent_function,
-    )
-
-    settings = IdempotencyConfig(
-        event_key_jmespath="[tenant_id, agent_id, thread_id, run_id]",
-        payload_validation_jmespath="input",
-        expires_after_seconds=start.IDEMPOTENCY_HOURS * 3600,
-    )
-    persistence = DynamoDBPersistenceLayer(table_name=config.tables().idempotency)
-
-    @idempotent_function(data_keyword_argument="request", persistence_store=persistence, config=settings)
-    def begin_once(request: dict[str, Any]) -> dict[str, Any]:
-        body = RunAgentInput.model_validate(request["input"])
-        return _begin(request["tenant_id"], request["agent_id"], body)
-
-    return settings, begin_once
+def _idempotent_begin() -> tuple[Any, Any]:
+    """_begin keyed by tenant, agent, threadId and runId: a retried request streams the run the first
+    one started; another input under the same ids is a 422."""
+    return start.guarded("[tenant_id, agent_id, thread_id, run_id]", "input", _begin_from)
 
 
 def begin_once(
     tenant_id: str, agent_id: str, body: RunAgentInput, lambda_context: Any = None
 ) -> dict[str, Any]:
-    """The Stepwise run this input starts (or started, when it is a retry). `lambda_context` lets an
-    in-progress idempotency record expire with the invocation that made it."""
-    from aws_lambda_powertools.utilities.idempotency.exceptions import (
-        IdempotencyAlreadyInProgressError,
-        IdempotencyValidationError,
-    )
-
+    """The Stepwise run this input starts (or started, when it is a retry)."""
     request = {
         "tenant_id": tenant_id,
         "agent_id": agent_id,
@@ -219,19 +199,15 @@ def begin_once(
         "run_id": body.run_id,
         "input": body.model_dump(mode="json", by_alias=True, exclude={"resume"}),
     }
-    try:
-        settings, begin = _idempotent_begin()
-        settings.register_lambda_context(lambda_context)
-        started: dict[str, Any] = begin(request=request)
-    except IdempotencyValidationError:
-        raise Unprocessable(
+    return start.once(
+        _idempotent_begin(),
+        request,
+        lambda_context=lambda_context,
+        reused=Unprocessable(
             "this threadId and runId already started a run with another input", code="run_id_reused"
-        ) from None
-    except IdempotencyAlreadyInProgressError:
-        raise Conflict(
-            "a request with this threadId and runId is in progress; retry shortly", code="request_in_progress"
-        ) from None
-    return started
+        ),
+        what="this threadId and runId",
+    )
 
 
 def _root_in_thread(tenant_id: str, run_id: str, session_id: str) -> Run:

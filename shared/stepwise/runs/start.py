@@ -271,10 +271,12 @@ IDEMPOTENCY_HOURS = 24
 INSTRUCTIONS = "instructions"
 
 
-@cache
-def _idempotent_start() -> tuple[Any, Callable[..., dict[str, Any]]]:
-    """start_run behind Powertools idempotency, keyed by tenant, agent and Idempotency-Key, with the
-    body as the payload to validate: the same key and body give the same run; another body is a 422."""
+def guarded(
+    event_key: str, payload: str, begin: Callable[[dict[str, Any]], dict[str, Any]]
+) -> tuple[Any, Callable[..., dict[str, Any]]]:
+    """`begin(request)` behind Powertools idempotency: keyed by the request's `event_key` (a JMESPath,
+    tenant first), with its `payload` validated, for IDEMPOTENCY_HOURS. Every retry-safe start uses it:
+    an Idempotency-Key here, a protocol's own id at a door (A2A's messageId, AG-UI's threadId and runId)."""
     from aws_lambda_powertools.utilities.idempotency import (
         DynamoDBPersistenceLayer,
         IdempotencyConfig,
@@ -283,21 +285,58 @@ def _idempotent_start() -> tuple[Any, Callable[..., dict[str, Any]]]:
 
     persistence = DynamoDBPersistenceLayer(table_name=config.tables().idempotency)
     settings = IdempotencyConfig(
-        event_key_jmespath="[tenant_id, agent_id, key]",
-        payload_validation_jmespath="body",
+        event_key_jmespath=event_key,
+        payload_validation_jmespath=payload,
         expires_after_seconds=IDEMPOTENCY_HOURS * 3600,
     )
+    return settings, idempotent_function(
+        data_keyword_argument="request", persistence_store=persistence, config=settings
+    )(begin)
 
-    @idempotent_function(data_keyword_argument="request", persistence_store=persistence, config=settings)
-    def start_once(request: dict[str, Any]) -> dict[str, Any]:
-        fields = dict(request["body"])
-        # A door's instructions ride in the validated body (another value under the same key is a
-        # reuse) but are not a field of RunCreate, whose contract is POST /v1/agents/{id}/runs'.
-        instructions = fields.pop(INSTRUCTIONS, None)
-        body = RunCreate.model_validate(fields)
-        return accepted(start_run(request["tenant_id"], request["agent_id"], body, instructions=instructions))
 
-    return settings, start_once
+def once(
+    guard: tuple[Any, Callable[..., dict[str, Any]]],
+    request: dict[str, Any],
+    *,
+    lambda_context: Any,
+    reused: Unprocessable,
+    what: str,
+) -> dict[str, Any]:
+    """Call a `guarded` start: the first call's answer, again for a retry. The same key with another
+    payload is `reused` (422); one still in progress is a 409 `request_in_progress` naming `what`.
+    `lambda_context` lets an in-progress record expire with the invocation that made it."""
+    from aws_lambda_powertools.utilities.idempotency.exceptions import (
+        IdempotencyAlreadyInProgressError,
+        IdempotencyValidationError,
+    )
+
+    settings, begin = guard
+    try:
+        settings.register_lambda_context(lambda_context)
+        result: dict[str, Any] = begin(request=request)
+    except IdempotencyValidationError:
+        raise reused from None
+    except IdempotencyAlreadyInProgressError:
+        raise Conflict(
+            f"a request with {what} is in progress; retry shortly", code="request_in_progress"
+        ) from None
+    return result
+
+
+def _start_from(request: dict[str, Any]) -> dict[str, Any]:
+    fields = dict(request["body"])
+    # A door's instructions ride in the validated body (another value under the same key is a
+    # reuse) but are not a field of RunCreate, whose contract is POST /v1/agents/{id}/runs'.
+    instructions = fields.pop(INSTRUCTIONS, None)
+    body = RunCreate.model_validate(fields)
+    return accepted(start_run(request["tenant_id"], request["agent_id"], body, instructions=instructions))
+
+
+@cache
+def _idempotent_start() -> tuple[Any, Callable[..., dict[str, Any]]]:
+    """start_run keyed by tenant, agent and Idempotency-Key, with the body as the payload to validate:
+    the same key and body give the same run; another body is a 422."""
+    return guarded("[tenant_id, agent_id, key]", "body", _start_from)
 
 
 def accepted(run: Run) -> dict[str, Any]:
@@ -325,25 +364,15 @@ def start_run_once(
     with the invocation that made it. `instructions`: see start_run."""
     if not key:
         return accepted(start_run(tenant_id, agent_id, body, instructions=instructions))
-    from aws_lambda_powertools.utilities.idempotency.exceptions import (
-        IdempotencyAlreadyInProgressError,
-        IdempotencyValidationError,
-    )
-
     fields = body.model_dump(mode="json")
     if instructions is not None:  # absent otherwise: a body without them validates as it always has
         fields[INSTRUCTIONS] = instructions
-    request = {"tenant_id": tenant_id, "agent_id": agent_id, "key": key, "body": fields}
-    try:
-        settings, start_once = _idempotent_start()
-        settings.register_lambda_context(lambda_context)
-        result: dict[str, Any] = start_once(request=request)
-    except IdempotencyValidationError:
-        raise Unprocessable(
+    return once(
+        _idempotent_start(),
+        {"tenant_id": tenant_id, "agent_id": agent_id, "key": key, "body": fields},
+        lambda_context=lambda_context,
+        reused=Unprocessable(
             "this Idempotency-Key was already used with a different body", code="idempotency_key_reused"
-        ) from None
-    except IdempotencyAlreadyInProgressError:
-        raise Conflict(
-            "a request with this Idempotency-Key is in progress; retry shortly", code="request_in_progress"
-        ) from None
-    return result
+        ),
+        what="this Idempotency-Key",
+    )
