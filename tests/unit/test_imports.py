@@ -50,6 +50,16 @@ def test_the_events_function_imports_no_heavy_dependency() -> None:
     assert imported("events") == dict.fromkeys(HEAVY, False)
 
 
+def test_the_events_function_loads_run_starts_on_its_first_start() -> None:
+    """The doors on the events function start runs, but most of its invocations follow one: starting
+    (hooks, attachments, webhooks, the idempotency layer: ~150 modules) loads on the first start."""
+    env = {"PATH": "/usr/bin:/bin", "AWS_DEFAULT_REGION": "us-east-1", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    probe = PROBE.format(code_dir=str(ROOT / "functions" / "events"), heavy=("stepwise.runs.start",))
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, env=env)
+
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"stepwise.runs.start": False}
+
+
 # Handlers that do their imports on their first call: their module stays as light as a minimal
 # Powertools handler, so its cold start is Lambda's init alone (bench/cold_imports.py measures it).
 LIGHT_AT_INIT = ("step", "authorizer")

@@ -36,7 +36,7 @@ from stepwise.core.errors import Conflict, NotFound, Unprocessable
 from stepwise.interactions.models import Interaction
 from stepwise.llm.models import Usage
 from stepwise.protocols.agui_stream import CONTINUE, Frame, Stream, finish, follow, head_seq, read_run, sse
-from stepwise.runs import answers, progress, start
+from stepwise.runs import answers, progress
 from stepwise.runs.models import Run, RunCreate
 from stepwise.runs.ports import stores
 from stepwise.tools.models import ClientTool
@@ -160,6 +160,8 @@ def _begin(tenant_id: str, agent_id: str, body: RunAgentInput) -> dict[str, Any]
             details=[{"msg": e["msg"]} for e in exc.errors()],
         ) from None
     tools = _client_tools(body)
+    from stepwise.runs import start  # on the first start: a follower's cold start does not pay for it
+
     try:
         run = start.start_run(tenant_id, agent_id, create, client_tools=tools)
     except NotFound as exc:
@@ -185,6 +187,8 @@ def _begin_from(request: dict[str, Any]) -> dict[str, Any]:
 def _idempotent_begin() -> tuple[Any, Any]:
     """_begin keyed by tenant, agent, threadId and runId: a retried request streams the run the first
     one started; another input under the same ids is a 422."""
+    from stepwise.runs import start
+
     return start.guarded("[tenant_id, agent_id, thread_id, run_id]", "input", _begin_from)
 
 
@@ -199,6 +203,8 @@ def begin_once(
         "run_id": body.run_id,
         "input": body.model_dump(mode="json", by_alias=True, exclude={"resume"}),
     }
+    from stepwise.runs import start
+
     return start.once(
         _idempotent_begin(),
         request,
