@@ -1,11 +1,37 @@
 """Helpers for integration tests that drive runs through the local stack."""
 
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
+from stepwise_local.gateway import Gateway, serve
 from stepwise_local.stack import LocalStack
 from tests.eventually import eventually
 
 OTHER_KEY = "sk-other-tenant"
+CONFORMANCE = Path(__file__).resolve().parents[1] / "conformance"
+
+
+@contextmanager
+def served(gateway: Gateway) -> Iterator[str]:
+    """The gateway over real HTTP on a free loopback port, for the official clients: its base URL."""
+    server = serve(gateway, port=0, quiet=True)
+    host, port = server.server_address[:2]
+    try:
+        yield f"http://{host!s}:{port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def node() -> str:
+    """Node 22 from tests/conformance's lock (the JS clients and the MCP suite run on it), else PATH's."""
+    pinned = CONFORMANCE / "node_modules" / ".bin" / "node"
+    found = str(pinned) if pinned.exists() else shutil.which("node")
+    assert found, "node is needed (npm ci --prefix tests/conformance)"
+    return found
 
 
 def wait_for_run(

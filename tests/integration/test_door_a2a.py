@@ -10,7 +10,6 @@ import os
 import subprocess
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Iterator
-from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
@@ -42,14 +41,11 @@ from a2a.utils.errors import (
 from google.protobuf import json_format, struct_pb2
 from standardwebhooks.webhooks import Webhook
 
-from stepwise_local.gateway import serve
 from stepwise_local.stack import DEFAULT_KEY, LocalStack
 from tests.eventually import eventually
 from tests.fakes.receiver import Receiver
-from tests.integration.support import OTHER_KEY, tool, wait_for_run
+from tests.integration.support import CONFORMANCE, OTHER_KEY, node, served, tool, wait_for_run
 
-ROOT = Path(__file__).resolve().parents[2]
-CONFORMANCE = ROOT / "tests" / "conformance"
 T = TypeVar("T")
 
 
@@ -59,13 +55,8 @@ def run(coro: Awaitable[T]) -> T:
 
 @pytest.fixture(scope="module")
 def base(stack: LocalStack) -> Iterator[str]:
-    server = serve(stack.gateway, port=0, quiet=True)
-    host, port = server.server_address[:2]
-    try:
-        yield f"http://{host!s}:{port}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with served(stack.gateway) as url:
+        yield url
 
 
 def make_agent(stack: LocalStack, *, enabled: bool = True, key: str = DEFAULT_KEY, **fields: Any) -> str:
@@ -512,22 +503,13 @@ console.log(JSON.stringify({ sent, got }));
 """
 
 
-def node_binary() -> str:
-    """Node 22 from the npm registry (tests/conformance pins it for Linux x64 and arm64), else PATH's."""
-    for arch in ("x64", "arm64"):
-        candidate = CONFORMANCE / "node_modules" / f"node-linux-{arch}" / "bin" / "node"
-        if candidate.exists():
-            return str(candidate)
-    return "node"
-
-
 def test_the_js_client_sends_and_gets(base: str, agent_id: str) -> None:
     # Beside node_modules, so that '@a2a-js/sdk/client' resolves from it.
     script = CONFORMANCE / f".a2a-door-{uuid.uuid4().hex}.mjs"
     script.write_text(NODE_SCRIPT)
     try:
         done = subprocess.run(
-            [node_binary(), str(script), base, agent_id, DEFAULT_KEY],
+            [node(), str(script), base, agent_id, DEFAULT_KEY],
             cwd=CONFORMANCE,
             capture_output=True,
             text=True,

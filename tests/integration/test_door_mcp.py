@@ -27,12 +27,12 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 
 from stepwise.protocols import mcp_server
-from stepwise_local.gateway import Gateway, Response, serve
+from stepwise_local.gateway import Gateway, Response
 from stepwise_local.stack import DEFAULT_KEY, LocalStack
 from tests.conformance.test_conformance import suite
 from tests.eventually import eventually
 from tests.fakes.receiver import Receiver
-from tests.integration.support import OTHER_KEY, tool
+from tests.integration.support import OTHER_KEY, served, tool
 
 T = TypeVar("T")
 Work = Callable[[ClientSession, JSONRPCDispatcher], Awaitable[T]]
@@ -108,11 +108,8 @@ def door(stack: LocalStack) -> Iterator[Door]:
         "helper": agent(stack, name="helper", mcp=on, script=[{"text": "Sunny in Paris."}]),
         "other": agent(stack, OTHER_KEY, name="Theirs", mcp=on, script=[{"text": "theirs"}]),
     }
-    server = serve(stack.gateway, port=0, quiet=True)
-    port = server.server_address[1]
-    yield Door(f"http://127.0.0.1:{port}/v1/mcp", stack, names)
-    server.shutdown()
-    server.server_close()
+    with served(stack.gateway) as url:
+        yield Door(f"{url}/v1/mcp", stack, names)
     peer.close()
 
 
@@ -432,14 +429,9 @@ class WithKey:
 
 
 def test_the_conformance_suites_server_scenarios_each_as_classified(door: Door, tmp_path: Path) -> None:
-    server = serve(WithKey(door.stack.gateway, DEFAULT_KEY), port=0, quiet=True)  # type: ignore[arg-type]
-    url = f"http://127.0.0.1:{server.server_address[1]}/v1/mcp"
-    try:
+    with served(WithKey(door.stack.gateway, DEFAULT_KEY)) as base:  # type: ignore[arg-type]
         # One Node process for every scenario.
-        run = suite("server", "--url", url, "--suite", "all", "-o", str(tmp_path), timeout=120)
-    finally:
-        server.shutdown()
-        server.server_close()
+        run = suite("server", "--url", f"{base}/v1/mcp", "--suite", "all", "-o", str(tmp_path), timeout=120)
 
     found: dict[str, dict[tuple[str, str], str]] = {}
     for checks_file in tmp_path.rglob("checks.json"):

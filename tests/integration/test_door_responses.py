@@ -14,11 +14,10 @@ from openai import OpenAI
 from openai.types.responses import Response, ResponseStreamEvent
 from pydantic import BaseModel, TypeAdapter
 
-from stepwise_local.gateway import serve
 from stepwise_local.stack import DEFAULT_KEY, LocalStack
 from tests.eventually import eventually
 from tests.fakes.receiver import Receiver
-from tests.integration.support import OTHER_KEY, tool
+from tests.integration.support import OTHER_KEY, served, tool
 
 EVENTS: TypeAdapter[Any] = TypeAdapter(ResponseStreamEvent)
 TOOL_SCRIPT = [{"tool_calls": [{"name": "lookup", "arguments": {"q": "tides"}}]}, {"text": "High tide at 6."}]
@@ -26,13 +25,8 @@ TOOL_SCRIPT = [{"tool_calls": [{"name": "lookup", "arguments": {"q": "tides"}}]}
 
 @pytest.fixture(scope="module")
 def base_url(stack: LocalStack) -> Iterator[str]:
-    server = serve(stack.gateway, port=0, quiet=True)
-    host, port = server.server_address[:2]
-    try:
-        yield f"http://{host!s}:{port}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with served(stack.gateway) as url:
+        yield f"{url}/v1"
 
 
 def _client(base_url: str, key: str) -> OpenAI:

@@ -837,15 +837,23 @@ class Call:
     lambda_context: Any
 
 
+def _send_with_push(call: Call, params: SendParams) -> str:
+    """`send`, with the push config the message's configuration brings stored on its task."""
+    config = params.configuration
+    push = config.task_push_notification_config if config is not None else None
+    if push is not None:
+        _check_push_url(push.url)  # refused before anything starts
+    task_id = send(call.tenant_id, call.agent_id, params, lambda_context=call.lambda_context)
+    if push is not None:
+        set_push(call.tenant_id, task_id, push)
+    return task_id
+
+
 def _send_message(call: Call) -> Reply:
     started = time.monotonic()
     params = _params(SendParams, call.params)
     config = params.configuration
-    if config is not None and config.task_push_notification_config is not None:
-        _check_push_url(config.task_push_notification_config.url)  # refused before anything starts
-    task_id = send(call.tenant_id, call.agent_id, params, lambda_context=call.lambda_context)
-    if config is not None and config.task_push_notification_config is not None:
-        set_push(call.tenant_id, task_id, config.task_push_notification_config)
+    task_id = _send_with_push(call, params)
     history = config.history_length if config else None
     if _blocking(config):
         now = progress.settle(call.tenant_id, task_id, BLOCK_WAIT - (time.monotonic() - started))
@@ -864,13 +872,7 @@ def _stream_from(call: Call, now: progress.Progress, after: int | None) -> Reply
 
 
 def _send_streaming(call: Call) -> Reply:
-    params = _params(SendParams, call.params)
-    config = params.configuration
-    if config is not None and config.task_push_notification_config is not None:
-        _check_push_url(config.task_push_notification_config.url)  # refused before anything starts
-    task_id = send(call.tenant_id, call.agent_id, params, lambda_context=call.lambda_context)
-    if config is not None and config.task_push_notification_config is not None:
-        set_push(call.tenant_id, task_id, config.task_push_notification_config)
+    task_id = _send_with_push(call, _params(SendParams, call.params))
     return _stream_from(call, progress.now(call.tenant_id, task_id), None)
 
 
