@@ -203,6 +203,7 @@ class FakeRuns:
                 "descendants_usage": context.descendants_usage,
                 "tools_executed": list(context.tools_executed),
                 "compaction_failures": context.compaction_failures,
+                "what_if_calls": dict(context.what_if_calls),
             },
             deep=True,
         )

@@ -27,6 +27,7 @@ from stepwise.api import (
     settings,
     uploads,
     webhooks,
+    whatif,
 )
 from stepwise.api.auth import PUBLIC
 from stepwise.api.resolver import new_resolver, refused
@@ -61,6 +62,7 @@ def build() -> APIGatewayHttpResolver:
     app.include_router(agents.router)
     app.include_router(memories.router)
     app.include_router(runs.router)
+    app.include_router(whatif.router)
     app.include_router(events.router)
     app.include_router(agui.router)  # served by the events function; here for the spec
     app.include_router(a2a.router)  # served by the events function; here for the spec

@@ -162,6 +162,9 @@ class RunItem(Model):
     attachments = JSONAttribute(null=True)  # [{attachment_id, name, content_type, size, sha256}]
     attachments_erased_at = UTCDateTimeAttribute(null=True)
     client_tools = JSONAttribute(null=True)  # the run's own client tools (a door's caller brings them)
+    what_if_of = UnicodeAttribute(null=True)  # a what-if run's original
+    what_if = JSONAttribute(null=True)  # its request (overrides, match, live_reads, the original's session)
+    what_if_calls = JSONAttribute(null=True)  # {call id: served:<id> | live | diverged:<code>}, at its end
     created_at = UTCDateTimeAttribute()
     finished_at = UTCDateTimeAttribute(null=True)
 

@@ -38,6 +38,9 @@ class StepScope:
     agent: Agent
     step: int
     assistant: Message  # the step's stored assistant message
+    # A what-if run's Replay (stepwise.loop.whatif, which imports this module): its record and what
+    # became of its calls. None for every other run.
+    replay: Any = None
 
     def tool_scope(self) -> ToolScope:
         """What a tool is given: tenant, agent, run, session and user, never from the model."""

@@ -15,6 +15,7 @@ from stepwise.agents.models import Agent
 from stepwise.core import ids, safejson, tracing
 from stepwise.core.errors import NotFound, QuotaExceeded
 from stepwise.interactions.models import NewInteraction, digest
+from stepwise.loop import whatif
 from stepwise.loop.calls import Executable, Gated, Paused, Ready, Refused, StepScope
 from stepwise.loop.results import refuse
 from stepwise.mcp.models import McpToolRef
@@ -123,7 +124,15 @@ def _arguments(raw: str) -> dict[str, Any] | str:
 
 def gate(scope: StepScope, ref: CallRef) -> Gated:
     """PreToolUse hooks and permission: a refusal is stored as the call's result, a call that needs a
-    human or the calling app becomes a pause, an allowed one is ready to run."""
+    human or the calling app becomes a pause, an allowed one is ready to run. In a what-if run
+    (`scope.replay`) a call that gets past them is served, run live or refused (stepwise.loop.whatif)."""
+    gated = _gate(scope, ref)
+    if isinstance(gated, Refused):
+        whatif.refused(scope, ref, gated)
+    return gated
+
+
+def _gate(scope: StepScope, ref: CallRef) -> Gated:
     call = next((c for c in scope.assistant.get("tool_calls") or [] if c["id"] == ref.id), None)
     raw_arguments = call["function"].get("arguments", "{}") if call else "{}"
     arguments = _arguments(raw_arguments)
@@ -144,7 +153,9 @@ def gate(scope: StepScope, ref: CallRef) -> Gated:
     if verdict.action == "deny":
         refusal = ToolResult.failure(verdict.code or "blocked", verdict.message or f"{tool.name} was blocked")
         return refuse(scope, ref, refusal)
-    arguments = verdict.arguments
+    asked, arguments = arguments, verdict.arguments
+    if scope.replay is not None:
+        return whatif.decide(scope, ref, tool, asked, arguments, human=verdict.action == "ask")
     if verdict.action == "ask":
         timeout = verdict.timeout or DEFAULT_APPROVAL_TIMEOUT
         return pause(scope, ref, "approval", arguments, timeout, verdict.channels)

@@ -21,7 +21,7 @@ from stepwise.agents.models import Agent
 from stepwise.attachments import render
 from stepwise.core import observability, tracing
 from stepwise.core.errors import DoomLoop, HookDenied, RunStateError
-from stepwise.loop import done, execution, failed, gating, recall, working
+from stepwise.loop import done, execution, failed, gating, recall, whatif, working
 from stepwise.loop import waits as waits_
 from stepwise.loop.calls import Paused, Ready, Refused, Resolved, Settled, StepScope
 from stepwise.loop.model_call import call_model, check_doom_loop
@@ -71,7 +71,10 @@ def _prepare(tenant_id: str, work: Working, agent: Agent, context: RunContext) -
 
 def _scope(tenant_id: str, work: Working, agent: Agent, context: RunContext) -> StepScope:
     assistant: dict[str, Any] = next((m for m in reversed(work.current) if m.get("role") == "assistant"), {})
-    return StepScope(tenant_id=tenant_id, run=work.run, agent=agent, step=context.steps, assistant=assistant)
+    replay = whatif.replay_for(tenant_id, work.run, context) if work.run.what_if_of else None
+    return StepScope(
+        tenant_id=tenant_id, run=work.run, agent=agent, step=context.steps, assistant=assistant, replay=replay
+    )
 
 
 def _answered_ids(work: Working) -> set[str]:
@@ -224,6 +227,8 @@ def _run_calls(
                 "children": [*context.children, *started],
             }
         )
+        if scope.replay is not None:  # what became of the calls, saved with the cursor that passed them
+            context = context.model_copy(update={"what_if_calls": dict(scope.replay.calls)})
         if paused:
             waits = [p.wait for p in paused]
             return context.model_copy(update={"waits": waits}), waits
@@ -291,6 +296,8 @@ def _with_run_tools(agent: Agent, run: Run) -> Agent:
 def _take(state: RunState, work: Working, context: RunContext) -> RunState:
     tenant_id = state.tenant_id
     agent = stores().agents.get_for_run(tenant_id, work.run.agent_id)  # a deleted agent fails the run here
+    if work.run.what_if is not None:  # the request's model, prompt, tools and temperature
+        agent = whatif.overridden(agent, work.run.what_if)
     agent = recall.with_memory_tools(tenant_id, _with_run_tools(agent, work.run), work.run)
     if not context.prepared:
         context = _prepare(tenant_id, work, agent, context)

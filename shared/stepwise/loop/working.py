@@ -15,6 +15,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
+from stepwise.loop import whatif
 from stepwise.runs.models import Run
 from stepwise.runs.ports import stores
 from stepwise.sessions.models import Earlier
@@ -48,6 +49,8 @@ def load(tenant_id: str, run_id: str, version: int) -> Working:
             return cached
     store = stores()
     run = store.runs.get(tenant_id, run_id)
+    if not version and run.what_if_of is not None:  # what the original began with, in its session
+        return Working(run=run, version=version, earlier=whatif.history(tenant_id, run))
     if not version:  # the first step (it writes the checkpoint): fold the last completed run in
         earlier = store.sessions.earlier_history(tenant_id, run.session_id, run_id)
         return Working(run=run, version=version, earlier=earlier)

@@ -58,6 +58,8 @@ def end_run(
             tools_executed=list(context.tools_executed),
             compaction_failures=context.compaction_failures,
         )
+        if context.what_if_calls:
+            fields["what_if_calls"] = dict(context.what_if_calls)
     if output is not None:
         fields["output"] = output
     if error is not None:

@@ -145,6 +145,12 @@ class Run(BaseModel):
     # import tools: the builtins import runs). The loop declares them and pauses on them exactly as on
     # the agent's client tools (stepwise.loop.step).
     client_tools: list[dict[str, Any]] = Field(default_factory=list)
+    # What-if replay (stepwise.evals.whatif): the run it replays, its request (the overrides, `match`,
+    # `live_reads` and the opt-ins, plus the original's session, where its record is), and what became
+    # of each of its own tool calls: `served:<original call id>`, `live`, or `diverged:<code>`.
+    what_if_of: str | None = None
+    what_if: dict[str, Any] | None = None
+    what_if_calls: dict[str, str] = Field(default_factory=dict)
 
     @property
     def done(self) -> bool:
@@ -154,11 +160,20 @@ class Run(BaseModel):
     def trigger(self) -> str:
         """What kind of thing started the run, from its trigger id."""
         kind, _, _ = (self.trigger_id or "").partition(":")
-        return kind if kind in ("schedule", "event", "delegation") else "api"
+        return kind if kind in ("schedule", "event", "delegation", "what_if") else "api"
 
     @property
     def total_usage(self) -> Usage:
         return self.usage + self.descendants_usage
+
+    def what_if_counters(self) -> dict[str, int]:
+        """`served`, `live_reads` and `divergences`: what became of a what-if run's tool calls."""
+        outcomes = [o.partition(":")[0] for o in self.what_if_calls.values()]
+        return {
+            "served": outcomes.count("served"),
+            "live_reads": outcomes.count("live"),
+            "divergences": outcomes.count("diverged"),
+        }
 
     def target(self) -> RunTarget:
         """What the run's webhook deliveries say about it."""
@@ -182,9 +197,14 @@ class Run(BaseModel):
                 "root_session_id",
                 "descendants_usage",
                 "client_tools",
+                "what_if",
+                "what_if_calls",
             },
         )
         shown["root_run_id"] = self.root_run_id or self.run_id
+        if self.what_if_of is not None:
+            shown.update(self.what_if_counters())
+            shown["what_if"] = {k: v for k, v in (self.what_if or {}).items() if k != "session_id"}
         return {**shown, "trigger": self.trigger, "total_usage": self.total_usage.model_dump(mode="json")}
 
 
@@ -218,12 +238,18 @@ class RunView(BaseModel):
     attachments_erased_at: datetime | None
     created_at: datetime
     finished_at: datetime | None
-    trigger: Literal["api", "schedule", "event", "delegation"]
+    trigger: Literal["api", "schedule", "event", "delegation", "what_if"]
     parent_run_id: str | None
     root_run_id: str
     depth: int
     children: list[str]
     total_usage: Usage  # its own and every descendant's
+    # A what-if run's (absent on others): the run it replays, its request, and its counters.
+    what_if_of: str | None = None
+    what_if: dict[str, Any] | None = None
+    served: int | None = None
+    live_reads: int | None = None
+    divergences: int | None = None
 
 
 class RunList(BaseModel):

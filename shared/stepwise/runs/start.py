@@ -101,6 +101,8 @@ def _record(
     instructions: str | None = None,
     client_tools: list[dict[str, Any]] | None = None,
     new_session_id: str | None = None,
+    what_if_of: str | None = None,
+    what_if: dict[str, Any] | None = None,
 ) -> tuple[Run, bool]:
     # Before anything is written: an agent stored before AllowedModels was narrowed (or one that names
     # no model while the default is outside it) starts nothing.
@@ -114,6 +116,8 @@ def _record(
     strategy = getattr(body, "multitask_strategy", "enqueue")
     # Fixed for the run's life when it starts: an agent's webhook changed later applies to later runs.
     webhook = getattr(body, "webhook", None) or agent.webhook
+    if what_if is not None and not what_if.get("webhooks"):
+        webhook = None  # a what-if run tells no one it ended, unless its request asked to
     if webhook is not None:
         webhook_keys.require(tenant_id)
     # The files are copied under the run before its record lists them; a start refused after this
@@ -138,6 +142,8 @@ def _record(
             instructions,
             client_tools or [],
             new_session_id,
+            what_if_of,
+            what_if,
         )
     except BaseException:
         if attachments:
@@ -159,6 +165,8 @@ def _record_run(
     instructions: str | None,
     client_tools: list[dict[str, Any]],
     new_session_id: str | None,
+    what_if_of: str | None,
+    what_if: dict[str, Any] | None,
 ) -> tuple[Run, bool]:
     budget = getattr(body, "max_tokens_budget", None) or agent.max_tokens_budget
     run = Run(
@@ -179,6 +187,8 @@ def _record_run(
         webhook=webhook,
         attachments=attachments,
         client_tools=client_tools,
+        what_if_of=what_if_of,
+        what_if=what_if,
         created_at=utcnow(),
     )
     runs = stores().runs
@@ -219,6 +229,8 @@ def start_run(
     instructions: str | None = None,
     client_tools: list[dict[str, Any]] | None = None,
     new_session_id: str | None = None,
+    what_if_of: str | None = None,
+    what_if: dict[str, Any] | None = None,
 ) -> Run:
     """Record the run, then start its execution, or queue it behind its session's active run.
     A replay passes the run it replays as `replayed`: its files are copied to the new run. A protocol
@@ -229,7 +241,8 @@ def start_run(
 
     `client_tools` (ClientTool specs, validated by the caller) are the run's own, beside the agent's;
     `new_session_id` names the session a run without `session_id` creates (a door that maps its own
-    conversation ids onto sessions)."""
+    conversation ids onto sessions). A what-if run (stepwise.evals.whatif) names the run it replays
+    (`what_if_of`) and carries its request (`what_if`)."""
     agent = stores().agents.get(tenant_id, agent_id)
     max_steps = body.max_steps or agent.max_steps or DEFAULT_MAX_STEPS
     run, held = _record(
@@ -244,6 +257,8 @@ def start_run(
         instructions=instructions,
         client_tools=client_tools,
         new_session_id=new_session_id,
+        what_if_of=what_if_of,
+        what_if=what_if,
     )
     if held or _take_turn(tenant_id, run, body.multitask_strategy):
         launch(tenant_id, run)

@@ -153,6 +153,8 @@ class RunContext(BaseModel):
     # Delegation: the child runs this run started, and what they spent once they ended.
     children: list[str] = Field(default_factory=list)
     descendants_usage: Usage = Field(default_factory=Usage)
+    # A what-if run's: what became of each of its calls (stepwise.loop.whatif), by call id.
+    what_if_calls: dict[str, str] = Field(default_factory=dict)
 
     @property
     def pending_calls(self) -> list[CallRef]:

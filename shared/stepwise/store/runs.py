@@ -75,6 +75,9 @@ def _to_model(item: RunItem) -> Run:
         children=list(item.children or []),
         descendants_usage=Usage.model_validate(item.descendants_usage or {}),
         client_tools=list(item.client_tools or []),
+        what_if_of=item.what_if_of,
+        what_if=item.what_if,
+        what_if_calls=dict(item.what_if_calls or {}),
     )
 
 
@@ -111,6 +114,8 @@ def _new_item(tenant_id: str, run: Run) -> RunItem:
         parent_interaction_id=run.parent_interaction_id,
         root_session_id=run.root_session_id,
         client_tools=run.client_tools or None,
+        what_if_of=run.what_if_of,
+        what_if=run.what_if,
     )
 
 
@@ -173,6 +178,7 @@ def _with_context(run: Run, context: run_context.RunContext | None) -> Run:
             "descendants_usage": context.descendants_usage,
             "tools_executed": list(context.tools_executed),
             "compaction_failures": context.compaction_failures,
+            "what_if_calls": dict(context.what_if_calls),
         }
     )
 
