@@ -246,7 +246,7 @@ def test_approvals_are_answered_from_the_record_and_nothing_waits(
             {"answer": {"approved": approved, "reason": "not her"}},
             headers={"Idempotency-Key": asked},
         )
-        assert status == 200, body
+        assert status == 202, body
     original = wait_for_run(stack, accepted["run_id"])
     assert original["status"] == "succeeded" and len(receiver.to("/send_email")) == 1
 
@@ -269,7 +269,10 @@ def asking(stack: LocalStack, session_id: str, to: str) -> str:
     """The pending approval of the email to `to`, once the run asks for it."""
 
     def found() -> str:
-        (interaction,) = [i for i in pending(stack, session_id) if i["arguments"]["to"] == to]
+        waiting = pending(stack, session_id)
+        found = [i for i in waiting if i["arguments"]["to"] == to]
+        assert len(found) == 1, (to, waiting, stack.invoke_api("GET", f"/v1/sessions/{session_id}")[2])
+        (interaction,) = found
         return str(interaction["interaction_id"])
 
     return eventually(found, timeout=30, what=f"the approval of the email to {to}")
