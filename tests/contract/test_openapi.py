@@ -28,6 +28,7 @@ EMPTY_ACCEPTED = {("POST", "/v1/mcp")}
 # Routes that take a JSON body (DESIGN.md's HTTP API table).
 JSON_BODIES = {
     ("POST", "/v1/agents"),
+    ("POST", "/v1/runs/{run_id}/what-if"),
     ("PATCH", "/v1/agents/{agent_id}"),
     ("POST", "/v1/agents/{agent_id}/tools"),
     ("POST", "/v1/agents/{agent_id}/mcp-servers"),

@@ -30,6 +30,7 @@ from stepwise_sdk.models import (
     Agent,
     AgentList,
     AgentWeight,
+    Comparison,
     DeliveryList,
     FollowUrl,
     Health,
@@ -229,6 +230,17 @@ class Runs(_Resource):
         `force`; GoneError when the input is no longer stored."""
         params = {"force": True} if force else None
         return await self._client.send(op.REPLAY_RUN.call({"run_id": run_id}, params=params))
+
+    async def what_if(self, run_id: str, body: Body = None, /, **fields: Any) -> RunView:
+        """A what-if replay of the finished run `run_id` under the overrides given (`model`,
+        `system_prompt`, `tools`, `temperature`, `max_steps`, `agent_id`; `match`, `live_reads`): its
+        tool calls are served from the original's record, no effect is performed, nothing waits."""
+        return await self._client.send(op.WHAT_IF.call({"run_id": run_id}, body=merge(body, fields)))
+
+    async def compare(self, run_id: str, other_run_id: str) -> Comparison:
+        """Two runs side by side: trajectories, answers, counters with deltas, the first divergence."""
+        ids = {"run_id": run_id, "other_run_id": other_run_id}
+        return await self._client.send(op.COMPARE_RUNS.call(ids))
 
     async def webhooks(self, run_id: str) -> DeliveryList:
         """The run's webhook deliveries, each with its status, attempts and recent history."""

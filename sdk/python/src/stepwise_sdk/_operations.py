@@ -16,6 +16,7 @@ from stepwise_sdk.models import (
     AgentPatch,
     AgentWeight,
     ApproveBody,
+    Comparison,
     DeliveryList,
     EventPage,
     FollowUrl,
@@ -51,6 +52,7 @@ from stepwise_sdk.models import (
     UploadCreate,
     UploadTicket,
     WebhookSecret,
+    WhatIf,
 )
 
 CREATE_AGENT = Operation[Agent]("POST", "/v1/agents", Agent, AgentCreate)
@@ -98,6 +100,8 @@ RUN_EVENTS = Operation[EventPage]("GET", "/v1/runs/{run_id}/events", EventPage)
 FOLLOW_RUN = Operation[FollowUrl]("POST", "/v1/runs/{run_id}/follow", FollowUrl)
 CANCEL_RUN = Operation[RunView]("POST", "/v1/runs/{run_id}/cancel", RunView)
 REPLAY_RUN = Operation[RunAccepted]("POST", "/v1/runs/{run_id}/replay", RunAccepted)
+WHAT_IF = Operation[RunView]("POST", "/v1/runs/{run_id}/what-if", RunView, WhatIf)
+COMPARE_RUNS = Operation[Comparison]("GET", "/v1/runs/{run_id}/compare/{other_run_id}", Comparison)
 APPROVE = Operation[InteractionView]("POST", "/v1/runs/{run_id}/approve", InteractionView, ApproveBody)
 RUN_WEBHOOKS = Operation[DeliveryList]("GET", "/v1/runs/{run_id}/webhooks", DeliveryList)
 DELETE_ATTACHMENTS = Operation[None]("DELETE", "/v1/runs/{run_id}/attachments", None)

@@ -532,12 +532,18 @@ class RunView(Model):
     attachments_erased_at: datetime | None
     created_at: datetime
     finished_at: datetime | None
-    trigger: Literal["api", "schedule", "event", "delegation"]
+    trigger: Literal["api", "schedule", "event", "delegation", "what_if"]
     parent_run_id: str | None
     root_run_id: str
     depth: int
     children: list[str]
     total_usage: Usage  # its own and every descendant's
+    # A what-if run's (absent on others): the run it replays, its request, and its counters.
+    what_if_of: str | None = None
+    what_if: dict[str, Any] | None = None
+    served: int | None = None
+    live_reads: int | None = None
+    divergences: int | None = None
 
 
 class RunList(Model):
@@ -752,3 +758,83 @@ class OpenAIError(Model):
     """An error of `/v1/responses`, in OpenAI's shape (this SDK raises it as a StepwiseError by status)."""
 
     error: OpenAIErrorInfo
+
+
+class WhatIf(Request):
+    """`POST /v1/runs/{run_id}/what-if`: what changes, how calls are matched, what may happen live."""
+
+    model: str | None = None
+    system_prompt: str | None = None
+    tools: list[Tool] | None = None
+    temperature: float | None = None
+    max_steps: int | None = None
+    agent_id: str | None = None
+    match: Literal["arguments", "name"] = "arguments"
+    live_reads: bool = False
+    webhooks: bool = False
+    script: list[ScriptTurn] | None = None
+
+
+CallStatus = Literal["matched", "served", "live", "diverged", "executed"]
+
+
+class TrajectoryCall(Model):
+    index: int
+    call_id: str
+    tool: str
+    arguments: Any
+    status: CallStatus
+    served_from: str | None = None
+    error: str | None = None
+
+
+class Side(Model):
+    run_id: str
+    agent_id: str
+    status: str
+    output: str | None
+    steps: int
+    input_tokens: int
+    cached_tokens: int
+    output_tokens: int
+    cost_usd: float | None
+    wall_seconds: float | None
+    trajectory: list[TrajectoryCall]
+
+
+class Deltas(Model):
+    """b minus a; null where either side is unknown."""
+
+    steps: int
+    input_tokens: int
+    cached_tokens: int
+    output_tokens: int
+    cost_usd: float | None
+    wall_seconds: float | None
+
+
+class Divergence(Model):
+    index: int
+    reason: Literal["tool", "arguments", "only_in_a", "only_in_b", "diverged"]
+    a: TrajectoryCall | None
+    b: TrajectoryCall | None
+
+
+class Summary(Model):
+    same_answer: bool
+    same_trajectory: bool
+    calls_a: int
+    calls_b: int
+    served: int
+    live_reads: int
+    divergences: int
+    first_divergence_index: int | None
+    deltas: Deltas
+
+
+class Comparison(Model):
+    a: Side
+    b: Side
+    deltas: Deltas
+    first_divergence: Divergence | None
+    summary: Summary
