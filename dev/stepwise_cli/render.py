@@ -342,6 +342,46 @@ def runs_table(runs: list[dict[str, Any]]) -> list[str]:
     )
 
 
+def _delta(value: Any) -> str:
+    if value is None:
+        return "-"
+    return f"{value:+.6f}".rstrip("0").rstrip(".") if isinstance(value, float) else f"{value:+d}"
+
+
+def comparison_lines(compared: dict[str, Any]) -> list[str]:
+    """Two runs side by side: their counters with deltas, their trajectories call by call (each with
+    what became of it), the first divergence and the answers."""
+    a, b, deltas = compared["a"], compared["b"], compared["deltas"]
+    counters = ["steps", "input_tokens", "cached_tokens", "output_tokens", "cost_usd", "wall_seconds"]
+    lines = table(
+        ["", a["run_id"], b["run_id"], "DELTA"],
+        [[name, a.get(name), b.get(name), _delta(deltas.get(name))] for name in counters],
+    )
+    lines.append("")
+    left, right = a.get("trajectory") or [], b.get("trajectory") or []
+
+    def cell(calls: list[dict[str, Any]], index: int) -> str:
+        if index >= len(calls):
+            return ""
+        found = calls[index]
+        return f"{call(found['tool'], found.get('arguments'))} [{found['status']}]"
+
+    lines += table(
+        ["#", "A", "B"], [[i, cell(left, i), cell(right, i)] for i in range(max(len(left), len(right)))]
+    )
+    divergence = compared.get("first_divergence")
+    lines.append("")
+    if divergence:
+        lines.append(
+            f"first divergence: call {divergence['index']} ({divergence['reason'].replace('_', ' ')})"
+        )
+    else:
+        lines.append("no divergence: the same calls in the same order")
+    lines += [f"answer A: {clip(str(a.get('output') or ''), OUTPUT_CHARS)}"]
+    lines += [f"answer B: {clip(str(b.get('output') or ''), OUTPUT_CHARS)}"]
+    return lines
+
+
 def detail_lines(details: Any) -> list[str]:
     """An API error's details, short: a validation error's fields one per line, else key: value."""
     if details is None:

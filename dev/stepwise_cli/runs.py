@@ -1,4 +1,4 @@
-"""`stepwise run` and `stepwise runs list|get|follow|cancel|replay`."""
+"""`stepwise run` and `stepwise runs list|get|follow|cancel|replay|what-if|compare`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 from stepwise_cli.client import Hinted, data
 from stepwise_cli.context import Context, UsageError, read_json
 from stepwise_cli.follow import follow
-from stepwise_cli.render import run_block, runs_table
+from stepwise_cli.render import comparison_lines, run_block, runs_table
 from stepwise_sdk import ConflictError
 
 
@@ -34,7 +34,7 @@ def register(
     )
     run.set_defaults(handler=start_run)
 
-    runs = commands.add_parser("runs", help="list, show, follow, cancel and replay runs")
+    runs = commands.add_parser("runs", help="list, show, follow, cancel, replay and compare runs")
     actions = runs.add_subparsers(dest="action", required=True, metavar="ACTION")
 
     listing = actions.add_parser("list", parents=[common], help="runs, newest first")
@@ -62,6 +62,25 @@ def register(
     replay.add_argument("run_id")
     replay.add_argument("--force", action="store_true", help="replay even when it could repeat a side effect")
     replay.set_defaults(handler=replay_run)
+
+    what_if = actions.add_parser(
+        "what-if",
+        parents=[common],
+        help="replay a finished run under a change, its tool calls served from its record (no effects)",
+    )
+    what_if.add_argument("run_id")
+    what_if.add_argument("--model", help="the model to try")
+    what_if.add_argument("--prompt-file", metavar="FILE", help="a file holding the system prompt to try")
+    what_if.add_argument("--agent", help="replay on another agent of the tenant")
+    what_if.add_argument("--match", choices=["arguments", "name"], help="how a call matches a recorded one")
+    what_if.add_argument("--live-reads", action="store_true", help="run unmatched read-only calls live")
+    what_if.add_argument("--script", metavar="FILE", help="turns for the scripted model (local)")
+    what_if.set_defaults(handler=what_if_run)
+
+    compare = actions.add_parser("compare", parents=[common], help="two runs side by side")
+    compare.add_argument("run_a")
+    compare.add_argument("run_b")
+    compare.set_defaults(handler=compare_runs)
 
 
 def script_from_file(path: str) -> list[Any]:
@@ -156,4 +175,39 @@ def replay_run(ctx: Context) -> int:
             f"follow it: {ctx.cli} runs follow {run_id}",
         ],
     )
+    return 0
+
+
+def what_if_body(args: argparse.Namespace) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": args.model, "agent_id": args.agent, "match": args.match}
+    if args.prompt_file:
+        try:
+            with open(args.prompt_file, encoding="utf-8") as handle:
+                body["system_prompt"] = handle.read()
+        except OSError as exc:
+            raise UsageError(f"cannot read the prompt file {args.prompt_file}: {exc.strerror}") from exc
+    if args.live_reads:
+        body["live_reads"] = True
+    if args.script:
+        body["script"] = script_from_file(args.script)
+    return {k: v for k, v in body.items() if v is not None}
+
+
+def what_if_run(ctx: Context) -> int:
+    run = data(ctx.client.runs.what_if(ctx.args.run_id, what_if_body(ctx.args)))
+    run_id = run["run_id"]
+    ctx.show(
+        run,
+        [
+            f"run {run_id} {run.get('status')}: a what-if of {run.get('what_if_of')}",
+            f"follow it: {ctx.cli} runs follow {run_id}",
+            f"then compare: {ctx.cli} runs compare {run.get('what_if_of')} {run_id}",
+        ],
+    )
+    return 0
+
+
+def compare_runs(ctx: Context) -> int:
+    compared = data(ctx.client.runs.compare(ctx.args.run_a, ctx.args.run_b))
+    ctx.show(compared, comparison_lines(compared))
     return 0

@@ -13,10 +13,10 @@ import psycopg
 import pytest
 
 from stepwise_local.stack import DEFAULT_TENANT, LocalStack
+from tests.eventually import eventually
 from tests.fakes.postgres import Cluster, cluster
 from tests.fakes.receiver import Receiver, Reply
 from tests.integration.support import OTHER_KEY, wait_for_run
-from tests.eventually import eventually
 from tests.integration.test_delegation import agent, events, of_type, pending, start
 
 SEND_EMAIL = {
@@ -102,7 +102,9 @@ def results(stack: LocalStack, run_id: str) -> dict[str, dict[str, Any]]:
     """The run's tool results by tool call, with the tool_call event's arguments beside each."""
     log = events(stack, run_id)
     asked = {c["tool_call_id"]: c["arguments"] for c in of_type(log, "tool_call")}
-    return {r["tool_call_id"]: {**r, "arguments": asked[r["tool_call_id"]]} for r in of_type(log, "tool_result")}
+    return {
+        r["tool_call_id"]: {**r, "arguments": asked[r["tool_call_id"]]} for r in of_type(log, "tool_result")
+    }
 
 
 def test_a_what_if_performs_no_effect_and_serves_every_matching_call(
@@ -208,7 +210,12 @@ def test_the_comparison_names_the_first_divergence(
     assert (divergence["index"], divergence["reason"]) == (1, "arguments")
     assert divergence["a"]["arguments"]["to"] == "ada@example.com"
     assert (divergence["b"]["status"], divergence["b"]["error"]) == ("diverged", "not_recorded")
-    assert [c["status"] for c in compared["a"]["trajectory"]] == ["matched", "executed", "executed", "executed"]
+    assert [c["status"] for c in compared["a"]["trajectory"]] == [
+        "matched",
+        "executed",
+        "executed",
+        "executed",
+    ]
     assert [c["status"] for c in compared["b"]["trajectory"]] == ["served", "diverged"]
     assert compared["b"]["trajectory"][0]["served_from"] == compared["a"]["trajectory"][0]["call_id"]
     assert (compared["a"]["output"], compared["b"]["output"]) == (recorded["output"], "Told Grace.")
@@ -230,7 +237,9 @@ def test_approvals_are_answered_from_the_record_and_nothing_waits(
     stack: LocalStack, receiver: Receiver
 ) -> None:
     mailer = agent(
-        stack, "careful", tools=[{**SEND_EMAIL, "endpoint": f"{receiver.url}/send_email", "permission": "ask"}]
+        stack,
+        "careful",
+        tools=[{**SEND_EMAIL, "endpoint": f"{receiver.url}/send_email", "permission": "ask"}],
     )
     script = [
         {"tool_calls": [email("ada@example.com")]},

@@ -24,7 +24,7 @@ RUNS = ["runs"]
     "`served_from`; an unmatched read-only call runs live only with `live_reads: true`; any other "
     "unmatched call gets the error result `not_recorded` (an approval or client tool: `denied`, reason "
     "`what_if`) and counts as a divergence. Effects are never performed and nothing waits on a human. "
-    "The run has `trigger: \"what_if\"`, `what_if_of` and the counters `served`, `live_reads` and "
+    'The run has `trigger: "what_if"`, `what_if_of` and the counters `served`, `live_reads` and '
     "`divergences`; it lives in a session of its own. 409 `run_active` while the original runs; 410 "
     "`input_gone` when its input or record is no longer stored.",
     responses=responses(201, "The what-if run", 400, 404, 409, 410, 413, 503),
