@@ -247,6 +247,9 @@ def test_approvals_are_answered_from_the_record_and_nothing_waits(
         {"text": "Asked twice."},
     ]
     accepted = start(stack, mailer, script)
+    asking(stack, accepted["session_id"], "ada@example.com")
+    status, _, refused = stack.invoke_api("POST", f"/v1/runs/{accepted['run_id']}/what-if", {})
+    assert (status, refused["error"]["code"]) == (409, "run_active")  # a what-if replays a finished run
     for to, approved in (("ada@example.com", True), ("grace@example.com", False)):  # Ada yes, Grace no
         asked = asking(stack, accepted["session_id"], to)
         status, _, body = stack.invoke_api(
