@@ -282,3 +282,62 @@ def test_an_address_that_is_not_valid_percent_encoding_says_so(desktop: Console)
     # Then the page says what went wrong rather than staying blank, and nothing escaped as a page error
     expect(page.get_by_role("alert")).to_contain_text("URI")
     assert desktop.problems == []
+
+
+def test_a_what_if_is_compared_with_its_original_side_by_side(
+    api: httpx.Client, receiver: Receiver, console: Console
+) -> None:
+    tools = [
+        {
+            "type": "http",
+            "name": "send_email",
+            "description": "Send an email",
+            "input_schema": {"type": "object", "properties": {"to": {"type": "string"}}, "required": ["to"]},
+            "endpoint": f"{receiver.url}/send",
+        }
+    ]
+    agent = api.post("/v1/agents", json={"name": f"console-what-if-{console.name}", "tools": tools}).json()
+    mail = [{"name": "send_email", "arguments": {"to": "ada@example.com"}}]
+    script = [{"tool_calls": mail}, {"text": "Mailed Ada."}]
+    original = start(api, agent["agent_id"], "mail Ada", script)
+    eventually_ended(api, original["run_id"])
+    other = [{"name": "send_email", "arguments": {"to": "grace@example.com"}}]
+    body = {
+        "system_prompt": "Be brief.",
+        "script": [{"tool_calls": [*mail, *other]}, {"text": "Mailed both."}],
+    }
+    created = api.post(f"/v1/runs/{original['run_id']}/what-if", json=body)
+    assert created.status_code == 201, created.text
+    what_if = created.json()
+    eventually_ended(api, what_if["run_id"])
+    page = console.page
+
+    sign_in(console)
+    page.goto(f"{page.url.split('#')[0]}#/runs/{what_if['run_id']}")
+    expect(page.locator(".live")).to_have_text("The run ended: succeeded.")
+    page.get_by_role("link", name="compare side by side").click()
+
+    rows = page.locator(".compare-timelines tbody tr")
+    expect(rows).to_have_count(2)
+    expect(rows.nth(0)).to_contain_text("matched")
+    expect(rows.nth(0)).to_contain_text("served from")
+    expect(rows.nth(1)).to_contain_text("diverged")
+    expect(rows.nth(1)).to_contain_text("not_recorded")
+    expect(page.locator("tr.first-divergence")).to_contain_text("grace@example.com")
+    expect(page.get_by_text("First divergence at call 1: only in b.")).to_be_visible()
+    expect(page.locator(".compare-side .output")).to_have_text(["Mailed Ada.", "Mailed both."])
+    console.shot("compare")
+    assert len(receiver.to("/send")) == 1  # the what-if sent nothing
+    assert fits_the_screen(page)
+    assert_clean(console)
+
+
+def eventually_ended(api: httpx.Client, run_id: str) -> None:
+    from tests.eventually import eventually
+
+    def ended() -> bool:
+        run = api.get(f"/v1/runs/{run_id}").json()
+        assert run["status"] == "succeeded", run
+        return True
+
+    eventually(ended, timeout=60, what=f"run {run_id} to succeed")

@@ -288,3 +288,22 @@ def asking(stack: LocalStack, session_id: str, to: str) -> str:
         return str(interaction["interaction_id"])
 
     return eventually(found, timeout=30, what=f"the approval of the email to {to}")
+
+
+def test_the_overrides_apply_to_the_what_if_alone(
+    stack: LocalStack, receiver: Receiver, recorded: dict[str, Any]
+) -> None:
+    mailer = agent(stack, "mailer", tools=[{**SEND_EMAIL, "endpoint": f"{receiver.url}/send_email"}])
+    script = [{"tool_calls": [http(receiver, "GET", "/orders/1"), email("ada@example.com")]}, {"text": "ok"}]
+    body = {"agent_id": mailer, "max_steps": 3, "temperature": 0.2, "script": script}
+
+    run = what_if(stack, recorded["run_id"], body)
+
+    # The other agent has no http_request: its own gating refuses the call, a divergence; the email matches.
+    assert (run["agent_id"], run["max_steps"], run["served"], run["divergences"]) == (mailer, 3, 1, 1)
+    refused, served = results(stack, run["run_id"]).values()
+    assert (refused["error"]["code"], served["output"]) == ("unknown_tool", {"message_id": "m-1"})
+    only_mail = {"tools": [{**SEND_EMAIL, "endpoint": f"{receiver.url}/send_email"}], "script": script}
+    again = what_if(stack, recorded["run_id"], only_mail)
+    assert (again["agent_id"], again["served"], again["divergences"]) == (recorded["agent_id"], 1, 1)
+    assert len(receiver.requests) == 3

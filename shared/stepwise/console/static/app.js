@@ -1,7 +1,8 @@
 // The console's views, one per hash route: #/agents, #/agents/<id>, #/runs, #/runs/<id>,
-// #/sessions/<id>. Ids live in the hash; the API key never does (it stays in session storage).
+// #/sessions/<id>, #/compare/<a>/<b>. Ids live in the hash; the API key never does (it stays in session storage).
 
 import { ApiError, api, key } from "./api.js";
+import { compareView } from "./compare.js";
 import { add, cost, facts, h, json, link, mono, replace, status, tokens, when } from "./dom.js";
 import { TERMINAL, Timeline } from "./timeline.js";
 
@@ -27,9 +28,9 @@ function route() {
     return;
   }
   nav.hidden = false;
-  let name, id;
+  let name, id, other;
   try {
-    [name, id] = window.location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
+    [name, id, other] = window.location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
   } catch (err) {
     failed(err, signal); // a hand-edited hash that is not valid percent-encoding (URIError)
     return;
@@ -38,6 +39,7 @@ function route() {
     agents: () => (id ? agentView(id, signal) : agentsView(signal)),
     runs: () => (id ? runView(id, signal) : runsView(signal)),
     sessions: () => sessionView(id, signal),
+    compare: () => compareView(main, id, other, signal),
   }[name || "runs"];
   (show ?? (() => runsView(signal)))().catch((err) => failed(err, signal));
 }
@@ -294,6 +296,16 @@ function runFacts(run) {
       ["tokens", tokens(run.total_usage ?? run.usage)],
       ["tools run", run.tools_executed === null ? "unknown" : run.tools_executed.join(", ") || "none"],
       ["replay of", run.replay_of ? link(run.replay_of, "runs", run.replay_of) : null],
+      [
+        "what-if of",
+        run.what_if_of
+          ? [
+              link(run.what_if_of, "runs", run.what_if_of),
+              ` · served ${run.served}, live ${run.live_reads}, diverged ${run.divergences} · `,
+              link("compare side by side", "compare", run.what_if_of, run.run_id),
+            ]
+          : null,
+      ],
       ["started", when(run.created_at)],
       ["finished", run.finished_at ? when(run.finished_at) : null],
     ]),
