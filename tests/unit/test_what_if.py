@@ -11,7 +11,8 @@ from pydantic import ValidationError
 
 from stepwise.evals.compare import TrajectoryCall, first_divergence
 from stepwise.evals.whatif import WhatIf
-from stepwise.loop.whatif import Replay, canonical, recorded_calls
+from stepwise.loop.whatif import Replay
+from stepwise.runs.record import canonical, recorded_calls
 from tests.unit.test_cli import RUN, FakeApi, cli, finished
 
 CLI = "stepwise --url http://stepwise.test"

@@ -12,9 +12,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from stepwise.loop.whatif import canonical, parsed
 from stepwise.runs.models import Run
 from stepwise.runs.ports import stores
+from stepwise.runs.record import canonical, parsed
 
 CallStatus = Literal["matched", "served", "live", "diverged", "executed"]
 

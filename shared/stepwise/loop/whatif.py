@@ -13,7 +13,6 @@ Only a what-if run (`run.what_if_of`) comes here: an ordinary run's step makes n
 
 from __future__ import annotations
 
-import json
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from stepwise.mcp.models import McpToolRef
 from stepwise.runs import events
 from stepwise.runs.models import Run
 from stepwise.runs.ports import stores
+from stepwise.runs.record import Recorded, canonical, parsed, recorded_calls
 from stepwise.runs.state import CallRef, RunContext
 from stepwise.sessions.models import Earlier, tool_slot
 from stepwise.tools.base import ToolResult
@@ -38,48 +38,6 @@ HUMAN_DENIED = (
 )
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 CACHED_RECORDS = 32
-
-
-def canonical(arguments: Any) -> str:
-    """Arguments as one string: keys sorted, no spacing, so equal objects compare equal."""
-    return json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-
-
-def parsed(raw: Any) -> Any:
-    """A call's arguments as the model wrote them: the JSON text parsed, else the text itself."""
-    if not isinstance(raw, str):
-        return raw
-    try:
-        return json.loads(raw or "{}")
-    except ValueError:
-        return raw
-
-
-@dataclass(frozen=True)
-class Recorded:
-    """One call of the original run that has a result: what was asked, and the message the model read."""
-
-    call_id: str
-    name: str
-    arguments: str  # canonical
-    message: Message
-
-
-def recorded_calls(messages: list[Message]) -> list[Recorded]:
-    """The calls of a run's messages that were answered, in the model's order."""
-    results = {str(m.get("tool_call_id")): m for m in messages if m.get("role") == "tool"}
-    out: list[Recorded] = []
-    for message in messages:
-        if message.get("role") != "assistant":
-            continue
-        for call in message.get("tool_calls") or []:
-            answer = results.get(str(call.get("id")))
-            if answer is None:  # asked, never answered (the run ended first)
-                continue
-            function = call.get("function") or {}
-            arguments = canonical(parsed(function.get("arguments", "{}")))
-            out.append(Recorded(str(call["id"]), str(function.get("name")), arguments, answer))
-    return out
 
 
 @dataclass
