@@ -17,7 +17,7 @@ from tests.eventually import eventually
 from tests.fakes.postgres import Cluster, cluster
 from tests.fakes.receiver import Receiver, Reply
 from tests.integration.support import OTHER_KEY, wait_for_run
-from tests.integration.test_delegation import agent, events, of_type, pending, start
+from tests.integration.test_delegation import agent, agent_tool, ask, events, of_type, pending, start
 
 SEND_EMAIL = {
     "type": "http",
@@ -307,3 +307,42 @@ def test_the_overrides_apply_to_the_what_if_alone(
     again = what_if(stack, recorded["run_id"], only_mail)
     assert (again["agent_id"], again["served"], again["divergences"]) == (recorded["agent_id"], 1, 1)
     assert len(receiver.requests) == 3
+
+
+def test_a_delegation_is_served_from_the_child_s_recorded_answer_and_starts_no_child(
+    stack: LocalStack,
+) -> None:
+    researcher = agent(stack, "researcher")  # no tools: the scripted model echoes its message
+    coordinator = agent(stack, "coordinator", tools=[agent_tool("research", researcher)])
+    script = [{"tool_calls": [ask("research", "the tallest tree")]}, {"text": "reported"}]
+    original = wait_for_run(stack, start(stack, coordinator, script)["run_id"])
+    assert original["status"] == "succeeded" and len(original["children"]) == 1
+
+    replay_script = [
+        {"tool_calls": [ask("research", "the tallest tree"), ask("research", "the oldest tree")]},
+        {"text": "reported again"},
+    ]
+    run = what_if(stack, original["run_id"], {"script": replay_script})
+
+    assert (run["children"], run["served"], run["divergences"]) == ([], 1, 1)
+    log = events(stack, run["run_id"])
+    assert of_type(log, "delegation_started") == []
+    served, unmatched = of_type(log, "tool_result")
+    assert served["output"] == "You said: the tallest tree"
+    assert unmatched["error"]["code"] == "not_recorded"
+
+
+def test_a_memory_the_original_saved_is_not_saved_again(stack: LocalStack) -> None:
+    remembers = agent(stack, "remembers", memory={"enabled": True})
+    save = {"name": "memory_save", "arguments": {"content": "prefers tea"}}
+    other = {"name": "memory_save", "arguments": {"content": "prefers coffee"}}
+    original = wait_for_run(
+        stack, start(stack, remembers, [{"tool_calls": [save]}, {"text": "noted"}], user_id="u-1")["run_id"]
+    )
+    assert original["status"] == "succeeded"
+
+    run = what_if(stack, original["run_id"], {"script": [{"tool_calls": [save, other]}, {"text": "noted"}]})
+
+    assert (run["served"], run["divergences"], run["user_id"]) == (1, 1, "u-1")
+    _, _, listed = stack.invoke_api("GET", f"/v1/agents/{remembers}/memories?user_id=u-1")
+    assert [m["content"] for m in listed["memories"]] == ["prefers tea"]
