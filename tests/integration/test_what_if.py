@@ -346,3 +346,23 @@ def test_a_memory_the_original_saved_is_not_saved_again(stack: LocalStack) -> No
     assert (run["served"], run["divergences"], run["user_id"]) == (1, 1, "u-1")
     _, _, listed = stack.invoke_api("GET", f"/v1/agents/{remembers}/memories?user_id=u-1")
     assert [m["content"] for m in listed["memories"]] == ["prefers tea"]
+
+
+def test_a_client_tool_is_answered_as_the_app_answered_it(stack: LocalStack) -> None:
+    from tests.integration.test_client_tools import respond, waiting_on_client
+
+    waiting = waiting_on_client(stack)
+    (interaction,) = waiting["interactions"]
+    assert respond(stack, interaction, "pick-1", output={"file": "report.pdf"})[0] == 202
+    original = wait_for_run(stack, waiting["run_id"])
+    assert original["status"] == "succeeded"
+
+    pick = [{"name": "pick_file", "arguments": {"kind": f"k{i}"}} for i in range(2)]
+    run = what_if(stack, original["run_id"], {"script": [{"tool_calls": pick}, {"text": "thanks"}]})
+
+    assert (run["status"], run["served"], run["divergences"]) == ("succeeded", 1, 1)
+    log = events(stack, run["run_id"])
+    assert of_type(log, "client_tool_requested") == []
+    answered, unmatched = of_type(log, "tool_result")
+    assert answered["output"] == {"file": "report.pdf"}
+    assert (unmatched["error"]["code"], unmatched["reason"]) == ("denied", "what_if")
