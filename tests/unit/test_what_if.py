@@ -4,15 +4,23 @@ the request's validation (an agent edit's), and the CLI's `runs what-if` and `ru
 from __future__ import annotations
 
 import json
+import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
+from stepwise.agents.models import AgentCreate
+from stepwise.core.errors import Conflict, Gone, NotFound
+from stepwise.core.schema import utcnow
 from stepwise.evals.compare import TrajectoryCall, first_divergence
-from stepwise.evals.whatif import WhatIf
+from stepwise.evals.whatif import WhatIf, start_what_if
 from stepwise.loop.whatif import Replay
+from stepwise.runs import ports
+from stepwise.runs.models import Run
 from stepwise.runs.record import canonical, recorded_calls
+from tests.fakes.stores import FakeStores
 from tests.unit.test_cli import RUN, FakeApi, cli, finished
 
 CLI = "stepwise --url http://stepwise.test"
@@ -253,3 +261,44 @@ def test_runs_what_if_sends_the_model_and_the_prompt_file(tmp_path: Any) -> None
         f"follow it: {CLI} runs follow {RUN}",
         f"then compare: {CLI} runs compare run_0 {RUN}",
     ]
+
+
+@pytest.fixture
+def fakes() -> Iterator[FakeStores]:
+    fakes = FakeStores()
+    with ports.using(fakes.stores()):
+        yield fakes
+
+
+def recorded_run(fakes: FakeStores, status: str = "succeeded") -> Run:
+    suffix = uuid.uuid4().hex[:10]
+    agent_id, session_id = f"agt_{suffix}", f"ses_{suffix}"
+    fakes.agents.create("t1", agent_id, AgentCreate(name="helper"))
+    fakes.sessions.create("t1", session_id, agent_id)
+    run = Run(
+        run_id=f"run_{suffix}",
+        agent_id=agent_id,
+        session_id=session_id,
+        status=status,  # type: ignore[arg-type]
+        input="go",
+        created_at=utcnow(),
+    )
+    return fakes.runs.create("t1", run)
+
+
+def test_a_what_if_of_an_unknown_active_or_unrecorded_run_is_refused_before_anything_starts(
+    fakes: FakeStores,
+) -> None:
+    with pytest.raises(NotFound):
+        start_what_if("t1", "run_nope", WhatIf())
+    done = recorded_run(fakes)
+    with pytest.raises(NotFound):  # another tenant's run is as unknown as a made-up one
+        start_what_if("t2", done.run_id, WhatIf())
+    active = recorded_run(fakes, "waiting")
+    with pytest.raises(Conflict) as refused:
+        start_what_if("t1", active.run_id, WhatIf())
+    assert refused.value.code == "run_active"
+    with pytest.raises(Gone) as gone:  # its messages are past retention: nothing to serve from
+        start_what_if("t1", done.run_id, WhatIf())
+    assert gone.value.code == "input_gone"
+    assert len(fakes.runs.items) == 2  # nothing was started
