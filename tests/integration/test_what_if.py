@@ -81,7 +81,7 @@ def recorded(stack: LocalStack, receiver: Receiver, database: Cluster) -> dict[s
             {"name": "database_write", "config": {"allowed_tables": ["orders"]}},
         ],
     )
-    script = [
+    script: list[dict[str, Any]] = [
         {"tool_calls": [http(receiver, "GET", "/orders/1"), email("ada@example.com")]},
         {"tool_calls": [http(receiver, "POST", "/orders", body={"id": 100}), WRITE]},
         {"text": "Order 100 is recorded and Ada was told."},
@@ -241,7 +241,7 @@ def test_approvals_are_answered_from_the_record_and_nothing_waits(
         "careful",
         tools=[{**SEND_EMAIL, "endpoint": f"{receiver.url}/send_email", "permission": "ask"}],
     )
-    script = [
+    script: list[dict[str, Any]] = [
         {"tool_calls": [email("ada@example.com")]},
         {"tool_calls": [email("grace@example.com")]},
         {"text": "Asked twice."},
@@ -314,7 +314,10 @@ def test_a_delegation_is_served_from_the_child_s_recorded_answer_and_starts_no_c
 ) -> None:
     researcher = agent(stack, "researcher")  # no tools: the scripted model echoes its message
     coordinator = agent(stack, "coordinator", tools=[agent_tool("research", researcher)])
-    script = [{"tool_calls": [ask("research", "the tallest tree")]}, {"text": "reported"}]
+    script: list[dict[str, Any]] = [
+        {"tool_calls": [ask("research", "the tallest tree")]},
+        {"text": "reported"},
+    ]
     original = wait_for_run(stack, start(stack, coordinator, script)["run_id"])
     assert original["status"] == "succeeded" and len(original["children"]) == 1
 

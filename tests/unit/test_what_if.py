@@ -14,11 +14,11 @@ from pydantic import ValidationError
 from stepwise.agents.models import AgentCreate
 from stepwise.core.errors import Conflict, Gone, NotFound
 from stepwise.core.schema import utcnow
-from stepwise.evals.compare import TrajectoryCall, first_divergence
+from stepwise.evals.compare import CallStatus, TrajectoryCall, first_divergence
 from stepwise.evals.whatif import WhatIf, start_what_if
 from stepwise.loop.whatif import Replay
 from stepwise.runs import ports
-from stepwise.runs.models import Run
+from stepwise.runs.models import Run, RunStatus
 from stepwise.runs.record import canonical, recorded_calls
 from tests.fakes.stores import FakeStores
 from tests.unit.test_cli import RUN, FakeApi, cli, finished
@@ -89,8 +89,8 @@ def test_match_by_name_takes_the_next_unused_call_of_the_tool() -> None:
     assert served == ["c1", "c2", "c4", None]
 
 
-def call(index: int, tool: str, status: str = "executed", **arguments: Any) -> TrajectoryCall:
-    return TrajectoryCall(index=index, call_id=f"c{index}", tool=tool, arguments=arguments, status=status)  # type: ignore[arg-type]
+def call(index: int, tool: str, status: CallStatus = "executed", **arguments: Any) -> TrajectoryCall:
+    return TrajectoryCall(index=index, call_id=f"c{index}", tool=tool, arguments=arguments, status=status)
 
 
 @pytest.mark.parametrize(
@@ -133,7 +133,7 @@ def test_a_what_if_is_validated_like_an_agent_edit() -> None:
         WhatIf.model_validate({"tools": duplicated})
 
 
-COMPARED = {
+COMPARED: dict[str, Any] = {
     "a": {
         "run_id": "run_a",
         "agent_id": "agt_1",
@@ -215,9 +215,9 @@ def test_runs_compare_prints_the_two_runs_side_by_side() -> None:
     divergence = {
         "index": 1,
         "reason": "arguments",
-        "a": COMPARED["a"]["trajectory"][1],  # type: ignore[index]
+        "a": COMPARED["a"]["trajectory"][1],
         "b": COMPARED["b"]["trajectory"][1],
-    }  # type: ignore[index]
+    }
     api.routes["GET /v1/runs/run_a/compare/run_b"] = (200, {**COMPARED, "first_divergence": divergence})
 
     shown = cli(api, "runs", "compare", "run_a", "run_b")
@@ -270,7 +270,7 @@ def fakes() -> Iterator[FakeStores]:
         yield fakes
 
 
-def recorded_run(fakes: FakeStores, status: str = "succeeded") -> Run:
+def recorded_run(fakes: FakeStores, status: RunStatus = "succeeded") -> Run:
     suffix = uuid.uuid4().hex[:10]
     agent_id, session_id = f"agt_{suffix}", f"ses_{suffix}"
     fakes.agents.create("t1", agent_id, AgentCreate(name="helper"))
@@ -279,7 +279,7 @@ def recorded_run(fakes: FakeStores, status: str = "succeeded") -> Run:
         run_id=f"run_{suffix}",
         agent_id=agent_id,
         session_id=session_id,
-        status=status,  # type: ignore[arg-type]
+        status=status,
         input="go",
         created_at=utcnow(),
     )
