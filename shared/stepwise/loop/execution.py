@@ -36,6 +36,8 @@ def execute(scope: StepScope, ready: Ready) -> Message:
     raises becomes its own error result."""
     with tracing.tool_span(scope.tenant_id, scope.run, scope.step, ready.tool.name, ready.ref.id) as span:
         result, flags = _execute(scope, ready)
+        if scope.replay is not None:  # a what-if run's unmatched read, run live as it allowed
+            flags = {**flags, "live": True}
         if result.error is not None:
             tracing.tool_failed(span, result.error.code)
     return store_result(scope, ready.ref, result, flags, registry.result_limit(ready.tool))
