@@ -106,6 +106,9 @@ def start_what_if(tenant_id: str, run_id: str, body: WhatIf, **start: Any) -> Ru
         user_id=original.user_id,  # the same user's memories are recalled; none are written
     )
     new_run_id = start.pop("run_id", None) or new_id("run")
+    # What a door added to the original (its caller's instructions and own client tools) it sees again.
+    start.setdefault("instructions", original.instructions)
+    start.setdefault("client_tools", original.client_tools or None)
     return start_run(
         tenant_id,
         agent_id,
