@@ -304,6 +304,13 @@ def run_block(run: dict[str, Any]) -> list[str]:
             ("agent", run.get("agent_id")),
             ("session", run.get("session_id")),
             ("replay of", run.get("replay_of")),
+            ("what-if of", run.get("what_if_of")),
+            (
+                "served",
+                f"{run.get('served')}, live reads {run.get('live_reads')}, divergences {run.get('divergences')}"
+                if run.get("what_if_of")
+                else None,
+            ),
             ("input", clip(str(run.get("input") or ""), OUTPUT_CHARS)),
             ("output", run.get("output")),
             ("error", f"{error.get('code')}: {error.get('message')}" if isinstance(error, dict) else None),

@@ -302,3 +302,16 @@ def test_a_what_if_of_an_unknown_active_or_unrecorded_run_is_refused_before_anyt
         start_what_if("t1", done.run_id, WhatIf())
     assert gone.value.code == "input_gone"
     assert len(fakes.runs.items) == 2  # nothing was started
+
+
+def test_runs_get_shows_a_what_if_s_original_and_counters() -> None:
+    api = FakeApi()
+    shown = finished(
+        "succeeded", trigger="what_if", what_if_of="run_0", served=3, live_reads=1, divergences=2
+    )
+    api.routes[f"GET /v1/runs/{RUN}"] = (200, shown)
+
+    lines = cli(api, "runs", "get", RUN).out.splitlines()
+
+    assert "what-if of  run_0" in lines
+    assert "served      3, live reads 1, divergences 2" in lines
