@@ -294,6 +294,12 @@ def block(pairs: Iterable[tuple[str, Any]]) -> list[str]:
     return [f"{k.ljust(width)}  {v}" for k, v in kept]
 
 
+def _what_if_counters(run: dict[str, Any]) -> str | None:
+    if not run.get("what_if_of"):
+        return None
+    return f"{run.get('served')}, live reads {run.get('live_reads')}, divergences {run.get('divergences')}"
+
+
 def run_block(run: dict[str, Any]) -> list[str]:
     error = run.get("error") or None
     tools = run.get("tools_executed")
@@ -305,12 +311,7 @@ def run_block(run: dict[str, Any]) -> list[str]:
             ("session", run.get("session_id")),
             ("replay of", run.get("replay_of")),
             ("what-if of", run.get("what_if_of")),
-            (
-                "served",
-                f"{run.get('served')}, live reads {run.get('live_reads')}, divergences {run.get('divergences')}"
-                if run.get("what_if_of")
-                else None,
-            ),
+            ("served", _what_if_counters(run)),
             ("input", clip(str(run.get("input") or ""), OUTPUT_CHARS)),
             ("output", run.get("output")),
             ("error", f"{error.get('code')}: {error.get('message')}" if isinstance(error, dict) else None),
