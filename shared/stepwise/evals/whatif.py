@@ -76,7 +76,7 @@ def _check(tenant_id: str, body: WhatIf) -> None:
                 ) from exc
 
 
-def start_what_if(tenant_id: str, run_id: str, body: WhatIf, **start: Any) -> Run:
+def start_what_if(tenant_id: str, run_id: str, body: WhatIf, /, **start: Any) -> Run:
     """Start the what-if run of `run_id`. NotFound for an unknown run or another tenant's, Conflict
     `run_active` for one still going, Gone `input_gone` when its input or its record is no longer
     stored. `start` goes to start_run as it is (a suite passes its own arguments)."""
