@@ -146,6 +146,9 @@ class Resolver:
         return {k: self.resolve(v) for k, v in value.items()}
 
 
+AGENT_RUN = "AgentRunStateMachine"  # the template's machine that runs agents
+
+
 @dataclass
 class LocalStack:
     """A running local stack. Use `LocalStack.start()`; `stop()` undoes everything."""
@@ -512,18 +515,22 @@ def _bring_up(
     undo_atomic = make_dynamodb_writes_atomic()
     undo_stop = make_stop_execution_safe()
 
+    # Every machine of the template (the agent run, the eval run); the agent run's is the one the stack
+    # names (`state_machine_arn`, `definition`, `redefined`).
     state_machine_arn = definition = ""
     for logical, res in machines.items():
         props = res["Properties"]
-        definition = (ROOT / props["DefinitionUri"]).read_text()
+        text = (ROOT / props["DefinitionUri"]).read_text()
         for name, value in resolver.resolve(props.get("DefinitionSubstitutions", {})).items():
-            definition = definition.replace("${" + name + "}", str(value))
-        state_machine_arn = sfn.create_state_machine(
+            text = text.replace("${" + name + "}", str(value))
+        arn = sfn.create_state_machine(
             name=resolver.physical[logical].rsplit(":", 1)[-1],
-            definition=definition,
+            definition=text,
             roleArn=role,
             type=props.get("Type", "STANDARD"),
         )["stateMachineArn"]
+        if logical == AGENT_RUN or not state_machine_arn:
+            state_machine_arn, definition = arn, text
 
     api_keys = local_api_keys()
     for key, tenant in api_keys.items():

@@ -162,6 +162,8 @@ class RunItem(Model):
     attachments = JSONAttribute(null=True)  # [{attachment_id, name, content_type, size, sha256}]
     attachments_erased_at = UTCDateTimeAttribute(null=True)
     client_tools = JSONAttribute(null=True)  # the run's own client tools (a door's caller brings them)
+    # A task token the run's ending sends back (an eval case: the EvalRun execution waits on it).
+    callback_token = UnicodeAttribute(null=True)
     created_at = UTCDateTimeAttribute()
     finished_at = UTCDateTimeAttribute(null=True)
 
@@ -499,6 +501,26 @@ def check_fits(item: Model, what: str) -> None:
         )
 
 
+class EvalItem(Model):
+    """An eval suite (sk = "suite#<eval_id>") or one of its eval runs (sk = "run#<eval_id>#<eval_run_id>"):
+    tenant first, so a tenant's suites are one query and a suite's eval runs one sort-key range of it.
+    `data` holds the suite (name, agent, cases, assertions) or the eval run (its snapshot of the suite,
+    overrides, and once scored its results)."""
+
+    class Meta:
+        table_name = "EvalsTable"
+
+    tenant_id = UnicodeAttribute(hash_key=True)
+    sk = UnicodeAttribute(range_key=True)
+    eval_id = UnicodeAttribute()
+    kind = UnicodeAttribute()  # suite | run
+    status = UnicodeAttribute(null=True)  # an eval run's: running | succeeded | failed
+    done = NumberAttribute(default=0)  # an eval run's cases whose run has ended
+    data = JSONAttribute()
+    created_at = UTCDateTimeAttribute()
+    finished_at = UTCDateTimeAttribute(null=True)
+
+
 class McpAuthItem(Model):
     """MCP servers' OAuth grants (id = "grant#<tenant_id>#<agent>/<server>/<created_at>") and the
     authorizations in flight (id = "state#<sha256 of the state>", with a TTL). Both hold only KMS
@@ -539,6 +561,7 @@ def bind() -> None:
         (WebhookSecretItem, names.webhooks),
         (MemoryItem, names.memories),
         (MemoryHeadItem, names.memories),
+        (EvalItem, names.evals),
     ):
         meta: Any = model.Meta
         meta.table_name = name

@@ -40,6 +40,10 @@ EventType = Literal[
     "run_completed",
     "run_failed",
     "run_cancelled",
+    # An eval run's own log (keyed by its eval_run_id): started, each case's run ended, scored.
+    "eval_run_started",
+    "eval_case_completed",
+    "eval_run_completed",
 ]
 
 
@@ -145,6 +149,9 @@ class Run(BaseModel):
     # import tools: the builtins import runs). The loop declares them and pauses on them exactly as on
     # the agent's client tools (stepwise.loop.step).
     client_tools: list[dict[str, Any]] = Field(default_factory=list)
+    # A Step Functions task token the run's ending sends back with its outcome: an eval case's run
+    # (stepwise.evals.runner), whose EvalRun execution waits on it as a parent waits on a child.
+    callback_token: str | None = None
 
     @property
     def done(self) -> bool:
@@ -182,6 +189,7 @@ class Run(BaseModel):
                 "root_session_id",
                 "descendants_usage",
                 "client_tools",
+                "callback_token",
             },
         )
         shown["root_run_id"] = self.root_run_id or self.run_id
@@ -245,7 +253,7 @@ class SyncRunResult(BaseModel):
     output: str | None
 
 
-TERMINAL_EVENTS = frozenset({"run_completed", "run_failed", "run_cancelled"})
+TERMINAL_EVENTS = frozenset({"run_completed", "run_failed", "run_cancelled", "eval_run_completed"})
 
 
 @dataclass(frozen=True)

@@ -101,6 +101,7 @@ def _record(
     instructions: str | None = None,
     client_tools: list[dict[str, Any]] | None = None,
     new_session_id: str | None = None,
+    callback_token: str | None = None,
 ) -> tuple[Run, bool]:
     # Before anything is written: an agent stored before AllowedModels was narrowed (or one that names
     # no model while the default is outside it) starts nothing.
@@ -138,6 +139,7 @@ def _record(
             instructions,
             client_tools or [],
             new_session_id,
+            callback_token,
         )
     except BaseException:
         if attachments:
@@ -159,6 +161,7 @@ def _record_run(
     instructions: str | None,
     client_tools: list[dict[str, Any]],
     new_session_id: str | None,
+    callback_token: str | None = None,
 ) -> tuple[Run, bool]:
     budget = getattr(body, "max_tokens_budget", None) or agent.max_tokens_budget
     run = Run(
@@ -179,6 +182,7 @@ def _record_run(
         webhook=webhook,
         attachments=attachments,
         client_tools=client_tools,
+        callback_token=callback_token,
         created_at=utcnow(),
     )
     runs = stores().runs
@@ -219,6 +223,7 @@ def start_run(
     instructions: str | None = None,
     client_tools: list[dict[str, Any]] | None = None,
     new_session_id: str | None = None,
+    callback_token: str | None = None,
 ) -> Run:
     """Record the run, then start its execution, or queue it behind its session's active run.
     A replay passes the run it replays as `replayed`: its files are copied to the new run. A protocol
@@ -229,7 +234,8 @@ def start_run(
 
     `client_tools` (ClientTool specs, validated by the caller) are the run's own, beside the agent's;
     `new_session_id` names the session a run without `session_id` creates (a door that maps its own
-    conversation ids onto sessions)."""
+    conversation ids onto sessions). `callback_token`: a Step Functions task token the run's ending
+    sends back with its outcome (an eval case's run: its EvalRun execution waits on it)."""
     agent = stores().agents.get(tenant_id, agent_id)
     max_steps = body.max_steps or agent.max_steps or DEFAULT_MAX_STEPS
     run, held = _record(
@@ -244,6 +250,7 @@ def start_run(
         instructions=instructions,
         client_tools=client_tools,
         new_session_id=new_session_id,
+        callback_token=callback_token,
     )
     if held or _take_turn(tenant_id, run, body.multitask_strategy):
         launch(tenant_id, run)
