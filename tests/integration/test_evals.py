@@ -3,12 +3,13 @@ moto's interpreter), each case a run waited on by task token, scored against eve
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Iterator
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from stepwise_local.stack import LocalStack
@@ -31,33 +32,113 @@ def calling(calls: list[dict[str, Any]], then: str) -> list[dict[str, Any]]:
 
 # Ten cases, every assertion kind; `passes` is what each case's data says it must come to.
 TEN: list[tuple[dict[str, Any], bool]] = [
-    ({"message": "capital?", "script": say("The capital is Paris."), "assertions": [
-        {"type": "contains", "value": "paris", "case_sensitive": False}]}, True),
-    ({"message": "capital?", "script": say("I do not know."), "assertions": [
-        {"type": "contains", "value": "Paris"}]}, False),
-    ({"message": "status?", "script": say("all good"), "assertions": [
-        {"type": "not_contains", "value": "error"}]}, True),
-    ({"message": "order?", "script": say("Order #12345 shipped"), "assertions": [
-        {"type": "regex", "value": r"#\d{5}\b"}]}, True),
-    ({"message": "weather?", "script": say('{"city": "Paris", "temp": 21}'), "assertions": [
-        {"type": "json_schema", "value": {"type": "object", "required": ["city", "temp"],
-                                          "properties": {"city": {"type": "string"}, "temp": {"type": "number"}}}}]},
-     True),
-    ({"message": "weather?", "script": say("sunny, 21 degrees"), "assertions": [
-        {"type": "json_schema", "value": {"type": "object"}}]}, False),
-    ({"message": "find", "script": calling(CALLS, "found it"), "expected": {"tool_calls": CALLS}, "assertions": [
-        {"type": "tool_trajectory", "match": "EXACT"},
-        {"type": "tool_trajectory", "match": "IN_ORDER"}]}, True),
-    ({"message": "find", "script": calling(SWAPPED, "found it"), "expected": {"tool_calls": CALLS}, "assertions": [
-        {"type": "tool_trajectory", "match": "ANY_ORDER"}]}, True),
-    ({"message": "find", "script": calling(SWAPPED, "found it"), "expected": {"tool_calls": CALLS}, "assertions": [
-        {"type": "tool_trajectory", "match": "EXACT"},
-        {"type": "max_cost_usd", "value": 1.0},
-        {"type": "max_input_tokens", "value": 1}]}, False),
-    ({"message": "capital?", "script": say("Paris"), "assertions": [
-        {"type": "judge", "rubric": "Names the capital of France.", "script": say(json.dumps(VERDICT))},
-        {"type": "no_divergence"}]}, True),
-]  # fmt: skip
+    (
+        {
+            "message": "capital?",
+            "script": say("The capital is Paris."),
+            "assertions": [{"type": "contains", "value": "paris", "case_sensitive": False}],
+        },
+        True,
+    ),
+    (
+        {
+            "message": "capital?",
+            "script": say("I do not know."),
+            "assertions": [{"type": "contains", "value": "Paris"}],
+        },
+        False,
+    ),
+    (
+        {
+            "message": "status?",
+            "script": say("all good"),
+            "assertions": [{"type": "not_contains", "value": "error"}],
+        },
+        True,
+    ),
+    (
+        {
+            "message": "order?",
+            "script": say("Order #12345 shipped"),
+            "assertions": [{"type": "regex", "value": r"#\d{5}\b"}],
+        },
+        True,
+    ),
+    (
+        {
+            "message": "weather?",
+            "script": say('{"city": "Paris", "temp": 21}'),
+            "assertions": [
+                {
+                    "type": "json_schema",
+                    "value": {
+                        "type": "object",
+                        "required": ["city", "temp"],
+                        "properties": {"city": {"type": "string"}, "temp": {"type": "number"}},
+                    },
+                }
+            ],
+        },
+        True,
+    ),
+    (
+        {
+            "message": "weather?",
+            "script": say("sunny, 21 degrees"),
+            "assertions": [{"type": "json_schema", "value": {"type": "object"}}],
+        },
+        False,
+    ),
+    (
+        {
+            "message": "find",
+            "script": calling(CALLS, "found it"),
+            "expected": {"tool_calls": CALLS},
+            "assertions": [
+                {"type": "tool_trajectory", "match": "EXACT"},
+                {"type": "tool_trajectory", "match": "IN_ORDER"},
+            ],
+        },
+        True,
+    ),
+    (
+        {
+            "message": "find",
+            "script": calling(SWAPPED, "found it"),
+            "expected": {"tool_calls": CALLS},
+            "assertions": [{"type": "tool_trajectory", "match": "ANY_ORDER"}],
+        },
+        True,
+    ),
+    (
+        {
+            "message": "find",
+            "script": calling(SWAPPED, "found it"),
+            "expected": {"tool_calls": CALLS},
+            "assertions": [
+                {"type": "tool_trajectory", "match": "EXACT"},
+                {"type": "max_cost_usd", "value": 1.0},
+                {"type": "max_input_tokens", "value": 1},
+            ],
+        },
+        False,
+    ),
+    (
+        {
+            "message": "capital?",
+            "script": say("Paris"),
+            "assertions": [
+                {
+                    "type": "judge",
+                    "rubric": "Names the capital of France.",
+                    "script": say(json.dumps(VERDICT)),
+                },
+                {"type": "no_divergence"},
+            ],
+        },
+        True,
+    ),
+]
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +154,9 @@ def agent_id(stack: LocalStack, peer: Receiver) -> str:
     assert status == 201, created
     for name in ("lookup", "search"):
         status, _, added = stack.invoke_api(
-            "POST", f"/v1/agents/{created['agent_id']}/tools", tool(name, peer.url + f"/{name}", read_only=True)
+            "POST",
+            f"/v1/agents/{created['agent_id']}/tools",
+            tool(name, peer.url + f"/{name}", read_only=True),
         )
         assert status == 201, added
     return str(created["agent_id"])
@@ -127,9 +210,17 @@ def test_ten_cases_with_every_assertion_kind_pass_or_fail_as_their_data_says(
     assert result["pass_rate"] == 0.7
     kinds = {a["type"] for c in result["cases"] for a in c["assertions"]}
     assert kinds == {
-        "contains", "not_contains", "regex", "json_schema", "tool_trajectory", "max_steps",
-        "max_cost_usd", "max_input_tokens", "no_divergence", "judge",
-    }  # fmt: skip
+        "contains",
+        "not_contains",
+        "regex",
+        "json_schema",
+        "tool_trajectory",
+        "max_steps",
+        "max_cost_usd",
+        "max_input_tokens",
+        "no_divergence",
+        "judge",
+    }
     every = {(c["index"], a["type"], a["passed"]) for c in result["cases"] for a in c["assertions"]}
     assert (8, "tool_trajectory", False) in every and (8, "max_cost_usd", True) in every
     assert (8, "max_input_tokens", False) in every
@@ -144,7 +235,9 @@ def test_ten_cases_with_every_assertion_kind_pass_or_fail_as_their_data_says(
     assert result["steps"]["mean"] > 1 and result["steps"]["p95"] >= result["steps"]["mean"]
 
 
-def test_the_map_runs_at_most_concurrency_cases_at_once(stack: LocalStack, ten: tuple[str, dict[str, Any]]) -> None:
+def test_the_map_runs_at_most_concurrency_cases_at_once(
+    stack: LocalStack, ten: tuple[str, dict[str, Any]]
+) -> None:
     _, result = ten
     spans = []
     for case in result["cases"]:
@@ -154,7 +247,9 @@ def test_the_map_runs_at_most_concurrency_cases_at_once(stack: LocalStack, ten: 
     assert 1 <= most <= 4, spans
 
 
-def test_the_eval_run_writes_events_and_lists_with_its_suite(stack: LocalStack, ten: tuple[str, dict[str, Any]]) -> None:
+def test_the_eval_run_writes_events_and_lists_with_its_suite(
+    stack: LocalStack, ten: tuple[str, dict[str, Any]]
+) -> None:
     eval_id, result = ten
     status, _, page = stack.invoke_api("GET", f"/v1/evals/{eval_id}/runs/{result['eval_run_id']}/events")
     assert status == 200, page
@@ -171,10 +266,8 @@ def test_the_eval_run_writes_events_and_lists_with_its_suite(stack: LocalStack, 
 
 
 def test_a_worse_override_flips_what_passed_before_and_the_cli_exits_non_zero(
-    stack: LocalStack, agent_id: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    stack: LocalStack, agent_id: str
 ) -> None:
-    from stepwise_cli.main import main
-
     cases = [TEN[0][0], TEN[6][0], TEN[7][0]]
     eval_id = create_suite(stack, {"name": "regression", "agent_id": agent_id, "cases": cases})
     first = run_suite(stack, eval_id, concurrency=2)
@@ -183,26 +276,52 @@ def test_a_worse_override_flips_what_passed_before_and_the_cli_exits_non_zero(
     worse = run_suite(stack, eval_id, overrides={"max_steps": 1})
     assert worse["flipped"] == [1, 2] and worse["previous_eval_run_id"] == first["eval_run_id"]
     assert worse["steps_delta"] < 0  # against each fresh case's run in the previous eval run
-    assert main(["eval", "run", eval_id, "--max-steps", "1", "--no-progress"], api=_api(stack)) == 1
-    out = capsys.readouterr().out
-    assert "flipped" in out and "FAIL" in out
-    assert main(["eval", "run", eval_id], api=_api(stack)) == 0  # the previous run failed them: nothing flips
+
+    code, out = cli(stack, "eval", "run", "regression", "--max-steps", "1")  # by name, with a bar
+    assert code == 0, out  # the previous eval run failed them already: nothing flips
+    assert "3/3 cases" in out and "pass rate 33% (1/3)" in out
+    fixed = run_suite(stack, eval_id)
+    assert fixed["pass_rate"] == 1.0
+    code, out = cli(stack, "eval", "run", eval_id, "--max-steps", "1", "--no-progress")
+    assert code == 1, out  # passed in the previous eval run, fail now: CI stops here
+    assert "FAIL (flipped)" in out and "flipped (passed before, fail now): 1, 2" in out
 
 
-def _api(stack: LocalStack) -> Any:
-    from stepwise_sdk import Client
+def cli(stack: LocalStack, *argv: str) -> tuple[int, str]:
+    """The `stepwise` command against the stack in process (its HTTP through the gateway, no socket)."""
+    from stepwise_cli import main
 
-    from tests.integration.test_cli import in_process
+    def gateway(request: httpx.Request) -> httpx.Response:
+        headers = [(k, v) for k, v in request.headers.items() if k in ("authorization", "content-type")]
+        answer = stack.gateway.handle(
+            request.method, request.url.path, request.url.query.decode(), headers, request.content
+        )
+        return httpx.Response(answer.status, headers=answer.headers, content=answer.body)
 
-    return Client(base_url="http://stack", api_key="sk-local", transport=in_process(stack))
+    out = io.StringIO()
+    code = main(
+        ["--url", "http://stack", "--key", "sk-local-dev", *argv],
+        environ={},
+        transport=httpx.MockTransport(gateway),
+        stdout=out,
+        stderr=out,
+    )
+    return code, out.getvalue()
 
 
-def test_the_eval_run_completed_webhook_is_delivered(stack: LocalStack, agent_id: str, peer: Receiver) -> None:
+def test_the_eval_run_completed_webhook_is_delivered(
+    stack: LocalStack, agent_id: str, peer: Receiver
+) -> None:
     status, _, _ = stack.invoke_api("POST", "/v1/webhooks/secret")
     assert status in (200, 201)
     eval_id = create_suite(
         stack,
-        {"name": "hooked", "agent_id": agent_id, "cases": [TEN[0][0]], "webhook": {"url": peer.url + "/evals"}},
+        {
+            "name": "hooked",
+            "agent_id": agent_id,
+            "cases": [TEN[0][0]],
+            "webhook": {"url": peer.url + "/evals"},
+        },
     )
     result = run_suite(stack, eval_id)
 
@@ -216,7 +335,9 @@ def test_the_eval_run_completed_webhook_is_delivered(stack: LocalStack, agent_id
     assert body["data"]["eval_run_id"] == result["eval_run_id"] and body["data"]["pass_rate"] == 1.0
 
 
-def test_recorded_runs_become_cases_by_filter_and_only_the_tenants_own(stack: LocalStack, agent_id: str) -> None:
+def test_recorded_runs_become_cases_by_filter_and_only_the_tenants_own(
+    stack: LocalStack, agent_id: str
+) -> None:
     recorded = []
     for tag in ("keep", "keep", None):
         status, _, accepted = stack.invoke_api(
@@ -236,9 +357,7 @@ def test_recorded_runs_become_cases_by_filter_and_only_the_tenants_own(stack: Lo
     assert status == 200 and again["added"] == [recorded[2]] and again["cases"] == 3  # no duplicates
 
     # Another tenant: its runs cannot be cases, named or filtered; its view of this suite is a 404.
-    status, _, theirs = stack.invoke_api(
-        "POST", "/v1/agents", {"name": "theirs"}, key=OTHER_KEY
-    )
+    status, _, theirs = stack.invoke_api("POST", "/v1/agents", {"name": "theirs"}, key=OTHER_KEY)
     assert status == 201
     status, _, their_run = stack.invoke_api(
         "POST", f"/v1/agents/{theirs['agent_id']}/runs", {"message": "x", "script": say("y")}, key=OTHER_KEY
@@ -264,19 +383,43 @@ def test_recorded_runs_become_cases_by_filter_and_only_the_tenants_own(stack: Lo
     [
         ({"name": "x", "cases": []}, 422, "validation_error"),  # no agent
         ({"name": "x", "agent_id": "AGENT", "assertions": [{"type": "nope"}]}, 422, "validation_error"),
-        ({"name": "x", "agent_id": "AGENT", "assertions": [{"type": "regex", "value": "(a"}]}, 422, "validation_error"),
-        ({"name": "x", "agent_id": "AGENT", "assertions": [{"type": "regex", "value": "(?=a)"}]}, 422, "validation_error"),
-        ({"name": "x", "agent_id": "AGENT", "assertions": [{"type": "json_schema", "value": {"type": 5}}]}, 422,
-         "validation_error"),
-        ({"name": "x", "agent_id": "AGENT", "assertions": [{"type": "tool_trajectory", "match": "SOME"}]}, 422,
-         "validation_error"),
-        ({"name": "x", "agent_id": "AGENT", "cases": [{"message": "m", "run_id": "run_01H00000000000000000000000"}]},
-         422, "validation_error"),
+        (
+            {"name": "x", "agent_id": "AGENT", "assertions": [{"type": "regex", "value": "(a"}]},
+            422,
+            "validation_error",
+        ),
+        (
+            {"name": "x", "agent_id": "AGENT", "assertions": [{"type": "regex", "value": "(?=a)"}]},
+            422,
+            "validation_error",
+        ),
+        (
+            {"name": "x", "agent_id": "AGENT", "assertions": [{"type": "json_schema", "value": {"type": 5}}]},
+            422,
+            "validation_error",
+        ),
+        (
+            {"name": "x", "agent_id": "AGENT", "assertions": [{"type": "tool_trajectory", "match": "SOME"}]},
+            422,
+            "validation_error",
+        ),
+        (
+            {
+                "name": "x",
+                "agent_id": "AGENT",
+                "cases": [{"message": "m", "run_id": "run_01H00000000000000000000000"}],
+            },
+            422,
+            "validation_error",
+        ),
         ({"name": "x", "agent_id": "agt_00000000000000000000000000"}, 404, "agent_not_found"),
-        ({"name": "x", "agent_id": "AGENT", "cases": [{"run_id": "run_00000000000000000000000000"}]}, 404,
-         "run_not_found"),
+        (
+            {"name": "x", "agent_id": "AGENT", "cases": [{"run_id": "run_00000000000000000000000000"}]},
+            404,
+            "run_not_found",
+        ),
     ],
-)  # fmt: skip
+)
 def test_bad_suites_get_stable_codes(
     stack: LocalStack, agent_id: str, body: dict[str, Any], status: int, code: str
 ) -> None:
@@ -292,14 +435,27 @@ def test_bad_eval_runs_get_stable_codes(stack: LocalStack, agent_id: str) -> Non
     for path, body, status, code in [
         (f"/v1/evals/{empty}/runs", {}, 422, "no_cases"),
         (f"/v1/evals/{fresh}/runs", {"concurrency": 0}, 422, "validation_error"),
-        (f"/v1/evals/{fresh}/runs", {"overrides": {"model": "scripted/x"}}, 422, "override_needs_recorded_case"),
-        (f"/v1/evals/{fresh}/runs", {"overrides": {"agent_id": "agt_00000000000000000000000000"}}, 404,
-         "agent_not_found"),
+        (
+            f"/v1/evals/{fresh}/runs",
+            {"overrides": {"model": "scripted/x"}},
+            422,
+            "override_needs_recorded_case",
+        ),
+        (
+            f"/v1/evals/{fresh}/runs",
+            {"overrides": {"agent_id": "agt_00000000000000000000000000"}},
+            404,
+            "agent_not_found",
+        ),
         ("/v1/evals/eval_00000000000000000000000000/runs", {}, 404, "eval_not_found"),
         ("/v1/evals/nope/runs", {}, 404, "eval_not_found"),
-        (f"/v1/evals/{fresh}/cases:from-runs", {"created_after": "2026-01-02T00:00:00Z",
-                                                 "created_before": "2026-01-01T00:00:00Z"}, 422, "validation_error"),
-    ]:  # fmt: skip
+        (
+            f"/v1/evals/{fresh}/cases:from-runs",
+            {"created_after": "2026-01-02T00:00:00Z", "created_before": "2026-01-01T00:00:00Z"},
+            422,
+            "validation_error",
+        ),
+    ]:
         got, _, refused = stack.invoke_api("POST", path, body)
         assert (got, refused["error"]["code"]) == (status, code), (path, body, refused)
     got, _, refused = stack.invoke_api("GET", f"/v1/evals/{fresh}/runs/evr_00000000000000000000000000")
@@ -308,7 +464,9 @@ def test_bad_eval_runs_get_stable_codes(stack: LocalStack, agent_id: str) -> Non
     assert got == 400, refused
 
 
-def test_a_recorded_run_is_replayed_what_if_and_compared_with_its_record(stack: LocalStack, agent_id: str) -> None:
+def test_a_recorded_run_is_replayed_what_if_and_compared_with_its_record(
+    stack: LocalStack, agent_id: str
+) -> None:
     """Needs section 1 (stepwise.evals.whatif, branch whatif): until it is merged the case cannot start
     and its result says `what_if_unavailable`."""
     status, _, accepted = stack.invoke_api(

@@ -13,7 +13,7 @@ from stepwise.api.params import EvalId, EvalRunId
 from stepwise.api.responses import json_response, responses
 from stepwise.evals import runner, suites
 from stepwise.evals.runner import EvalRunAccepted, EvalRunCreate, EvalRunList, EvalRunView
-from stepwise.evals.suites import CasesAdded, FromRuns, Suite, SuiteCreate, SuiteList
+from stepwise.evals.suites import EvalCasesAdded, EvalCasesFromRuns, EvalSuite, EvalSuiteCreate, EvalSuiteList
 from stepwise.runs.eventlog import EventPage
 
 router = APIGatewayHttpRouter()
@@ -31,7 +31,7 @@ EVALS = ["evals"]
     responses=responses(201, "The suite, with its `eval_id`", 400, 404, 413),
     tags=EVALS,
 )
-def create_eval(body: SuiteCreate) -> Response[Suite]:
+def create_eval(body: EvalSuiteCreate) -> Response[EvalSuite]:
     suite = suites.create(tenant(router), body)
     return json_response(suite.model_dump(mode="json"), 201)
 
@@ -39,7 +39,7 @@ def create_eval(body: SuiteCreate) -> Response[Suite]:
 @router.get(
     "/v1/evals", summary="List eval suites", responses=responses(200, "The suites, newest first"), tags=EVALS
 )
-def list_evals() -> Response[SuiteList]:
+def list_evals() -> Response[EvalSuiteList]:
     return json_response(suites.list_suites(tenant(router)).model_dump(mode="json"))
 
 
@@ -49,7 +49,7 @@ def list_evals() -> Response[SuiteList]:
     responses=responses(200, "The suite, its cases and assertions", 404),
     tags=EVALS,
 )
-def get_eval(eval_id: EvalId) -> Response[Suite]:
+def get_eval(eval_id: EvalId) -> Response[EvalSuite]:
     return json_response(suites.get(tenant(router), eval_id).model_dump(mode="json"))
 
 
@@ -62,7 +62,7 @@ def get_eval(eval_id: EvalId) -> Response[Suite]:
     responses=responses(200, "The run ids added and the suite's case count", 404, 413),
     tags=EVALS,
 )
-def add_cases_from_runs(eval_id: EvalId, body: FromRuns) -> Response[CasesAdded]:
+def add_cases_from_runs(eval_id: EvalId, body: EvalCasesFromRuns) -> Response[EvalCasesAdded]:
     return json_response(suites.add_from_runs(tenant(router), eval_id, body).model_dump(mode="json"))
 
 

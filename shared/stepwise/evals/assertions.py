@@ -11,18 +11,18 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from stepwise.evals.suites import (
+    AssertContains,
     Assertion,
-    Contains,
-    ExpectedCall,
-    JsonSchema,
-    Judge,
-    MaxCost,
-    MaxInputTokens,
-    MaxSteps,
-    NoDivergence,
-    NotContains,
-    Regex,
-    ToolTrajectory,
+    AssertJsonSchema,
+    AssertJudge,
+    AssertMaxCost,
+    AssertMaxInputTokens,
+    AssertMaxSteps,
+    AssertNoDivergence,
+    AssertNotContains,
+    AssertRegex,
+    AssertToolTrajectory,
+    ExpectedToolCall,
 )
 
 REASON_LIMIT = 500  # characters of one reason kept in the result
@@ -47,7 +47,7 @@ class Outcome:
     cost_usd: float | None
     calls: list[Call] = field(default_factory=list)
     divergences: int = 0
-    expected_calls: list[ExpectedCall] | None = None  # the case's, else its recorded run's
+    expected_calls: list[ExpectedToolCall] | None = None  # the case's, else its recorded run's
     message: str = ""  # what the run was asked (the judge reads it beside the answer)
 
 
@@ -68,7 +68,7 @@ class Verdict(BaseModel):
     reason: str = Field(max_length=4000)
 
 
-Judging = Callable[[Judge, Outcome], Verdict]
+Judging = Callable[[AssertJudge, Outcome], Verdict]
 
 
 def _clip(text: str) -> str:
@@ -79,25 +79,25 @@ def _answer(outcome: Outcome) -> str:
     return outcome.answer or ""
 
 
-def _contains(assertion: Contains | NotContains, outcome: Outcome) -> bool:
+def _contains(assertion: AssertContains | AssertNotContains, outcome: Outcome) -> bool:
     answer, value = _answer(outcome), assertion.value
     if not assertion.case_sensitive:
         answer, value = answer.casefold(), value.casefold()
     return value in answer
 
 
-def _same(actual: Call, expected: ExpectedCall) -> bool:
+def _same(actual: Call, expected: ExpectedToolCall) -> bool:
     return actual.name == expected.name and (
         expected.arguments is None or actual.arguments == expected.arguments
     )
 
 
-def exact(actual: list[Call], expected: list[ExpectedCall]) -> bool:
+def exact(actual: list[Call], expected: list[ExpectedToolCall]) -> bool:
     """The same calls in the same order, none missing and none extra."""
     return len(actual) == len(expected) and all(_same(a, e) for a, e in zip(actual, expected, strict=True))
 
 
-def in_order(actual: list[Call], expected: list[ExpectedCall]) -> bool:
+def in_order(actual: list[Call], expected: list[ExpectedToolCall]) -> bool:
     """Every expected call, in order; other calls may come between."""
     waiting = iter(expected)
     current = next(waiting, None)
@@ -107,7 +107,7 @@ def in_order(actual: list[Call], expected: list[ExpectedCall]) -> bool:
     return current is None
 
 
-def any_order(actual: list[Call], expected: list[ExpectedCall]) -> bool:
+def any_order(actual: list[Call], expected: list[ExpectedToolCall]) -> bool:
     """Every expected call somewhere, each matched by a call of its own; other calls allowed."""
     left = list(actual)
     for wanted in expected:
@@ -121,11 +121,11 @@ def any_order(actual: list[Call], expected: list[ExpectedCall]) -> bool:
 _TRAJECTORY = {"EXACT": exact, "IN_ORDER": in_order, "ANY_ORDER": any_order}
 
 
-def _names(calls: list[Call] | list[ExpectedCall]) -> str:
+def _names(calls: list[Call] | list[ExpectedToolCall]) -> str:
     return "[" + ", ".join(c.name for c in calls) + "]"
 
 
-def _trajectory(assertion: ToolTrajectory, outcome: Outcome) -> AssertionResult:
+def _trajectory(assertion: AssertToolTrajectory, outcome: Outcome) -> AssertionResult:
     expected = outcome.expected_calls
     if expected is None:
         return AssertionResult(
@@ -139,7 +139,7 @@ def _trajectory(assertion: ToolTrajectory, outcome: Outcome) -> AssertionResult:
     return AssertionResult(type=assertion.type, passed=passed, reason=_clip(reason))
 
 
-def _json_schema(assertion: JsonSchema, outcome: Outcome) -> AssertionResult:
+def _json_schema(assertion: AssertJsonSchema, outcome: Outcome) -> AssertionResult:
     from jsonschema import Draft202012Validator
     from jsonschema.exceptions import best_match
 
@@ -169,23 +169,23 @@ def evaluate(assertion: Assertion, outcome: Outcome, judging: Judging) -> Assert
     """One assertion's result; a run that did not succeed fails the answer's assertions, saying so."""
     kind = assertion.type
     if (
-        isinstance(assertion, (Contains, NotContains, Regex, JsonSchema, Judge))
+        isinstance(assertion, (AssertContains, AssertNotContains, AssertRegex, AssertJsonSchema, AssertJudge))
         and outcome.status != "succeeded"
     ):
         return AssertionResult(type=kind, passed=False, reason=f"the run {outcome.status}; it gave no answer")
-    if isinstance(assertion, Contains):
+    if isinstance(assertion, AssertContains):
         passed = _contains(assertion, outcome)
         said = "contains" if passed else "does not contain"
         return AssertionResult(
             type=kind, passed=passed, reason=_clip(f"the answer {said} {assertion.value!r}")
         )
-    if isinstance(assertion, NotContains):
+    if isinstance(assertion, AssertNotContains):
         passed = not _contains(assertion, outcome)
         said = "does not contain" if passed else "contains"
         return AssertionResult(
             type=kind, passed=passed, reason=_clip(f"the answer {said} {assertion.value!r}")
         )
-    if isinstance(assertion, Regex):
+    if isinstance(assertion, AssertRegex):
         from stepwise.hooks.patterns import search
 
         passed = search(assertion.value, _answer(outcome))
@@ -193,17 +193,17 @@ def evaluate(assertion: Assertion, outcome: Outcome, judging: Judging) -> Assert
         return AssertionResult(
             type=kind, passed=passed, reason=_clip(f"the answer {said} /{assertion.value}/")
         )
-    if isinstance(assertion, JsonSchema):
+    if isinstance(assertion, AssertJsonSchema):
         return _json_schema(assertion, outcome)
-    if isinstance(assertion, ToolTrajectory):
+    if isinstance(assertion, AssertToolTrajectory):
         return _trajectory(assertion, outcome)
-    if isinstance(assertion, MaxSteps):
+    if isinstance(assertion, AssertMaxSteps):
         return _bound(kind, outcome.steps, assertion.value, "steps")
-    if isinstance(assertion, MaxCost):
+    if isinstance(assertion, AssertMaxCost):
         return _bound(kind, outcome.cost_usd, assertion.value, "cost_usd")
-    if isinstance(assertion, MaxInputTokens):
+    if isinstance(assertion, AssertMaxInputTokens):
         return _bound(kind, outcome.input_tokens, assertion.value, "input_tokens")
-    if isinstance(assertion, NoDivergence):
+    if isinstance(assertion, AssertNoDivergence):
         passed = outcome.divergences == 0
         return AssertionResult(
             type=kind,

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pydantic import ValidationError
 
 from stepwise.evals.assertions import Outcome, Verdict
-from stepwise.evals.suites import Judge
+from stepwise.evals.suites import AssertJudge
 from stepwise.llm.models import Usage
 
 SCHEMA = {
@@ -45,7 +45,7 @@ class Judging:
     usage: Usage = field(default_factory=Usage)
     calls: int = 0
 
-    def __call__(self, assertion: Judge, outcome: Outcome) -> Verdict:
+    def __call__(self, assertion: AssertJudge, outcome: Outcome) -> Verdict:
         from stepwise.agents import bounds
         from stepwise.core.errors import ApiError, StepError
         from stepwise.llm import client

@@ -30,7 +30,7 @@ from stepwise.core.observability import logger
 from stepwise.core.schema import Strict, utcnow
 from stepwise.evals import store
 from stepwise.evals.assertions import AssertionResult, Call, Outcome, evaluate
-from stepwise.evals.suites import DISTRIBUTED_ABOVE, Case, FreshCase, RecordedCase, Suite
+from stepwise.evals.suites import DISTRIBUTED_ABOVE, Case, EvalSuite, FreshEvalCase, RecordedEvalCase
 from stepwise.evals.suites import get as get_suite
 from stepwise.runs import events
 from stepwise.runs.eventlog import EventPage, read
@@ -40,13 +40,13 @@ from stepwise.runs.ports import stores
 DEFAULT_CONCURRENCY = 4
 MAX_CONCURRENCY = 40
 COMPLETED = "eval_run.completed"  # the webhook event
-# Overrides a fresh case can take: the rest (model, prompt, tools, temperature) change how a recorded
+# EvalOverrides a fresh case can take: the rest (model, prompt, tools, temperature) change how a recorded
 # run is replayed, which is what-if's (stepwise.evals.whatif).
 FRESH_OVERRIDES = frozenset({"max_steps", "agent_id"})
 EVENTS_PAGE = 200
 
 
-class Overrides(Strict):
+class EvalOverrides(Strict):
     """What changes for every case of the eval run; a recorded case is replayed what-if with these."""
 
     model: str | None = Field(default=None, min_length=1, max_length=256)
@@ -60,7 +60,7 @@ class Overrides(Strict):
 
 
 class EvalRunCreate(Strict):
-    overrides: Overrides | None = None
+    overrides: EvalOverrides | None = None
     concurrency: int | None = Field(default=None, ge=1, le=MAX_CONCURRENCY)
 
 
@@ -72,21 +72,21 @@ class EvalRunAccepted(BaseModel):
     concurrency: int
 
 
-class AssertionView(BaseModel):
+class EvalAssertionResult(BaseModel):
     type: str
     passed: bool
     reason: str
     score: float | None = None
 
 
-class CaseResult(BaseModel):
+class EvalCaseResult(BaseModel):
     index: int
     name: str | None = None
     run_id: str | None
     baseline_run_id: str | None = None
     status: str
     passed: bool
-    assertions: list[AssertionView]
+    assertions: list[EvalAssertionResult]
     error: dict[str, Any] | None = None
     cost_usd: float | None = None
     input_tokens: int = 0
@@ -95,7 +95,7 @@ class CaseResult(BaseModel):
     compare: dict[str, Any] | None = None
 
 
-class Stat(BaseModel):
+class EvalStat(BaseModel):
     mean: float | None = None
     p95: float | None = None
     baseline_mean: float | None = None
@@ -116,10 +116,10 @@ class EvalRunView(BaseModel):
     finished_at: datetime | None = None
     pass_rate: float | None = None
     passed: int | None = None
-    cases: list[CaseResult] = Field(default_factory=list)
-    cost_usd: Stat | None = None
-    input_tokens: Stat | None = None
-    steps: Stat | None = None
+    cases: list[EvalCaseResult] = Field(default_factory=list)
+    cost_usd: EvalStat | None = None
+    input_tokens: EvalStat | None = None
+    steps: EvalStat | None = None
     cost_delta_usd: float | None = None
     input_tokens_delta: float | None = None
     steps_delta: float | None = None
@@ -142,10 +142,10 @@ def case_run_id(eval_run_id: str, created_at: datetime, index: int) -> str:
     return derived_id("run", created_at, eval_run_id, str(index))
 
 
-def _check_overrides(tenant_id: str, suite: Suite, overrides: Overrides) -> None:
+def _check_overrides(tenant_id: str, suite: EvalSuite, overrides: EvalOverrides) -> None:
     given = set(overrides.model_dump(exclude_none=True))
     fresh_only = sorted(given - FRESH_OVERRIDES - {"match", "live_reads"})
-    if fresh_only and any(isinstance(case, FreshCase) for case in suite.cases):
+    if fresh_only and any(isinstance(case, FreshEvalCase) for case in suite.cases):
         raise Unprocessable(
             f"{', '.join(fresh_only)} can only change how a recorded run is replayed: this suite has fresh "
             "cases ({message}), which take max_steps and agent_id only",
@@ -165,7 +165,7 @@ def start(tenant_id: str, eval_id: str, body: EvalRunCreate) -> EvalRunAccepted:
     suite = get_suite(tenant_id, eval_id)
     if not suite.cases:
         raise Unprocessable("the suite has no cases to run", code="no_cases")
-    overrides = body.overrides or Overrides()
+    overrides = body.overrides or EvalOverrides()
     _check_overrides(tenant_id, suite, overrides)
     # Each case is an active run while it works: more at once than the quota allows could only fail.
     concurrency = min(body.concurrency or DEFAULT_CONCURRENCY, config.quotas().max_active_runs)
@@ -213,9 +213,9 @@ def start(tenant_id: str, eval_id: str, body: EvalRunCreate) -> EvalRunAccepted:
 
 def _start_case(
     tenant_id: str,
-    suite: Suite,
+    suite: EvalSuite,
     case: Case,
-    overrides: Overrides,
+    overrides: EvalOverrides,
     *,
     run_id: str,
     token: str,
@@ -223,7 +223,7 @@ def _start_case(
 ) -> Run:
     """The seam between suites and runs: a recorded case is replayed what-if (section 1's
     `start_what_if`, imported here alone), a fresh one starts a run on its message."""
-    if isinstance(case, RecordedCase):
+    if isinstance(case, RecordedEvalCase):
         # Section 1's module (branch whatif); until it is merged this import fails and the case fails.
         from stepwise.evals import whatif  # type: ignore[attr-defined,unused-ignore]
 
@@ -260,8 +260,8 @@ def start_case(event: dict[str, Any]) -> None:
             {"index": index, "run_id": None, "status": "failed", "error": {"code": "eval_run_not_found"}},
         )
         return
-    suite = Suite.model_validate(item.data["suite"])
-    overrides = Overrides.model_validate(item.data.get("overrides") or {})
+    suite = EvalSuite.model_validate(item.data["suite"])
+    overrides = EvalOverrides.model_validate(item.data.get("overrides") or {})
     run_id = case_run_id(eval_run_id, item.created_at, index)
     meta = {"eval_id": eval_id, "eval_run_id": eval_run_id, "eval_case": index}
     try:
@@ -345,7 +345,7 @@ def _outcome(tenant_id: str, run: Run, expected: list[Any] | None, message: str)
 
 def _case_key(case: Case) -> str:
     """What makes a case the same case in two eval runs (its index, and what it runs)."""
-    if isinstance(case, RecordedCase):
+    if isinstance(case, RecordedEvalCase):
         return f"run:{case.run_id}"
     return "message:" + hashlib.sha256(case.message.encode()).hexdigest()[:16]
 
@@ -386,9 +386,9 @@ def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def _stat(current: list[float], baseline: list[float]) -> Stat:
+def _stat(current: list[float], baseline: list[float]) -> EvalStat:
     mean, base = _mean(current), _mean(baseline)
-    return Stat(
+    return EvalStat(
         mean=mean,
         p95=_p95(current),
         baseline_mean=base,
@@ -398,22 +398,22 @@ def _stat(current: list[float], baseline: list[float]) -> Stat:
 
 def _score_case(
     tenant_id: str,
-    suite: Suite,
+    suite: EvalSuite,
     index: int,
     outcome: dict[str, Any],
     judging: Any,
     baselines: dict[int, Run],
-) -> CaseResult:
+) -> EvalCaseResult:
     case = suite.cases[index]
     run_id = outcome.get("run_id")
     if not run_id:
         error = outcome.get("error") or {"code": "not_started"}
         failed = [
-            AssertionView(
+            EvalAssertionResult(
                 type="run", passed=False, reason=f"the case's run did not start: {error.get('code')}"
             )
         ]
-        return CaseResult(
+        return EvalCaseResult(
             index=index,
             name=case.name,
             run_id=None,
@@ -425,19 +425,19 @@ def _score_case(
     run = stores().runs.get(tenant_id, run_id)
     baseline = baselines.get(index)
     expected = case.expected.tool_calls if case.expected and case.expected.tool_calls is not None else None
-    if expected is None and isinstance(case, RecordedCase) and baseline is not None:
-        from stepwise.evals.suites import ExpectedCall
+    if expected is None and isinstance(case, RecordedEvalCase) and baseline is not None:
+        from stepwise.evals.suites import ExpectedToolCall
 
         expected = [
-            ExpectedCall(name=c.name, arguments=c.arguments) for c in _calls(tenant_id, baseline.run_id)
+            ExpectedToolCall(name=c.name, arguments=c.arguments) for c in _calls(tenant_id, baseline.run_id)
         ]
     message = run.input
     facts = _outcome(tenant_id, run, expected, message)
     results: list[AssertionResult] = [
         evaluate(a, facts, judging) for a in [*suite.assertions, *case.assertions]
     ]
-    views = [AssertionView(**r.model_dump()) for r in results]
-    return CaseResult(
+    views = [EvalAssertionResult(**r.model_dump()) for r in results]
+    return EvalCaseResult(
         index=index,
         name=case.name,
         run_id=run_id,
@@ -451,19 +451,19 @@ def _score_case(
         output_tokens=run.usage.output_tokens,
         steps=run.steps,
         compare=_compare(tenant_id, baseline.run_id, run_id)
-        if isinstance(case, RecordedCase) and baseline
+        if isinstance(case, RecordedEvalCase) and baseline
         else None,
     )
 
 
-def _baselines(tenant_id: str, suite: Suite, previous: Any) -> dict[int, Run]:
+def _baselines(tenant_id: str, suite: EvalSuite, previous: Any) -> dict[int, Run]:
     """Each case's baseline: a recorded case's recorded run; a fresh case's run in the previous eval run."""
     out: dict[int, Run] = {}
     earlier = {c["index"]: c for c in (previous.data.get("results") or [])} if previous is not None else {}
-    previous_suite = Suite.model_validate(previous.data["suite"]) if previous is not None else None
+    previous_suite = EvalSuite.model_validate(previous.data["suite"]) if previous is not None else None
     for index, case in enumerate(suite.cases):
         run_id: str | None = None
-        if isinstance(case, RecordedCase):
+        if isinstance(case, RecordedEvalCase):
             run_id = case.run_id
         elif (
             previous_suite is not None
@@ -477,11 +477,11 @@ def _baselines(tenant_id: str, suite: Suite, previous: Any) -> dict[int, Run]:
     return out
 
 
-def _flipped(suite: Suite, results: list[CaseResult], previous: Any) -> list[int]:
+def _flipped(suite: EvalSuite, results: list[EvalCaseResult], previous: Any) -> list[int]:
     """Cases that passed in the previous eval run and fail now (the same case at the same index)."""
     if previous is None:
         return []
-    before = Suite.model_validate(previous.data["suite"])
+    before = EvalSuite.model_validate(previous.data["suite"])
     passed_before = {c["index"] for c in previous.data.get("results") or [] if c.get("passed")}
     return [
         r.index
@@ -501,8 +501,8 @@ def score(event: dict[str, Any]) -> dict[str, Any]:
     item = store.get_run(tenant_id, eval_id, eval_run_id)
     if item is None or item.status != "running":
         return {"status": item.status if item else "gone"}
-    suite = Suite.model_validate(item.data["suite"])
-    overrides = Overrides.model_validate(item.data.get("overrides") or {})
+    suite = EvalSuite.model_validate(item.data["suite"])
+    overrides = EvalOverrides.model_validate(item.data.get("overrides") or {})
     outcomes = {int(o["index"]): o for o in event.get("outcomes") or []}
     previous = _previous(tenant_id, eval_id, eval_run_id)
     baselines = _baselines(tenant_id, suite, previous)
@@ -559,13 +559,13 @@ def failed(event: dict[str, Any]) -> dict[str, Any]:
     caught = event.get("error") or {}
     error = {"code": "eval_failed", "message": str(caught.get("Cause") or caught.get("Error") or "")[:1000]}
     if store.finish(tenant_id, eval_id, eval_run_id, "failed", {**item.data, "error": error}, utcnow()):
-        suite = Suite.model_validate(item.data["suite"])
+        suite = EvalSuite.model_validate(item.data["suite"])
         _announce(tenant_id, suite, eval_run_id, "failed", {"error": error}, item.created_at)
     return {"status": "failed"}
 
 
 def _announce(
-    tenant_id: str, suite: Suite, eval_run_id: str, status: str, summary: dict[str, Any], at: datetime
+    tenant_id: str, suite: EvalSuite, eval_run_id: str, status: str, summary: dict[str, Any], at: datetime
 ) -> None:
     """The eval run's terminal event, and its webhook: the suite's, else its agent's."""
     data = {"eval_id": suite.eval_id, "eval_run_id": eval_run_id, "status": status, **summary}
@@ -600,7 +600,7 @@ def _view(item: Any) -> EvalRunView:
         finished_at=item.finished_at,
         pass_rate=data.get("pass_rate"),
         passed=data.get("passed"),
-        cases=[CaseResult.model_validate(c) for c in data.get("results") or []],
+        cases=[EvalCaseResult.model_validate(c) for c in data.get("results") or []],
         cost_usd=data.get("cost_usd"),
         input_tokens=data.get("input_tokens"),
         steps=data.get("steps"),

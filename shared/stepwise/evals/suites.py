@@ -34,19 +34,19 @@ DISTRIBUTED_ABOVE = 40  # in AWS, a suite of more cases runs its Map as a Distri
 # --- Assertions ------------------------------------------------------------------------------------
 
 
-class Contains(Strict):
+class AssertContains(Strict):
     type: Literal["contains"]
     value: str = Field(min_length=1, max_length=10_000)
     case_sensitive: bool = True
 
 
-class NotContains(Strict):
+class AssertNotContains(Strict):
     type: Literal["not_contains"]
     value: str = Field(min_length=1, max_length=10_000)
     case_sensitive: bool = True
 
 
-class Regex(Strict):
+class AssertRegex(Strict):
     """RE2 (google-re2): a tenant's pattern matches in linear time, so none can stall the scoring."""
 
     type: Literal["regex"]
@@ -61,7 +61,7 @@ class Regex(Strict):
         return value
 
 
-class JsonSchema(Strict):
+class AssertJsonSchema(Strict):
     type: Literal["json_schema"]
     value: dict[str, Any]
 
@@ -78,7 +78,7 @@ class JsonSchema(Strict):
         return value
 
 
-class ToolTrajectory(Strict):
+class AssertToolTrajectory(Strict):
     """The run's tool calls against the case's expected calls (a fresh case's `expected.tool_calls`) or
     its recorded run's, as Google ADK's TrajectoryEvaluator compares them: EXACT (the same calls in the
     same order, nothing more), IN_ORDER (the expected calls in order, others between allowed),
@@ -89,26 +89,26 @@ class ToolTrajectory(Strict):
     match: Literal["EXACT", "IN_ORDER", "ANY_ORDER"] = "EXACT"
 
 
-class MaxSteps(Strict):
+class AssertMaxSteps(Strict):
     type: Literal["max_steps"]
     value: int = Field(ge=1)
 
 
-class MaxCost(Strict):
+class AssertMaxCost(Strict):
     type: Literal["max_cost_usd"]
     value: float = Field(ge=0)
 
 
-class MaxInputTokens(Strict):
+class AssertMaxInputTokens(Strict):
     type: Literal["max_input_tokens"]
     value: int = Field(ge=0)
 
 
-class NoDivergence(Strict):
+class AssertNoDivergence(Strict):
     type: Literal["no_divergence"]
 
 
-class Judge(Strict):
+class AssertJudge(Strict):
     """A model scores the answer against `rubric` and must answer `{pass, score, reason}`. `model`:
     any litellm model the deployment allows (else the agent's); `script` reaches only the scripted model,
     as a run's does (local suites and tests)."""
@@ -120,16 +120,16 @@ class Judge(Strict):
 
 
 Assertion = Annotated[
-    Contains
-    | NotContains
-    | Regex
-    | JsonSchema
-    | ToolTrajectory
-    | MaxSteps
-    | MaxCost
-    | MaxInputTokens
-    | NoDivergence
-    | Judge,
+    AssertContains
+    | AssertNotContains
+    | AssertRegex
+    | AssertJsonSchema
+    | AssertToolTrajectory
+    | AssertMaxSteps
+    | AssertMaxCost
+    | AssertMaxInputTokens
+    | AssertNoDivergence
+    | AssertJudge,
     Field(discriminator="type"),
 ]
 ASSERTION_TYPES = (
@@ -149,40 +149,40 @@ ASSERTION_TYPES = (
 # --- Cases -----------------------------------------------------------------------------------------
 
 
-class ExpectedCall(Strict):
+class ExpectedToolCall(Strict):
     name: str = Field(min_length=1, max_length=128)
     arguments: dict[str, Any] | None = None
 
 
-class Expected(Strict):
-    tool_calls: list[ExpectedCall] | None = Field(default=None, max_length=100)
+class EvalExpected(Strict):
+    tool_calls: list[ExpectedToolCall] | None = Field(default=None, max_length=100)
 
 
-class RecordedCase(Strict):
+class RecordedEvalCase(Strict):
     """A recorded run of the suite's tenant, replayed what-if with the eval run's overrides."""
 
     run_id: str = Field(pattern=ids.RUN_ID)
     name: str | None = Field(default=None, max_length=200)
-    expected: Expected | None = None
+    expected: EvalExpected | None = None
     assertions: list[Assertion] = Field(default_factory=list, max_length=MAX_ASSERTIONS)
 
 
-class FreshCase(Strict):
+class FreshEvalCase(Strict):
     """A new run on `message`; its tools run live, or its `script` drives the scripted model."""
 
     message: str = Field(min_length=1, max_length=MESSAGE_LIMIT)
     name: str | None = Field(default=None, max_length=200)
     session_id: str | None = Field(default=None, pattern=ids.SESSION_ID)
     attachments: list[AttachmentIn] = Field(default_factory=list, max_length=MAX_ATTACHMENTS)
-    expected: Expected | None = None
+    expected: EvalExpected | None = None
     script: list[ScriptTurn] | None = None
     assertions: list[Assertion] = Field(default_factory=list, max_length=MAX_ASSERTIONS)
 
 
-Case = RecordedCase | FreshCase
+Case = RecordedEvalCase | FreshEvalCase
 
 
-class SuiteCreate(Strict):
+class EvalSuiteCreate(Strict):
     name: str = Field(min_length=1, max_length=200)
     agent_id: str = Field(pattern=ids.AGENT_ID)
     cases: list[Case] = Field(default_factory=list, max_length=MAX_CASES)
@@ -191,7 +191,7 @@ class SuiteCreate(Strict):
     webhook: WebhookConfig | None = None
 
 
-class Suite(BaseModel):
+class EvalSuite(BaseModel):
     eval_id: str
     name: str
     agent_id: str
@@ -201,7 +201,7 @@ class Suite(BaseModel):
     created_at: datetime
 
 
-class SuiteSummary(BaseModel):
+class EvalSuiteSummary(BaseModel):
     eval_id: str
     name: str
     agent_id: str
@@ -209,15 +209,15 @@ class SuiteSummary(BaseModel):
     created_at: datetime
 
 
-class SuiteList(BaseModel):
-    evals: list[SuiteSummary]
+class EvalSuiteList(BaseModel):
+    evals: list[EvalSuiteSummary]
 
 
 class SuiteCreated(BaseModel):
     eval_id: str
 
 
-class FromRuns(Strict):
+class EvalCasesFromRuns(Strict):
     """Which recorded runs become cases: this tenant's ended runs, newest first, of `agent_id` (else
     the suite's agent), with `status` (else any ended one), created in [`created_after`,
     `created_before`), carrying `metadata_key`; at most `last` of them."""
@@ -231,7 +231,7 @@ class FromRuns(Strict):
     run_ids: list[str] | None = Field(default=None, max_length=MAX_CASES)
 
     @model_validator(mode="after")
-    def _window(self) -> FromRuns:
+    def _window(self) -> EvalCasesFromRuns:
         if self.created_after and self.created_before and self.created_after >= self.created_before:
             raise ValueError("created_after must be before created_before")
         for run_id in self.run_ids or []:
@@ -240,7 +240,7 @@ class FromRuns(Strict):
         return self
 
 
-class CasesAdded(BaseModel):
+class EvalCasesAdded(BaseModel):
     eval_id: str
     added: list[str]
     cases: int
@@ -265,16 +265,16 @@ def _not_found(eval_id: str) -> NotFound:
     return NotFound(f"eval suite {eval_id} not found", code="eval_not_found")
 
 
-def create(tenant_id: str, body: SuiteCreate) -> Suite:
+def create(tenant_id: str, body: EvalSuiteCreate) -> EvalSuite:
     stores().agents.get(tenant_id, body.agent_id)  # 404 agent_not_found
     for case in body.cases:
-        if isinstance(case, RecordedCase):
+        if isinstance(case, RecordedEvalCase):
             _check_recorded(tenant_id, case.run_id)
     if body.webhook is not None:
         from stepwise.webhooks import keys as webhook_keys
 
         webhook_keys.require(tenant_id)
-    suite = Suite(
+    suite = EvalSuite(
         eval_id=new_id("eval"),
         name=body.name,
         agent_id=body.agent_id,
@@ -287,18 +287,18 @@ def create(tenant_id: str, body: SuiteCreate) -> Suite:
     return suite
 
 
-def get(tenant_id: str, eval_id: str) -> Suite:
+def get(tenant_id: str, eval_id: str) -> EvalSuite:
     data = store.get_suite(tenant_id, eval_id)
     if data is None:
         raise _not_found(eval_id)
-    return Suite.model_validate(data)
+    return EvalSuite.model_validate(data)
 
 
-def list_suites(tenant_id: str) -> SuiteList:
-    suites = [Suite.model_validate(data) for data in store.list_suites(tenant_id)]
-    return SuiteList(
+def list_suites(tenant_id: str) -> EvalSuiteList:
+    suites = [EvalSuite.model_validate(data) for data in store.list_suites(tenant_id)]
+    return EvalSuiteList(
         evals=[
-            SuiteSummary(
+            EvalSuiteSummary(
                 eval_id=s.eval_id,
                 name=s.name,
                 agent_id=s.agent_id,
@@ -310,7 +310,7 @@ def list_suites(tenant_id: str) -> SuiteList:
     )
 
 
-def _matches(run: Run, body: FromRuns, status: RunStatus | None) -> bool:
+def _matches(run: Run, body: EvalCasesFromRuns, status: RunStatus | None) -> bool:
     if not run.done or (status and run.status != status):
         return False
     if run.parent_run_id is not None or run.callback_token is not None:
@@ -322,7 +322,7 @@ def _matches(run: Run, body: FromRuns, status: RunStatus | None) -> bool:
     return not body.metadata_key or body.metadata_key in run.metadata
 
 
-def _found(tenant_id: str, agent_id: str, body: FromRuns) -> list[str]:
+def _found(tenant_id: str, agent_id: str, body: EvalCasesFromRuns) -> list[str]:
     found: list[str] = []
     token: str | None = None
     read = 0
@@ -337,7 +337,7 @@ def _found(tenant_id: str, agent_id: str, body: FromRuns) -> list[str]:
     return found[: body.last]
 
 
-def add_from_runs(tenant_id: str, eval_id: str, body: FromRuns) -> CasesAdded:
+def add_from_runs(tenant_id: str, eval_id: str, body: EvalCasesFromRuns) -> EvalCasesAdded:
     """Add this tenant's recorded runs that match `body` as `{run_id}` cases (a run already a case of
     the suite is not added twice). Named `run_ids` are checked one by one: another tenant's is a 404."""
     suite = get(tenant_id, eval_id)
@@ -345,13 +345,13 @@ def add_from_runs(tenant_id: str, eval_id: str, body: FromRuns) -> CasesAdded:
         picked = [_check_recorded(tenant_id, run_id).run_id for run_id in body.run_ids]
     else:
         picked = _found(tenant_id, body.agent_id or suite.agent_id, body)
-    have = {case.run_id for case in suite.cases if isinstance(case, RecordedCase)}
+    have = {case.run_id for case in suite.cases if isinstance(case, RecordedEvalCase)}
     added = [run_id for run_id in dict.fromkeys(picked) if run_id not in have]
     if len(suite.cases) + len(added) > MAX_CASES:
         raise Unprocessable(
             f"a suite holds at most {MAX_CASES} cases", code="too_many_cases", details={"limit": MAX_CASES}
         )
-    cases: list[Case] = [*suite.cases, *(RecordedCase(run_id=run_id) for run_id in added)]
+    cases: list[Case] = [*suite.cases, *(RecordedEvalCase(run_id=run_id) for run_id in added)]
     suite = suite.model_copy(update={"cases": cases})
     store.put_suite(tenant_id, eval_id, suite.model_dump(mode="json"), suite.created_at)
-    return CasesAdded(eval_id=eval_id, added=added, cases=len(cases))
+    return EvalCasesAdded(eval_id=eval_id, added=added, cases=len(cases))
