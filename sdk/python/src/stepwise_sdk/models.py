@@ -671,7 +671,7 @@ class Delivery(Model):
     notification configs); `history` lists its most recent attempts."""
 
     webhook_id: str
-    event: WebhookEvent | Literal["a2a_task"]
+    event: WebhookEvent | Literal["a2a_task", "eval_run.completed"]
     url: str
     status: Literal["pending", "retrying", "delivered", "failed"]
     attempts: int
