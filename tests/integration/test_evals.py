@@ -496,3 +496,31 @@ def test_a_recorded_run_is_replayed_what_if_and_compared_with_its_record(
     replay = wait_for_run(stack, case["run_id"])
     assert replay["trigger"] == "what_if" and replay["what_if_of"] == recorded["run_id"]
     assert result["steps_delta"] == 0
+
+
+def test_a_large_suite_runs_its_cases_as_a_distributed_map(
+    stack: LocalStack, agent_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past DISTRIBUTED_ABOVE cases the Map is a Distributed Map (child executions); moto's interpreter
+    runs that branch too. The threshold is lowered here so two cases take it."""
+    from stepwise.evals import runner
+
+    monkeypatch.setattr(runner, "DISTRIBUTED_ABOVE", 1)
+    eval_id = create_suite(
+        stack, {"name": "distributed", "agent_id": agent_id, "cases": [TEN[0][0], TEN[1][0]]}
+    )
+    result = run_suite(stack, eval_id, concurrency=2)
+    assert result["status"] == "succeeded", result
+    assert [c["passed"] for c in result["cases"]] == [True, False]
+    import boto3
+
+    from stepwise.core import config
+
+    arn = (
+        config.eval_machine().state_machine_arn.replace(":stateMachine:", ":execution:")
+        + ":"
+        + result["eval_run_id"]
+    )
+    history = boto3.client("stepfunctions").get_execution_history(executionArn=arn, maxResults=1000)["events"]
+    entered = {e["stateEnteredEventDetails"]["name"] for e in history if "stateEnteredEventDetails" in e}
+    assert "CasesDistributed" in entered and "Cases" not in entered, entered
