@@ -35,6 +35,7 @@ BENCHMARKS = [
     "memory_search",
     "canonical",
     "delegation",
+    "eval_suites",
     "following",
     "door_a2a",
     "door_mcp",

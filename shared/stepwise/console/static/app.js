@@ -1,8 +1,9 @@
 // The console's views, one per hash route: #/agents, #/agents/<id>, #/runs, #/runs/<id>,
-// #/sessions/<id>. Ids live in the hash; the API key never does (it stays in session storage).
+// #/sessions/<id>, #/evals, #/evals/<id>, #/evals/<id>/<eval_run_id> (evals.js). Ids live in the hash; the API key never does (it stays in session storage).
 
 import { ApiError, api, key } from "./api.js";
 import { add, cost, facts, h, json, link, mono, replace, status, tokens, when } from "./dom.js";
+import { evalRunView, evalView, evalsView } from "./evals.js";
 import { TERMINAL, Timeline } from "./timeline.js";
 
 const main = document.getElementById("main");
@@ -27,9 +28,9 @@ function route() {
     return;
   }
   nav.hidden = false;
-  let name, id;
+  let name, id, sub;
   try {
-    [name, id] = window.location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
+    [name, id, sub] = window.location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
   } catch (err) {
     failed(err, signal); // a hand-edited hash that is not valid percent-encoding (URIError)
     return;
@@ -38,6 +39,7 @@ function route() {
     agents: () => (id ? agentView(id, signal) : agentsView(signal)),
     runs: () => (id ? runView(id, signal) : runsView(signal)),
     sessions: () => sessionView(id, signal),
+    evals: () => (sub ? evalRunView(main, id, sub, signal) : id ? evalView(main, id, signal) : evalsView(main, signal)),
   }[name || "runs"];
   (show ?? (() => runsView(signal)))().catch((err) => failed(err, signal));
 }
