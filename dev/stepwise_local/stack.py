@@ -30,6 +30,7 @@ from stepwise_local.lambdas import (
     install_moto_seam,
     make_dynamodb_writes_atomic,
     make_stop_execution_safe,
+    make_task_callbacks_safe,
 )
 from stepwise_local.queues import LocalQueues, mappings
 from stepwise_local.websocket import SocketGateway, install_connections_api, websocket_api
@@ -514,6 +515,7 @@ def _bring_up(
     undo_seam = install_moto_seam(lambdas)
     undo_atomic = make_dynamodb_writes_atomic()
     undo_stop = make_stop_execution_safe()
+    undo_callbacks = make_task_callbacks_safe()
 
     # Every machine of the template (the agent run, the eval run); the agent run's is the one the stack
     # names (`state_machine_arn`, `definition`, `redefined`).
@@ -557,7 +559,7 @@ def _bring_up(
         sockets=sockets,
         definition=definition,
     )
-    stack._cleanup.extend([mock.stop, undo_seam, undo_atomic, undo_stop, s3_server.shutdown])
+    stack._cleanup.extend([mock.stop, undo_seam, undo_atomic, undo_stop, undo_callbacks, s3_server.shutdown])
     if sockets is not None and undo_connections is not None:
         stack._cleanup.extend([undo_connections, sockets.stop])  # run backwards: sockets close first
     return stack
