@@ -146,3 +146,37 @@ def test_the_judge_reply_is_held_to_its_schema() -> None:
     ):
         verdict = judge.parse(bad)
         assert not verdict.passed and "did not fit the schema" in verdict.reason
+
+
+def test_aggregates_and_flips() -> None:
+    from datetime import UTC, datetime
+    from types import SimpleNamespace
+
+    from stepwise.evals import runner
+    from stepwise.evals.runner import EvalCaseResult
+    from stepwise.evals.suites import EvalSuite, FreshEvalCase, RecordedEvalCase
+
+    assert runner._p95([]) is None
+    assert runner._p95([float(v) for v in range(1, 21)]) == 19.0  # nearest rank
+    stat = runner._stat([2.0, 4.0], [1.0, 1.0])
+    assert (stat.mean, stat.baseline_mean, stat.delta) == (3.0, 1.0, 2.0)
+    assert runner._stat([1.0], []).delta is None
+
+    cases = [
+        FreshEvalCase(message="a"),
+        RecordedEvalCase(run_id="run_" + "0" * 26),
+        FreshEvalCase(message="c"),
+    ]
+    suite = EvalSuite(
+        eval_id="eval_1", name="s", agent_id="agt_1", cases=cases, assertions=[], created_at=datetime.now(UTC)
+    )
+    now = [
+        EvalCaseResult(index=i, run_id=f"r{i}", status="succeeded", passed=False, assertions=[])
+        for i in range(3)
+    ]
+    before = [{"index": 0, "passed": True}, {"index": 1, "passed": False}, {"index": 2, "passed": True}]
+    changed = suite.model_copy(update={"cases": [*cases[:2], FreshEvalCase(message="another")]})
+    previous = SimpleNamespace(data={"suite": changed.model_dump(mode="json"), "results": before})
+    # Case 0 passed and fails now; 1 failed before too; 2 is another case at the same index now.
+    assert runner._flipped(suite, now, previous) == [0]
+    assert runner._flipped(suite, now, None) == []
