@@ -36,6 +36,7 @@ BENCHMARKS = [
     "canonical",
     "evals",
     "delegation",
+    "eval_suites",
     "following",
     "door_a2a",
     "door_mcp",

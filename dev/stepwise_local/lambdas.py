@@ -216,6 +216,29 @@ def make_stop_execution_safe() -> Callable[[], None]:
     return undo
 
 
+def make_task_callbacks_safe() -> Callable[[], None]:
+    """moto's SendTaskSuccess, SendTaskFailure and SendTaskHeartbeat look for the token in every running
+    execution's environment, including one whose worker has not set its environment yet (the window
+    make_stop_execution_safe waits out): with many executions starting at once (an eval run's cases) a
+    callback for another execution raised AttributeError, the Lambda that sent it failed, and the run
+    waiting on that token never resumed. An execution without an environment holds no token yet, so the
+    search skips it (Step Functions has no such window). Returns undo."""
+    from moto.stepfunctions.parser.models import StepFunctionsParserBackend
+
+    original = StepFunctionsParserBackend._get_executions
+
+    def started(self: Any, execution_status: Any = None) -> list[Any]:
+        found = original(self, execution_status)
+        return [e for e in found if getattr(getattr(e, "exec_worker", None), "env", None) is not None]
+
+    StepFunctionsParserBackend._get_executions = started  # type: ignore[method-assign]
+
+    def undo() -> None:
+        StepFunctionsParserBackend._get_executions = original  # type: ignore[method-assign]
+
+    return undo
+
+
 def _swallow(lambdas: LocalLambdas, name: str, event: Any) -> None:
     """An async (Event) invocation: Lambda reports its failure to nobody but the logs."""
     try:

@@ -30,6 +30,7 @@ from stepwise_local.lambdas import (
     install_moto_seam,
     make_dynamodb_writes_atomic,
     make_stop_execution_safe,
+    make_task_callbacks_safe,
 )
 from stepwise_local.queues import LocalQueues, mappings
 from stepwise_local.websocket import SocketGateway, install_connections_api, websocket_api
@@ -144,6 +145,9 @@ class Resolver:
             if key == "Fn::If":
                 return self.resolve(arg[1])  # conditions are deployment choices; take the first branch
         return {k: self.resolve(v) for k, v in value.items()}
+
+
+AGENT_RUN = "AgentRunStateMachine"  # the template's machine that runs agents
 
 
 @dataclass
@@ -511,19 +515,24 @@ def _bring_up(
     undo_seam = install_moto_seam(lambdas)
     undo_atomic = make_dynamodb_writes_atomic()
     undo_stop = make_stop_execution_safe()
+    undo_callbacks = make_task_callbacks_safe()
 
+    # Every machine of the template (the agent run, the eval run); the agent run's is the one the stack
+    # names (`state_machine_arn`, `definition`, `redefined`).
     state_machine_arn = definition = ""
     for logical, res in machines.items():
         props = res["Properties"]
-        definition = (ROOT / props["DefinitionUri"]).read_text()
+        text = (ROOT / props["DefinitionUri"]).read_text()
         for name, value in resolver.resolve(props.get("DefinitionSubstitutions", {})).items():
-            definition = definition.replace("${" + name + "}", str(value))
-        state_machine_arn = sfn.create_state_machine(
+            text = text.replace("${" + name + "}", str(value))
+        arn = sfn.create_state_machine(
             name=resolver.physical[logical].rsplit(":", 1)[-1],
-            definition=definition,
+            definition=text,
             roleArn=role,
             type=props.get("Type", "STANDARD"),
         )["stateMachineArn"]
+        if logical == AGENT_RUN or not state_machine_arn:
+            state_machine_arn, definition = arn, text
 
     api_keys = local_api_keys()
     for key, tenant in api_keys.items():
@@ -550,7 +559,7 @@ def _bring_up(
         sockets=sockets,
         definition=definition,
     )
-    stack._cleanup.extend([mock.stop, undo_seam, undo_atomic, undo_stop, s3_server.shutdown])
+    stack._cleanup.extend([mock.stop, undo_seam, undo_atomic, undo_stop, undo_callbacks, s3_server.shutdown])
     if sockets is not None and undo_connections is not None:
         stack._cleanup.extend([undo_connections, sockets.stop])  # run backwards: sockets close first
     return stack

@@ -43,6 +43,9 @@ JSON_BODIES = {
     ("POST", "/v1/responses"),
     ("POST", "/v1/agents/{agent_id}/ag-ui"),
     ("POST", "/a2a/{agent_id}"),  # a JSON-RPC envelope (the A2A door)
+    ("POST", "/v1/evals"),
+    ("POST", "/v1/evals/{eval_id}/cases:from-runs"),
+    ("POST", "/v1/evals/{eval_id}/runs"),
 }
 # Public routes that read a form: the approval page's buttons and Slack's interactions.
 FORM_BODIES = {("POST", "/v1/approvals/{token}"), ("POST", "/v1/integrations/slack/interactions")}

@@ -14,6 +14,7 @@ from stepwise.api import (
     agui,
     approvals,
     console,
+    evals,
     events,
     hooks,
     interactions,
@@ -72,6 +73,7 @@ def build() -> APIGatewayHttpResolver:
     app.include_router(mcp_servers.router)
     app.include_router(approvals.router)
     app.include_router(schedules.router)
+    app.include_router(evals.router)
     app.include_router(settings.router)
     app.include_router(webhooks.router)
     app.include_router(uploads.router)

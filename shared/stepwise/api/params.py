@@ -20,6 +20,8 @@ HookId = Annotated[str, Path(pattern=ids.HOOK_ID, description="`hook_…`, as th
 ScheduleId = Annotated[str, Path(pattern=ids.SCHEDULE_ID, description="`sch_…`, as the API issued it")]
 InteractionId = Annotated[str, Path(pattern=ids.INTERACTION_ID, description="`int_…`, as the API issued it")]
 MemoryId = Annotated[str, Path(pattern=ids.MEMORY_ID, description="`mem_…`, as the API issued it")]
+EvalId = Annotated[str, Path(pattern=ids.EVAL_ID, description="`eval_…`, as the API issued it")]
+EvalRunId = Annotated[str, Path(pattern=ids.EVAL_RUN_ID, description="`evr_…`, as the API issued it")]
 UserIdQuery = Annotated[
     str, Query(pattern=ids.USER_ID, description="The app's id for its end user (1–128 of `[A-Za-z0-9_.@:-]`)")
 ]
@@ -35,6 +37,8 @@ NOT_FOUND: dict[str, str] = {
     "schedule_id": "schedule_not_found",
     "interaction_id": "interaction_not_found",
     "memory_id": "memory_not_found",
+    "eval_id": "eval_not_found",
+    "eval_run_id": "eval_run_not_found",
 }
 
 AgentIdQuery = Annotated[str | None, Query(pattern=ids.AGENT_ID, description="Only this agent's")]

@@ -81,6 +81,7 @@ class Tables(Environment):
     quotas: str = Field(alias="QUOTAS_TABLE")
     webhooks: str = Field(alias="WEBHOOKS_TABLE")
     memories: str = Field(alias="MEMORIES_TABLE")
+    evals: str = Field(alias="EVALS_TABLE")
 
 
 class Runtime(Environment):
@@ -156,6 +157,12 @@ class WebhookQueue(Environment):
     queue_url: str = Field(min_length=1, alias="WEBHOOK_QUEUE_URL")
 
 
+class EvalMachine(Environment):
+    """The EvalRun state machine: the API starts an eval run's execution on it."""
+
+    state_machine_arn: str = Field(alias="EVAL_STATE_MACHINE_ARN")
+
+
 class ApiTargets(Environment):
     """What only the API function needs: where sync calls go."""
 
@@ -180,6 +187,11 @@ def scheduling() -> Scheduling:
 @cache
 def machine() -> Machine:
     return _load(Machine)
+
+
+@cache
+def eval_machine() -> EvalMachine:
+    return _load(EvalMachine)
 
 
 @cache
@@ -213,6 +225,7 @@ def reset() -> None:
     runtime.cache_clear()
     api_targets.cache_clear()
     machine.cache_clear()
+    eval_machine.cache_clear()
     scheduling.cache_clear()
     settings_key.cache_clear()
     quotas.cache_clear()

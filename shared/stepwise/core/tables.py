@@ -165,6 +165,8 @@ class RunItem(Model):
     what_if_of = UnicodeAttribute(null=True)  # a what-if run's original
     what_if = JSONAttribute(null=True)  # its request (overrides, match, live_reads, the original's session)
     what_if_calls = JSONAttribute(null=True)  # {call id: served:<id> | live | diverged:<code>}, at its end
+    # A task token the run's ending sends back (an eval case: the EvalRun execution waits on it).
+    callback_token = UnicodeAttribute(null=True)
     created_at = UTCDateTimeAttribute()
     finished_at = UTCDateTimeAttribute(null=True)
 
@@ -502,6 +504,26 @@ def check_fits(item: Model, what: str) -> None:
         )
 
 
+class EvalItem(Model):
+    """An eval suite (sk = "suite#<eval_id>") or one of its eval runs (sk = "run#<eval_id>#<eval_run_id>"):
+    tenant first, so a tenant's suites are one query and a suite's eval runs one sort-key range of it.
+    `data` holds the suite (name, agent, cases, assertions) or the eval run (its snapshot of the suite,
+    overrides, and once scored its results)."""
+
+    class Meta:
+        table_name = "EvalsTable"
+
+    tenant_id = UnicodeAttribute(hash_key=True)
+    sk = UnicodeAttribute(range_key=True)
+    eval_id = UnicodeAttribute()
+    kind = UnicodeAttribute()  # suite | run
+    status = UnicodeAttribute(null=True)  # an eval run's: running | succeeded | failed
+    done = NumberAttribute(default=0)  # an eval run's cases whose run has ended
+    data = JSONAttribute()
+    created_at = UTCDateTimeAttribute()
+    finished_at = UTCDateTimeAttribute(null=True)
+
+
 class McpAuthItem(Model):
     """MCP servers' OAuth grants (id = "grant#<tenant_id>#<agent>/<server>/<created_at>") and the
     authorizations in flight (id = "state#<sha256 of the state>", with a TTL). Both hold only KMS
@@ -542,6 +564,7 @@ def bind() -> None:
         (WebhookSecretItem, names.webhooks),
         (MemoryItem, names.memories),
         (MemoryHeadItem, names.memories),
+        (EvalItem, names.evals),
     ):
         meta: Any = model.Meta
         meta.table_name = name

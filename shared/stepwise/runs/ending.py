@@ -7,16 +7,17 @@ before it did)."""
 from __future__ import annotations
 
 import contextlib
+import json
 from typing import Any
 
 from aws_lambda_powertools import Logger
 
-from stepwise.core import observability, tracing
+from stepwise.core import aws, observability, tracing
 from stepwise.core.errors import NotFound
 from stepwise.interactions.models import Interaction
 from stepwise.runs import delegation, events
 from stepwise.runs.hooks import fire
-from stepwise.runs.models import ACTIVE_STATUSES, EventType, RunError, RunStatus
+from stepwise.runs.models import ACTIVE_STATUSES, EventType, Run, RunError, RunStatus
 from stepwise.runs.ports import stores
 from stepwise.runs.queue import start_next, stop
 from stepwise.runs.state import RunContext
@@ -94,9 +95,26 @@ def end_run(
     # Keyed on the ending itself: only the ending that won the transition gets here, once per run.
     enqueue(tenant_id, run.target(), terminal, {"status": status, **data}, key="ending", at=run.created_at)
     delegation.report(tenant_id, run)  # a child's parent resumes with its outcome
+    _call_back(run, status)  # an eval case's EvalRun execution goes on
     _hand_on(tenant_id, run.session_id, run_id)
     _on_run_complete(tenant_id, run.agent_id, run_id, status, output)
     return True
+
+
+def _call_back(run: Run, status: RunStatus) -> None:
+    """Send the run's callback token back with its outcome, once (only the winning ending gets here).
+    An execution that stopped waiting (the eval run was stopped, its wait timed out) has nothing to
+    resume; any other failure is logged, never raised: the run has ended whatever its waiter hears."""
+    if not run.callback_token:
+        return
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        aws.client("stepfunctions").send_task_success(
+            taskToken=run.callback_token, output=json.dumps({"run_id": run.run_id, "status": status})
+        )
+    except (BotoCoreError, ClientError):
+        logger.warning("the run's callback could not be sent", extra={"run_id": run.run_id})
 
 
 def _stop_children(tenant_id: str, run_id: str, delegations: list[Interaction]) -> None:

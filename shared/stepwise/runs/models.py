@@ -40,6 +40,10 @@ EventType = Literal[
     "run_completed",
     "run_failed",
     "run_cancelled",
+    # An eval run's own log (keyed by its eval_run_id): started, each case's run ended, scored.
+    "eval_run_started",
+    "eval_case_completed",
+    "eval_run_completed",
 ]
 
 
@@ -151,6 +155,9 @@ class Run(BaseModel):
     what_if_of: str | None = None
     what_if: dict[str, Any] | None = None
     what_if_calls: dict[str, str] = Field(default_factory=dict)
+    # A Step Functions task token the run's ending sends back with its outcome: an eval case's run
+    # (stepwise.evals.runner), whose EvalRun execution waits on it as a parent waits on a child.
+    callback_token: str | None = None
 
     @property
     def done(self) -> bool:
@@ -199,6 +206,7 @@ class Run(BaseModel):
                 "client_tools",
                 "what_if",
                 "what_if_calls",
+                "callback_token",
             },
         )
         shown["root_run_id"] = self.root_run_id or self.run_id
@@ -271,7 +279,7 @@ class SyncRunResult(BaseModel):
     output: str | None
 
 
-TERMINAL_EVENTS = frozenset({"run_completed", "run_failed", "run_cancelled"})
+TERMINAL_EVENTS = frozenset({"run_completed", "run_failed", "run_cancelled", "eval_run_completed"})
 
 
 @dataclass(frozen=True)

@@ -103,6 +103,7 @@ def _record(
     new_session_id: str | None = None,
     what_if_of: str | None = None,
     what_if: dict[str, Any] | None = None,
+    callback_token: str | None = None,
 ) -> tuple[Run, bool]:
     # Before anything is written: an agent stored before AllowedModels was narrowed (or one that names
     # no model while the default is outside it) starts nothing.
@@ -144,6 +145,7 @@ def _record(
             new_session_id,
             what_if_of,
             what_if,
+            callback_token,
         )
     except BaseException:
         if attachments:
@@ -167,6 +169,7 @@ def _record_run(
     new_session_id: str | None,
     what_if_of: str | None,
     what_if: dict[str, Any] | None,
+    callback_token: str | None = None,
 ) -> tuple[Run, bool]:
     budget = getattr(body, "max_tokens_budget", None) or agent.max_tokens_budget
     run = Run(
@@ -189,6 +192,7 @@ def _record_run(
         client_tools=client_tools,
         what_if_of=what_if_of,
         what_if=what_if,
+        callback_token=callback_token,
         created_at=utcnow(),
     )
     runs = stores().runs
@@ -231,6 +235,7 @@ def start_run(
     new_session_id: str | None = None,
     what_if_of: str | None = None,
     what_if: dict[str, Any] | None = None,
+    callback_token: str | None = None,
 ) -> Run:
     """Record the run, then start its execution, or queue it behind its session's active run.
     A replay passes the run it replays as `replayed`: its files are copied to the new run. A protocol
@@ -242,7 +247,8 @@ def start_run(
     `client_tools` (ClientTool specs, validated by the caller) are the run's own, beside the agent's;
     `new_session_id` names the session a run without `session_id` creates (a door that maps its own
     conversation ids onto sessions). A what-if run (stepwise.evals.whatif) names the run it replays
-    (`what_if_of`) and carries its request (`what_if`)."""
+    (`what_if_of`) and carries its request (`what_if`). `callback_token`: a Step Functions task token
+    the run's ending sends back with its outcome (an eval case's run: its EvalRun execution waits on it)."""
     agent = stores().agents.get(tenant_id, agent_id)
     max_steps = body.max_steps or agent.max_steps or DEFAULT_MAX_STEPS
     run, held = _record(
@@ -259,6 +265,7 @@ def start_run(
         new_session_id=new_session_id,
         what_if_of=what_if_of,
         what_if=what_if,
+        callback_token=callback_token,
     )
     if held or _take_turn(tenant_id, run, body.multitask_strategy):
         launch(tenant_id, run)

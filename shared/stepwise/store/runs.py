@@ -78,6 +78,7 @@ def _to_model(item: RunItem) -> Run:
         what_if_of=item.what_if_of,
         what_if=item.what_if,
         what_if_calls=dict(item.what_if_calls or {}),
+        callback_token=item.callback_token,
     )
 
 
@@ -116,6 +117,7 @@ def _new_item(tenant_id: str, run: Run) -> RunItem:
         client_tools=run.client_tools or None,
         what_if_of=run.what_if_of,
         what_if=run.what_if,
+        callback_token=run.callback_token,
     )
 
 

@@ -15,8 +15,9 @@ WebhookEvent = Literal[
 ]
 WEBHOOK_EVENTS: tuple[WebhookEvent, ...] = get_args(WebhookEvent)
 DEFAULT_EVENTS: tuple[WebhookEvent, ...] = ("run_completed", "run_failed", "run_cancelled")
-# What a delivery reports: a webhook's event, or an A2A task's new state to one of its push configs.
-DeliveryEvent = WebhookEvent | Literal["a2a_task"]
+# What a delivery reports: a webhook's event, an A2A task's new state to one of its push configs, or an
+# eval run's end to its suite's webhook (stepwise.evals.runner).
+DeliveryEvent = WebhookEvent | Literal["a2a_task", "eval_run.completed"]
 
 DeliveryStatus = Literal["pending", "retrying", "delivered", "failed"]
 FINAL_STATUSES: frozenset[str] = frozenset({"delivered", "failed"})

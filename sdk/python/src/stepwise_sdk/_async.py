@@ -32,6 +32,13 @@ from stepwise_sdk.models import (
     AgentWeight,
     Comparison,
     DeliveryList,
+    EvalCasesAdded,
+    EvalRunAccepted,
+    EvalRunList,
+    EvalRunView,
+    EvalSuite,
+    EvalSuiteList,
+    EventPage,
     FollowUrl,
     Health,
     Hook,
@@ -96,6 +103,7 @@ class AsyncStepwise:
         self.hooks = Hooks(self)
         self.mcp_servers = McpServers(self)
         self.schedules = Schedules(self)
+        self.evals = Evals(self)
         self.settings = Settings(self)
         self.memories = Memories(self)
         self.uploads = Uploads(self)
@@ -386,6 +394,43 @@ class Schedules(_Resource):
 
     async def delete(self, agent_id: str, schedule_id: str) -> None:
         await self._client.send(op.DELETE_SCHEDULE.call({"agent_id": agent_id, "schedule_id": schedule_id}))
+
+
+class Evals(_Resource):
+    """Eval suites: cases (recorded runs replayed what-if, or fresh messages) held to assertions."""
+
+    async def create(self, body: Body = None, /, **fields: Any) -> EvalSuite:
+        """`name`, `agent_id`, `cases` and `assertions` (and optionally `webhook`)."""
+        return await self._client.send(op.CREATE_EVAL.call(body=merge(body, fields)))
+
+    async def list(self) -> EvalSuiteList:
+        return await self._client.send(op.LIST_EVALS.call())
+
+    async def get(self, eval_id: str) -> EvalSuite:
+        return await self._client.send(op.GET_EVAL.call({"eval_id": eval_id}))
+
+    async def add_cases_from_runs(self, eval_id: str, body: Body = None, /, **fields: Any) -> EvalCasesAdded:
+        """Recorded runs as cases, by filter (`agent_id`, `status`, `last`, `created_after`,
+        `created_before`, `metadata_key`) or by `run_ids`."""
+        call = op.ADD_EVAL_CASES_FROM_RUNS.call({"eval_id": eval_id}, body=merge(body, fields))
+        return await self._client.send(call)
+
+    async def run(self, eval_id: str, body: Body = None, /, **fields: Any) -> EvalRunAccepted:
+        """Start an eval run: `overrides` for every case, `concurrency` (default 4)."""
+        return await self._client.send(op.START_EVAL_RUN.call({"eval_id": eval_id}, body=merge(body, fields)))
+
+    async def runs(self, eval_id: str) -> EvalRunList:
+        """The suite's eval runs, newest first, without their cases."""
+        return await self._client.send(op.LIST_EVAL_RUNS.call({"eval_id": eval_id}))
+
+    async def get_run(self, eval_id: str, eval_run_id: str) -> EvalRunView:
+        return await self._client.send(op.GET_EVAL_RUN.call({"eval_id": eval_id, "eval_run_id": eval_run_id}))
+
+    async def events(self, eval_id: str, eval_run_id: str, *, after: int = 0) -> EventPage:
+        call = op.EVAL_RUN_EVENTS.call(
+            {"eval_id": eval_id, "eval_run_id": eval_run_id}, params={"after": after}
+        )
+        return await self._client.send(call)
 
 
 class Settings(_Resource):

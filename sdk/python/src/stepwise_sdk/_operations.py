@@ -18,6 +18,15 @@ from stepwise_sdk.models import (
     ApproveBody,
     Comparison,
     DeliveryList,
+    EvalCasesAdded,
+    EvalCasesFromRuns,
+    EvalRunAccepted,
+    EvalRunCreate,
+    EvalRunList,
+    EvalRunView,
+    EvalSuite,
+    EvalSuiteCreate,
+    EvalSuiteList,
     EventPage,
     FollowUrl,
     Health,
@@ -127,6 +136,19 @@ HEALTH = Operation[Health]("GET", "/v1/health", Health)
 CREATE_RESPONSE = Operation[OpenAIResponse]("POST", "/v1/responses", OpenAIResponse, ResponseCreate)
 GET_RESPONSE = Operation[OpenAIResponse]("GET", "/v1/responses/{response_id}", OpenAIResponse)
 CANCEL_RESPONSE = Operation[OpenAIResponse]("POST", "/v1/responses/{response_id}/cancel", OpenAIResponse)
+
+CREATE_EVAL = Operation[EvalSuite]("POST", "/v1/evals", EvalSuite, EvalSuiteCreate)
+LIST_EVALS = Operation[EvalSuiteList]("GET", "/v1/evals", EvalSuiteList)
+GET_EVAL = Operation[EvalSuite]("GET", "/v1/evals/{eval_id}", EvalSuite)
+ADD_EVAL_CASES_FROM_RUNS = Operation[EvalCasesAdded](
+    "POST", "/v1/evals/{eval_id}/cases:from-runs", EvalCasesAdded, EvalCasesFromRuns
+)
+START_EVAL_RUN = Operation[EvalRunAccepted](
+    "POST", "/v1/evals/{eval_id}/runs", EvalRunAccepted, EvalRunCreate
+)
+LIST_EVAL_RUNS = Operation[EvalRunList]("GET", "/v1/evals/{eval_id}/runs", EvalRunList)
+GET_EVAL_RUN = Operation[EvalRunView]("GET", "/v1/evals/{eval_id}/runs/{eval_run_id}", EvalRunView)
+EVAL_RUN_EVENTS = Operation[EventPage]("GET", "/v1/evals/{eval_id}/runs/{eval_run_id}/events", EventPage)
 
 ALL: tuple[Operation[object], ...] = tuple(
     value for value in list(globals().values()) if isinstance(value, Operation)

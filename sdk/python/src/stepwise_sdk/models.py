@@ -12,7 +12,7 @@ An event's `type` is open for the same reason: a newer server may send types thi
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -35,8 +35,13 @@ EventType = Literal[
     "run_completed",
     "run_failed",
     "run_cancelled",
+    "eval_run_started",
+    "eval_case_completed",
+    "eval_run_completed",
 ]
-TERMINAL_EVENTS: frozenset[str] = frozenset({"run_completed", "run_failed", "run_cancelled"})
+TERMINAL_EVENTS: frozenset[str] = frozenset(
+    {"run_completed", "run_failed", "run_cancelled", "eval_run_completed"}
+)
 TERMINAL_STATUSES: frozenset[str] = frozenset({"succeeded", "failed", "cancelled", "timed_out"})
 Permission = Literal["allow", "ask", "deny", "inherit"]
 HookEvent = Literal["OnRunStart", "PreToolUse", "OnDelegation", "PostToolUse", "PreResponse", "OnRunComplete"]
@@ -672,7 +677,7 @@ class Delivery(Model):
     notification configs); `history` lists its most recent attempts."""
 
     webhook_id: str
-    event: WebhookEvent | Literal["a2a_task"]
+    event: WebhookEvent | Literal["a2a_task", "eval_run.completed"]
     url: str
     status: Literal["pending", "retrying", "delivered", "failed"]
     attempts: int
@@ -838,3 +843,242 @@ class Comparison(Model):
     deltas: Deltas
     first_divergence: Divergence | None
     summary: Summary
+
+
+# --- Eval suites (/v1/evals) ------------------------------------------------------------------------
+
+
+class AssertContains(Model):
+    type: Literal["contains"]
+    value: str
+    case_sensitive: bool = True
+
+
+class AssertNotContains(Model):
+    type: Literal["not_contains"]
+    value: str
+    case_sensitive: bool = True
+
+
+class AssertRegex(Model):
+    """An RE2 pattern searched for in the answer."""
+
+    type: Literal["regex"]
+    value: str
+
+
+class AssertJsonSchema(Model):
+    type: Literal["json_schema"]
+    value: dict[str, Any]
+
+
+class AssertToolTrajectory(Model):
+    """The run's tool calls against the expected ones, as Google ADK's TrajectoryEvaluator compares them."""
+
+    type: Literal["tool_trajectory"]
+    match: Literal["EXACT", "IN_ORDER", "ANY_ORDER"] = "EXACT"
+
+
+class AssertMaxSteps(Model):
+    type: Literal["max_steps"]
+    value: int
+
+
+class AssertMaxCost(Model):
+    type: Literal["max_cost_usd"]
+    value: float
+
+
+class AssertMaxInputTokens(Model):
+    type: Literal["max_input_tokens"]
+    value: int
+
+
+class AssertNoDivergence(Model):
+    type: Literal["no_divergence"]
+
+
+class AssertJudge(Model):
+    """A model scores the answer against `rubric` and answers `{pass, score, reason}`."""
+
+    type: Literal["judge"]
+    rubric: str
+    model: str | None = None
+    script: list[ScriptTurn] | None = None
+
+
+EvalAssertion = Annotated[
+    AssertContains
+    | AssertNotContains
+    | AssertRegex
+    | AssertJsonSchema
+    | AssertToolTrajectory
+    | AssertMaxSteps
+    | AssertMaxCost
+    | AssertMaxInputTokens
+    | AssertNoDivergence
+    | AssertJudge,
+    Field(discriminator="type"),
+]
+
+
+class ExpectedToolCall(Model):
+    name: str
+    arguments: dict[str, Any] | None = None
+
+
+class EvalExpected(Model):
+    tool_calls: list[ExpectedToolCall] | None = None
+
+
+class RecordedEvalCase(Model):
+    """One of the tenant's ended runs, replayed what-if."""
+
+    run_id: str
+    name: str | None = None
+    expected: EvalExpected | None = None
+    assertions: list[EvalAssertion] = Field(default_factory=list)
+
+
+class FreshEvalCase(Model):
+    """A new run on `message` (its tools live, or its `script` drives the scripted model)."""
+
+    message: str
+    name: str | None = None
+    session_id: str | None = None
+    attachments: list[UploadRef | InlineFile] = Field(default_factory=list)
+    expected: EvalExpected | None = None
+    script: list[ScriptTurn] | None = None
+    assertions: list[EvalAssertion] = Field(default_factory=list)
+
+
+class EvalSuiteCreate(Request):
+    name: str
+    agent_id: str
+    cases: list[RecordedEvalCase | FreshEvalCase] = Field(default_factory=list)
+    assertions: list[EvalAssertion] = Field(default_factory=list)
+    webhook: WebhookConfig | None = None
+
+
+class EvalSuite(Model):
+    eval_id: str
+    name: str
+    agent_id: str
+    cases: list[RecordedEvalCase | FreshEvalCase]
+    assertions: list[EvalAssertion]
+    webhook: WebhookConfig | None = None
+    created_at: datetime
+
+
+class EvalSuiteSummary(Model):
+    eval_id: str
+    name: str
+    agent_id: str
+    cases: int
+    created_at: datetime
+
+
+class EvalSuiteList(Model):
+    evals: list[EvalSuiteSummary]
+
+
+class EvalCasesFromRuns(Request):
+    """This tenant's ended runs that match, newest first, at most `last`; or the runs in `run_ids`."""
+
+    agent_id: str | None = None
+    status: Literal["succeeded", "failed", "cancelled"] | None = None
+    last: int = 20
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+    metadata_key: str | None = None
+    run_ids: list[str] | None = None
+
+
+class EvalCasesAdded(Model):
+    eval_id: str
+    added: list[str]
+    cases: int
+
+
+class EvalOverrides(Model):
+    model: str | None = None
+    system_prompt: str | None = None
+    tools: list[dict[str, Any]] | None = None
+    temperature: float | None = None
+    max_steps: int | None = None
+    agent_id: str | None = None
+    match: Literal["arguments", "name"] | None = None
+    live_reads: bool | None = None
+
+
+class EvalRunCreate(Request):
+    overrides: EvalOverrides | None = None
+    concurrency: int | None = None
+
+
+class EvalRunAccepted(Model):
+    eval_run_id: str
+    eval_id: str
+    status: str
+    cases: int
+    concurrency: int
+
+
+class EvalAssertionResult(Model):
+    type: str
+    passed: bool
+    reason: str
+    score: float | None = None
+
+
+class EvalCaseResult(Model):
+    index: int
+    name: str | None = None
+    run_id: str | None
+    baseline_run_id: str | None = None
+    status: str
+    passed: bool
+    assertions: list[EvalAssertionResult]
+    error: dict[str, Any] | None = None
+    cost_usd: float | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    steps: int = 0
+    compare: dict[str, Any] | None = None
+
+
+class EvalStat(Model):
+    mean: float | None = None
+    p95: float | None = None
+    baseline_mean: float | None = None
+    delta: float | None = None
+
+
+class EvalRunView(Model):
+    eval_run_id: str
+    eval_id: str
+    status: str
+    total: int
+    done: int
+    concurrency: int
+    overrides: dict[str, Any]
+    created_at: datetime
+    finished_at: datetime | None = None
+    pass_rate: float | None = None
+    passed: int | None = None
+    cases: list[EvalCaseResult] = Field(default_factory=list)
+    cost_usd: EvalStat | None = None
+    input_tokens: EvalStat | None = None
+    steps: EvalStat | None = None
+    cost_delta_usd: float | None = None
+    input_tokens_delta: float | None = None
+    steps_delta: float | None = None
+    flipped: list[int] = Field(default_factory=list)
+    previous_eval_run_id: str | None = None
+    judge_usage: dict[str, Any] | None = None
+    judge_calls: int = 0
+    error: dict[str, Any] | None = None
+
+
+class EvalRunList(Model):
+    runs: list[EvalRunView]

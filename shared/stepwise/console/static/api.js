@@ -72,6 +72,10 @@ export const api = {
   compare: (a, b, signal) => call("GET", `runs/${part(a)}/compare/${part(b)}`, { signal }),
   events: (runId, after, wait, signal) =>
     call("GET", `runs/${part(runId)}/events`, { query: { after, wait }, signal }),
+  evals: (signal) => call("GET", "evals", { signal }),
+  evalSuite: (evalId, signal) => call("GET", `evals/${part(evalId)}`, { signal }),
+  evalRuns: (evalId, signal) => call("GET", `evals/${part(evalId)}/runs`, { signal }),
+  evalRun: (evalId, evalRunId, signal) => call("GET", `evals/${part(evalId)}/runs/${part(evalRunId)}`, { signal }),
   session: (sessionId, signal) => call("GET", `sessions/${part(sessionId)}`, { signal }),
   interactions: (sessionId, status, signal) =>
     call("GET", `sessions/${part(sessionId)}/interactions`, { query: { status }, signal }),

@@ -1,9 +1,11 @@
 // The console's views, one per hash route: #/agents, #/agents/<id>, #/runs, #/runs/<id>,
-// #/sessions/<id>, #/compare/<a>/<b>. Ids live in the hash; the API key never does (it stays in session storage).
+// #/sessions/<id>, #/compare/<a>/<b>, #/evals, #/evals/<id>, #/evals/<id>/<eval_run_id> (evals.js). Ids live in
+// the hash; the API key never does (it stays in session storage).
 
 import { ApiError, api, key } from "./api.js";
 import { compareView } from "./compare.js";
 import { add, cost, facts, h, json, link, mono, replace, status, tokens, when } from "./dom.js";
+import { evalRunView, evalView, evalsView } from "./evals.js";
 import { TERMINAL, Timeline } from "./timeline.js";
 
 const main = document.getElementById("main");
@@ -40,6 +42,8 @@ function route() {
     runs: () => (id ? runView(id, signal) : runsView(signal)),
     sessions: () => sessionView(id, signal),
     compare: () => compareView(main, id, other, signal),
+    evals: () =>
+      other ? evalRunView(main, id, other, signal) : id ? evalView(main, id, signal) : evalsView(main, signal),
   }[name || "runs"];
   (show ?? (() => runsView(signal)))().catch((err) => failed(err, signal));
 }
