@@ -26,6 +26,7 @@ from stepwise.api import (
     sessions,
     settings,
     uploads,
+    usage,
     webhooks,
 )
 from stepwise.api.auth import PUBLIC
@@ -70,6 +71,7 @@ def build() -> APIGatewayHttpResolver:
     app.include_router(mcp_servers.router)
     app.include_router(approvals.router)
     app.include_router(schedules.router)
+    app.include_router(usage.router)
     app.include_router(settings.router)
     app.include_router(webhooks.router)
     app.include_router(uploads.router)

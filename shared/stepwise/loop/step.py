@@ -21,7 +21,8 @@ from stepwise.agents.models import Agent
 from stepwise.attachments import render
 from stepwise.core import observability, tracing
 from stepwise.core.errors import DoomLoop, HookDenied, RunStateError
-from stepwise.loop import done, execution, failed, gating, recall, working
+from stepwise.core.schema import utcnow
+from stepwise.loop import done, execution, failed, gating, metering, parking, recall, working
 from stepwise.loop import waits as waits_
 from stepwise.loop.calls import Paused, Ready, Refused, Resolved, Settled, StepScope
 from stepwise.loop.model_call import call_model, check_doom_loop
@@ -34,6 +35,8 @@ from stepwise.runs.ports import stores
 from stepwise.runs.state import CallRef, RunContext, RunState, StepEvent, SyncAnswer, Wait, Weigh
 from stepwise.sessions.models import USER_SLOT
 from stepwise.tools.models import AgentTool, ClientTool
+from stepwise.usage import enforce
+from stepwise.usage.standing import Standing
 
 logger = Logger(service="stepwise")
 
@@ -231,6 +234,9 @@ def _run_calls(
 
 
 def _save(tenant_id: str, work: Working, context: RunContext) -> RunContext:
+    billed = metering.drain()  # the step's billable tool calls: counted with this write
+    if billed:
+        context = context.model_copy(update={"unbilled": [*context.unbilled, *billed]})
     context = stores().run_context.save(tenant_id, work.run.run_id, context)
     working.keep(tenant_id, work, context.version)
     return context
@@ -288,14 +294,53 @@ def _with_run_tools(agent: Agent, run: Run) -> Agent:
     return agent.model_copy(update={"tools": [*agent.tools, *own]})
 
 
+def _agent(tenant_id: str, run: Run) -> tuple[Agent, Standing | None]:
+    """The run's agent (a deleted agent fails the run here) and, where spend is kept, where the run
+    stands against its budgets, read with it in one request (stepwise.usage.standing)."""
+    spend = stores().spend
+    if spend is None:
+        return stores().agents.get_for_run(tenant_id, run.agent_id), None
+    agent, standing = spend.load(tenant_id, run)
+    return agent, standing
+
+
+def _budget_gate(state: RunState, work: Working, context: RunContext, standing: Standing) -> RunState | None:
+    """Before the model call: a reached budget parks the run (`pause`, a `budget` wait until it is
+    raised or its period turns) or fails it (`fail`, budget_exceeded); past a soft limit, a warning."""
+    tenant_id = state.tenant_id
+    now = utcnow()
+    budget = enforce.over(standing)
+    if budget is None:
+        enforce.warn(tenant_id, work.run, standing, now)
+        return None
+    if budget.on_exceed == "fail":
+        raise enforce.exceeded(budget)
+    parked, context = parking.park(
+        tenant_id,
+        work.run,
+        context,
+        "budget",
+        budget.reached(),
+        event="budget_reached",
+        timeout_seconds=enforce.park_seconds(budget, now),
+    )
+    context = _save(tenant_id, work, context)
+    return _wait(state, context, [parked.wait])
+
+
 def _take(state: RunState, work: Working, context: RunContext) -> RunState:
     tenant_id = state.tenant_id
-    agent = stores().agents.get_for_run(tenant_id, work.run.agent_id)  # a deleted agent fails the run here
+    agent, standing = _agent(tenant_id, work.run)
     agent = recall.with_memory_tools(tenant_id, _with_run_tools(agent, work.run), work.run)
     if not context.prepared:
         context = _prepare(tenant_id, work, agent, context)
     elif work.run.status not in ("running", "waiting"):
         raise RunStateError(f"run {state.run_id} is {work.run.status}; no model step")
+    if standing is not None:  # tool lines add to the budgets that count every key
+        metering.start(enforce.targets(standing, work.run, own_tree=False, key_owner="tenant", at=utcnow()))
+    if any(w.run_level for w in context.waits):  # a park is over: resumed, or its timeout passed
+        context = parking.unpark(tenant_id, work.run, context)
+        work.run = work.run.model_copy(update={"status": "running"})
     if context.waits or context.pending_calls:
         waits: list[Wait] = []
         if context.waits:
@@ -306,9 +351,15 @@ def _take(state: RunState, work: Working, context: RunContext) -> RunState:
         if waits:
             return _wait(state, context, waits)
 
+    if standing is not None:
+        parked = _budget_gate(state, work, context, standing)
+        if parked is not None:
+            return parked
     number = context.steps + 1
     tools_allowed = number < work.run.max_steps
-    turn, context = call_model(tenant_id, work, context, agent, number, tools_allowed=tools_allowed)
+    turn, context = call_model(
+        tenant_id, work, context, agent, number, tools_allowed=tools_allowed, standing=standing
+    )
     if not turn.tool_calls or not tools_allowed:
         context = _save(tenant_id, work, context.model_copy(update={"calls": [], "next_call": 0}))
         done.finish(tenant_id, work, agent, context)

@@ -75,6 +75,7 @@ def _to_model(item: RunItem) -> Run:
         children=list(item.children or []),
         descendants_usage=Usage.model_validate(item.descendants_usage or {}),
         client_tools=list(item.client_tools or []),
+        tree_budgets=list(item.tree_budgets or []),
     )
 
 
@@ -111,6 +112,7 @@ def _new_item(tenant_id: str, run: Run) -> RunItem:
         parent_interaction_id=run.parent_interaction_id,
         root_session_id=run.root_session_id,
         client_tools=run.client_tools or None,
+        tree_budgets=run.tree_budgets or None,
     )
 
 
