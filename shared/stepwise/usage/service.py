@@ -25,7 +25,7 @@ from stepwise.usage import budgets as budgets_
 from stepwise.usage import parked as parked_
 from stepwise.usage.budgets import Budget, BudgetSet
 from stepwise.usage.counters import COUNTER_PREFIX
-from stepwise.usage.standing import _plain, batch_get
+from stepwise.usage.standing import _plain
 
 SWEEP_LIMIT = 50  # parked runs the reconciler's sweep looks at per pass, oldest first
 BUDGET = "budget"
@@ -125,13 +125,9 @@ def delete(tenant_id: str, scope: str) -> None:
 
 
 def for_run(tenant_id: str, run: Run) -> list[Budget]:
-    """The run's budgets as its Step would read them (without its agent)."""
-    table = config.tables().quotas
+    """The run's budgets as its Step would read them: the tenant's, its agent's, its user's."""
     scopes = budgets_.scopes_of(run.agent_id, run.user_id)
-    keys = [{"tenant_id": {"S": tenant_id}, "quota": {"S": budgets_.BUDGET_PREFIX + s}} for s in scopes]
-    found = batch_get({table: {"Keys": keys, "ConsistentRead": True}})
-    now = utcnow()
-    return [b for b in (budgets_.from_plain(_plain(i), now) for i in found.get(table) or []) if b is not None]
+    return [b for b in list_all(tenant_id) if b.scope in scopes]
 
 
 def _blocking(budgets: list[Budget]) -> Budget | None:
