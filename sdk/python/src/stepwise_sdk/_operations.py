@@ -16,6 +16,9 @@ from stepwise_sdk.models import (
     AgentPatch,
     AgentWeight,
     ApproveBody,
+    Budget,
+    BudgetList,
+    BudgetSet,
     DeliveryList,
     EventPage,
     FollowUrl,
@@ -50,6 +53,7 @@ from stepwise_sdk.models import (
     ToolUsage,
     UploadCreate,
     UploadTicket,
+    UsageRows,
     WebhookSecret,
 )
 
@@ -123,6 +127,13 @@ HEALTH = Operation[Health]("GET", "/v1/health", Health)
 CREATE_RESPONSE = Operation[OpenAIResponse]("POST", "/v1/responses", OpenAIResponse, ResponseCreate)
 GET_RESPONSE = Operation[OpenAIResponse]("GET", "/v1/responses/{response_id}", OpenAIResponse)
 CANCEL_RESPONSE = Operation[OpenAIResponse]("POST", "/v1/responses/{response_id}/cancel", OpenAIResponse)
+
+READ_USAGE = Operation[UsageRows]("GET", "/v1/usage", UsageRows)
+LIST_BUDGETS = Operation[BudgetList]("GET", "/v1/budgets", BudgetList)
+PUT_BUDGET = Operation[Budget]("PUT", "/v1/budgets/{scope}", Budget, BudgetSet)
+GET_BUDGET = Operation[Budget]("GET", "/v1/budgets/{scope}", Budget)
+DELETE_BUDGET = Operation[None]("DELETE", "/v1/budgets/{scope}", None)
+RESUME_RUN = Operation[RunView]("POST", "/v1/runs/{run_id}/resume", RunView)
 
 ALL: tuple[Operation[object], ...] = tuple(
     value for value in list(globals().values()) if isinstance(value, Operation)

@@ -35,13 +35,22 @@ EventType = Literal[
     "run_completed",
     "run_failed",
     "run_cancelled",
+    "budget_reached",
+    "budget_warning",
+    "run_resumed",
 ]
 TERMINAL_EVENTS: frozenset[str] = frozenset({"run_completed", "run_failed", "run_cancelled"})
 TERMINAL_STATUSES: frozenset[str] = frozenset({"succeeded", "failed", "cancelled", "timed_out"})
 Permission = Literal["allow", "ask", "deny", "inherit"]
 HookEvent = Literal["OnRunStart", "PreToolUse", "OnDelegation", "PostToolUse", "PreResponse", "OnRunComplete"]
 WebhookEvent = Literal[
-    "run_completed", "run_failed", "run_cancelled", "approval_requested", "client_tool_requested"
+    "run_completed",
+    "run_failed",
+    "run_cancelled",
+    "approval_requested",
+    "client_tool_requested",
+    "budget_reached",
+    "budget_warning",
 ]
 McpServerStatus = Literal["ready", "needs_authorization", "failing"]
 
@@ -752,3 +761,59 @@ class OpenAIError(Model):
     """An error of `/v1/responses`, in OpenAI's shape (this SDK raises it as a StepwiseError by status)."""
 
     error: OpenAIErrorInfo
+
+
+class UsageRow(Model):
+    """One group of `GET /v1/usage`: the keys it was grouped by, then its sums."""
+
+    day: str | None = None
+    hour: str | None = None
+    agent_id: str | None = None
+    model: str | None = None
+    user_id: str | None = None
+    tool: str | None = None
+    input_tokens: int = 0
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
+    output_tokens: int = 0
+    billable_tokens: int = 0
+    cost_usd: float | None = 0.0
+    runs: int = 0
+    model_calls: int = 0
+    tool_calls: int = 0
+
+
+class UsageRows(Model):
+    rows: list[UsageRow]
+
+
+class BudgetSet(Request):
+    period: Literal["day", "month"]
+    max_cost_usd: float | None = None
+    max_billable_tokens: int | None = None
+    soft_limit_pct: int | None = None
+    on_exceed: Literal["pause", "fail"] = "pause"
+    count_keys: Literal["all", "deployment"] = "all"
+
+
+class Spend(Model):
+    cost_usd: float = 0.0
+    billable_tokens: int = 0
+
+
+class Budget(Model):
+    scope: str
+    period: Literal["day", "month"]
+    max_cost_usd: float | None = None
+    max_billable_tokens: int | None = None
+    soft_limit_pct: int | None = None
+    on_exceed: Literal["pause", "fail"] = "pause"
+    count_keys: Literal["all", "deployment"] = "all"
+    period_key: str
+    spend: Spend = Field(default_factory=Spend)
+    warned: bool = False
+    updated_at: datetime | None = None
+
+
+class BudgetList(Model):
+    budgets: list[Budget]
