@@ -34,6 +34,7 @@ BENCHMARKS = [
     "dynamodb_ops",
     "memory_search",
     "canonical",
+    "spend",
     "delegation",
     "following",
     "door_a2a",
