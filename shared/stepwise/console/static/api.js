@@ -69,6 +69,7 @@ export const api = {
   agent: (agentId, signal) => call("GET", `agents/${part(agentId)}`, { signal }),
   runs: (query, signal) => call("GET", "runs", { query, signal }),
   run: (runId, signal) => call("GET", `runs/${part(runId)}`, { signal }),
+  usage: (query, signal) => call("GET", "usage", { query, signal }),
   events: (runId, after, wait, signal) =>
     call("GET", `runs/${part(runId)}/events`, { query: { after, wait }, signal }),
   session: (sessionId, signal) => call("GET", `sessions/${part(sessionId)}`, { signal }),

@@ -1,9 +1,10 @@
 // The console's views, one per hash route: #/agents, #/agents/<id>, #/runs, #/runs/<id>,
-// #/sessions/<id>. Ids live in the hash; the API key never does (it stays in session storage).
+// #/sessions/<id>, #/usage. Ids live in the hash; the API key never does (it stays in session storage).
 
 import { ApiError, api, key } from "./api.js";
 import { add, cost, facts, h, json, link, mono, replace, status, tokens, when } from "./dom.js";
 import { TERMINAL, Timeline } from "./timeline.js";
+import { usageView } from "./usage.js";
 
 const main = document.getElementById("main");
 const nav = document.getElementById("nav");
@@ -38,6 +39,7 @@ function route() {
     agents: () => (id ? agentView(id, signal) : agentsView(signal)),
     runs: () => (id ? runView(id, signal) : runsView(signal)),
     sessions: () => sessionView(id, signal),
+    usage: () => usageView(main, signal),
   }[name || "runs"];
   (show ?? (() => runsView(signal)))().catch((err) => failed(err, signal));
 }
