@@ -6,8 +6,13 @@ tenant is shared with every other test, so a tenant-wide budget would reach into
 from __future__ import annotations
 
 import json
+import threading
 import uuid
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+import pytest
 
 from stepwise.core.errors import RunStateError
 from stepwise.core.schema import utcnow
@@ -248,3 +253,85 @@ def test_bad_usage_and_budget_input_is_a_clear_400_or_422(stack: LocalStack) -> 
     assert status == 400 and bad["error"]["code"] == "invalid_scope"
     status, bad = put_budget(stack, "user:someone")
     assert status == 422, bad
+
+
+@pytest.fixture
+def exa(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A fake Exa: a query of "fail" answers 500, anything else one result."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            failing = body.get("query") == "fail"
+            reply = json.dumps(
+                {"error": "down"} if failing else {"results": [{"title": "t", "url": "https://e.x"}]}
+            )
+            self.send_response(500 if failing else 200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(reply)))
+            self.end_headers()
+            self.wfile.write(reply.encode())
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("EXA_BASE_URL", f"http://127.0.0.1:{server.server_address[1]}")
+    yield
+    server.shutdown()
+
+
+def test_web_search_bills_the_mode_sent_and_not_a_5xx(stack: LocalStack, exa: None) -> None:
+    from stepwise.settings.accessor import invalidate
+
+    assert stack.invoke_api("PUT", "/v1/settings/EXA_API_KEY", {"value": "exa-secret"})[0] == 200
+    invalidate("local")
+    pinned = agent(
+        stack, "spend-search-pinned", tools=[{"name": "web_search", "config": {"search_type": "deep"}}]
+    )
+    free = agent(stack, "spend-search-free", tools=[{"name": "web_search"}])
+
+    def search(query: str, search_type: str = "auto") -> dict[str, Any]:
+        return {"name": "web_search", "arguments": {"query": query, "search_type": search_type}}
+
+    script = [{"tool_calls": [search("runtimes"), search("fail")]}, {"text": "done"}]
+    assert wait_for_run(stack, start(stack, pinned, script))["status"] == "succeeded"
+    script = [
+        {"tool_calls": [search("runtimes", "deep-reasoning")]},
+        {"tool_calls": [search("x")]},
+        {"text": "ok"},
+    ]
+    assert wait_for_run(stack, start(stack, free, script))["status"] == "succeeded"
+
+    _, _, body = stack.invoke_api("GET", "/v1/usage?group_by=agent,tool")
+    billed = {
+        (r["agent_id"], r["tool"]): r for r in body["rows"] if r["agent_id"] in (pinned, free) and r["tool"]
+    }
+    assert {k: (r["tool_calls"], r["cost_usd"]) for k, r in billed.items()} == {
+        (pinned, "web_search_deep"): (1, 0.015),  # the pinned mode, whatever the model asked; the 5xx free
+        (free, "web_search_deep_reasoning"): (1, 0.03),
+        (free, "web_search"): (1, 0.005),
+    }
+
+
+def test_the_reconcilers_sweep_resumes_a_run_its_budget_now_allows(stack: LocalStack) -> None:
+    from stepwise.core.tables import BudgetItem, bind
+    from stepwise.usage import service
+
+    agent_id = agent(stack, "spend-swept")
+    assert put_budget(stack, f"agent:{agent_id}", max_billable_tokens=1)[0] == 200
+    run_id = start(stack, agent_id, TEXT)
+    eventually(
+        lambda: stack.invoke_api("GET", f"/v1/runs/{run_id}")[2]["status"] == "waiting",
+        what="the run to park on its budget",
+    )
+    # As when a period turns: the budget allows the run again, and nothing told the run.
+    bind()
+    BudgetItem("local", f"budget#agent:{agent_id}").update(
+        actions=[BudgetItem.max_billable_tokens.set(10**9)]
+    )
+    assert service.sweep(limit=1000) >= 1
+
+    run = wait_for_run(stack, run_id)
+    assert run["status"] == "succeeded" and run["output"] == "the answer"
