@@ -335,3 +335,13 @@ def test_the_reconcilers_sweep_resumes_a_run_its_budget_now_allows(stack: LocalS
 
     run = wait_for_run(stack, run_id)
     assert run["status"] == "succeeded" and run["output"] == "the answer"
+
+
+def test_a_synchronous_run_over_its_budget_fails_instead_of_waiting(stack: LocalStack) -> None:
+    agent_id = agent(stack, "spend-sync")
+    assert put_budget(stack, f"agent:{agent_id}", max_billable_tokens=1)[0] == 200
+    wait_for_run(stack, start(stack, agent_id, [{"text": "spends past it"}]))
+
+    status, _, refused = stack.invoke_api("POST", f"/v1/agents/{agent_id}/run", {"message": "hi"})
+
+    assert status == 422 and refused["error"]["code"] == "budget_exceeded", refused

@@ -20,7 +20,7 @@ from pydantic import TypeAdapter
 from stepwise.agents.models import Agent
 from stepwise.attachments import render
 from stepwise.core import observability, tracing
-from stepwise.core.errors import DoomLoop, HookDenied, RunStateError
+from stepwise.core.errors import BudgetExceeded, DoomLoop, HookDenied, RunStateError
 from stepwise.core.schema import utcnow
 from stepwise.loop import done, execution, failed, gating, metering, parking, recall, working
 from stepwise.loop import waits as waits_
@@ -402,7 +402,11 @@ def handle(event: dict[str, Any]) -> dict[str, Any]:
 def sync_answer(tenant_id: str, run_id: str) -> Run:
     """`POST /v1/agents/{id}/run`: one step without tools, the run recorded and ended like any other."""
     try:
-        step(RunState(tenant_id=tenant_id, run_id=run_id, max_steps=1))
+        taken = step(RunState(tenant_id=tenant_id, run_id=run_id, max_steps=1))
+        if taken.wait is not None and taken.wait.run_level:
+            # A synchronous answer cannot wait for its budget: the park is closed and the run fails.
+            stores().interactions.close(tenant_id, taken.wait.interaction_id, "expired")
+            raise BudgetExceeded("a budget of this run is reached; a synchronous run cannot wait for it")
     except Exception as exc:
         failed.fail_with(tenant_id, run_id, exc)
         raise
