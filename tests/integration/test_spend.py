@@ -299,7 +299,7 @@ def test_web_search_bills_the_mode_sent_and_not_a_5xx(stack: LocalStack, exa: No
     assert wait_for_run(stack, start(stack, pinned, script))["status"] == "succeeded"
     script = [
         {"tool_calls": [search("runtimes", "deep-reasoning")]},
-        {"tool_calls": [search("x")]},
+        {"tool_calls": [search("x"), search("y")]},
         {"text": "ok"},
     ]
     assert wait_for_run(stack, start(stack, free, script))["status"] == "succeeded"
@@ -311,7 +311,7 @@ def test_web_search_bills_the_mode_sent_and_not_a_5xx(stack: LocalStack, exa: No
     assert {k: (r["tool_calls"], r["cost_usd"]) for k, r in billed.items()} == {
         (pinned, "web_search_deep"): (1, 0.015),  # the pinned mode, whatever the model asked; the 5xx free
         (free, "web_search_deep_reasoning"): (1, 0.03),
-        (free, "web_search"): (1, 0.005),
+        (free, "web_search"): (2, 0.01),  # two lines of one step, one counter
     }
 
 
