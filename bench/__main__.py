@@ -35,6 +35,7 @@ BENCHMARKS = [
     "memory_search",
     "canonical",
     "evals",
+    "spend",
     "delegation",
     "eval_suites",
     "following",

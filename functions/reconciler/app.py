@@ -7,6 +7,7 @@ from stepwise.core import observability
 from stepwise.core.observability import logger
 from stepwise.runs import reconcile
 from stepwise.store import wiring
+from stepwise.usage import service
 
 metrics = observability.metrics()
 wiring.install()  # this process's stores: DynamoDB's, built on first use
@@ -24,4 +25,6 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         observability.bind(run_id=trigger.detail.name)
         return reconcile.on_status_change(trigger).model_dump(mode="json")
     budget = context.get_remaining_time_in_millis() / 1000 - SWEEP_MARGIN_SECONDS
-    return reconcile.sweep(budget_seconds=max(budget, 0.0)).model_dump(mode="json")
+    report = reconcile.sweep(budget_seconds=max(budget, 0.0)).model_dump(mode="json")
+    # Runs parked on a budget that now allows them (its period turned): a bounded page, oldest first.
+    return {**report, "resumed_parked": service.sweep()}

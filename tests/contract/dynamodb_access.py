@@ -69,7 +69,10 @@ AMBIGUOUS = {"update", "delete"}
 
 # Receivers the inference cannot type, each resolved by hand: (module, definition, receiver source,
 # method) -> the model class it is, or None when it is not pynamodb at all.
-UNRESOLVED: dict[tuple[str, str, str, str], str | None] = {}
+UNRESOLVED: dict[tuple[str, str, str, str], str | None] = {
+    # the usage counters' module, handed the transaction (its own calls are derived where they are)
+    ("stepwise.store.run_context", "save", "counters", "count"): None,
+}
 
 # DynamoDB clients that are not pynamodb: the name whose reference means the client is used, and what
 # it does. The table comes from the call's `table_name=config.tables().<field>`.
@@ -80,6 +83,19 @@ EXTERNAL = {
         "UpdateItem",
         "DeleteItem",
     },
+}
+
+# Definitions that use a plain boto3 DynamoDB client, declared by hand: (module, definition) -> the
+# (config.tables() field, action) pairs they need. Only for what pynamodb cannot express: one
+# BatchGetItem across tables (the Step's agent with its budgets, stepwise.usage.standing) and reading
+# attributes named at run time (a budget's spend per period, stepwise.usage.budgets).
+RAW_CLIENTS: dict[tuple[str, str], set[tuple[str, str]]] = {
+    ("stepwise.usage.standing", "batch_get"): {
+        ("agents", "BatchGetItem"),
+        ("quotas", "BatchGetItem"),
+        ("run_events", "BatchGetItem"),
+    },
+    ("stepwise.usage.service", "_raw"): {("quotas", "Query")},
 }
 
 
@@ -264,6 +280,10 @@ class Operations:
                 continue
             method, receiver = call.func.attr, call.func.value
             if any(isinstance(a, ast.Constant) and a.value == "dynamodb" for a in call.args):
+                raw = RAW_CLIENTS.get((self.item[0], self.item[1]))
+                if raw is not None:
+                    self.needs |= {(table_of_field(f), "table", f"dynamodb:{a}") for f, a in raw}
+                    continue
                 self.unresolved.append(
                     f"{ast.unparse(call)}: a DynamoDB client that is not pynamodb (EXTERNAL)"
                 )

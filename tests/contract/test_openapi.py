@@ -39,6 +39,7 @@ JSON_BODIES = {
     ("POST", "/v1/runs/{run_id}/approve"),
     ("POST", "/v1/sessions/interactions/{interaction_id}/respond"),
     ("PUT", "/v1/settings/{key}"),
+    ("PUT", "/v1/budgets/{scope}"),
     ("POST", "/v1/uploads"),
     ("POST", "/v1/responses"),
     ("POST", "/v1/agents/{agent_id}/ag-ui"),

@@ -27,6 +27,7 @@ from stepwise.api import (
     sessions,
     settings,
     uploads,
+    usage,
     webhooks,
     whatif,
 )
@@ -74,6 +75,7 @@ def build() -> APIGatewayHttpResolver:
     app.include_router(approvals.router)
     app.include_router(schedules.router)
     app.include_router(evals.router)
+    app.include_router(usage.router)
     app.include_router(settings.router)
     app.include_router(webhooks.router)
     app.include_router(uploads.router)

@@ -167,6 +167,7 @@ class RunItem(Model):
     what_if_calls = JSONAttribute(null=True)  # {call id: served:<id> | live | diverged:<code>}, at its end
     # A task token the run's ending sends back (an eval case: the EvalRun execution waits on it).
     callback_token = UnicodeAttribute(null=True)
+    tree_budgets = JSONAttribute(null=True)  # ancestors' max_tokens_budget this run counts against
     created_at = UTCDateTimeAttribute()
     finished_at = UTCDateTimeAttribute(null=True)
 
@@ -228,6 +229,23 @@ class RunContextItem(Model):
     version = NumberAttribute(default=0)
     ended = BooleanAttribute(null=True)
     context = JSONAttribute(null=True)
+    expires_at = TTLAttribute(null=True)
+
+
+TREE_SEQ = -2  # a run's tree spend: its own and its descendants' tokens, for its max_tokens_budget
+
+
+class TreeSpendItem(Model):
+    """Seq -2 of a run's event log: the tokens its tree has spent (its own model calls, once it may
+    delegate, and every descendant's), ADDed in each spender's usage transaction, so a child checks
+    its ancestors' `max_tokens_budget` before each model call (stepwise.usage.budgets)."""
+
+    class Meta:
+        table_name = "RunEventsTable"
+
+    run_key = UnicodeAttribute(hash_key=True)
+    seq = NumberAttribute(range_key=True)  # always TREE_SEQ
+    tokens = NumberAttribute(default=0)
     expires_at = TTLAttribute(null=True)
 
 
@@ -367,6 +385,73 @@ class QuotaItem(Model):
     tenant_id = UnicodeAttribute(hash_key=True)
     quota = UnicodeAttribute(range_key=True)
     used = NumberAttribute(default=0)
+
+
+class UsageCounterItem(Model):
+    """A tenant's usage in one hour, for one (agent, model or billed tool action, user): atomic counters
+    moved in the same transaction as the run context's write that takes the usage line
+    (stepwise.usage.counters). quota = "usage#<hour>#<agent>#<model or tool:action>#<user or ->"."""
+
+    class Meta:
+        table_name = "QuotasTable"
+
+    tenant_id = UnicodeAttribute(hash_key=True)
+    quota = UnicodeAttribute(range_key=True)
+    hour = UnicodeAttribute(null=True)
+    agent_id = UnicodeAttribute(null=True)
+    model = UnicodeAttribute(null=True)
+    tool = UnicodeAttribute(null=True)
+    user_id = UnicodeAttribute(null=True)
+    input_tokens = NumberAttribute(default=0)
+    cached_tokens = NumberAttribute(default=0)
+    cache_write_tokens = NumberAttribute(default=0)
+    output_tokens = NumberAttribute(default=0)
+    billable_tokens = NumberAttribute(default=0)
+    cost_usd = NumberAttribute(default=0)
+    unpriced = NumberAttribute(default=0)  # model calls without a known price (their cost is unknown)
+    runs = NumberAttribute(default=0)
+    model_calls = NumberAttribute(default=0)
+    tool_calls = NumberAttribute(default=0)
+
+
+class BudgetItem(Model):
+    """A tenant's budget (quota = "budget#<scope>"): its limits, and its spend per period in attributes
+    named after the period (`cost@2026-12-04`, `tokens@2026-12`), which a step's usage transaction ADDs
+    to (stepwise.usage.budgets explains why the names carry the period)."""
+
+    class Meta:
+        table_name = "QuotasTable"
+
+    tenant_id = UnicodeAttribute(hash_key=True)
+    quota = UnicodeAttribute(range_key=True)
+    scope = UnicodeAttribute(null=True)  # absent: a stub a late spend write left after a DELETE
+    period = UnicodeAttribute(null=True)
+    max_cost_usd = NumberAttribute(null=True)
+    max_billable_tokens = NumberAttribute(null=True)
+    soft_limit_pct = NumberAttribute(null=True)
+    on_exceed = UnicodeAttribute(null=True)
+    count_keys = UnicodeAttribute(null=True)
+    updated_at = UTCDateTimeAttribute(null=True)
+
+
+PARKED_TENANT = "#parked"  # a partition no tenant id can name (it has no "#")
+
+
+class ParkedItem(Model):
+    """A run parked on a run-level wait (a budget, a provider's circuit), listed for whatever resumes it
+    (the reconciler's sweep, a budget raised): pk = PARKED_TENANT, quota = "<tenant>#<parked_at>#<run>",
+    so one tenant's parked runs are a key range, oldest first."""
+
+    class Meta:
+        table_name = "QuotasTable"
+
+    tenant_id = UnicodeAttribute(hash_key=True)
+    quota = UnicodeAttribute(range_key=True)
+    run_tenant = UnicodeAttribute()
+    run_id = UnicodeAttribute()
+    interaction_id = UnicodeAttribute()
+    kind = UnicodeAttribute()
+    data = JSONAttribute(null=True)
 
 
 class WebhookDeliveryItem(Model):
@@ -559,6 +644,10 @@ def bind() -> None:
         (ScheduleItem, names.schedules),
         (SettingItem, names.settings),
         (QuotaItem, names.quotas),
+        (UsageCounterItem, names.quotas),
+        (BudgetItem, names.quotas),
+        (ParkedItem, names.quotas),
+        (TreeSpendItem, names.run_events),
         (McpAuthItem, names.mcp_auth),
         (WebhookDeliveryItem, names.webhooks),
         (WebhookSecretItem, names.webhooks),

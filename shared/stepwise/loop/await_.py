@@ -5,7 +5,7 @@ timeout) resumes the run at Step."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from aws_lambda_powertools import Logger
 from pydantic import BaseModel
@@ -17,7 +17,7 @@ from stepwise.runs import answers, delegation, events
 from stepwise.runs.models import EventType
 from stepwise.runs.ports import stores
 from stepwise.runs.queue import StartFailed, launch
-from stepwise.runs.state import Wait
+from stepwise.runs.state import RUN_LEVEL_WAITS, Wait
 from stepwise.webhooks.enqueue import enqueue
 
 logger = Logger(service="stepwise")
@@ -48,6 +48,8 @@ def _handle(wait: WaitEvent) -> dict[str, Any]:
         return {"interaction_id": interaction_id, "status": interaction.status}  # closed meanwhile
     if interaction.kind == "delegation":
         return _delegate(wait, interaction)
+    if interaction.kind in RUN_LEVEL_WAITS:
+        return _parked(wait, interaction)
     data: dict[str, Any] = {
         "interaction_id": interaction.interaction_id,
         "tool_call_id": interaction.tool_call_id,
@@ -73,6 +75,24 @@ def _handle(wait: WaitEvent) -> dict[str, Any]:
         agent = stores().agents.get(wait.tenant_id, interaction.agent_id)
         notify.tell_humans(interaction, data["approval_url"], agent_name=agent.name)
     return {"interaction_id": interaction_id, "status": "pending"}
+
+
+def _parked(wait: WaitEvent, interaction: Interaction) -> dict[str, Any]:
+    """A run-level park (stepwise.loop.parking): announce it (its event and webhook, keyed on the
+    interaction so a retried Await queues no second delivery), then mark the run waiting, unless it
+    was resumed before the token was stored."""
+    etype = str(interaction.arguments.get("event"))
+    data = {"interaction_id": interaction.interaction_id, **dict(interaction.arguments.get("data") or {})}
+    events.emit(wait.tenant_id, wait.run_id, cast(EventType, etype), data)
+    run = stores().runs.get(wait.tenant_id, wait.run_id)
+    enqueue(
+        wait.tenant_id, run.target(), etype, data, key=interaction.interaction_id, at=interaction.created_at
+    )
+    if interaction.status == "answered":
+        answers.deliver(wait.tenant_id, interaction.interaction_id)
+        return {"interaction_id": interaction.interaction_id, "status": "answered"}
+    stores().runs.transition(wait.tenant_id, wait.run_id, "waiting", allowed_from={"running", "waiting"})
+    return {"interaction_id": interaction.interaction_id, "status": "parked"}
 
 
 def _delegate(wait: WaitEvent, interaction: Interaction) -> dict[str, Any]:

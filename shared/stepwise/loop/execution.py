@@ -14,6 +14,7 @@ from stepwise import ledger
 from stepwise.agents.models import Agent
 from stepwise.attachments.models import Attachment
 from stepwise.core import observability, tracing
+from stepwise.loop import metering
 from stepwise.loop.calls import Message, Ready, StepScope
 from stepwise.loop.results import store_result
 from stepwise.mcp.models import McpToolRef
@@ -64,6 +65,7 @@ def _execute(scope: StepScope, ready: Ready) -> tuple[ToolResult, dict[str, Any]
     # ledger or the store raise is the step's failure (the state machine retries or fails the run):
     # a claim left open then answers effect_unknown, never a second effect.
     guarded = ledger.guard(scope.call_scope(ref), tool, ready.arguments, call, store=stores().effects)
+    metering.bill(scope, ready, guarded.result)  # what the provider answered, before any hook
     result = after_tool_use(
         scope.tenant_id, scope.run, scope.agent, tool.name, ready.arguments, guarded.result
     )

@@ -16,6 +16,7 @@ from stepwise.attachments import render
 from stepwise.attachments.models import Attachment
 from stepwise.core import config, observability, safejson, tracing
 from stepwise.core.errors import BudgetExceeded, ContextTooLong, DoomLoop, NotFound
+from stepwise.core.schema import utcnow
 from stepwise.llm.client import ModelTurn, complete, provider_of
 from stepwise.loop.chunks import ChunkBatcher
 from stepwise.loop.prompt import build_messages, tool_declarations
@@ -25,6 +26,10 @@ from stepwise.runs.models import Run
 from stepwise.runs.ports import stores
 from stepwise.runs.state import RunContext
 from stepwise.sessions.models import ASSISTANT_SLOT
+from stepwise.tools.models import AgentTool
+from stepwise.usage import enforce
+from stepwise.usage.lines import DEPLOYMENT, KeyOwner, model_line
+from stepwise.usage.standing import Standing
 
 DOOM_LOOP_REPEATS = 3
 MAX_COMPACTION_FAILURES = 3
@@ -148,8 +153,13 @@ def call_model(
     step: int,
     *,
     tools_allowed: bool,
+    standing: Standing | None = None,
+    key_owner: KeyOwner = DEPLOYMENT,
 ) -> tuple[ModelTurn, RunContext]:
-    """Call the model once with the run's conversation and store what it said."""
+    """Call the model once with the run's conversation and store what it said. With `standing` (where
+    the run stands against its budgets), its ancestors' token budgets are checked before the call
+    and the call's usage line is put on the context for the next write to count. `key_owner` says
+    whose provider key pays for the call (the deployment's unless the tenant's own is used)."""
     run = working.run
     events.emit(tenant_id, run.run_id, "step_started", {"step": step})
     events.flush()  # a model call takes seconds: followers see the step start
@@ -170,6 +180,8 @@ def call_model(
 
         tokens = count_tokens(model, prompt, declarations or None)
     _check_budget(run.max_tokens_budget, context, tokens)
+    if standing is not None:
+        enforce.check_tree(standing, tokens)
     chunks = ChunkBatcher(tenant_id, run.run_id, step)
     provider = provider_of(model) if tracing.enabled() else None
 
@@ -212,6 +224,8 @@ def call_model(
             "counted_messages": len(messages) if exact else 0,
         }
     )
+    if standing is not None:
+        context = _with_line(tenant_id, run, agent, context, standing, model, turn, step, key_owner)
     observability.step_taken(turn.usage, tenant_id)
     events.emit(
         tenant_id,
@@ -228,13 +242,47 @@ def call_model(
     return turn, context
 
 
+def _with_line(
+    tenant_id: str,
+    run: Run,
+    agent: Agent,
+    context: RunContext,
+    standing: Standing,
+    model: str,
+    turn: ModelTurn,
+    step: int,
+    key_owner: KeyOwner,
+) -> RunContext:
+    """The call's usage line, on the context until the next write counts it (stepwise.usage.counters)."""
+    now = utcnow()
+    line = model_line(
+        tenant_id=tenant_id,
+        agent_id=run.agent_id,
+        user_id=run.user_id,
+        run_id=run.run_id,
+        root_run_id=run.root_run_id or run.run_id,
+        model=model,
+        provider=provider_of(model),
+        usage=turn.usage,
+        at=now,
+        first_of_run=step == 1,
+        key_owner=key_owner,
+    )
+    delegates = any(isinstance(tool, AgentTool) for tool in agent.tools)
+    targets = enforce.targets(standing, run, own_tree=delegates, key_owner=key_owner, at=now)
+    return context.model_copy(update={"unbilled": [*context.unbilled, {"line": line.stored(), **targets}]})
+
+
 def _check_budget(budget: int | None, context: RunContext, tokens: int) -> None:
-    """Stop before a call that would spend past the budget, not after: the input is known up front."""
+    """Stop before a call that would spend past the budget, not after: the input is known up front.
+    What the run's finished children spent counts too (a live child checks its ancestors' budgets
+    itself, stepwise.usage.enforce.check_tree)."""
     if budget is None:
         return
-    needed = context.usage.total + tokens
+    spent = context.usage.total + context.descendants_usage.total
+    needed = spent + tokens
     if needed > budget:
         raise BudgetExceeded(
             f"the next model call needs about {needed} tokens in total, over the budget of "
-            f"{budget} ({context.usage.total} spent so far)"
+            f"{budget} ({spent} spent so far, its delegated runs' included)"
         )

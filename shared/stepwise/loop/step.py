@@ -20,8 +20,9 @@ from pydantic import TypeAdapter
 from stepwise.agents.models import Agent
 from stepwise.attachments import render
 from stepwise.core import observability, tracing
-from stepwise.core.errors import DoomLoop, HookDenied, RunStateError
-from stepwise.loop import done, execution, failed, gating, recall, whatif, working
+from stepwise.core.errors import BudgetExceeded, DoomLoop, HookDenied, RunStateError
+from stepwise.core.schema import utcnow
+from stepwise.loop import done, execution, failed, gating, metering, parking, recall, whatif, working
 from stepwise.loop import waits as waits_
 from stepwise.loop.calls import Paused, Ready, Refused, Resolved, Settled, StepScope
 from stepwise.loop.model_call import call_model, check_doom_loop
@@ -34,6 +35,8 @@ from stepwise.runs.ports import stores
 from stepwise.runs.state import CallRef, RunContext, RunState, StepEvent, SyncAnswer, Wait, Weigh
 from stepwise.sessions.models import USER_SLOT
 from stepwise.tools.models import AgentTool, ClientTool
+from stepwise.usage import enforce
+from stepwise.usage.standing import Standing
 
 logger = Logger(service="stepwise")
 
@@ -236,6 +239,9 @@ def _run_calls(
 
 
 def _save(tenant_id: str, work: Working, context: RunContext) -> RunContext:
+    billed = metering.drain()  # the step's billable tool calls: counted with this write
+    if billed:
+        context = context.model_copy(update={"unbilled": [*context.unbilled, *billed]})
     context = stores().run_context.save(tenant_id, work.run.run_id, context)
     working.keep(tenant_id, work, context.version)
     return context
@@ -293,9 +299,43 @@ def _with_run_tools(agent: Agent, run: Run) -> Agent:
     return agent.model_copy(update={"tools": [*agent.tools, *own]})
 
 
+def _agent(tenant_id: str, run: Run) -> tuple[Agent, Standing | None]:
+    """The run's agent (a deleted agent fails the run here) and, where spend is kept, where the run
+    stands against its budgets, read with it in one request (stepwise.usage.standing)."""
+    spend = stores().spend
+    if spend is None:
+        return stores().agents.get_for_run(tenant_id, run.agent_id), None
+    agent, standing = spend.load(tenant_id, run)
+    return agent, standing
+
+
+def _budget_gate(state: RunState, work: Working, context: RunContext, standing: Standing) -> RunState | None:
+    """Before the model call: a reached budget parks the run (`pause`, a `budget` wait until it is
+    raised or its period turns) or fails it (`fail`, budget_exceeded); past a soft limit, a warning."""
+    tenant_id = state.tenant_id
+    now = utcnow()
+    budget = enforce.over(standing)
+    if budget is None:
+        enforce.warn(tenant_id, work.run, standing, now)
+        return None
+    if budget.on_exceed == "fail":
+        raise enforce.exceeded(budget)
+    parked, context = parking.park(
+        tenant_id,
+        work.run,
+        context,
+        "budget",
+        budget.reached(),
+        event="budget_reached",
+        timeout_seconds=enforce.park_seconds(budget, now),
+    )
+    context = _save(tenant_id, work, context)
+    return _wait(state, context, [parked.wait])
+
+
 def _take(state: RunState, work: Working, context: RunContext) -> RunState:
     tenant_id = state.tenant_id
-    agent = stores().agents.get_for_run(tenant_id, work.run.agent_id)  # a deleted agent fails the run here
+    agent, standing = _agent(tenant_id, work.run)
     if work.run.what_if is not None:  # the request's model, prompt, tools and temperature
         agent = whatif.overridden(agent, work.run.what_if)
     agent = recall.with_memory_tools(tenant_id, _with_run_tools(agent, work.run), work.run)
@@ -303,6 +343,11 @@ def _take(state: RunState, work: Working, context: RunContext) -> RunState:
         context = _prepare(tenant_id, work, agent, context)
     elif work.run.status not in ("running", "waiting"):
         raise RunStateError(f"run {state.run_id} is {work.run.status}; no model step")
+    if standing is not None:  # tool lines add to the budgets that count every key
+        metering.start(enforce.targets(standing, work.run, own_tree=False, key_owner="tenant", at=utcnow()))
+    if any(w.run_level for w in context.waits):  # a park is over: resumed, or its timeout passed
+        context = parking.unpark(tenant_id, work.run, context)
+        work.run = work.run.model_copy(update={"status": "running"})
     if context.waits or context.pending_calls:
         waits: list[Wait] = []
         if context.waits:
@@ -313,9 +358,15 @@ def _take(state: RunState, work: Working, context: RunContext) -> RunState:
         if waits:
             return _wait(state, context, waits)
 
+    if standing is not None:
+        parked = _budget_gate(state, work, context, standing)
+        if parked is not None:
+            return parked
     number = context.steps + 1
     tools_allowed = number < work.run.max_steps
-    turn, context = call_model(tenant_id, work, context, agent, number, tools_allowed=tools_allowed)
+    turn, context = call_model(
+        tenant_id, work, context, agent, number, tools_allowed=tools_allowed, standing=standing
+    )
     if not turn.tool_calls or not tools_allowed:
         context = _save(tenant_id, work, context.model_copy(update={"calls": [], "next_call": 0}))
         done.finish(tenant_id, work, agent, context)
@@ -358,7 +409,11 @@ def handle(event: dict[str, Any]) -> dict[str, Any]:
 def sync_answer(tenant_id: str, run_id: str) -> Run:
     """`POST /v1/agents/{id}/run`: one step without tools, the run recorded and ended like any other."""
     try:
-        step(RunState(tenant_id=tenant_id, run_id=run_id, max_steps=1))
+        taken = step(RunState(tenant_id=tenant_id, run_id=run_id, max_steps=1))
+        if taken.wait is not None and taken.wait.run_level:
+            # A synchronous answer cannot wait for its budget: the park is closed and the run fails.
+            stores().interactions.close(tenant_id, taken.wait.interaction_id, "expired")
+            raise BudgetExceeded("a budget of this run is reached; a synchronous run cannot wait for it")
     except Exception as exc:
         failed.fail_with(tenant_id, run_id, exc)
         raise

@@ -108,3 +108,19 @@ def respond(
             deliver(tenant_id, interaction_id)  # the first delivery failed: this retry completes it
         return interactions.get(tenant_id, interaction_id)
     raise Conflict(f"interaction {interaction_id} was already answered", code="already_answered")
+
+
+def resume_parked(tenant_id: str, interaction_id: str, answer: dict[str, Any], *, by: str) -> bool:
+    """Resume a run parked on a run-level wait (stepwise.loop.parking): the same path as an answer,
+    pending → answered then SendTaskSuccess; the next Step goes on to its model call. False when the
+    park was no longer pending (resumed already, or its timeout passed and the run moved on)."""
+    interactions = stores().interactions
+    if not interactions.answer(tenant_id, interaction_id, answer, key=None, by=by):
+        current = interactions.get(tenant_id, interaction_id)
+        if current.status == "answered" and not current.delivered:
+            deliver(tenant_id, interaction_id)  # answered before, its delivery failed: complete it
+        return False
+    interaction = interactions.get(tenant_id, interaction_id)
+    events.emit(tenant_id, interaction.run_id, "run_resumed", {"interaction_id": interaction_id, **answer})
+    deliver(tenant_id, interaction_id)
+    return True

@@ -63,6 +63,7 @@ def record_child(tenant_id: str, parent: Run, interaction: Interaction) -> Run:
         depth=parent.depth + 1,
         parent_interaction_id=interaction.interaction_id,
         root_session_id=parent.root_session_id or parent.session_id,
+        tree_budgets=tree_budgets(parent),
     )
     store.runs.check_fits(tenant_id, child)
     store.sessions.create(tenant_id, session_id, agent_id, active_run_id=run_id)
@@ -70,6 +71,16 @@ def record_child(tenant_id: str, parent: Run, interaction: Interaction) -> Run:
         return store.runs.create(tenant_id, child)
     except RunExists:
         return store.runs.get(tenant_id, run_id)
+
+
+def tree_budgets(parent: Run) -> list[dict[str, Any]]:
+    """The budgets a child's spending counts against: its parent's ancestors' and its parent's own."""
+    own = (
+        [{"run_id": parent.run_id, "max_tokens": parent.max_tokens_budget}]
+        if parent.max_tokens_budget
+        else []
+    )
+    return [*parent.tree_budgets, *own]
 
 
 def report(tenant_id: str, child: Run) -> None:

@@ -44,6 +44,9 @@ EventType = Literal[
     "eval_run_started",
     "eval_case_completed",
     "eval_run_completed",
+    "budget_reached",
+    "budget_warning",
+    "run_resumed",
 ]
 
 
@@ -144,6 +147,9 @@ class Run(BaseModel):
     root_session_id: str | None = None  # where the tree's human waits are listed
     children: list[str] = Field(default_factory=list)
     descendants_usage: Usage = Field(default_factory=Usage)
+    # The ancestors whose `max_tokens_budget` this run's spending counts against, as [{run_id,
+    # max_tokens}]: a child checks their trees' spend before each model call (stepwise.usage).
+    tree_budgets: list[dict[str, Any]] = Field(default_factory=list)
     # Client tools of this run alone, beside the agent's own (a protocol door's caller brings its own
     # tools: AG-UI's `tools`), as ClientTool specs that whoever starts the run validated (runs must not
     # import tools: the builtins import runs). The loop declares them and pauses on them exactly as on

@@ -290,6 +290,13 @@ class Followers(Protocol):
         ...
 
 
+class SpendStore(Protocol):
+    """The run's agent and where it stands against its budgets, in one read (stepwise.usage.standing);
+    none in tests that keep no spend."""
+
+    def load(self, tenant_id: str, run: Run) -> tuple[Agent, Any]: ...
+
+
 @dataclass(frozen=True)
 class Stores:
     runs: RunStore
@@ -303,6 +310,7 @@ class Stores:
     described: DescribedStore
     followers: Followers
     pushes: PushNotifier | None = None  # none in tests that do not exercise A2A push notifications
+    spend: SpendStore | None = None  # none: no budgets are checked and the agent is read alone
 
 
 _current: ContextVar[Stores | None] = ContextVar("stepwise_stores", default=None)

@@ -24,9 +24,16 @@ class Wait(BaseModel):
 
     interaction_id: str
     tool_call_id: str
-    kind: Literal["approval", "client_tool", "delegation"]
+    kind: Literal["approval", "client_tool", "delegation", "budget", "provider"]
     timeout_seconds: int
 
+    @property
+    def run_level(self) -> bool:
+        """A pause of the whole run, with no tool call (a budget, a provider's circuit: loop.parking)."""
+        return self.kind in RUN_LEVEL_WAITS
+
+
+RUN_LEVEL_WAITS = frozenset({"budget", "provider"})
 
 StepAction = Literal["start", "continue", "wait", "waits", "done"]
 
@@ -155,6 +162,11 @@ class RunContext(BaseModel):
     descendants_usage: Usage = Field(default_factory=Usage)
     # A what-if run's: what became of each of its calls (stepwise.loop.whatif), by call id.
     what_if_calls: dict[str, str] = Field(default_factory=dict)
+    # Usage lines not yet counted, as plain dicts (stepwise.usage.counters reads them): the next
+    # context write counts them in its own transaction and clears them. Never stored.
+    unbilled: list[dict[str, Any]] = Field(default_factory=list)
+    # How many run-level pauses (loop.parking) the run has taken: each one's interaction id is new.
+    parks: int = 0
 
     @property
     def pending_calls(self) -> list[CallRef]:

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from pynamodb.exceptions import DoesNotExist, UpdateError
+from pynamodb.exceptions import DoesNotExist, TransactWriteError, UpdateError
+from pynamodb.expressions.update import Action
+from pynamodb.transactions import TransactWrite
 
 from stepwise.core import config
 from stepwise.core.errors import RunStateError
 from stepwise.core.schema import utcnow
-from stepwise.core.tables import CONTEXT_SEQ, RunContextItem, bind, condition_failed, tenant_key
+from stepwise.core.tables import CONTEXT_SEQ, RunContextItem, bind, condition_failed, connection, tenant_key
 from stepwise.runs.state import RunContext
 
 
@@ -47,32 +49,52 @@ def peek(tenant_id: str, run_id: str) -> RunContext | None:
 
 def save(tenant_id: str, run_id: str, context: RunContext) -> RunContext:
     """Write `context` over the version it was read at; returns it at its new version. A write that
-    finds another version, or the run ended, raises RunStateError (a stale or late Step)."""
+    finds another version, or the run ended, raises RunStateError (a stale or late Step).
+
+    Usage lines on the context (`unbilled`) are counted in the same request: the write becomes one
+    transaction with the tenant's usage counters and budget spend (stepwise.usage.counters), so a
+    line is counted exactly when the run's own usage takes it."""
     bind()
     version = context.version
-    body = context.model_dump(mode="json", exclude={"version", "ended"})
+    lines = context.unbilled
+    body = context.model_dump(mode="json", exclude={"version", "ended", "unbilled"})
     expires = utcnow() + timedelta(days=config.runtime().events_ttl_days)
     condition = RunContextItem.ended.does_not_exist()
     condition &= (
         RunContextItem.version.does_not_exist() if version == 0 else RunContextItem.version == version
     )
+    item = RunContextItem(_key(tenant_id, run_id), CONTEXT_SEQ)
+    actions: list[Action] = [
+        RunContextItem.context.set(body),
+        RunContextItem.version.set(version + 1),
+        RunContextItem.expires_at.set(expires),
+    ]
     try:
-        RunContextItem(_key(tenant_id, run_id), CONTEXT_SEQ).update(
-            actions=[
-                RunContextItem.context.set(body),
-                RunContextItem.version.set(version + 1),
-                RunContextItem.expires_at.set(expires),
-            ],
-            condition=condition,
-        )
+        if lines:
+            from stepwise.usage import counters
+
+            with TransactWrite(connection=connection()) as tx:
+                tx.update(item, actions=actions, condition=condition)
+                counters.count(tx, tenant_id, lines)
+        else:
+            item.update(actions=actions, condition=condition)
     except UpdateError as exc:
         if condition_failed(exc):
-            raise RunStateError(
-                f"run {run_id} moved on without this step (ended, or another step wrote version "
-                f"{version + 1}); this step stops"
-            ) from exc
+            raise _moved_on(run_id, version) from exc
         raise
-    return context.model_copy(update={"version": version + 1})
+    except TransactWriteError as exc:
+        reasons = exc.cancellation_reasons
+        if reasons and reasons[0] is not None and reasons[0].code == "ConditionalCheckFailed":
+            raise _moved_on(run_id, version) from exc
+        raise
+    return context.model_copy(update={"version": version + 1, "unbilled": []})
+
+
+def _moved_on(run_id: str, version: int) -> RunStateError:
+    return RunStateError(
+        f"run {run_id} moved on without this step (ended, or another step wrote version "
+        f"{version + 1}); this step stops"
+    )
 
 
 def mark_ended(tenant_id: str, run_id: str) -> None:

@@ -79,6 +79,7 @@ def _to_model(item: RunItem) -> Run:
         what_if=item.what_if,
         what_if_calls=dict(item.what_if_calls or {}),
         callback_token=item.callback_token,
+        tree_budgets=list(item.tree_budgets or []),
     )
 
 
@@ -118,6 +119,7 @@ def _new_item(tenant_id: str, run: Run) -> RunItem:
         what_if_of=run.what_if_of,
         what_if=run.what_if,
         callback_token=run.callback_token,
+        tree_budgets=run.tree_budgets or None,
     )
 
 

@@ -30,6 +30,7 @@ def dynamodb() -> Stores:
     from stepwise.ledger import store as effects
     from stepwise.store import described, events, interactions, run_context, runs, sessions
     from stepwise.tools import results
+    from stepwise.usage import standing
 
     return Stores(
         runs=runs,
@@ -43,6 +44,7 @@ def dynamodb() -> Stores:
         described=described,
         followers=followers,
         pushes=A2APushes(),
+        spend=standing,
     )
 
 

@@ -11,7 +11,13 @@ from pydantic import BaseModel, Field, field_validator
 from stepwise.core.schema import Strict
 
 WebhookEvent = Literal[
-    "run_completed", "run_failed", "run_cancelled", "approval_requested", "client_tool_requested"
+    "run_completed",
+    "run_failed",
+    "run_cancelled",
+    "approval_requested",
+    "client_tool_requested",
+    "budget_reached",
+    "budget_warning",
 ]
 WEBHOOK_EVENTS: tuple[WebhookEvent, ...] = get_args(WebhookEvent)
 DEFAULT_EVENTS: tuple[WebhookEvent, ...] = ("run_completed", "run_failed", "run_cancelled")
@@ -25,7 +31,8 @@ FINAL_STATUSES: frozenset[str] = frozenset({"delivered", "failed"})
 
 class WebhookConfig(Strict):
     """Where a run's events are POSTed. `events` defaults to the run's ending (`run_completed`,
-    `run_failed`, `run_cancelled`); `approval_requested` and `client_tool_requested` may be added."""
+    `run_failed`, `run_cancelled`); `approval_requested`, `client_tool_requested`, `budget_reached` and
+    `budget_warning` may be added."""
 
     url: str = Field(min_length=1, max_length=2048)
     events: list[WebhookEvent] = Field(default_factory=lambda: list(DEFAULT_EVENTS), min_length=1)

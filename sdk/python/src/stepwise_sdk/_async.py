@@ -30,6 +30,8 @@ from stepwise_sdk.models import (
     Agent,
     AgentList,
     AgentWeight,
+    Budget,
+    BudgetList,
     Comparison,
     DeliveryList,
     EvalCasesAdded,
@@ -64,6 +66,7 @@ from stepwise_sdk.models import (
     ToolList,
     ToolUsage,
     UploadTicket,
+    UsageRows,
     WebhookSecret,
 )
 
@@ -109,6 +112,8 @@ class AsyncStepwise:
         self.uploads = Uploads(self)
         self.webhooks = Webhooks(self)
         self.responses = Responses(self)
+        self.usage = UsageReader(self)
+        self.budgets = Budgets(self)
 
     async def send(self, call: Call[T]) -> T:
         """Sends `call`, again while the retry policy allows, and parses the answer."""
@@ -232,6 +237,10 @@ class Runs(_Resource):
 
     async def cancel(self, run_id: str) -> RunView:
         return await self._client.send(op.CANCEL_RUN.call({"run_id": run_id}))
+
+    async def resume(self, run_id: str) -> RunView:
+        """Resume a run its budget paused; 409 `budget_exceeded` while the budget still stops it."""
+        return await self._client.send(op.RESUME_RUN.call({"run_id": run_id}))
 
     async def replay(self, run_id: str, *, force: bool = False) -> RunAccepted:
         """A new run on `run_id`'s input; ConflictError when it could repeat a side effect, unless
@@ -431,6 +440,34 @@ class Evals(_Resource):
             {"eval_id": eval_id, "eval_run_id": eval_run_id}, params={"after": after}
         )
         return await self._client.send(call)
+
+
+class UsageReader(_Resource):
+    async def read(
+        self, *, start: str | None = None, end: str | None = None, group_by: str | None = None
+    ) -> UsageRows:
+        """`GET /v1/usage`: rows from `start` to `end` (ISO dates or date-times; `end`'s day included
+        whole), grouped by one or two of day, hour, agent, model, user, tool (comma-separated)."""
+        params = {"from": start, "to": end, "group_by": group_by}
+        return await self._client.send(op.READ_USAGE.call(params=params))
+
+
+class Budgets(_Resource):
+    """Budgets by scope: `tenant`, `agent:<agent_id>` or `user:<user_id>`."""
+
+    async def set(self, scope: str, body: Body = None, /, **fields: Any) -> Budget:
+        """`period` (day or month) and max_cost_usd and/or max_billable_tokens; optionally
+        `soft_limit_pct`, `on_exceed` (pause or fail) and `count_keys` (all or deployment)."""
+        return await self._client.send(op.PUT_BUDGET.call({"scope": scope}, body=merge(body, fields)))
+
+    async def list(self) -> BudgetList:
+        return await self._client.send(op.LIST_BUDGETS.call())
+
+    async def get(self, scope: str) -> Budget:
+        return await self._client.send(op.GET_BUDGET.call({"scope": scope}))
+
+    async def delete(self, scope: str) -> None:
+        await self._client.send(op.DELETE_BUDGET.call({"scope": scope}))
 
 
 class Settings(_Resource):

@@ -16,6 +16,9 @@ from stepwise_sdk.models import (
     AgentPatch,
     AgentWeight,
     ApproveBody,
+    Budget,
+    BudgetList,
+    BudgetSet,
     Comparison,
     DeliveryList,
     EvalCasesAdded,
@@ -60,6 +63,7 @@ from stepwise_sdk.models import (
     ToolUsage,
     UploadCreate,
     UploadTicket,
+    UsageRows,
     WebhookSecret,
     WhatIf,
 )
@@ -149,6 +153,12 @@ START_EVAL_RUN = Operation[EvalRunAccepted](
 LIST_EVAL_RUNS = Operation[EvalRunList]("GET", "/v1/evals/{eval_id}/runs", EvalRunList)
 GET_EVAL_RUN = Operation[EvalRunView]("GET", "/v1/evals/{eval_id}/runs/{eval_run_id}", EvalRunView)
 EVAL_RUN_EVENTS = Operation[EventPage]("GET", "/v1/evals/{eval_id}/runs/{eval_run_id}/events", EventPage)
+READ_USAGE = Operation[UsageRows]("GET", "/v1/usage", UsageRows)
+LIST_BUDGETS = Operation[BudgetList]("GET", "/v1/budgets", BudgetList)
+PUT_BUDGET = Operation[Budget]("PUT", "/v1/budgets/{scope}", Budget, BudgetSet)
+GET_BUDGET = Operation[Budget]("GET", "/v1/budgets/{scope}", Budget)
+DELETE_BUDGET = Operation[None]("DELETE", "/v1/budgets/{scope}", None)
+RESUME_RUN = Operation[RunView]("POST", "/v1/runs/{run_id}/resume", RunView)
 
 ALL: tuple[Operation[object], ...] = tuple(
     value for value in list(globals().values()) if isinstance(value, Operation)

@@ -38,6 +38,9 @@ EventType = Literal[
     "eval_run_started",
     "eval_case_completed",
     "eval_run_completed",
+    "budget_reached",
+    "budget_warning",
+    "run_resumed",
 ]
 TERMINAL_EVENTS: frozenset[str] = frozenset(
     {"run_completed", "run_failed", "run_cancelled", "eval_run_completed"}
@@ -46,7 +49,13 @@ TERMINAL_STATUSES: frozenset[str] = frozenset({"succeeded", "failed", "cancelled
 Permission = Literal["allow", "ask", "deny", "inherit"]
 HookEvent = Literal["OnRunStart", "PreToolUse", "OnDelegation", "PostToolUse", "PreResponse", "OnRunComplete"]
 WebhookEvent = Literal[
-    "run_completed", "run_failed", "run_cancelled", "approval_requested", "client_tool_requested"
+    "run_completed",
+    "run_failed",
+    "run_cancelled",
+    "approval_requested",
+    "client_tool_requested",
+    "budget_reached",
+    "budget_warning",
 ]
 McpServerStatus = Literal["ready", "needs_authorization", "failing"]
 
@@ -1082,3 +1091,59 @@ class EvalRunView(Model):
 
 class EvalRunList(Model):
     runs: list[EvalRunView]
+
+
+class UsageRow(Model):
+    """One group of `GET /v1/usage`: the keys it was grouped by, then its sums."""
+
+    day: str | None = None
+    hour: str | None = None
+    agent_id: str | None = None
+    model: str | None = None
+    user_id: str | None = None
+    tool: str | None = None
+    input_tokens: int = 0
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
+    output_tokens: int = 0
+    billable_tokens: int = 0
+    cost_usd: float | None = 0.0
+    runs: int = 0
+    model_calls: int = 0
+    tool_calls: int = 0
+
+
+class UsageRows(Model):
+    rows: list[UsageRow]
+
+
+class BudgetSet(Request):
+    period: Literal["day", "month"]
+    max_cost_usd: float | None = None
+    max_billable_tokens: int | None = None
+    soft_limit_pct: int | None = None
+    on_exceed: Literal["pause", "fail"] = "pause"
+    count_keys: Literal["all", "deployment"] = "all"
+
+
+class Spend(Model):
+    cost_usd: float = 0.0
+    billable_tokens: int = 0
+
+
+class Budget(Model):
+    scope: str
+    period: Literal["day", "month"]
+    max_cost_usd: float | None = None
+    max_billable_tokens: int | None = None
+    soft_limit_pct: int | None = None
+    on_exceed: Literal["pause", "fail"] = "pause"
+    count_keys: Literal["all", "deployment"] = "all"
+    period_key: str
+    spend: Spend = Field(default_factory=Spend)
+    warned: bool = False
+    updated_at: datetime | None = None
+
+
+class BudgetList(Model):
+    budgets: list[Budget]

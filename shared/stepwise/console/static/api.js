@@ -70,6 +70,7 @@ export const api = {
   runs: (query, signal) => call("GET", "runs", { query, signal }),
   run: (runId, signal) => call("GET", `runs/${part(runId)}`, { signal }),
   compare: (a, b, signal) => call("GET", `runs/${part(a)}/compare/${part(b)}`, { signal }),
+  usage: (query, signal) => call("GET", "usage", { query, signal }),
   events: (runId, after, wait, signal) =>
     call("GET", `runs/${part(runId)}/events`, { query: { after, wait }, signal }),
   evals: (signal) => call("GET", "evals", { signal }),

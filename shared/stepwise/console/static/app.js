@@ -1,12 +1,13 @@
 // The console's views, one per hash route: #/agents, #/agents/<id>, #/runs, #/runs/<id>,
-// #/sessions/<id>, #/compare/<a>/<b>, #/evals, #/evals/<id>, #/evals/<id>/<eval_run_id> (evals.js). Ids live in
-// the hash; the API key never does (it stays in session storage).
+// #/sessions/<id>, #/compare/<a>/<b>, #/evals, #/evals/<id>, #/evals/<id>/<eval_run_id> (evals.js), #/usage.
+// Ids live in the hash; the API key never does (it stays in session storage).
 
 import { ApiError, api, key } from "./api.js";
 import { compareView } from "./compare.js";
 import { add, cost, facts, h, json, link, mono, replace, status, tokens, when } from "./dom.js";
 import { evalRunView, evalView, evalsView } from "./evals.js";
 import { TERMINAL, Timeline } from "./timeline.js";
+import { usageView } from "./usage.js";
 
 const main = document.getElementById("main");
 const nav = document.getElementById("nav");
@@ -44,6 +45,7 @@ function route() {
     compare: () => compareView(main, id, other, signal),
     evals: () =>
       other ? evalRunView(main, id, other, signal) : id ? evalView(main, id, signal) : evalsView(main, signal),
+    usage: () => usageView(main, signal),
   }[name || "runs"];
   (show ?? (() => runsView(signal)))().catch((err) => failed(err, signal));
 }
