@@ -5,7 +5,7 @@ from typing import Any
 
 from stepwise.core import observability
 from stepwise.core.observability import logger
-from stepwise.runs import reconcile
+from stepwise.runs import bulk_cancel, reconcile
 from stepwise.store import wiring
 
 metrics = observability.metrics()
@@ -19,9 +19,11 @@ SWEEP_MARGIN_SECONDS = 10.0
 @metrics.log_metrics
 @observability.traced
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    budget = context.get_remaining_time_in_millis() / 1000 - SWEEP_MARGIN_SECONDS
+    if bulk_cancel.is_continuation(event):  # a bulk cancel too large for its request goes on here
+        return bulk_cancel.go_on(event, seconds=max(budget, 1.0), function=context.invoked_function_arn)
     trigger = reconcile.parse(event)
     if isinstance(trigger, reconcile.ExecutionStatusChange):
         observability.bind(run_id=trigger.detail.name)
         return reconcile.on_status_change(trigger).model_dump(mode="json")
-    budget = context.get_remaining_time_in_millis() / 1000 - SWEEP_MARGIN_SECONDS
     return reconcile.sweep(budget_seconds=max(budget, 0.0)).model_dump(mode="json")

@@ -36,6 +36,7 @@ JSON_BODIES = {
     ("POST", "/v1/agents/{agent_id}/runs"),
     ("POST", "/v1/agents/{agent_id}/run"),
     ("POST", "/v1/runs/{run_id}/approve"),
+    ("POST", "/v1/runs:cancel"),
     ("POST", "/v1/sessions/interactions/{interaction_id}/respond"),
     ("PUT", "/v1/settings/{key}"),
     ("POST", "/v1/uploads"),

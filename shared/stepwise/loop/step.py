@@ -27,7 +27,7 @@ from stepwise.loop.calls import Paused, Ready, Refused, Resolved, Settled, StepS
 from stepwise.loop.model_call import call_model, check_doom_loop
 from stepwise.loop.results import store_result
 from stepwise.loop.working import Working
-from stepwise.runs import events
+from stepwise.runs import events, suspension
 from stepwise.runs.hooks import fire
 from stepwise.runs.models import Run
 from stepwise.runs.ports import stores
@@ -270,6 +270,7 @@ def step(state: RunState) -> RunState:
 
 def _step(state: RunState) -> RunState:
     tenant_id = state.tenant_id
+    suspension.check_step(tenant_id)  # the operator's kill switch: no cost, the list is cached
     context = stores().run_context.load(tenant_id, state.run_id)
     if context.ended:
         raise RunStateError(f"run {state.run_id} has ended; no step")

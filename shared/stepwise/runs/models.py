@@ -97,6 +97,12 @@ class RunExists(Conflict):
     """A run with this id was recorded before: a duplicate delivery of what started it."""
 
 
+class AgentPaused(Conflict):
+    """The agent is paused (PATCH paused: true): it starts no run until it is unpaused."""
+
+    code = "agent_paused"
+
+
 class RunError(BaseModel):
     code: str
     message: str

@@ -16,6 +16,8 @@ from stepwise_sdk.models import (
     AgentPatch,
     AgentWeight,
     ApproveBody,
+    BulkCancelled,
+    CancelFilter,
     DeliveryList,
     EventPage,
     FollowUrl,
@@ -97,6 +99,7 @@ GET_RUN = Operation[RunView]("GET", "/v1/runs/{run_id}", RunView)
 RUN_EVENTS = Operation[EventPage]("GET", "/v1/runs/{run_id}/events", EventPage)
 FOLLOW_RUN = Operation[FollowUrl]("POST", "/v1/runs/{run_id}/follow", FollowUrl)
 CANCEL_RUN = Operation[RunView]("POST", "/v1/runs/{run_id}/cancel", RunView)
+CANCEL_RUNS = Operation[BulkCancelled]("POST", "/v1/runs:cancel", BulkCancelled, CancelFilter)
 REPLAY_RUN = Operation[RunAccepted]("POST", "/v1/runs/{run_id}/replay", RunAccepted)
 APPROVE = Operation[InteractionView]("POST", "/v1/runs/{run_id}/approve", InteractionView, ApproveBody)
 RUN_WEBHOOKS = Operation[DeliveryList]("GET", "/v1/runs/{run_id}/webhooks", DeliveryList)

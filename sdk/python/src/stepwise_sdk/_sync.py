@@ -30,6 +30,7 @@ from stepwise_sdk.models import (
     Agent,
     AgentList,
     AgentWeight,
+    BulkCancelled,
     DeliveryList,
     FollowUrl,
     Health,
@@ -164,6 +165,13 @@ class Agents(_Resource):
     def delete(self, agent_id: str) -> None:
         self._client.send(op.DELETE_AGENT.call({"agent_id": agent_id}))
 
+    def pause(self, agent_id: str) -> Agent:
+        """New runs of the agent are refused (ConflictError `agent_paused`); its active runs go on."""
+        return self.update(agent_id, paused=True)
+
+    def unpause(self, agent_id: str) -> Agent:
+        return self.update(agent_id, paused=False)
+
     def weight(self, agent_id: str) -> AgentWeight:
         """What the agent's first model call weighs in tokens: system prompt, tools, each tool."""
         return self._client.send(op.AGENT_WEIGHT.call({"agent_id": agent_id}))
@@ -223,6 +231,11 @@ class Runs(_Resource):
 
     def cancel(self, run_id: str) -> RunView:
         return self._client.send(op.CANCEL_RUN.call({"run_id": run_id}))
+
+    def cancel_many(self, body: Body = None, /, **fields: Any) -> BulkCancelled:
+        """The kill switch: cancels every active run that matches `agent_id`, `user_id`, `status`,
+        `created_before` (none: all of them). `continuing` means the rest go on in the background."""
+        return self._client.send(op.CANCEL_RUNS.call(body=merge(body, fields)))
 
     def replay(self, run_id: str, *, force: bool = False) -> RunAccepted:
         """A new run on `run_id`'s input; ConflictError when it could repeat a side effect, unless

@@ -62,6 +62,20 @@ class Health(Model):
     status: Literal["ok"]
 
 
+class CancelFilter(Request):
+    """Which of the tenant's active runs `runs.cancel_many` cancels; none: all of them."""
+
+    agent_id: str | None = None
+    user_id: str | None = None
+    status: Literal["queued", "running", "waiting"] | None = None
+    created_before: datetime | None = None
+
+
+class BulkCancelled(Model):
+    cancelled: int
+    continuing: bool
+
+
 class Permissions(Model):
     default: Literal["allow", "ask", "deny", "allow_reads"] = "allow"
 
@@ -181,6 +195,7 @@ class Agent(Model):
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     a2a: Door = Field(default_factory=Door)
     mcp: Door = Field(default_factory=Door)
+    paused: bool = False
     name: str
     tools: list[Tool] = Field(default_factory=list)
     agent_id: str
@@ -188,6 +203,7 @@ class Agent(Model):
     updated_at: datetime
     hooks: list[dict[str, Any]] = Field(default_factory=list)
     mcp_servers: list[dict[str, Any]] = Field(default_factory=list)
+    skipped_while_paused: int = 0
 
 
 class AgentCreate(Request):
@@ -202,6 +218,7 @@ class AgentCreate(Request):
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     a2a: Door = Field(default_factory=Door)
     mcp: Door = Field(default_factory=Door)
+    paused: bool = False
     name: str
     tools: list[Tool] = Field(default_factory=list)
 
@@ -225,6 +242,7 @@ class AgentPatch(Request):
     memory: MemoryConfig | None = None  # null turns memory off (what was remembered stays, unread)
     a2a: Door | None = None  # null closes the door
     mcp: Door | None = None
+    paused: bool | None = None
 
 
 class ApprovalAnswer(Model):
