@@ -6,6 +6,7 @@ Only this module (through stepwise.llm) touches litellm; it runs in the Step fun
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from typing import Any
@@ -25,6 +26,7 @@ from stepwise.runs.models import Run
 from stepwise.runs.ports import stores
 from stepwise.runs.state import RunContext
 from stepwise.sessions.models import ASSISTANT_SLOT
+from stepwise.settings import providers
 
 DOOM_LOOP_REPEATS = 3
 MAX_COMPACTION_FAILURES = 3
@@ -171,7 +173,9 @@ def call_model(
         tokens = count_tokens(model, prompt, declarations or None)
     _check_budget(run.max_tokens_budget, context, tokens)
     chunks = ChunkBatcher(tenant_id, run.run_id, step)
-    provider = provider_of(model) if tracing.enabled() else None
+    provider = provider_of(model)
+    # The agent's own key, else the tenant's, else the deployment's: cached in the function, no request.
+    paying = providers.resolve(tenant_id, run.agent_id, provider)
 
     def call(sent: list[dict[str, Any]]) -> ModelTurn:
         with tracing.chat_span(tenant_id, run, step, model, provider) as span:
@@ -182,11 +186,12 @@ def call_model(
                 temperature=agent.temperature,
                 script=run.script or agent.script,
                 on_text=chunks,
+                api_key=paying.api_key,
             )
             tracing.record_turn(
                 span, response_model=turn.model, usage=turn.usage, finish_reason=turn.finish_reason
             )
-            return turn
+            return dataclasses.replace(turn, key_owner=paying.owner)
 
     try:
         turn = call(prompt)

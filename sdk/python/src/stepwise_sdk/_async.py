@@ -392,14 +392,20 @@ class Schedules(_Resource):
 class Settings(_Resource):
     """Per-tenant secrets: values go in and never come out."""
 
-    async def put(self, key: str, value: str) -> SettingInfo:
-        return await self._client.send(op.PUT_SETTING.call({"key": key}, body={"value": value}))
+    async def put(self, key: str, value: str, *, agent_id: str | None = None) -> SettingInfo:
+        """`providers.<name>.api_key` is a model provider's key that model calls use instead of the
+        deployment's; with `agent_id` it is that agent's own, used before the tenant's."""
+        params = {"agent_id": agent_id} if agent_id else None
+        return await self._client.send(
+            op.PUT_SETTING.call({"key": key}, body={"value": value}, params=params)
+        )
 
     async def list(self) -> SettingList:
         return await self._client.send(op.LIST_SETTINGS.call())
 
-    async def delete(self, key: str) -> None:
-        await self._client.send(op.DELETE_SETTING.call({"key": key}))
+    async def delete(self, key: str, *, agent_id: str | None = None) -> None:
+        params = {"agent_id": agent_id} if agent_id else None
+        await self._client.send(op.DELETE_SETTING.call({"key": key}, params=params))
 
 
 class Memories(_Resource):

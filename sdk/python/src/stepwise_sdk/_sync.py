@@ -392,14 +392,18 @@ class Schedules(_Resource):
 class Settings(_Resource):
     """Per-tenant secrets: values go in and never come out."""
 
-    def put(self, key: str, value: str) -> SettingInfo:
-        return self._client.send(op.PUT_SETTING.call({"key": key}, body={"value": value}))
+    def put(self, key: str, value: str, *, agent_id: str | None = None) -> SettingInfo:
+        """`providers.<name>.api_key` is a model provider's key that model calls use instead of the
+        deployment's; with `agent_id` it is that agent's own, used before the tenant's."""
+        params = {"agent_id": agent_id} if agent_id else None
+        return self._client.send(op.PUT_SETTING.call({"key": key}, body={"value": value}, params=params))
 
     def list(self) -> SettingList:
         return self._client.send(op.LIST_SETTINGS.call())
 
-    def delete(self, key: str) -> None:
-        self._client.send(op.DELETE_SETTING.call({"key": key}))
+    def delete(self, key: str, *, agent_id: str | None = None) -> None:
+        params = {"agent_id": agent_id} if agent_id else None
+        self._client.send(op.DELETE_SETTING.call({"key": key}, params=params))
 
 
 class Memories(_Resource):

@@ -599,10 +599,12 @@ class SessionView(Model):
 
 
 class SettingInfo(Model):
-    """A setting's name and when it last changed; never its value."""
+    """A setting's name and when it last changed; never its value. `agent_id` names the agent whose own
+    setting it is (only a provider's key may be an agent's), else it is the tenant's."""
 
     key: str
     updated_at: datetime
+    agent_id: str | None = None
 
 
 class SettingList(Model):
