@@ -7,6 +7,7 @@ from stepwise.core import observability
 from stepwise.core.observability import logger
 from stepwise.runs import bulk_cancel, reconcile
 from stepwise.store import wiring
+from stepwise.usage import circuits
 
 metrics = observability.metrics()
 wiring.install()  # this process's stores: DynamoDB's, built on first use
@@ -26,4 +27,8 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     if isinstance(trigger, reconcile.ExecutionStatusChange):
         observability.bind(run_id=trigger.detail.name)
         return reconcile.on_status_change(trigger).model_dump(mode="json")
-    return reconcile.sweep(budget_seconds=max(budget, 0.0)).model_dump(mode="json")
+    report = reconcile.sweep(budget_seconds=max(budget, 0.0)).model_dump(mode="json")
+    # Providers' circuits: probe the open ones (through the Step function, where litellm is), resume
+    # the runs of the closed ones.
+    report["circuits"] = circuits.sweep(circuits.probe_through_step).model_dump()
+    return report

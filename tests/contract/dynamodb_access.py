@@ -69,7 +69,10 @@ AMBIGUOUS = {"update", "delete"}
 
 # Receivers the inference cannot type, each resolved by hand: (module, definition, receiver source,
 # method) -> the model class it is, or None when it is not pynamodb at all.
-UNRESOLVED: dict[tuple[str, str, str, str], str | None] = {}
+UNRESOLVED: dict[tuple[str, str, str, str], str | None] = {
+    # The circuit's item as read, or a new one when none is stored yet (stepwise.usage.circuits).
+    ("stepwise.usage.circuits", "_enqueue", "item", "update"): "CircuitItem",
+}
 
 # DynamoDB clients that are not pynamodb: the name whose reference means the client is used, and what
 # it does. The table comes from the call's `table_name=config.tables().<field>`.

@@ -388,14 +388,14 @@ class Circuits(Environment):
     row, within how many seconds, open a provider's circuit. `STEPWISE_CIRCUIT_THRESHOLDS` overrides
     per provider: `openai=10,anthropic=3`."""
 
-    threshold: int = Field(default=5, ge=1, alias="STEPWISE_CIRCUIT_THRESHOLD")
+    threshold: int = Field(default=5, ge=0, alias="STEPWISE_CIRCUIT_THRESHOLD")  # 0: circuits off
     window_seconds: int = Field(default=60, ge=1, alias="STEPWISE_CIRCUIT_WINDOW_SECONDS")
     per_provider: str = Field(default="", alias="STEPWISE_CIRCUIT_THRESHOLDS")
 
     def threshold_for(self, provider: str) -> int:
         for pair in self.per_provider.split(","):
             name, _, value = pair.partition("=")
-            if name.strip() == provider and value.strip().isdigit() and int(value) >= 1:
+            if name.strip() == provider and value.strip().isdigit():
                 return int(value)
         return self.threshold
 

@@ -19,7 +19,7 @@ class NewInteraction(BaseModel):
     session_id: str
     listed_session_id: str | None = None  # a delegated run's waits are listed in its root's session
     agent_id: str
-    kind: Literal["approval", "client_tool", "delegation"]
+    kind: Literal["approval", "client_tool", "delegation", "provider"]
     step: int
     tool_call_id: str
     tool_call_index: int

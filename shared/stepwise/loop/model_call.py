@@ -16,7 +16,14 @@ from stepwise.agents.models import Agent
 from stepwise.attachments import render
 from stepwise.attachments.models import Attachment
 from stepwise.core import config, observability, safejson, tracing
-from stepwise.core.errors import BudgetExceeded, ContextTooLong, DoomLoop, NotFound
+from stepwise.core.errors import (
+    BudgetExceeded,
+    ContextTooLong,
+    DoomLoop,
+    NotFound,
+    ProviderUnavailable,
+    RateLimited,
+)
 from stepwise.llm.client import ModelTurn, complete, provider_of
 from stepwise.loop.chunks import ChunkBatcher
 from stepwise.loop.prompt import build_messages, tool_declarations
@@ -27,6 +34,7 @@ from stepwise.runs.ports import stores
 from stepwise.runs.state import RunContext
 from stepwise.sessions.models import ASSISTANT_SLOT
 from stepwise.settings import providers
+from stepwise.usage import circuits
 
 DOOM_LOOP_REPEATS = 3
 MAX_COMPACTION_FAILURES = 3
@@ -151,11 +159,22 @@ def call_model(
     *,
     tools_allowed: bool,
 ) -> tuple[ModelTurn, RunContext]:
-    """Call the model once with the run's conversation and store what it said."""
+    """Call the model once with the run's conversation and store what it said. Raises Parked (the
+    wait to return) while the provider's circuit for the paying key is open."""
     run = working.run
+    model = allowed_for_step(agent.model)  # a run started before the bound was narrowed fails here
+    provider = provider_of(model)
+    # The agent's own key, else the tenant's, else the deployment's: cached in the function, no request.
+    paying = providers.resolve(tenant_id, run.agent_id, provider)
+    circuit = (
+        circuits.circuit_for(tenant_id, run.agent_id, str(provider), paying.owner)
+        if circuits.enabled(provider)
+        else None
+    )
+    if circuit is not None and circuits.is_open(circuit):  # cached for seconds: no request per step
+        _park(tenant_id, run, step, circuit)
     events.emit(tenant_id, run.run_id, "step_started", {"step": step})
     events.flush()  # a model call takes seconds: followers see the step start
-    model = allowed_for_step(agent.model)  # a run started before the bound was narrowed fails here
     history = working.history
     declarations = tool_declarations(agent, history) if tools_allowed else []
     # Files are fetched into the messages here, never stored in them (stepwise.attachments.render).
@@ -173,9 +192,6 @@ def call_model(
         tokens = count_tokens(model, prompt, declarations or None)
     _check_budget(run.max_tokens_budget, context, tokens)
     chunks = ChunkBatcher(tenant_id, run.run_id, step)
-    provider = provider_of(model)
-    # The agent's own key, else the tenant's, else the deployment's: cached in the function, no request.
-    paying = providers.resolve(tenant_id, run.agent_id, provider)
 
     def call(sent: list[dict[str, Any]]) -> ModelTurn:
         with tracing.chat_span(tenant_id, run, step, model, provider) as span:
@@ -194,14 +210,24 @@ def call_model(
             return dataclasses.replace(turn, key_owner=paying.owner)
 
     try:
-        turn = call(prompt)
-    except ContextTooLong:
-        # Our estimate was low: compact harder and try once more; a second refusal fails the run.
+        try:
+            turn = call(prompt)
+        except ContextTooLong:
+            # Our estimate was low: compact harder and try once more; a second refusal fails the run.
+            chunks.flush()
+            prompt, context, _ = _fit(
+                tenant_id, run.run_id, context, model, messages, declarations, tokens=None, force=True
+            )
+            turn = call(prompt)
+    except (RateLimited, ProviderUnavailable):
         chunks.flush()
-        prompt, context, _ = _fit(
-            tenant_id, run.run_id, context, model, messages, declarations, tokens=None, force=True
-        )
-        turn = call(prompt)
+        # Only a failing call touches the circuit; when this one opened it (or found it open), the run
+        # parks rather than spend its retries. Otherwise the state machine retries, as before.
+        if circuit is not None and circuits.record_failure(circuit, model):
+            _park(tenant_id, run, step, circuit)
+        raise
+    if circuit is not None:
+        circuits.record_success(circuit)  # a write only after failures this function saw
     chunks.flush()
     assistant = turn.assistant_message()
     stores().sessions.put_message(tenant_id, run.session_id, run.run_id, step, ASSISTANT_SLOT, assistant)
@@ -231,6 +257,13 @@ def call_model(
         },
     )
     return turn, context
+
+
+def _park(tenant_id: str, run: Run, step: int, circuit: circuits.Circuit) -> None:
+    """Raise Parked with the run's provider wait, unless a fresh look finds the circuit closed."""
+    wait = circuits.park(tenant_id, run, step, circuit)
+    if wait is not None:
+        raise circuits.Parked(wait)
 
 
 def _check_budget(budget: int | None, context: RunContext, tokens: int) -> None:

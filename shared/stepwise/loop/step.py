@@ -31,9 +31,19 @@ from stepwise.runs import events, suspension
 from stepwise.runs.hooks import fire
 from stepwise.runs.models import Run
 from stepwise.runs.ports import stores
-from stepwise.runs.state import CallRef, RunContext, RunState, StepEvent, SyncAnswer, Wait, Weigh
+from stepwise.runs.state import (
+    CallRef,
+    CircuitProbe,
+    RunContext,
+    RunState,
+    StepEvent,
+    SyncAnswer,
+    Wait,
+    Weigh,
+)
 from stepwise.sessions.models import USER_SLOT
 from stepwise.tools.models import AgentTool, ClientTool
+from stepwise.usage import circuits
 
 logger = Logger(service="stepwise")
 
@@ -309,7 +319,15 @@ def _take(state: RunState, work: Working, context: RunContext) -> RunState:
 
     number = context.steps + 1
     tools_allowed = number < work.run.max_steps
-    turn, context = call_model(tenant_id, work, context, agent, number, tools_allowed=tools_allowed)
+    if work.run.status == "waiting" and stores().runs.transition(
+        tenant_id, work.run.run_id, "running", allowed_from={"waiting"}
+    ):  # resumed from a run-level wait (a provider's circuit): no call of it was waiting
+        work.run = work.run.model_copy(update={"status": "running"})
+    try:
+        turn, context = call_model(tenant_id, work, context, agent, number, tools_allowed=tools_allowed)
+    except circuits.Parked as parked:  # the provider's circuit is open: wait, no Lambda, no retries
+        context = _save(tenant_id, work, context)  # prepared: the resumed Step goes on from here
+        return _wait(state, context, [parked.wait])
     if not turn.tool_calls or not tools_allowed:
         context = _save(tenant_id, work, context.model_copy(update={"calls": [], "next_call": 0}))
         done.finish(tenant_id, work, agent, context)
@@ -344,6 +362,8 @@ def handle(event: dict[str, Any]) -> dict[str, Any]:
             from stepwise.loop import weight
 
             return weight.weigh_request(tenant_id, agent_id)
+        case CircuitProbe(probe=spec):  # the reconciler's sweep tries an open circuit's provider
+            return {"ok": circuits.probe_call(spec)}
         case RunState() as state:
             return step(state).model_dump()
     raise AssertionError("unreachable: StepEvent is a closed union")

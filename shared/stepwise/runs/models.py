@@ -35,6 +35,7 @@ EventType = Literal[
     "hook_blocked",
     "delegation_started",
     "delegation_completed",
+    "provider_paused",
     "compaction",
     "step_completed",
     "run_completed",

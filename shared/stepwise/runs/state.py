@@ -24,7 +24,9 @@ class Wait(BaseModel):
 
     interaction_id: str
     tool_call_id: str
-    kind: Literal["approval", "client_tool", "delegation"]
+    # `provider`: a run-level wait (no tool call, `tool_call_id` empty) while a provider's circuit is
+    # open (stepwise.usage.circuits); the Step that resumes goes on to the model call.
+    kind: Literal["approval", "client_tool", "delegation", "provider"]
     timeout_seconds: int
 
 
@@ -62,6 +64,14 @@ class Weigh(BaseModel):
     agent_id: str
 
 
+class CircuitProbe(BaseModel):
+    """The reconciler's sweep asks the Step function (where litellm is) to try a provider whose circuit
+    is open, with one minimal call (stepwise.usage.circuits)."""
+
+    mode: Literal["probe"] = "probe"
+    probe: dict[str, Any]
+
+
 def _mode(event: Any) -> str:
     mode = event.get("mode") if isinstance(event, dict) else getattr(event, "mode", None)
     return str(mode or "step")
@@ -70,7 +80,10 @@ def _mode(event: Any) -> str:
 # What the Step function is invoked with: a state of agent_run.asl.json (no `mode`), or one of the API
 # function's synchronous requests.
 StepEvent = Annotated[
-    Annotated[RunState, Tag("step")] | Annotated[SyncAnswer, Tag("sync")] | Annotated[Weigh, Tag("weigh")],
+    Annotated[RunState, Tag("step")]
+    | Annotated[SyncAnswer, Tag("sync")]
+    | Annotated[Weigh, Tag("weigh")]
+    | Annotated[CircuitProbe, Tag("probe")],
     Discriminator(_mode),
 ]
 

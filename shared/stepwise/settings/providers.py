@@ -56,3 +56,11 @@ def resolve(tenant_id: str, agent_id: str, provider: str | None) -> ProviderCred
             "or for the agent with ?agent_id=)"
         )
     return DEPLOYMENT
+
+
+def key_of(tenant_id: str | None, agent_id: str | None, owner: str, provider: str) -> str | None:
+    """The key of one owner exactly (a circuit's probe must try the key that was refused)."""
+    if owner == "deployment" or tenant_id is None:
+        return None
+    stored = stored_key(provider_key(provider), agent_id if owner == "agent" else None)
+    return cached_setting(tenant_id, stored)

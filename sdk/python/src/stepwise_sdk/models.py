@@ -29,6 +29,7 @@ EventType = Literal[
     "client_tool_answered",
     "delegation_started",
     "delegation_completed",
+    "provider_paused",
     "hook_blocked",
     "compaction",
     "step_completed",

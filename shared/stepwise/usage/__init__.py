@@ -1,0 +1,1 @@
+"""Spend: usage lines and counters, budgets that pause, provider circuits."""
