@@ -84,6 +84,11 @@ def test_the_agents_key_else_the_tenants_else_the_deployments(stack: LocalStack,
     model.text("the tenant's again")
     _run(stack, key, agent_id)
     assert deleted[0] == 204 and _sent_key(model) == TENANT_KEY
+    # An agent's own key goes with the agent.
+    stack.invoke_api("PUT", f"/v1/settings/{SETTING}?agent_id={agent_id}", {"value": AGENT_KEY}, key=key)
+    assert stack.invoke_api("DELETE", f"/v1/agents/{agent_id}", key=key)[0] == 204
+    _, _, after = stack.invoke_api("GET", "/v1/settings", key=key)
+    assert [s["agent_id"] for s in after["settings"]] == [None]
 
 
 def test_an_agents_setting_is_only_a_provider_key_of_the_tenants_own_agent(stack: LocalStack) -> None:

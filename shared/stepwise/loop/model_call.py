@@ -68,15 +68,16 @@ def check_doom_loop(context: RunContext, turn: ModelTurn) -> RunContext:
     return context.model_copy(update={"recent_calls": recent})
 
 
-def _summarizer(model: str) -> Any:
+def _summarizer(model: str, paying: providers.ProviderCredentials) -> Any:
     """The light model that summarizes old conversation: STEPWISE_SUMMARY_MODEL, else the run's model
-    (the scripted model locally)."""
+    (the scripted model locally), called with the run's own key when it is the same provider's."""
     from stepwise.loop.compaction import summary_prompt
 
     light = config.models().summary_model or model
+    key = paying.api_key if provider_of(light) == provider_of(model) else None
 
     def summarize(old: list[dict[str, Any]]) -> str:
-        return complete(model=light, messages=summary_prompt(old), tools=None).text or ""
+        return complete(model=light, messages=summary_prompt(old), tools=None, api_key=key).text or ""
 
     return summarize
 
@@ -109,6 +110,7 @@ def _fit(
     *,
     tokens: int | None,
     force: bool = False,
+    paying: providers.ProviderCredentials = providers.DEPLOYMENT,
 ) -> tuple[list[dict[str, Any]], RunContext, bool]:
     """Compaction before the call, on a copy: the stored session keeps everything. The run's last
     compaction is applied again as it was; a new one replaces it in the context. The flag says
@@ -122,7 +124,7 @@ def _fit(
         messages,
         model=model,
         tools=tools or None,
-        summarize=_summarizer(model),
+        summarize=_summarizer(model, paying),
         force=force,
         tokens=None if force else tokens,
         kept=context.compacted,
@@ -185,7 +187,9 @@ def call_model(
         listed=_listed(tenant_id, run),
     )
     tokens = _estimate(model, context, messages, declarations)
-    prompt, context, anew = _fit(tenant_id, run.run_id, context, model, messages, declarations, tokens=tokens)
+    prompt, context, anew = _fit(
+        tenant_id, run.run_id, context, model, messages, declarations, tokens=tokens, paying=paying
+    )
     if run.max_tokens_budget is not None and anew:
         from stepwise.loop.compaction import count_tokens
 
@@ -216,7 +220,15 @@ def call_model(
             # Our estimate was low: compact harder and try once more; a second refusal fails the run.
             chunks.flush()
             prompt, context, _ = _fit(
-                tenant_id, run.run_id, context, model, messages, declarations, tokens=None, force=True
+                tenant_id,
+                run.run_id,
+                context,
+                model,
+                messages,
+                declarations,
+                tokens=None,
+                force=True,
+                paying=paying,
             )
             turn = call(prompt)
     except (RateLimited, ProviderUnavailable):

@@ -47,3 +47,9 @@ def delete(tenant_id: str, key: str, *, agent_id: str | None = None) -> None:
     if not store.delete(tenant_id, _for_agent(tenant_id, key, agent_id)):
         raise NotFound(f"no setting named {key}", code="setting_not_found")
     invalidate(tenant_id)
+
+
+def forget_agent(tenant_id: str, agent_id: str) -> None:
+    """The agent's own settings go with it (its provider keys)."""
+    if store.delete_prefix(tenant_id, stored_key("", agent_id)):
+        invalidate(tenant_id)

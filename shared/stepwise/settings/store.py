@@ -46,3 +46,13 @@ def delete(tenant_id: str, key: str) -> bool:
             return False
         raise
     return True
+
+
+def delete_prefix(tenant_id: str, prefix: str) -> int:
+    """Delete every setting of the tenant whose stored key starts with `prefix` (an agent's own)."""
+    bind()
+    gone = 0
+    for item in SettingItem.query(tenant_id, SettingItem.key.startswith(prefix), attributes_to_get=["key"]):
+        SettingItem(tenant_id, item.key).delete()
+        gone += 1
+    return gone
