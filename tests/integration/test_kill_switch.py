@@ -68,8 +68,8 @@ def test_bulk_cancel_of_30_runs_pages_past_one_request(
     target, spared = _agent(stack, key), _agent(stack, key)
     status, first = _start(stack, key, target)
     assert status == 202, first
-    _waiting(stack, key, first["run_id"])
-    # 29 more behind it on its session (queued), so 30 active runs cost one execution.
+    # 29 more behind it on its session (queued), so 30 active runs cost one execution; the first may
+    # still be in its first step when the kill switch comes: a cancel stops it wherever it is.
     for _ in range(29):
         assert _start(stack, key, target, session_id=first["session_id"])[0] == 202
     kept = _start(stack, key, spared)[1]["run_id"]
