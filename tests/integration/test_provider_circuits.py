@@ -68,6 +68,10 @@ def test_a_429_storm_opens_the_circuit_parks_the_queue_and_the_probe_resumes_it(
             return True
 
         eventually(parked, timeout=30, what="every run to park")
+        # A synchronous run cannot wait: it answers 503 at once, without calling the provider.
+        sync = stack.invoke_api(
+            "POST", f"/v1/agents/{agent['agent_id']}/run", {"message": "late sync"}, key=key
+        )
         # The storm: five refusals opened it (the first runs' retries may add a few while it
         # opens); the 15 runs started after it never called the provider.
         assert asked >= 5
@@ -84,6 +88,7 @@ def test_a_429_storm_opens_the_circuit_parks_the_queue_and_the_probe_resumes_it(
 
         finished: list[dict[str, Any]] = [wait_for_run(stack, r, key=key) for r in runs]
 
+    assert sync[0] == 503 and sync[2]["error"]["code"] == "rate_limited", sync
     assert too_soon.probed == 0  # open for less than PROBE_AFTER_SECONDS: not tried yet
     assert (report.probed, report.closed, report.resumed) == (1, 1, 20)
     assert [r["status"] for r in finished] == ["succeeded"] * 20

@@ -378,7 +378,8 @@ class CircuitItem(Model):
     first_failure_at = UTCDateTimeAttribute(null=True)  # of the current streak: the window starts here
     opened_at = UTCDateTimeAttribute(null=True)  # set while open
     model = UnicodeAttribute(null=True)  # the last model that failed: what the probe calls
-    waiting = JSONAttribute(null=True)  # [{tenant_id, run_id, interaction_id, parked_at}], oldest first
+    # [{tenant_id, run_id, interaction_id, parked_at}], oldest first: parking appends (list_append).
+    waiting: ListAttribute[Any] = ListAttribute(null=True)
 
 
 class WebhookDeliveryItem(Model):

@@ -20,7 +20,7 @@ from pydantic import TypeAdapter
 from stepwise.agents.models import Agent
 from stepwise.attachments import render
 from stepwise.core import observability, tracing
-from stepwise.core.errors import DoomLoop, HookDenied, RunStateError
+from stepwise.core.errors import DoomLoop, HookDenied, RateLimited, RunStateError
 from stepwise.loop import done, execution, failed, gating, recall, working
 from stepwise.loop import waits as waits_
 from stepwise.loop.calls import Paused, Ready, Refused, Resolved, Settled, StepScope
@@ -372,7 +372,11 @@ def handle(event: dict[str, Any]) -> dict[str, Any]:
 def sync_answer(tenant_id: str, run_id: str) -> Run:
     """`POST /v1/agents/{id}/run`: one step without tools, the run recorded and ended like any other."""
     try:
-        step(RunState(tenant_id=tenant_id, run_id=run_id, max_steps=1))
+        taken = step(RunState(tenant_id=tenant_id, run_id=run_id, max_steps=1))
+        if taken.action != "done":  # parked on an open circuit: a synchronous caller cannot wait
+            raise RateLimited(
+                "the provider is paused (its circuit is open after repeated refusals); retry later"
+            )
     except Exception as exc:
         failed.fail_with(tenant_id, run_id, exc)
         raise

@@ -244,26 +244,12 @@ def park(tenant_id: str, run: Run, step: int, circuit: Circuit) -> Wait | None:
 
 
 def _enqueue(circuit: Circuit, entry: dict[str, Any]) -> None:
-    """Add the run to the circuit's queue, once (a retried Step's entry is already there)."""
+    """Add the run to the circuit's queue: one atomic list_append, however many runs park at once. A
+    retried Step may add its entry twice; the second finds its interaction answered and is skipped."""
     bind()
-    for _ in range(5):
-        stored = _item(circuit)
-        item = CircuitItem(circuit.pk, circuit.sk) if stored is None else stored
-        waiting = list(item.waiting or [])
-        if any(w["interaction_id"] == entry["interaction_id"] for w in waiting):
-            return
-        condition = (
-            CircuitItem.waiting.does_not_exist()
-            if item.waiting is None
-            else CircuitItem.waiting == item.waiting
-        )
-        try:
-            item.update(actions=[CircuitItem.waiting.set([*waiting, entry])], condition=condition)
-            return
-        except UpdateError as exc:
-            if not condition_failed(exc):
-                raise
-    raise RuntimeError(f"the queue of circuit {circuit.sk} kept changing; the Step will retry")
+    CircuitItem(circuit.pk, circuit.sk).update(
+        actions=[CircuitItem.waiting.set((CircuitItem.waiting | []).append([entry]))]
+    )
 
 
 def paused_event(arguments: dict[str, Any], interaction_id: str) -> dict[str, Any]:
@@ -344,16 +330,18 @@ def _resume(item: CircuitItem) -> int:
         if condition_failed(exc):
             return 0
         raise
+    resumed = 0
     for entry in now_resumed:
         tenant_id, interaction_id = entry["tenant_id"], entry["interaction_id"]
-        try:
+        try:  # False: the run ended meanwhile (cancelled, a sync run that could not wait) or a duplicate
             if stores().interactions.answer(
                 tenant_id, interaction_id, {"resumed": True}, key=None, by="circuit"
             ):
                 answers.deliver(tenant_id, interaction_id)  # none yet: Await delivers when it stores it
+                resumed += 1
         except NotFound:
             continue  # the run and its waits are gone
-    return len(now_resumed)
+    return resumed
 
 
 def probe_call(spec: dict[str, Any]) -> bool:
