@@ -1,4 +1,4 @@
-"""`stepwise agents create|list|get|delete|weight|tool-usage`."""
+"""`stepwise agents create|list|get|delete|pause|unpause|weight|tool-usage`."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from stepwise_cli.render import block, clip, table, when
 def register(
     commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
 ) -> None:
-    agents = commands.add_parser("agents", help="create, list, show, delete and weigh agents")
+    agents = commands.add_parser("agents", help="create, list, show, delete, pause and weigh agents")
     actions = agents.add_subparsers(dest="action", required=True, metavar="ACTION")
 
     create = actions.add_parser("create", parents=[common], help="create an agent")
@@ -37,6 +37,12 @@ def register(
     delete = actions.add_parser("delete", parents=[common], help="delete an agent and its schedules")
     delete.add_argument("agent_id")
     delete.set_defaults(handler=delete_agent)
+
+    for verb, paused in (("pause", True), ("unpause", False)):
+        helped = "refuse new runs (active runs go on)" if paused else "accept new runs again"
+        toggle = actions.add_parser(verb, parents=[common], help=helped)
+        toggle.add_argument("agent_id")
+        toggle.set_defaults(handler=pause_agent, paused=paused)
 
     weight = actions.add_parser(
         "weight", parents=[common], help="the input tokens of the agent's first call, tool by tool"
@@ -129,6 +135,14 @@ def agent_lines(agent: dict[str, Any]) -> list[str]:
 def get_agent(ctx: Context) -> int:
     agent = data(ctx.client.agents.get(ctx.args.agent_id))
     ctx.show(agent, agent_lines(agent))
+    return 0
+
+
+def pause_agent(ctx: Context) -> int:
+    agents = ctx.client.agents
+    agent = data(agents.pause(ctx.args.agent_id) if ctx.args.paused else agents.unpause(ctx.args.agent_id))
+    state = "paused: new runs are refused" if agent.get("paused") else "running: new runs are accepted"
+    ctx.show(agent, [f"agent {agent.get('agent_id')} is {state}"])
     return 0
 
 

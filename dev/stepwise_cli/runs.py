@@ -54,8 +54,15 @@ def register(
     again.add_argument("--after", type=int, default=0, metavar="N", help="start after event N (default 0)")
     again.set_defaults(handler=follow_run)
 
-    cancel = actions.add_parser("cancel", parents=[common], help="cancel an active run")
-    cancel.add_argument("run_id")
+    cancel = actions.add_parser(
+        "cancel", parents=[common], help="cancel an active run, or every active run that matches (--agent...)"
+    )
+    cancel.add_argument("run_id", nargs="?", help="the run; without it, the filters choose (the kill switch)")
+    cancel.add_argument("--agent", help="every active run of this agent")
+    cancel.add_argument("--user", help="every active run of this user")
+    cancel.add_argument("--status", choices=["queued", "running", "waiting"], help="only runs in this status")
+    cancel.add_argument("--before", metavar="TIME", help="only runs created before this ISO 8601 time")
+    cancel.add_argument("--all", action="store_true", help="every active run of the tenant (no filter)")
     cancel.set_defaults(handler=cancel_run)
 
     replay = actions.add_parser("replay", parents=[common], help="start a new run with a run's input")
@@ -155,8 +162,25 @@ def follow_run(ctx: Context) -> int:
 
 
 def cancel_run(ctx: Context) -> int:
-    run = data(ctx.client.runs.cancel(ctx.args.run_id))
-    ctx.show(run, [f"run {run.get('run_id')} is {run.get('status')}"])
+    args = ctx.args
+    filters = {
+        "agent_id": args.agent,
+        "user_id": args.user,
+        "status": args.status,
+        "created_before": args.before,
+    }
+    chosen = {k: v for k, v in filters.items() if v is not None}
+    if args.run_id is not None:
+        if chosen or args.all:
+            raise UsageError("give a run id or filters (--agent, --user, --status, --before), not both")
+        run = data(ctx.client.runs.cancel(args.run_id))
+        ctx.show(run, [f"run {run.get('run_id')} is {run.get('status')}"])
+        return 0
+    if not chosen and not args.all:
+        raise UsageError("name a run, or choose runs with --agent, --user, --status, --before (or --all)")
+    result = data(ctx.client.runs.cancel_many(**chosen))
+    more = "; the rest are being cancelled in the background" if result.get("continuing") else ""
+    ctx.show(result, [f"cancelled {result.get('cancelled')} runs{more}"])
     return 0
 
 

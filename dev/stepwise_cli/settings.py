@@ -19,8 +19,11 @@ def register(
 
     put = actions.add_parser("put", parents=[common], help="set a value (read from stdin unless --value)")
     put.add_argument(
-        "setting", metavar="KEY", help="upper case, digits and _, e.g. EXA_API_KEY"
+        "setting",
+        metavar="KEY",
+        help="upper case, digits and _, e.g. EXA_API_KEY; or providers.openai.api_key",
     )  # not `key`: that is the API key
+    put.add_argument("--agent", help="the agent's own provider key (used before the tenant's)")
     put.add_argument(
         "--value", help="the value (it lands in shell history: prefer stdin, or the prompt on a terminal)"
     )
@@ -32,6 +35,7 @@ def register(
 
     delete = actions.add_parser("delete", parents=[common], help="remove a setting")
     delete.add_argument("setting", metavar="KEY")
+    delete.add_argument("--agent", help="the agent's own provider key")
     delete.set_defaults(handler=delete_setting)
 
 
@@ -50,7 +54,7 @@ def read_value(ctx: Context) -> str:
 
 
 def put_setting(ctx: Context) -> int:
-    info = data(ctx.client.settings.put(ctx.args.setting, read_value(ctx)))
+    info = data(ctx.client.settings.put(ctx.args.setting, read_value(ctx), agent_id=ctx.args.agent))
     ctx.show(info, [f"set {info.get('key')} (updated {when(info.get('updated_at'))} UTC)"])
     return 0
 
@@ -58,12 +62,12 @@ def put_setting(ctx: Context) -> int:
 def list_settings(ctx: Context) -> int:
     listed = data(ctx.client.settings.list())
     found = listed.get("settings", [])
-    rows = [[s.get("key"), when(s.get("updated_at"))] for s in found]
-    ctx.show(listed, table(["KEY", "UPDATED"], rows) if found else ["no settings"])
+    rows = [[s.get("key"), s.get("agent_id") or "-", when(s.get("updated_at"))] for s in found]
+    ctx.show(listed, table(["KEY", "AGENT", "UPDATED"], rows) if found else ["no settings"])
     return 0
 
 
 def delete_setting(ctx: Context) -> int:
-    ctx.client.settings.delete(ctx.args.setting)
+    ctx.client.settings.delete(ctx.args.setting, agent_id=ctx.args.agent)
     ctx.show({"key": ctx.args.setting, "deleted": True}, [f"deleted {ctx.args.setting}"])
     return 0

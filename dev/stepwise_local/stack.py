@@ -426,6 +426,14 @@ def _bring_up(
             name = f"{STACK_NAME}-{logical}"
             group = boto3.client("scheduler").create_schedule_group(Name=name)
             resolver.physical[logical], resolver.arns[logical] = name, group["ScheduleGroupArn"]
+        elif kind == "AWS::SSM::Parameter":
+            # Locally the functions read the environment instead (STEPWISE_SECRETS=env); the parameter
+            # exists so its name resolves as in AWS.
+            parameter = resolver.resolve(props)
+            boto3.client("ssm").put_parameter(
+                Name=parameter["Name"], Type=parameter["Type"], Value=parameter["Value"], Overwrite=True
+            )
+            resolver.physical[logical] = parameter["Name"]
         elif kind == "AWS::IAM::Role":
             # Only its ARN matters locally (what Scheduler is told to act as): nothing checks policies.
             name = f"{STACK_NAME}-{logical}"

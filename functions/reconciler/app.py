@@ -5,9 +5,9 @@ from typing import Any
 
 from stepwise.core import observability
 from stepwise.core.observability import logger
-from stepwise.runs import reconcile
+from stepwise.runs import bulk_cancel, reconcile
 from stepwise.store import wiring
-from stepwise.usage import service
+from stepwise.usage import circuits, service
 
 metrics = observability.metrics()
 wiring.install()  # this process's stores: DynamoDB's, built on first use
@@ -20,6 +20,9 @@ SWEEP_MARGIN_SECONDS = 10.0
 @metrics.log_metrics
 @observability.traced
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    budget = context.get_remaining_time_in_millis() / 1000 - SWEEP_MARGIN_SECONDS
+    if bulk_cancel.is_continuation(event):  # a bulk cancel too large for its request goes on here
+        return bulk_cancel.go_on(event, seconds=max(budget, 1.0), function=context.invoked_function_arn)
     trigger = reconcile.parse(event)
     if isinstance(trigger, reconcile.ExecutionStatusChange):
         observability.bind(run_id=trigger.detail.name)
@@ -27,4 +30,8 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     budget = context.get_remaining_time_in_millis() / 1000 - SWEEP_MARGIN_SECONDS
     report = reconcile.sweep(budget_seconds=max(budget, 0.0)).model_dump(mode="json")
     # Runs parked on a budget that now allows them (its period turned): a bounded page, oldest first.
-    return {**report, "resumed_parked": service.sweep()}
+    report["resumed_parked"] = service.sweep()
+    # Providers' circuits: probe the open ones (through the Step function, where litellm is), resume
+    # the runs of the closed ones.
+    report["circuits"] = circuits.sweep(circuits.probe_through_step).model_dump()
+    return report

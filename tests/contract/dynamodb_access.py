@@ -72,6 +72,8 @@ AMBIGUOUS = {"update", "delete"}
 UNRESOLVED: dict[tuple[str, str, str, str], str | None] = {
     # the usage counters' module, handed the transaction (its own calls are derived where they are)
     ("stepwise.store.run_context", "save", "counters", "count"): None,
+    # The circuit's item as read, or a new one when none is stored yet (stepwise.usage.circuits).
+    ("stepwise.usage.circuits", "_enqueue", "item", "update"): "CircuitItem",
 }
 
 # DynamoDB clients that are not pynamodb: the name whose reference means the client is used, and what

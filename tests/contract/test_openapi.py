@@ -37,6 +37,7 @@ JSON_BODIES = {
     ("POST", "/v1/agents/{agent_id}/runs"),
     ("POST", "/v1/agents/{agent_id}/run"),
     ("POST", "/v1/runs/{run_id}/approve"),
+    ("POST", "/v1/runs:cancel"),
     ("POST", "/v1/sessions/interactions/{interaction_id}/respond"),
     ("PUT", "/v1/settings/{key}"),
     ("PUT", "/v1/budgets/{scope}"),

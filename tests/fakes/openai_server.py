@@ -202,6 +202,11 @@ class FakeOpenAI:
         for word in words:
             self.synonyms[word.lower()] = words[0].lower()
 
+    def clear(self) -> None:
+        """Drop the replies not yet given: every request after this gets the default answer."""
+        with self._lock:
+            self._replies.clear()
+
     def push(self, reply: Reply) -> Reply:
         with self._lock:
             self._replies.append(reply)

@@ -394,6 +394,12 @@ class FakeAgents:
         except NotFound as exc:
             raise AgentGone(f"agent {agent_id} was deleted; the run cannot continue") from exc
 
+    def count_skipped(self, tenant_id: str, agent_id: str) -> None:
+        agent = self.get(tenant_id, agent_id)
+        self.items[(tenant_id, agent_id)] = agent.model_copy(
+            update={"skipped_while_paused": agent.skipped_while_paused + 1}
+        )
+
     def delete(self, tenant_id: str, agent_id: str) -> None:
         if self.items.pop((tenant_id, agent_id), None) is None:
             raise NotFound(f"agent {agent_id} not found", code="agent_not_found")

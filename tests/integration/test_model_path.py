@@ -116,8 +116,11 @@ def test_a_rate_limit_is_retried_by_the_state_machine(stack: LocalStack, model: 
 
 @pytest.mark.parametrize(("status", "code"), [(429, "rate_limited"), (500, "provider_unavailable")])
 def test_spent_retries_fail_the_run_with_a_clear_code(
-    stack: LocalStack, model: FakeOpenAI, status: int, code: str
+    stack: LocalStack, model: FakeOpenAI, status: int, code: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # With the provider's circuit on, five refusals would park the run instead (test_provider_circuits):
+    # this is the path of a deployment that turned circuits off.
+    monkeypatch.setenv("STEPWISE_CIRCUIT_THRESHOLD", "0")
     for _ in range(10):
         model.rate_limited() if status == 429 else model.error(500, {"error": {"message": "boom"}})
 

@@ -63,14 +63,15 @@ def test_put_list_delete_and_no_response_carries_the_value(stack: LocalStack, ke
     value = secret()
     created = put(stack, key, value)
 
-    # Then the answer names the setting and when it changed, and nothing else
-    assert set(created) == {"key", "updated_at"} and created["key"] == key
+    # Then the answer names the setting, when it changed and whose it is (the tenant's), and nothing else
+    assert set(created) == {"key", "updated_at", "agent_id"} and created["key"] == key
+    assert created["agent_id"] is None
     assert value not in json.dumps(created)
 
     # And the list has its name and time, never its value
     body = listed(stack)
-    assert {"key": key, "updated_at": created["updated_at"]} in body["settings"]
-    assert all(set(s) == {"key", "updated_at"} for s in body["settings"])
+    assert {"key": key, "updated_at": created["updated_at"], "agent_id": None} in body["settings"]
+    assert all(set(s) == {"key", "updated_at", "agent_id"} for s in body["settings"])
     assert value not in json.dumps(body)
 
     # When it is replaced, the list shows the new time and still no value

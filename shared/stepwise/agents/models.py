@@ -50,6 +50,8 @@ class AgentFields(Strict):
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     a2a: Door = Field(default_factory=Door)
     mcp: Door = Field(default_factory=Door)
+    # The kill switch for one agent: new runs are refused (409 `agent_paused`), its runs in flight go on.
+    paused: bool = False
 
 
 class AgentCreate(AgentFields):
@@ -81,12 +83,20 @@ class AgentPatch(Strict):
     memory: MemoryConfig | None = None  # null turns memory off (what was remembered stays, unread)
     a2a: Door | None = None  # null closes the door
     mcp: Door | None = None
+    paused: bool | None = None
 
     @field_validator("name")
     @classmethod
     def _name_not_null(cls, value: str | None) -> str:
         if value is None:
             raise ValueError("name cannot be cleared")
+        return value
+
+    @field_validator("paused")
+    @classmethod
+    def _paused_not_null(cls, value: bool | None) -> bool:
+        if value is None:
+            raise ValueError("paused is true or false")
         return value
 
 
@@ -102,6 +112,9 @@ class Agent(AgentCreate):
     # MCP servers with their cached tools, likewise in the agent's item; managed through
     # /v1/agents/{id}/mcp-servers and parsed by stepwise.mcp (which imports this module).
     mcp_servers: list[dict[str, Any]] = Field(default_factory=list)
+    # Schedule and event deliveries skipped since the agent was last paused (stepwise.schedules.triggers):
+    # a delivery to a paused agent starts nothing and is counted here instead.
+    skipped_while_paused: int = 0
 
     def tool(self, name: str) -> DeclaredTool | None:
         return next((t for t in self.tools if t.name == name), None)

@@ -119,8 +119,20 @@ def modify(tenant_id: str, agent_id: str, change: Change) -> Agent:
 
 
 def update(tenant_id: str, agent_id: str, changes: dict[str, Any]) -> Agent:
-    """Set fields (a PATCH): merged into the agent as stored when it is saved, never into an older read."""
-    return modify(tenant_id, agent_id, lambda _: changes)
+    """Set fields (a PATCH): merged into the agent as stored when it is saved, never into an older read.
+    Pausing an agent that was running starts its count of skipped deliveries afresh."""
+
+    def changing(current: Agent) -> dict[str, Any]:
+        if changes.get("paused") and not current.paused:
+            return {**changes, "skipped_while_paused": 0}
+        return changes
+
+    return modify(tenant_id, agent_id, changing)
+
+
+def count_skipped(tenant_id: str, agent_id: str) -> None:
+    """One more delivery skipped because the agent is paused."""
+    modify(tenant_id, agent_id, lambda current: {"skipped_while_paused": current.skipped_while_paused + 1})
 
 
 def add_tool(tenant_id: str, agent_id: str, tool: DeclaredTool) -> Agent:

@@ -16,6 +16,7 @@ from stepwise.api.params import NOT_FOUND
 from stepwise.api.responses import error_response, json_response
 from stepwise.core import safejson
 from stepwise.core.errors import ApiError, Malformed, PayloadTooLarge
+from stepwise.runs import suspension
 
 MAX_BODY_BYTES = 1024 * 1024  # well under API Gateway's 10 MB: agent inputs are text, not uploads
 # Starting a run may carry inline attachments (5 MiB of base64): its body may be as large as a Lambda
@@ -127,7 +128,7 @@ def refused(event: dict[str, Any]) -> dict[str, Any] | None:
             hint = "; upload files with POST /v1/uploads instead" if limit != MAX_BODY_BYTES else ""
             raise PayloadTooLarge(f"the body is over {limit} bytes{hint}")
         if not is_public(path):
-            tenant_from_event(event)
+            suspension.check_request(tenant_from_event(event))
             _as_json(event)
     except ApiError as exc:
         return _to_proxy(error_response(exc.status, exc.code, exc.message, exc.details))

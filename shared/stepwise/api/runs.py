@@ -10,7 +10,7 @@ from stepwise.api.context import tenant
 from stepwise.api.params import AgentId, AgentIdQuery, RunId, SessionIdQuery
 from stepwise.api.responses import json_response, responses
 from stepwise.core.errors import ApiError, BadGateway, Unavailable, Unprocessable
-from stepwise.runs import cancel, erase, replay, start
+from stepwise.runs import bulk_cancel, cancel, erase, replay, start
 from stepwise.runs.models import (
     RunAccepted,
     RunCreate,
@@ -78,6 +78,22 @@ def create_run(
 )
 def cancel_run(run_id: RunId) -> Response[RunView]:
     return json_response(cancel.cancel(tenant(router), run_id).public())
+
+
+@router.post(
+    "/v1/runs:cancel",
+    summary="Cancel runs in bulk",
+    description="The kill switch: cancels every active run of the tenant that matches the filters "
+    "(`agent_id`, `user_id`, `status` among queued, running and waiting, `created_before`; none: all of "
+    "them), each as `POST /v1/runs/{run_id}/cancel` would. Runs created after the request are never "
+    "included. One request cancels for about ten seconds (at most 200 runs); when more match, "
+    "`continuing` is true, `cancelled` counts those this request cancelled, and the rest are cancelled "
+    "in the background within moments.",
+    responses=responses(200, "How many runs were cancelled", 400),
+    tags=RUNS,
+)
+def cancel_runs(body: bulk_cancel.CancelFilter) -> Response[bulk_cancel.BulkCancelled]:
+    return json_response(bulk_cancel.cancel_matching(tenant(router), body).model_dump())
 
 
 @router.post(

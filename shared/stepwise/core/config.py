@@ -376,6 +376,43 @@ class Platform(Environment):
         return self.region or self.default_region or "us-east-1"
 
 
+class KillSwitch(Environment):
+    """The operator's spend controls. `STEPWISE_SUSPENDED_TENANTS` lists suspended tenants (commas)
+    locally; in AWS `STEPWISE_SUSPENDED_TENANTS_PARAMETER` names the SSM parameter (a StringList) that
+    holds the list, read through Powertools Parameters (stepwise.runs.suspension). With
+    `STEPWISE_REQUIRE_TENANT_KEYS` a model call never falls back to the deployment's provider keys."""
+
+    suspended_tenants: str = Field(default="", alias="STEPWISE_SUSPENDED_TENANTS")
+    suspended_parameter: str | None = Field(default=None, alias="STEPWISE_SUSPENDED_TENANTS_PARAMETER")
+    require_tenant_keys: bool = Field(default=False, alias="STEPWISE_REQUIRE_TENANT_KEYS")
+
+    _blank = field_validator("suspended_parameter", mode="before")(_blank_is_none)
+    _switch = field_validator("require_tenant_keys", mode="before")(_is_true)
+
+
+class BulkCancel(Environment):
+    """Where the API hands a bulk cancel too large for one request (stepwise.runs.bulk_cancel)."""
+
+    function: str = Field(alias="RECONCILER_FUNCTION_ARN")
+
+
+class Circuits(Environment):
+    """Provider circuits (stepwise.usage.circuits): how many rate-limited or unavailable answers in a
+    row, within how many seconds, open a provider's circuit. `STEPWISE_CIRCUIT_THRESHOLDS` overrides
+    per provider: `openai=10,anthropic=3`."""
+
+    threshold: int = Field(default=5, ge=0, alias="STEPWISE_CIRCUIT_THRESHOLD")  # 0: circuits off
+    window_seconds: int = Field(default=60, ge=1, alias="STEPWISE_CIRCUIT_WINDOW_SECONDS")
+    per_provider: str = Field(default="", alias="STEPWISE_CIRCUIT_THRESHOLDS")
+
+    def threshold_for(self, provider: str) -> int:
+        for pair in self.per_provider.split(","):
+            name, _, value = pair.partition("=")
+            if name.strip() == provider and value.strip().isdigit():
+                return int(value)
+        return self.threshold
+
+
 class Telemetry(Environment):
     """The OpenTelemetry variables that decide whether runs are traced (stepwise.core.tracing). The
     exporter reads the rest of OTEL_EXPORTER_OTLP_* itself."""
@@ -435,6 +472,18 @@ def platform() -> Platform:
 
 def telemetry() -> Telemetry:
     return _load(Telemetry)
+
+
+def kill_switch() -> KillSwitch:
+    return _load(KillSwitch)
+
+
+def bulk_cancel() -> BulkCancel:
+    return _load(BulkCancel)
+
+
+def circuits() -> Circuits:
+    return _load(Circuits)
 
 
 # Names of variables that may hold a credential: ours, and those litellm and boto3 read themselves.

@@ -162,6 +162,19 @@ class ModelNotAllowed(Unprocessable):
     code = "model_not_allowed"
 
 
+class TenantSuspended(StepError):
+    """The operator suspended the run's tenant (STEPWISE_SUSPENDED_TENANTS): the run stops at its next
+    step, failed with this code."""
+
+    code = "tenant_suspended"
+
+
+class ProviderKeyMissing(ModelError):
+    """STEPWISE_REQUIRE_TENANT_KEYS is on and neither the agent nor the tenant set the provider's key."""
+
+    code = "provider_key_missing"
+
+
 class ContextTooLong(ModelError):
     """The prompt is over the model's context window (compaction then retry is the remedy)."""
 

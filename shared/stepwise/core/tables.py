@@ -454,6 +454,24 @@ class ParkedItem(Model):
     data = JSONAttribute(null=True)
 
 
+class CircuitItem(Model):
+    """A provider's circuit for one key owner (stepwise.usage.circuits), beside the quota counters: pk
+    the owner's tenant ("_deployment" for the deployment's keys), sk "circuit#<provider>" (an agent's
+    own key: "circuit#<provider>#<agent_id>"). Written only by failing calls, the probe and parking."""
+
+    class Meta:
+        table_name = "QuotasTable"
+
+    tenant_id = UnicodeAttribute(hash_key=True)
+    quota = UnicodeAttribute(range_key=True)
+    failures = NumberAttribute(default=0)  # rate-limited or unavailable answers in a row
+    first_failure_at = UTCDateTimeAttribute(null=True)  # of the current streak: the window starts here
+    opened_at = UTCDateTimeAttribute(null=True)  # set while open
+    model = UnicodeAttribute(null=True)  # the last model that failed: what the probe calls
+    # [{tenant_id, run_id, interaction_id, parked_at}], oldest first: parking appends (list_append).
+    waiting: ListAttribute[Any] = ListAttribute(null=True)
+
+
 class WebhookDeliveryItem(Model):
     """One webhook delivery of a run (pk = "<tenant_id>#<run_id>", sk = its webhook id): the body it
     sends, where it stands, and its recent attempts. Expires with the run's events."""
@@ -648,6 +666,7 @@ def bind() -> None:
         (BudgetItem, names.quotas),
         (ParkedItem, names.quotas),
         (TreeSpendItem, names.run_events),
+        (CircuitItem, names.quotas),
         (McpAuthItem, names.mcp_auth),
         (WebhookDeliveryItem, names.webhooks),
         (WebhookSecretItem, names.webhooks),

@@ -53,6 +53,9 @@ class ModelTurn:
     finish_reason: str | None  # of the last request
     continuations: int = 0  # requests made to continue an answer cut off at the token limit
     model: str | None = None  # the model that answered, as the provider names it (of the last request)
+    # Whose key paid: "agent" | "tenant" | "deployment" (stepwise.settings.providers), set by the caller
+    # that chose the key; a usage line records it as `key_owner`.
+    key_owner: str = "deployment"
 
     @property
     def empty(self) -> bool:
@@ -93,14 +96,16 @@ def complete(
     script: list[ScriptTurn] | None = None,
     on_text: TextSink | None = None,
     max_tokens: int | None = None,
+    api_key: str | None = None,
 ) -> ModelTurn:
     """One model turn, streamed: `on_text` gets each text delta as it arrives, across continuations.
 
     `tools` None (or empty) withholds tools; `script` only reaches the scripted model; `max_tokens`
-    caps each request, not the stitched answer. Raises RateLimited, ProviderUnavailable,
-    ContextTooLong or ModelError, also when the stream breaks after some text was delivered.
+    caps each request, not the stitched answer; `api_key` (a tenant's or an agent's own) replaces the
+    deployment's. Raises RateLimited, ProviderUnavailable, ContextTooLong or ModelError, also when the
+    stream breaks after some text was delivered.
     """
-    request = _request(model, tools, temperature, script, max_tokens)
+    request = _request(model, tools, temperature, script, max_tokens, api_key)
     turn = _stream(request, messages, model, on_text)
     usage = turn.usage
     if turn.empty:
@@ -137,6 +142,7 @@ def _request(
     temperature: float | None,
     script: list[ScriptTurn] | None,
     max_tokens: int | None,
+    api_key: str | None = None,
 ) -> dict[str, Any]:
     """The litellm.completion arguments for `model`, all but the messages."""
     # litellm never rejects `stream_options` (utils.PROVIDER_UNVALIDATED_PARAMS) and forwards it only to
@@ -161,7 +167,7 @@ def _request(
             turns = [t.model_dump(mode="json", exclude_none=True) for t in script]
             request["extra_body"] = {scripted.SCRIPT_FIELD: turns}
     else:
-        key = provider_key(model)
+        key = api_key or provider_key(model)
         if key is not None:
             # In AWS the key is not in the environment (where litellm would look): it comes from
             # Secrets Manager, refreshed, and rides with each request.

@@ -18,6 +18,7 @@ from stepwise.runs.models import EventType
 from stepwise.runs.ports import stores
 from stepwise.runs.queue import StartFailed, launch
 from stepwise.runs.state import RUN_LEVEL_WAITS, Wait
+from stepwise.usage import circuits
 from stepwise.webhooks.enqueue import enqueue
 
 logger = Logger(service="stepwise")
@@ -48,6 +49,8 @@ def _handle(wait: WaitEvent) -> dict[str, Any]:
         return {"interaction_id": interaction_id, "status": interaction.status}  # closed meanwhile
     if interaction.kind == "delegation":
         return _delegate(wait, interaction)
+    if interaction.kind == circuits.PROVIDER_WAIT:
+        return _provider(wait, interaction)
     if interaction.kind in RUN_LEVEL_WAITS:
         return _parked(wait, interaction)
     data: dict[str, Any] = {
@@ -93,6 +96,18 @@ def _parked(wait: WaitEvent, interaction: Interaction) -> dict[str, Any]:
         return {"interaction_id": interaction.interaction_id, "status": "answered"}
     stores().runs.transition(wait.tenant_id, wait.run_id, "waiting", allowed_from={"running", "waiting"})
     return {"interaction_id": interaction.interaction_id, "status": "parked"}
+
+
+def _provider(wait: WaitEvent, interaction: Interaction) -> dict[str, Any]:
+    """A provider's circuit is open: the run waits, told by `provider_paused`; nobody is notified (the
+    sweep resumes it once a probe gets through)."""
+    if interaction.status == "answered":  # the circuit closed and the sweep resumed it before the token
+        answers.deliver(wait.tenant_id, interaction.interaction_id)
+        return {"interaction_id": interaction.interaction_id, "status": "answered"}
+    data = circuits.paused_event(interaction.arguments, interaction.interaction_id)
+    events.emit(wait.tenant_id, wait.run_id, "provider_paused", data)
+    stores().runs.transition(wait.tenant_id, wait.run_id, "waiting", allowed_from={"running", "waiting"})
+    return {"interaction_id": interaction.interaction_id, "status": "pending"}
 
 
 def _delegate(wait: WaitEvent, interaction: Interaction) -> dict[str, Any]:

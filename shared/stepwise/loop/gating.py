@@ -248,9 +248,12 @@ def _delegate(scope: StepScope, ready: Ready) -> Paused | Refused:
             ),
         )
     try:
-        stores().agents.get(scope.tenant_id, tool.agent_id)
+        delegate_agent = stores().agents.get(scope.tenant_id, tool.agent_id)
     except NotFound:
         gone = ToolResult.failure("agent_gone", f"the agent behind {tool.name} no longer exists")
         return refuse(scope, ref, gone)
+    if delegate_agent.paused:  # a paused agent starts no run, a child run included
+        paused = ToolResult.failure("agent_paused", f"the agent behind {tool.name} is paused")
+        return refuse(scope, ref, paused)
     arguments = {"agent_id": tool.agent_id, "message": tool.child_message(ready.arguments)}
     return pause(scope, ref, "delegation", arguments, delegation.DELEGATION_TIMEOUT)

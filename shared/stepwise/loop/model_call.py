@@ -6,6 +6,7 @@ Only this module (through stepwise.llm) touches litellm; it runs in the Step fun
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from typing import Any
@@ -15,7 +16,14 @@ from stepwise.agents.models import Agent
 from stepwise.attachments import render
 from stepwise.attachments.models import Attachment
 from stepwise.core import config, observability, safejson, tracing
-from stepwise.core.errors import BudgetExceeded, ContextTooLong, DoomLoop, NotFound
+from stepwise.core.errors import (
+    BudgetExceeded,
+    ContextTooLong,
+    DoomLoop,
+    NotFound,
+    ProviderUnavailable,
+    RateLimited,
+)
 from stepwise.core.schema import utcnow
 from stepwise.llm.client import ModelTurn, complete, provider_of
 from stepwise.loop.chunks import ChunkBatcher
@@ -26,9 +34,10 @@ from stepwise.runs.models import Run
 from stepwise.runs.ports import stores
 from stepwise.runs.state import RunContext
 from stepwise.sessions.models import ASSISTANT_SLOT
+from stepwise.settings import providers
 from stepwise.tools.models import AgentTool
-from stepwise.usage import enforce
-from stepwise.usage.lines import DEPLOYMENT, KeyOwner, model_line
+from stepwise.usage import circuits, enforce
+from stepwise.usage.lines import KeyOwner, model_line
 from stepwise.usage.standing import Standing
 
 DOOM_LOOP_REPEATS = 3
@@ -63,15 +72,16 @@ def check_doom_loop(context: RunContext, turn: ModelTurn) -> RunContext:
     return context.model_copy(update={"recent_calls": recent})
 
 
-def _summarizer(model: str) -> Any:
+def _summarizer(model: str, paying: providers.ProviderCredentials) -> Any:
     """The light model that summarizes old conversation: STEPWISE_SUMMARY_MODEL, else the run's model
-    (the scripted model locally)."""
+    (the scripted model locally), called with the run's own key when it is the same provider's."""
     from stepwise.loop.compaction import summary_prompt
 
     light = config.models().summary_model or model
+    key = paying.api_key if provider_of(light) == provider_of(model) else None
 
     def summarize(old: list[dict[str, Any]]) -> str:
-        return complete(model=light, messages=summary_prompt(old), tools=None).text or ""
+        return complete(model=light, messages=summary_prompt(old), tools=None, api_key=key).text or ""
 
     return summarize
 
@@ -104,6 +114,7 @@ def _fit(
     *,
     tokens: int | None,
     force: bool = False,
+    paying: providers.ProviderCredentials = providers.DEPLOYMENT,
 ) -> tuple[list[dict[str, Any]], RunContext, bool]:
     """Compaction before the call, on a copy: the stored session keeps everything. The run's last
     compaction is applied again as it was; a new one replaces it in the context. The flag says
@@ -117,7 +128,7 @@ def _fit(
         messages,
         model=model,
         tools=tools or None,
-        summarize=_summarizer(model),
+        summarize=_summarizer(model, paying),
         force=force,
         tokens=None if force else tokens,
         kept=context.compacted,
@@ -154,16 +165,25 @@ def call_model(
     *,
     tools_allowed: bool,
     standing: Standing | None = None,
-    key_owner: KeyOwner = DEPLOYMENT,
 ) -> tuple[ModelTurn, RunContext]:
     """Call the model once with the run's conversation and store what it said. With `standing` (where
     the run stands against its budgets), its ancestors' token budgets are checked before the call
-    and the call's usage line is put on the context for the next write to count. `key_owner` says
-    whose provider key pays for the call (the deployment's unless the tenant's own is used)."""
+    and the call's usage line is put on the context for the next write to count. Raises Parked (the
+    wait to return) while the provider's circuit for the paying key is open."""
     run = working.run
+    model = allowed_for_step(agent.model)  # a run started before the bound was narrowed fails here
+    provider = provider_of(model)
+    # The agent's own key, else the tenant's, else the deployment's: cached in the function, no request.
+    paying = providers.resolve(tenant_id, run.agent_id, provider)
+    circuit = (
+        circuits.circuit_for(tenant_id, run.agent_id, str(provider), paying.owner)
+        if circuits.enabled(provider)
+        else None
+    )
+    if circuit is not None and circuits.is_open(circuit):  # cached for seconds: no request per step
+        _park(tenant_id, run, step, circuit)
     events.emit(tenant_id, run.run_id, "step_started", {"step": step})
     events.flush()  # a model call takes seconds: followers see the step start
-    model = allowed_for_step(agent.model)  # a run started before the bound was narrowed fails here
     history = working.history
     declarations = tool_declarations(agent, history) if tools_allowed else []
     # Files are fetched into the messages here, never stored in them (stepwise.attachments.render).
@@ -174,7 +194,9 @@ def call_model(
         listed=_listed(tenant_id, run),
     )
     tokens = _estimate(model, context, messages, declarations)
-    prompt, context, anew = _fit(tenant_id, run.run_id, context, model, messages, declarations, tokens=tokens)
+    prompt, context, anew = _fit(
+        tenant_id, run.run_id, context, model, messages, declarations, tokens=tokens, paying=paying
+    )
     if run.max_tokens_budget is not None and anew:
         from stepwise.loop.compaction import count_tokens
 
@@ -183,7 +205,6 @@ def call_model(
     if standing is not None:
         enforce.check_tree(standing, tokens)
     chunks = ChunkBatcher(tenant_id, run.run_id, step)
-    provider = provider_of(model) if tracing.enabled() else None
 
     def call(sent: list[dict[str, Any]]) -> ModelTurn:
         with tracing.chat_span(tenant_id, run, step, model, provider) as span:
@@ -194,21 +215,40 @@ def call_model(
                 temperature=agent.temperature,
                 script=run.script or agent.script,
                 on_text=chunks,
+                api_key=paying.api_key,
             )
             tracing.record_turn(
                 span, response_model=turn.model, usage=turn.usage, finish_reason=turn.finish_reason
             )
-            return turn
+            return dataclasses.replace(turn, key_owner=paying.owner)
 
     try:
-        turn = call(prompt)
-    except ContextTooLong:
-        # Our estimate was low: compact harder and try once more; a second refusal fails the run.
+        try:
+            turn = call(prompt)
+        except ContextTooLong:
+            # Our estimate was low: compact harder and try once more; a second refusal fails the run.
+            chunks.flush()
+            prompt, context, _ = _fit(
+                tenant_id,
+                run.run_id,
+                context,
+                model,
+                messages,
+                declarations,
+                tokens=None,
+                force=True,
+                paying=paying,
+            )
+            turn = call(prompt)
+    except (RateLimited, ProviderUnavailable):
         chunks.flush()
-        prompt, context, _ = _fit(
-            tenant_id, run.run_id, context, model, messages, declarations, tokens=None, force=True
-        )
-        turn = call(prompt)
+        # Only a failing call touches the circuit; when this one opened it (or found it open), the run
+        # parks rather than spend its retries. Otherwise the state machine retries, as before.
+        if circuit is not None and circuits.record_failure(circuit, model):
+            _park(tenant_id, run, step, circuit)
+        raise
+    if circuit is not None:
+        circuits.record_success(circuit)  # a write only after failures this function saw
     chunks.flush()
     assistant = turn.assistant_message()
     stores().sessions.put_message(tenant_id, run.session_id, run.run_id, step, ASSISTANT_SLOT, assistant)
@@ -225,7 +265,9 @@ def call_model(
         }
     )
     if standing is not None:
-        context = _with_line(tenant_id, run, agent, context, standing, model, turn, step, key_owner)
+        # Whose key paid (the agent's, the tenant's or the deployment's) is on the line, for budgets
+        # that count only the deployment's keys.
+        context = _with_line(tenant_id, run, agent, context, standing, model, turn, step, paying.owner)
     observability.step_taken(turn.usage, tenant_id)
     events.emit(
         tenant_id,
@@ -271,6 +313,13 @@ def _with_line(
     delegates = any(isinstance(tool, AgentTool) for tool in agent.tools)
     targets = enforce.targets(standing, run, own_tree=delegates, key_owner=key_owner, at=now)
     return context.model_copy(update={"unbilled": [*context.unbilled, {"line": line.stored(), **targets}]})
+
+
+def _park(tenant_id: str, run: Run, step: int, circuit: circuits.Circuit) -> None:
+    """Raise Parked with the run's provider wait, unless a fresh look finds the circuit closed."""
+    wait = circuits.park(tenant_id, run, step, circuit)
+    if wait is not None:
+        raise circuits.Parked(wait)
 
 
 def _check_budget(budget: int | None, context: RunContext, tokens: int) -> None:

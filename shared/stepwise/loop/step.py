@@ -20,7 +20,7 @@ from pydantic import TypeAdapter
 from stepwise.agents.models import Agent
 from stepwise.attachments import render
 from stepwise.core import observability, tracing
-from stepwise.core.errors import BudgetExceeded, DoomLoop, HookDenied, RunStateError
+from stepwise.core.errors import BudgetExceeded, DoomLoop, HookDenied, RateLimited, RunStateError
 from stepwise.core.schema import utcnow
 from stepwise.loop import done, execution, failed, gating, metering, parking, recall, whatif, working
 from stepwise.loop import waits as waits_
@@ -28,14 +28,23 @@ from stepwise.loop.calls import Paused, Ready, Refused, Resolved, Settled, StepS
 from stepwise.loop.model_call import call_model, check_doom_loop
 from stepwise.loop.results import store_result
 from stepwise.loop.working import Working
-from stepwise.runs import events
+from stepwise.runs import events, suspension
 from stepwise.runs.hooks import fire
 from stepwise.runs.models import Run
 from stepwise.runs.ports import stores
-from stepwise.runs.state import CallRef, RunContext, RunState, StepEvent, SyncAnswer, Wait, Weigh
+from stepwise.runs.state import (
+    CallRef,
+    CircuitProbe,
+    RunContext,
+    RunState,
+    StepEvent,
+    SyncAnswer,
+    Wait,
+    Weigh,
+)
 from stepwise.sessions.models import USER_SLOT
 from stepwise.tools.models import AgentTool, ClientTool
-from stepwise.usage import enforce
+from stepwise.usage import circuits, enforce
 from stepwise.usage.standing import Standing
 
 logger = Logger(service="stepwise")
@@ -281,6 +290,7 @@ def step(state: RunState) -> RunState:
 
 def _step(state: RunState) -> RunState:
     tenant_id = state.tenant_id
+    suspension.check_step(tenant_id)  # the operator's kill switch: no cost, the list is cached
     context = stores().run_context.load(tenant_id, state.run_id)
     if context.ended:
         raise RunStateError(f"run {state.run_id} has ended; no step")
@@ -364,9 +374,17 @@ def _take(state: RunState, work: Working, context: RunContext) -> RunState:
             return parked
     number = context.steps + 1
     tools_allowed = number < work.run.max_steps
-    turn, context = call_model(
-        tenant_id, work, context, agent, number, tools_allowed=tools_allowed, standing=standing
-    )
+    if work.run.status == "waiting" and stores().runs.transition(
+        tenant_id, work.run.run_id, "running", allowed_from={"waiting"}
+    ):  # resumed from a provider's circuit: no call of it was waiting
+        work.run = work.run.model_copy(update={"status": "running"})
+    try:
+        turn, context = call_model(
+            tenant_id, work, context, agent, number, tools_allowed=tools_allowed, standing=standing
+        )
+    except circuits.Parked as parked:  # the provider's circuit is open: wait, no Lambda, no retries
+        context = _save(tenant_id, work, context)  # prepared: the resumed Step goes on from here
+        return _wait(state, context, [parked.wait])
     if not turn.tool_calls or not tools_allowed:
         context = _save(tenant_id, work, context.model_copy(update={"calls": [], "next_call": 0}))
         done.finish(tenant_id, work, agent, context)
@@ -401,6 +419,8 @@ def handle(event: dict[str, Any]) -> dict[str, Any]:
             from stepwise.loop import weight
 
             return weight.weigh_request(tenant_id, agent_id)
+        case CircuitProbe(probe=spec):  # the reconciler's sweep tries an open circuit's provider
+            return {"ok": circuits.probe_call(spec)}
         case RunState() as state:
             return step(state).model_dump()
     raise AssertionError("unreachable: StepEvent is a closed union")
@@ -410,10 +430,14 @@ def sync_answer(tenant_id: str, run_id: str) -> Run:
     """`POST /v1/agents/{id}/run`: one step without tools, the run recorded and ended like any other."""
     try:
         taken = step(RunState(tenant_id=tenant_id, run_id=run_id, max_steps=1))
-        if taken.wait is not None and taken.wait.run_level:
+        if taken.wait is not None and taken.wait.kind == "budget":
             # A synchronous answer cannot wait for its budget: the park is closed and the run fails.
             stores().interactions.close(tenant_id, taken.wait.interaction_id, "expired")
             raise BudgetExceeded("a budget of this run is reached; a synchronous run cannot wait for it")
+        if taken.action != "done":  # parked on an open circuit: a synchronous caller cannot wait
+            raise RateLimited(
+                "the provider is paused (its circuit is open after repeated refusals); retry later"
+            )
     except Exception as exc:
         failed.fail_with(tenant_id, run_id, exc)
         raise

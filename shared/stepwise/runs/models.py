@@ -35,6 +35,7 @@ EventType = Literal[
     "hook_blocked",
     "delegation_started",
     "delegation_completed",
+    "provider_paused",
     "compaction",
     "step_completed",
     "run_completed",
@@ -102,6 +103,12 @@ class SyncRunCreate(Strict):
 
 class RunExists(Conflict):
     """A run with this id was recorded before: a duplicate delivery of what started it."""
+
+
+class AgentPaused(Conflict):
+    """The agent is paused (PATCH paused: true): it starts no run until it is unpaused."""
+
+    code = "agent_paused"
 
 
 class RunError(BaseModel):

@@ -178,6 +178,10 @@ class AgentStore(Protocol):
         """As `get`, but a missing agent is AgentGone, the step error the state machine catches."""
         ...
 
+    def count_skipped(self, tenant_id: str, agent_id: str) -> None:
+        """One more delivery skipped because the agent is paused (its `skipped_while_paused`)."""
+        ...
+
 
 class InteractionStore(Protocol):
     """A run's pauses (stepwise.store.interactions); every status change is conditional on pending."""

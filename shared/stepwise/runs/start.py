@@ -21,8 +21,9 @@ from stepwise.core import aws, config, observability
 from stepwise.core.errors import Conflict, Unprocessable
 from stepwise.core.ids import new_id
 from stepwise.core.schema import utcnow
+from stepwise.runs import suspension
 from stepwise.runs.cancel import cancel_active
-from stepwise.runs.models import Run, RunCreate, RunExists, SyncRunCreate
+from stepwise.runs.models import AgentPaused, Run, RunCreate, RunExists, SyncRunCreate
 from stepwise.runs.ports import stores
 from stepwise.runs.queue import launch
 from stepwise.runs.state import SyncAnswer
@@ -108,6 +109,12 @@ def _record(
     # Before anything is written: an agent stored before AllowedModels was narrowed (or one that names
     # no model while the default is outside it) starts nothing.
     bounds.check_effective(agent.model)
+    suspension.check_request(tenant_id)  # an entrance that is not a request (a schedule's delivery)
+    if agent.paused:
+        raise AgentPaused(
+            f"agent {agent.agent_id} is paused; unpause it (PATCH paused: false) to start runs",
+            code="agent_paused",
+        )
     items = getattr(body, "attachments", [])
     intake.check_inline_size(items)
     _check_client_tools(agent, client_tools or [])

@@ -24,6 +24,8 @@ class Wait(BaseModel):
 
     interaction_id: str
     tool_call_id: str
+    # `budget` and `provider`: run-level waits (no tool call, `tool_call_id` empty): a budget reached
+    # (stepwise.loop.parking) or a provider's circuit open (stepwise.usage.circuits).
     kind: Literal["approval", "client_tool", "delegation", "budget", "provider"]
     timeout_seconds: int
 
@@ -69,6 +71,14 @@ class Weigh(BaseModel):
     agent_id: str
 
 
+class CircuitProbe(BaseModel):
+    """The reconciler's sweep asks the Step function (where litellm is) to try a provider whose circuit
+    is open, with one minimal call (stepwise.usage.circuits)."""
+
+    mode: Literal["probe"] = "probe"
+    probe: dict[str, Any]
+
+
 def _mode(event: Any) -> str:
     mode = event.get("mode") if isinstance(event, dict) else getattr(event, "mode", None)
     return str(mode or "step")
@@ -77,7 +87,10 @@ def _mode(event: Any) -> str:
 # What the Step function is invoked with: a state of agent_run.asl.json (no `mode`), or one of the API
 # function's synchronous requests.
 StepEvent = Annotated[
-    Annotated[RunState, Tag("step")] | Annotated[SyncAnswer, Tag("sync")] | Annotated[Weigh, Tag("weigh")],
+    Annotated[RunState, Tag("step")]
+    | Annotated[SyncAnswer, Tag("sync")]
+    | Annotated[Weigh, Tag("weigh")]
+    | Annotated[CircuitProbe, Tag("probe")],
     Discriminator(_mode),
 ]
 

@@ -8,6 +8,7 @@ delivery's own time then 80 bits of a hash, so runs started this way still sort 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from datetime import UTC, datetime
@@ -15,9 +16,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from stepwise.core.errors import ModelNotAllowed, NotFound
+from stepwise.core.errors import Forbidden, ModelNotAllowed, NotFound
 from stepwise.core.ids import derived_id
-from stepwise.runs.models import MESSAGE_LIMIT, RunCreate, RunExists
+from stepwise.runs.models import MESSAGE_LIMIT, AgentPaused, RunCreate, RunExists
+from stepwise.runs.ports import stores
 from stepwise.runs.start import start_run
 from stepwise.schedules import store
 from stepwise.schedules.models import EventDelivery, ScheduleDelivery
@@ -121,6 +123,14 @@ def _start(tenant_id: str, agent_id: str, body: RunCreate, run_id: str, trigger_
             raise
         return _skipped(run_id, f"agent {agent_id} was deleted")
     except ModelNotAllowed as exc:  # the operator's bound: retrying the delivery cannot help
+        return _skipped(run_id, exc.message)
+    except AgentPaused as exc:
+        # Skipped, not retried: a paused agent's missed ticks are not made up when it is unpaused.
+        # The agent shows how many were skipped (skipped_while_paused).
+        with contextlib.suppress(NotFound):
+            stores().agents.count_skipped(tenant_id, agent_id)
+        return _skipped(run_id, exc.message)
+    except Forbidden as exc:  # the tenant is suspended: nothing of theirs starts
         return _skipped(run_id, exc.message)
     return Outcome(status="started", run_id=run_id)
 

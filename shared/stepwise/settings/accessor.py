@@ -98,6 +98,11 @@ def tenant_settings(tenant_id: str) -> TenantSettings:
     return TenantSettings(tenant_id, _shared())
 
 
+def cached_setting(tenant_id: str, stored: str) -> str | None:
+    """A setting by its stored key (an agent's own included), through this process's cache."""
+    return _shared().get(tenant_id, stored)
+
+
 def invalidate(tenant_id: str) -> None:
     """Forget this process's cached settings of the tenant (after a write)."""
     _shared().invalidate(tenant_id)

@@ -7,7 +7,7 @@ from datetime import datetime
 from pynamodb.exceptions import DeleteError, DoesNotExist
 
 from stepwise.core.tables import SettingItem, bind, condition_failed
-from stepwise.settings.models import SettingInfo
+from stepwise.settings.models import SettingInfo, parse_stored
 
 
 def save(tenant_id: str, key: str, ciphertext: list[bytes], kms_key_id: str, updated_at: datetime) -> None:
@@ -29,7 +29,11 @@ def list_all(tenant_id: str) -> list[SettingInfo]:
     """The tenant's settings by name; the ciphertext is not even read."""
     bind()
     items = SettingItem.query(tenant_id, attributes_to_get=["key", "updated_at"])
-    return [SettingInfo(key=item.key, updated_at=item.updated_at) for item in items]
+    listed = []
+    for item in items:
+        key, agent_id = parse_stored(item.key)
+        listed.append(SettingInfo(key=key, agent_id=agent_id, updated_at=item.updated_at))
+    return listed
 
 
 def delete(tenant_id: str, key: str) -> bool:
@@ -42,3 +46,13 @@ def delete(tenant_id: str, key: str) -> bool:
             return False
         raise
     return True
+
+
+def delete_prefix(tenant_id: str, prefix: str) -> int:
+    """Delete every setting of the tenant whose stored key starts with `prefix` (an agent's own)."""
+    bind()
+    gone = 0
+    for item in SettingItem.query(tenant_id, SettingItem.key.startswith(prefix), attributes_to_get=["key"]):
+        SettingItem(tenant_id, item.key).delete()
+        gone += 1
+    return gone

@@ -19,6 +19,8 @@ from stepwise_sdk.models import (
     Budget,
     BudgetList,
     BudgetSet,
+    BulkCancelled,
+    CancelFilter,
     Comparison,
     DeliveryList,
     EvalCasesAdded,
@@ -112,6 +114,7 @@ GET_RUN = Operation[RunView]("GET", "/v1/runs/{run_id}", RunView)
 RUN_EVENTS = Operation[EventPage]("GET", "/v1/runs/{run_id}/events", EventPage)
 FOLLOW_RUN = Operation[FollowUrl]("POST", "/v1/runs/{run_id}/follow", FollowUrl)
 CANCEL_RUN = Operation[RunView]("POST", "/v1/runs/{run_id}/cancel", RunView)
+CANCEL_RUNS = Operation[BulkCancelled]("POST", "/v1/runs:cancel", BulkCancelled, CancelFilter)
 REPLAY_RUN = Operation[RunAccepted]("POST", "/v1/runs/{run_id}/replay", RunAccepted)
 WHAT_IF = Operation[RunView]("POST", "/v1/runs/{run_id}/what-if", RunView, WhatIf)
 COMPARE_RUNS = Operation[Comparison]("GET", "/v1/runs/{run_id}/compare/{other_run_id}", Comparison)

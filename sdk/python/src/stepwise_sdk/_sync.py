@@ -32,6 +32,7 @@ from stepwise_sdk.models import (
     AgentWeight,
     Budget,
     BudgetList,
+    BulkCancelled,
     Comparison,
     DeliveryList,
     EvalCasesAdded,
@@ -178,6 +179,13 @@ class Agents(_Resource):
     def delete(self, agent_id: str) -> None:
         self._client.send(op.DELETE_AGENT.call({"agent_id": agent_id}))
 
+    def pause(self, agent_id: str) -> Agent:
+        """New runs of the agent are refused (ConflictError `agent_paused`); its active runs go on."""
+        return self.update(agent_id, paused=True)
+
+    def unpause(self, agent_id: str) -> Agent:
+        return self.update(agent_id, paused=False)
+
     def weight(self, agent_id: str) -> AgentWeight:
         """What the agent's first model call weighs in tokens: system prompt, tools, each tool."""
         return self._client.send(op.AGENT_WEIGHT.call({"agent_id": agent_id}))
@@ -241,6 +249,11 @@ class Runs(_Resource):
     def resume(self, run_id: str) -> RunView:
         """Resume a run its budget paused; 409 `budget_exceeded` while the budget still stops it."""
         return self._client.send(op.RESUME_RUN.call({"run_id": run_id}))
+
+    def cancel_many(self, body: Body = None, /, **fields: Any) -> BulkCancelled:
+        """The kill switch: cancels every active run that matches `agent_id`, `user_id`, `status`,
+        `created_before` (none: all of them). `continuing` means the rest go on in the background."""
+        return self._client.send(op.CANCEL_RUNS.call(body=merge(body, fields)))
 
     def replay(self, run_id: str, *, force: bool = False) -> RunAccepted:
         """A new run on `run_id`'s input; ConflictError when it could repeat a side effect, unless
@@ -473,14 +486,18 @@ class Budgets(_Resource):
 class Settings(_Resource):
     """Per-tenant secrets: values go in and never come out."""
 
-    def put(self, key: str, value: str) -> SettingInfo:
-        return self._client.send(op.PUT_SETTING.call({"key": key}, body={"value": value}))
+    def put(self, key: str, value: str, *, agent_id: str | None = None) -> SettingInfo:
+        """`providers.<name>.api_key` is a model provider's key that model calls use instead of the
+        deployment's; with `agent_id` it is that agent's own, used before the tenant's."""
+        params = {"agent_id": agent_id} if agent_id else None
+        return self._client.send(op.PUT_SETTING.call({"key": key}, body={"value": value}, params=params))
 
     def list(self) -> SettingList:
         return self._client.send(op.LIST_SETTINGS.call())
 
-    def delete(self, key: str) -> None:
-        self._client.send(op.DELETE_SETTING.call({"key": key}))
+    def delete(self, key: str, *, agent_id: str | None = None) -> None:
+        params = {"agent_id": agent_id} if agent_id else None
+        self._client.send(op.DELETE_SETTING.call({"key": key}, params=params))
 
 
 class Memories(_Resource):

@@ -29,6 +29,7 @@ EventType = Literal[
     "client_tool_answered",
     "delegation_started",
     "delegation_completed",
+    "provider_paused",
     "hook_blocked",
     "compaction",
     "step_completed",
@@ -74,6 +75,20 @@ class Request(BaseModel):
 
 class Health(Model):
     status: Literal["ok"]
+
+
+class CancelFilter(Request):
+    """Which of the tenant's active runs `runs.cancel_many` cancels; none: all of them."""
+
+    agent_id: str | None = None
+    user_id: str | None = None
+    status: Literal["queued", "running", "waiting"] | None = None
+    created_before: datetime | None = None
+
+
+class BulkCancelled(Model):
+    cancelled: int
+    continuing: bool
 
 
 class Permissions(Model):
@@ -195,6 +210,7 @@ class Agent(Model):
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     a2a: Door = Field(default_factory=Door)
     mcp: Door = Field(default_factory=Door)
+    paused: bool = False
     name: str
     tools: list[Tool] = Field(default_factory=list)
     agent_id: str
@@ -202,6 +218,7 @@ class Agent(Model):
     updated_at: datetime
     hooks: list[dict[str, Any]] = Field(default_factory=list)
     mcp_servers: list[dict[str, Any]] = Field(default_factory=list)
+    skipped_while_paused: int = 0
 
 
 class AgentCreate(Request):
@@ -216,6 +233,7 @@ class AgentCreate(Request):
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     a2a: Door = Field(default_factory=Door)
     mcp: Door = Field(default_factory=Door)
+    paused: bool = False
     name: str
     tools: list[Tool] = Field(default_factory=list)
 
@@ -239,6 +257,7 @@ class AgentPatch(Request):
     memory: MemoryConfig | None = None  # null turns memory off (what was remembered stays, unread)
     a2a: Door | None = None  # null closes the door
     mcp: Door | None = None
+    paused: bool | None = None
 
 
 class ApprovalAnswer(Model):
@@ -601,10 +620,12 @@ class SessionView(Model):
 
 
 class SettingInfo(Model):
-    """A setting's name and when it last changed; never its value."""
+    """A setting's name and when it last changed; never its value. `agent_id` names the agent whose own
+    setting it is (only a provider's key may be an agent's), else it is the tenant's."""
 
     key: str
     updated_at: datetime
+    agent_id: str | None = None
 
 
 class SettingList(Model):
