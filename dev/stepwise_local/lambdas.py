@@ -36,6 +36,7 @@ class FunctionSpec:
     handler: str  # "app.handler"
     timeout: int = 30
     memory: int = 512
+    name: str | None = None  # its FunctionName when the template fixes one (an ARN built from it finds it)
 
 
 @dataclass
@@ -67,6 +68,7 @@ class LocalLambdas:
 
     def __init__(self, functions: list[FunctionSpec], arn_of: Callable[[str], str]) -> None:
         self._specs = {f.logical_id: f for f in functions}
+        self._names = {f.name: f.logical_id for f in functions if f.name}
         self._arn_of = arn_of
         self._modules: dict[Path, ModuleType] = {}
         self._lock = threading.Lock()
@@ -74,6 +76,7 @@ class LocalLambdas:
 
     def logical_id(self, name_or_arn: str) -> str:
         name = name_or_arn.split(":function:")[-1].split(":")[0]
+        name = self._names.get(name, name)
         if name not in self._specs:
             raise KeyError(f"no function {name_or_arn!r} in template.yaml")
         return name

@@ -480,6 +480,7 @@ def _bring_up(
                 handler=props["Handler"],
                 timeout=int(props.get("Timeout", globals_fn.get("Timeout", 30))),
                 memory=int(props.get("MemorySize", globals_fn.get("MemorySize", 512))),
+                name=str(resolver.resolve(props["FunctionName"])) if "FunctionName" in props else None,
             )
         )
         lam.create_function(
