@@ -435,12 +435,7 @@ def test_bad_eval_runs_get_stable_codes(stack: LocalStack, agent_id: str) -> Non
     for path, body, status, code in [
         (f"/v1/evals/{empty}/runs", {}, 422, "no_cases"),
         (f"/v1/evals/{fresh}/runs", {"concurrency": 0}, 422, "validation_error"),
-        (
-            f"/v1/evals/{fresh}/runs",
-            {"overrides": {"model": "scripted/x"}},
-            422,
-            "override_needs_recorded_case",
-        ),
+        (f"/v1/evals/{fresh}/runs", {"overrides": {"tools": [{"type": "nope"}]}}, 422, "validation_error"),
         (
             f"/v1/evals/{fresh}/runs",
             {"overrides": {"agent_id": "agt_00000000000000000000000000"}},
@@ -462,6 +457,23 @@ def test_bad_eval_runs_get_stable_codes(stack: LocalStack, agent_id: str) -> Non
     assert (got, refused["error"]["code"]) == (404, "eval_run_not_found")
     got, _, refused = stack.invoke_api("POST", "/v1/evals", raw=b"{not json")
     assert got == 400, refused
+
+
+def test_a_fresh_case_runs_the_agent_as_the_overrides_change_it(
+    stack: LocalStack, agent_id: str, peer: Receiver
+) -> None:
+    looks_up = {"message": "look it up", "script": calling(CALLS[:1], "done")}
+    eval_id = create_suite(stack, {"name": "changed", "agent_id": agent_id, "cases": [looks_up]})
+    before = len(peer.requests)
+
+    result = run_suite(stack, eval_id, overrides={"tools": [], "temperature": 0.1})
+
+    (case,) = result["cases"]
+    status, _, page = stack.invoke_api("GET", f"/v1/runs/{case['run_id']}/events?after=0")
+    assert status == 200, page
+    (refused,) = [e["data"] for e in page["events"] if e["type"] == "tool_result"]
+    assert refused["error"]["code"] == "unknown_tool"  # the overridden agent has no tools: nothing ran
+    assert len(peer.requests) == before
 
 
 def test_a_recorded_run_is_replayed_what_if_and_compared_with_its_record(

@@ -21,7 +21,7 @@ import math
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from stepwise.core import aws, config, ids
 from stepwise.core.errors import ApiError, NotFound, Unavailable, Unprocessable
@@ -42,7 +42,9 @@ MAX_CONCURRENCY = 40
 COMPLETED = "eval_run.completed"  # the webhook event
 # EvalOverrides a fresh case can take: the rest (model, prompt, tools, temperature) change how a recorded
 # run is replayed, which is what-if's (stepwise.evals.whatif).
-FRESH_OVERRIDES = frozenset({"max_steps", "agent_id"})
+# What an override changes of the agent itself: a fresh case's run takes these as a what-if run does
+# (stepwise.loop.step applies `Run.what_if`), without a record to serve from.
+AGENT_CHANGES = frozenset({"model", "system_prompt", "tools", "temperature"})
 EVENTS_PAGE = 200
 
 
@@ -143,15 +145,20 @@ def case_run_id(eval_run_id: str, created_at: datetime, index: int) -> str:
 
 
 def _check_overrides(tenant_id: str, suite: EvalSuite, overrides: EvalOverrides) -> None:
-    given = set(overrides.model_dump(exclude_none=True))
-    fresh_only = sorted(given - FRESH_OVERRIDES - {"match", "live_reads"})
-    if fresh_only and any(isinstance(case, FreshEvalCase) for case in suite.cases):
-        raise Unprocessable(
-            f"{', '.join(fresh_only)} can only change how a recorded run is replayed: this suite has fresh "
-            "cases ({message}), which take max_steps and agent_id only",
-            code="override_needs_recorded_case",
-            details={"fields": fresh_only},
-        )
+    """Checked like a what-if request (the tools like an agent edit's), for fresh cases too: a bad
+    override is a 422 now, not a failed case later."""
+    from stepwise.evals import whatif
+
+    changes = overrides.model_dump(mode="json", include=AGENT_CHANGES, exclude_none=True)
+    if changes:
+        try:
+            whatif.WhatIf.model_validate(changes)
+        except ValidationError as exc:
+            raise Unprocessable(
+                "the overrides are not a valid change of the agent",
+                code="validation_error",
+                details=[{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()],
+            ) from exc
     if overrides.agent_id is not None:
         stores().agents.get(tenant_id, overrides.agent_id)  # 404 agent_not_found
     if overrides.model is not None:
@@ -239,8 +246,14 @@ def _start_case(
         max_steps=overrides.max_steps,
         metadata=meta,
     )
+    changes = overrides.model_dump(mode="json", include=AGENT_CHANGES, exclude_none=True)
     return start_run(
-        tenant_id, overrides.agent_id or suite.agent_id, body, run_id=run_id, callback_token=token
+        tenant_id,
+        overrides.agent_id or suite.agent_id,
+        body,
+        run_id=run_id,
+        callback_token=token,
+        what_if=changes or None,  # the agent as changed, for this run alone; no what_if_of: nothing served
     )
 
 
