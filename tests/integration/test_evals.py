@@ -468,12 +468,14 @@ def test_a_fresh_case_runs_the_agent_as_the_overrides_change_it(
 
     result = run_suite(stack, eval_id, overrides={"tools": [], "temperature": 0.1})
 
-    (case,) = result["cases"]
-    status, _, page = stack.invoke_api("GET", f"/v1/runs/{case['run_id']}/events?after=0")
-    assert status == 200, page
-    (refused,) = [e["data"] for e in page["events"] if e["type"] == "tool_result"]
-    assert refused["error"]["code"] == "unknown_tool"  # the overridden agent has no tools: nothing ran
-    assert len(peer.requests) == before
+    unchanged = run_suite(stack, eval_id)
+
+    runs = [stack.invoke_api("GET", f"/v1/runs/{r['cases'][0]['run_id']}")[2] for r in (result, unchanged)]
+    assert [r["output"] for r in runs] == [
+        "Step limit reached; tools withheld. You said: look it up",  # no tools: the call is withheld
+        "done",  # its own agent's tools: lookup ran
+    ]
+    assert len(peer.requests) == before + 1
 
 
 def test_a_recorded_run_is_replayed_what_if_and_compared_with_its_record(

@@ -30,7 +30,7 @@ from stepwise.core.observability import logger
 from stepwise.core.schema import Strict, utcnow
 from stepwise.evals import store
 from stepwise.evals.assertions import AssertionResult, Call, Outcome, evaluate
-from stepwise.evals.suites import DISTRIBUTED_ABOVE, Case, EvalSuite, FreshEvalCase, RecordedEvalCase
+from stepwise.evals.suites import DISTRIBUTED_ABOVE, Case, EvalSuite, RecordedEvalCase
 from stepwise.evals.suites import get as get_suite
 from stepwise.runs import events
 from stepwise.runs.eventlog import EventPage, read
