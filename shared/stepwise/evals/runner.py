@@ -149,7 +149,7 @@ def _check_overrides(tenant_id: str, suite: EvalSuite, overrides: EvalOverrides)
     override is a 422 now, not a failed case later."""
     from stepwise.evals import whatif
 
-    changes = overrides.model_dump(mode="json", include=AGENT_CHANGES, exclude_none=True)
+    changes = overrides.model_dump(mode="json", include=set(AGENT_CHANGES), exclude_none=True)
     if changes:
         try:
             whatif.WhatIf.model_validate(changes)
@@ -246,7 +246,7 @@ def _start_case(
         max_steps=overrides.max_steps,
         metadata=meta,
     )
-    changes = overrides.model_dump(mode="json", include=AGENT_CHANGES, exclude_none=True)
+    changes = overrides.model_dump(mode="json", include=set(AGENT_CHANGES), exclude_none=True)
     return start_run(
         tenant_id,
         overrides.agent_id or suite.agent_id,
