@@ -90,6 +90,9 @@ def exa(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[dict[str, Any]]]:
 def test_web_search_reads_the_tenants_key_from_settings(stack: LocalStack, exa: list[dict[str, Any]]) -> None:
     from stepwise.settings.accessor import invalidate
 
+    # Other tests of this stack may have set the key: start from none.
+    assert stack.invoke_api("DELETE", "/v1/settings/EXA_API_KEY")[0] in (204, 404)
+    invalidate("local")
     search = {"tool_calls": [{"name": "web_search", "arguments": {"query": "agent runtimes"}}]}
     missing = run_script(stack, [{"name": "web_search"}], [search, {"text": "done"}])
     (without_key,) = results(stack, missing["run_id"])

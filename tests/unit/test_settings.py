@@ -57,7 +57,7 @@ def test_a_value_is_one_to_the_limit_of_characters() -> None:
 
 
 def test_what_the_api_returns_about_a_setting_has_no_value_field() -> None:
-    assert set(SettingInfo.model_fields) == {"key", "updated_at"}
+    assert set(SettingInfo.model_fields) == {"key", "agent_id", "updated_at"}
 
 
 # --- Encryption context ---------------------------------------------------------------------------

@@ -59,7 +59,7 @@ def get_eval(eval_id: EvalId) -> Response[EvalSuite]:
     description="This tenant's ended runs that match the filter (`agent_id` (else the suite's), `status`, "
     "`created_after`, `created_before`, `metadata_key`; newest first, at most `last`), or the runs named "
     "in `run_ids`, become `{run_id}` cases. A run of another tenant is a 404 like an unknown one.",
-    responses=responses(200, "The run ids added and the suite's case count", 404, 413),
+    responses=responses(200, "The run ids added and the suite's case count", 400, 404, 413),
     tags=EVALS,
 )
 def add_cases_from_runs(eval_id: EvalId, body: EvalCasesFromRuns) -> Response[EvalCasesAdded]:
@@ -72,7 +72,7 @@ def add_cases_from_runs(eval_id: EvalId, body: EvalCasesFromRuns) -> Response[Ev
     description="Runs every case as one EvalRun execution, `concurrency` at a time (default 4, capped by the "
     "tenant's active-run quota), with `overrides` (model, system_prompt, tools, temperature, max_steps, "
     "agent_id, match, live_reads) applied to each case's run; then scores the assertions.",
-    responses=responses(202, "The eval run, started", 404, 503),
+    responses=responses(202, "The eval run, started", 400, 404, 503),
     tags=EVALS,
 )
 def start_eval_run(eval_id: EvalId, body: EvalRunCreate) -> Response[EvalRunAccepted]:

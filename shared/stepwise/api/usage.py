@@ -85,7 +85,7 @@ def put_budget(scope: Scope, body: BudgetSet) -> Response[Budget]:
 @router.get(
     "/v1/budgets/<scope>",
     summary="Get a budget",
-    responses=responses(200, "The budget with its current spend", 404),
+    responses=responses(200, "The budget with its current spend", 400, 404),
     tags=SPEND,
 )
 def get_budget(scope: Scope) -> Response[Budget]:
@@ -96,7 +96,7 @@ def get_budget(scope: Scope) -> Response[Budget]:
     "/v1/budgets/<scope>",
     summary="Delete a budget",
     description="The runs it paused resume.",
-    responses=responses(204, "Deleted", 404, content={}),
+    responses=responses(204, "Deleted", 400, 404, content={}),
     tags=SPEND,
 )
 def delete_budget(scope: Scope) -> Response[None]:

@@ -490,9 +490,8 @@ class Settings(_Resource):
         """`providers.<name>.api_key` is a model provider's key that model calls use instead of the
         deployment's; with `agent_id` it is that agent's own, used before the tenant's."""
         params = {"agent_id": agent_id} if agent_id else None
-        return await self._client.send(
-            op.PUT_SETTING.call({"key": key}, body={"value": value}, params=params)
-        )
+        call = op.PUT_SETTING.call({"key": key}, body={"value": value}, params=params)
+        return await self._client.send(call)
 
     async def list(self) -> SettingList:
         return await self._client.send(op.LIST_SETTINGS.call())
