@@ -11,6 +11,8 @@ import importlib.util
 import io
 import json
 import re
+import sys
+import threading
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -92,6 +94,18 @@ def value(document: dict[str, Any], name: str) -> float:
 
 def metric_names(document: dict[str, Any]) -> set[str]:
     return {m["Name"] for d in document["_aws"]["CloudWatchMetrics"] for m in d["Metrics"]}
+
+
+def emf_interleaved(out: str) -> list[dict[str, Any]]:
+    """The EMF documents in what threads printed at once: `print` writes a document and its newline
+    separately, so two documents (or a log line) can share a line."""
+    decoder, documents, at = json.JSONDecoder(), [], out.find("{")
+    while at != -1:
+        document, end = decoder.raw_decode(out, at)
+        if "_aws" in document:
+            documents.append(document)
+        at = out.find("{", end)
+    return documents
 
 
 def handler_like_ours(body: Callable[[dict[str, Any]], Any]) -> Handler:
@@ -218,6 +232,41 @@ def test_an_approval_records_how_long_it_waited_for_a_human(capsys: pytest.Captu
     assert value(document, "ApprovalWaitSeconds") == 42.5
     (directive,) = document["_aws"]["CloudWatchMetrics"]
     assert directive["Metrics"] == [{"Name": "ApprovalWaitSeconds", "Unit": "Seconds"}]
+
+
+def test_concurrent_invocations_in_one_process_lose_no_data_point(capsys: pytest.CaptureFixture[str]) -> None:
+    """The local stack runs handlers on threads of one process, sharing its metric set: a flush must
+    neither trip over another thread's add nor clear a point it did not print."""
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads switch as often as they can: the race showed in one CI run in ~20
+    threads, invocations = 8, 40
+    handler = handler_like_ours(lambda _: observability.step_taken(Usage(input_tokens=3), "acme"))
+    start = threading.Barrier(threads)
+    failures: list[BaseException] = []
+
+    def invoke_many() -> None:
+        start.wait()
+        for _ in range(invocations):
+            try:
+                handler({"tenant_id": "acme"}, context("StepFunction"))
+            except BaseException as exc:  # noqa: BLE001 - collected and asserted below
+                failures.append(exc)
+
+    workers = [threading.Thread(target=invoke_many) for _ in range(threads)]
+    try:
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+    finally:
+        sys.setswitchinterval(previous)
+
+    documents = emf_interleaved(capsys.readouterr().out)
+    assert failures == []
+    assert sum(value(d, "Steps") for d in documents if "Steps" in metric_names(d)) == threads * invocations
+    assert sum(value(d, "InputTokens") for d in documents if "InputTokens" in metric_names(d)) == (
+        3 * threads * invocations
+    )
 
 
 def test_a_handler_that_records_nothing_prints_nothing(capsys: pytest.CaptureFixture[str]) -> None:

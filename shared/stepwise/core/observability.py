@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -93,6 +94,11 @@ for _name in PAYLOAD_LOGGERS:
 # Powertools keeps one metric set per process, shared by every Metrics instance: what this one records
 # is flushed by the handler's `@metrics().log_metrics`, whose namespace is read when the handler loads.
 _recorder = Metrics(service=SERVICE)
+# In Lambda one invocation runs at a time; in the local stack many handlers share this process and
+# its metric set, so a flush iterating it while another thread adds a point raised "dictionary changed
+# size during iteration" (and a point added between the flush's serialising and clearing was lost).
+# Adding and flushing hold this lock; uncontended in Lambda, it costs nothing there.
+_metric_set_lock = threading.RLock()
 
 
 Handler = Callable[[Any, Any], Any]
@@ -119,8 +125,9 @@ class _EmfProvider(AmazonCloudWatchEMFProvider):
     normal; Powertools would warn about each one."""
 
     def flush_metrics(self, raise_on_empty_metrics: bool = False) -> None:
-        if self.metric_set or raise_on_empty_metrics:
-            super().flush_metrics(raise_on_empty_metrics=raise_on_empty_metrics)
+        with _metric_set_lock:
+            if self.metric_set or raise_on_empty_metrics:
+                super().flush_metrics(raise_on_empty_metrics=raise_on_empty_metrics)
 
 
 def metrics() -> Metrics:
@@ -171,7 +178,8 @@ def bind_run(run: Run, *, step: int | None = None) -> None:
 def _add(name: str, value: float, unit: MetricUnit = MetricUnit.Count) -> None:
     """Into the invocation's metric set, flushed when the handler returns."""
     if not is_metrics_disabled():  # disabled, Powertools would keep accumulating and flush at 100 values
-        _recorder.add_metric(name=name, unit=unit, value=value)
+        with _metric_set_lock:
+            _recorder.add_metric(name=name, unit=unit, value=value)
 
 
 def _emit(name: str, value: float, unit: MetricUnit = MetricUnit.Count, **properties: str) -> None:
