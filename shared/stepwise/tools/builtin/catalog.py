@@ -15,6 +15,8 @@ BUILTINS: dict[str, str] = {
         "database_query",
         "database_write",
         "http_request",
+        "kb_doc_read",
+        "kb_list_docs",
         "knowledge_search",
         "result_read",
         "storage_read",
