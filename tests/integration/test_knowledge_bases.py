@@ -63,7 +63,9 @@ def call(name: str, **arguments: Any) -> dict[str, Any]:
 
 
 HR_ONLY = {"equals": {"key": "folder", "value": "hr"}}
-BASES = {"knowledge_bases": [{"name": "handbook", "id": HANDBOOK, "filter": HR_ONLY, "search_type": "semantic"}]}
+BASES = {
+    "knowledge_bases": [{"name": "handbook", "id": HANDBOOK, "filter": HR_ONLY, "search_type": "semantic"}]
+}
 
 
 def test_a_search_is_scoped_numbered_and_leads_to_the_whole_document(
@@ -86,7 +88,9 @@ def test_a_search_is_scoped_numbered_and_leads_to_the_whole_document(
     script = [
         call("knowledge_search", query="vacation days", search_type="hybrid", filter=recent),
         call("kb_list_docs", prefix="kb/", limit=2),
-        call("kb_doc_read", source=f"s3://{stack.resolver.physical['StorageBucket']}/tenants/local/kb/leave.md"),
+        call(
+            "kb_doc_read", source=f"s3://{stack.resolver.physical['StorageBucket']}/tenants/local/kb/leave.md"
+        ),
         call("kb_doc_read", source="kb/leave.md", offset=20_000),
         {"text": "Vacation is 25 days [D1]."},
     ]
@@ -113,7 +117,9 @@ def test_a_search_is_scoped_numbered_and_leads_to_the_whole_document(
     assert rest["output"]["text"] == text[20_000:] and rest["output"]["next_offset"] is None
 
 
-def test_a_base_or_a_document_of_another_tenant_is_refused(stack: LocalStack, bedrock: FakeKnowledgeBases) -> None:
+def test_a_base_or_a_document_of_another_tenant_is_refused(
+    stack: LocalStack, bedrock: FakeKnowledgeBases
+) -> None:
     bucket = stack.resolver.physical["StorageBucket"]
     boto3.client("s3").put_object(Bucket=bucket, Key="tenants/local/kb/secret.md", Body=b"mine only")
     tools = [

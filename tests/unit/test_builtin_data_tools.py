@@ -1372,9 +1372,15 @@ def test_the_real_client_is_bedrock_agent_runtime_in_the_configured_region(
 
 
 def test_the_configured_scope_is_anded_with_the_models_filter_and_the_search_type_overrides() -> None:
-    scope = {"andAll": [{"equals": {"key": "team", "value": "hr"}}, {"in": {"key": "tag", "value": ["a", 2]}}]}
+    scope = {
+        "andAll": [{"equals": {"key": "team", "value": "hr"}}, {"in": {"key": "tag", "value": ["a", 2]}}]
+    }
     config = knowledge_search.Config.model_validate(
-        {"knowledge_bases": [{"name": "handbook", "id": HANDBOOK, "filter": scope, "search_type": "semantic"}]}
+        {
+            "knowledge_bases": [
+                {"name": "handbook", "id": HANDBOOK, "filter": scope, "search_type": "semantic"}
+            ]
+        }
     )
     fake = FakeBedrock(CHUNKS)
 
@@ -1384,7 +1390,11 @@ def test_the_configured_scope_is_anded_with_the_models_filter_and_the_search_typ
 
     first, second = (call["retrievalConfiguration"]["vectorSearchConfiguration"] for call in fake.calls)
     assert first == {"numberOfResults": 5, "overrideSearchType": "SEMANTIC", "filter": scope}
-    assert second == {"numberOfResults": 5, "overrideSearchType": "HYBRID", "filter": {"andAll": [scope, narrowed]}}
+    assert second == {
+        "numberOfResults": 5,
+        "overrideSearchType": "HYBRID",
+        "filter": {"andAll": [scope, narrowed]},
+    }
 
 
 def test_a_config_filter_outside_the_supported_operators_is_refused() -> None:
@@ -1396,7 +1406,9 @@ def test_a_config_filter_outside_the_supported_operators_is_refused() -> None:
     for _ in range(3):
         deep = {"andAll": [deep, deep]}
     with pytest.raises(ValidationError, match="nested"):
-        knowledge_search.Config.model_validate({"knowledge_bases": [{"name": "a", "id": HANDBOOK, "filter": deep}]})
+        knowledge_search.Config.model_validate(
+            {"knowledge_bases": [{"name": "a", "id": HANDBOOK, "filter": deep}]}
+        )
 
 
 def test_kb_list_docs_pages_across_data_sources_with_its_own_token() -> None:
@@ -1404,7 +1416,11 @@ def test_kb_list_docs_pages_across_data_sources_with_its_own_token() -> None:
     from tests.fakes.knowledge_bases import FakeKnowledgeBases
 
     fake = FakeKnowledgeBases()
-    fake.add(HANDBOOK, SCOPE.tenant_id, documents={"DS1": ["s3://b/a/1.md", "s3://b/b/2.md"], "DS2": ["s3://b/a/3.md"]})
+    fake.add(
+        HANDBOOK,
+        SCOPE.tenant_id,
+        documents={"DS1": ["s3://b/a/1.md", "s3://b/b/2.md"], "DS2": ["s3://b/a/3.md"]},
+    )
     config = kb_list_docs.Config.model_validate({"knowledge_bases": [{"name": "handbook", "id": HANDBOOK}]})
     owners = knowledge_search.BedrockOwners(lambda region: fake)
 
@@ -1412,7 +1428,12 @@ def test_kb_list_docs_pages_across_data_sources_with_its_own_token() -> None:
         parsed = builtin_arguments(kb_list_docs, arguments)
         assert not isinstance(parsed, ToolResult)
         return kb_list_docs.run(
-            parsed, scope=SCOPE, settings=StaticSettings(), config=config, client_factory=lambda r: fake, owners=owners
+            parsed,
+            scope=SCOPE,
+            settings=StaticSettings(),
+            config=config,
+            client_factory=lambda r: fake,
+            owners=owners,
         )
 
     first = page(limit=2)

@@ -36,7 +36,8 @@ def check_filter(value: Any, *, depth: int = 1, where: str = "filter") -> dict[s
         if not isinstance(body, list) or not 2 <= len(body) <= MAX_AND:
             raise ValueError(f"{where}.andAll: must be a list of 2 to {MAX_AND} filters")
         members = [
-            check_filter(member, depth=depth + 1, where=f"{where}.andAll[{i}]") for i, member in enumerate(body)
+            check_filter(member, depth=depth + 1, where=f"{where}.andAll[{i}]")
+            for i, member in enumerate(body)
         ]
         return {"andAll": members}
     if operator not in OPERATORS:

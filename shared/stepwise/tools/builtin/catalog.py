@@ -13,6 +13,7 @@ BUILTINS: dict[str, str] = {
         "attachment_read",
         "code_execute",
         "database_query",
+        "database_schema",
         "database_write",
         "http_request",
         "kb_doc_read",

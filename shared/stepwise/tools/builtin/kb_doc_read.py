@@ -53,7 +53,9 @@ DESCRIPTION = (
 class Arguments(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    source: str = Field(min_length=1, max_length=KEY_LIMIT + 100, description="The document's s3:// URI or path.")
+    source: str = Field(
+        min_length=1, max_length=KEY_LIMIT + 100, description="The document's s3:// URI or path."
+    )
     offset: int = Field(0, ge=0, description="Characters to skip.")
     limit: int = Field(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT, description="Characters to read.")
 

@@ -63,7 +63,9 @@ class Arguments(BaseModel):
     knowledge_base_name: str | None = Field(
         None, min_length=1, description="Which knowledge base (needed when several are linked)."
     )
-    prefix: str | None = Field(None, max_length=1024, description="Only documents whose path starts with this.")
+    prefix: str | None = Field(
+        None, max_length=1024, description="Only documents whose path starts with this."
+    )
     limit: int = Field(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT)
     page_token: str | None = Field(
         None, max_length=4096, description="next_page_token of the previous page, to go on."
@@ -109,7 +111,8 @@ def run(
     if name is None:
         if len(names) > 1:
             return ToolResult.failure(
-                "invalid_arguments", f"knowledge_base_name: several are linked, name one of {', '.join(names)}"
+                "invalid_arguments",
+                f"knowledge_base_name: several are linked, name one of {', '.join(names)}",
             )
         name = names[0]
     refused, _, _, _ = allowed_bases(config, [name], scope=scope, owners=owners)
@@ -147,7 +150,9 @@ def run(
             if not token:
                 source_index, token = source_index + 1, None
     except (ClientError, BotoCoreError) as exc:
-        return ToolResult.failure("rate_limited" if _throttled(exc) else "knowledge_base_error", _describe(exc))
+        return ToolResult.failure(
+            "rate_limited" if _throttled(exc) else "knowledge_base_error", _describe(exc)
+        )
     more = source_index < len(sources)
     return ToolResult(
         output={"documents": documents, "next_page_token": _token(source_index, token) if more else None}

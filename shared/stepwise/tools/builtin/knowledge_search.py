@@ -286,10 +286,15 @@ def allowed_bases(
     selected = list(dict.fromkeys(names or by_name))
     unknown = [name for name in selected if name not in by_name]
     if unknown:
-        return ToolResult.failure(
-            "unknown_knowledge_base",
-            f"no knowledge base named {', '.join(unknown)} (known: {', '.join(by_name)})",
-        ), [], [], False
+        return (
+            ToolResult.failure(
+                "unknown_knowledge_base",
+                f"no knowledge base named {', '.join(unknown)} (known: {', '.join(by_name)})",
+            ),
+            [],
+            [],
+            False,
+        )
 
     errors: list[dict[str, str]] = []
     throttled = False
