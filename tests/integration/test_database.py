@@ -555,7 +555,8 @@ def schema_of(db: Shop, **arguments: Any) -> Any:
 
 def with_foreign_key(db: Shop) -> None:
     db.admin(
-        "ALTER TABLE orders ADD CONSTRAINT orders_customer FOREIGN KEY (customer_id) REFERENCES customers (id)"
+        "ALTER TABLE orders ADD CONSTRAINT orders_customer "
+        "FOREIGN KEY (customer_id) REFERENCES customers (id)"
     )
     db.admin(ANALYZE[db.dialect])
 

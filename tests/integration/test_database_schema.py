@@ -26,8 +26,8 @@ def shop(stack: LocalStack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
         connection.executescript(
             """
             CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
-            CREATE TABLE orders (id INTEGER PRIMARY KEY, customer_id INTEGER NOT NULL REFERENCES customers (id),
-                                 total REAL);
+            CREATE TABLE orders (id INTEGER PRIMARY KEY,
+                                 customer_id INTEGER NOT NULL REFERENCES customers (id), total REAL);
             CREATE TABLE salaries (id INTEGER PRIMARY KEY, amount REAL);
             INSERT INTO customers VALUES (1, 'Ada'), (2, 'Grace');
             INSERT INTO orders VALUES (1, 1, 12.5), (2, 2, 40), (3, 1, 7.25);

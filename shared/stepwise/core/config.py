@@ -247,6 +247,9 @@ class Models(Environment):
     summary_model: str | None = Field(default=None, alias="STEPWISE_SUMMARY_MODEL")
     # Unset, memories are searched by BM25 alone.
     embedding_model: str | None = Field(default=None, alias="STEPWISE_EMBEDDING_MODEL")
+    # Describes images (web_scrape's, a tool's, an attachment's) for a model that cannot see them;
+    # unset, such a model is told an image is there and not shown it.
+    vision_model: str | None = Field(default=None, alias="STEPWISE_VISION_MODEL")
 
     @field_validator("default_model", mode="before")
     @classmethod
