@@ -74,5 +74,7 @@ export function filterForm(f, agents) {
     const query = params.toString();
     window.location.hash = query ? `#/runs?${query}` : "#/runs";
   });
-  return form;
+  // Folded on a phone unless a filter is on; open on a wide screen.
+  const open = filtering(f) || window.matchMedia("(min-width: 48rem)").matches;
+  return h("details", { class: "filters-box", open }, h("summary", {}, filtering(f) ? "Filters (on)" : "Filters"), form);
 }

@@ -58,11 +58,11 @@ export function agentRef(agentId) {
 }
 
 export function copyButton(text) {
-  const button = h("button", { type: "button", class: "copy", title: `Copy ${text}`, "aria-label": `Copy ${text}` }, "⧉");
+  const button = h("button", { type: "button", class: "copy", title: `Copy ${text}`, "aria-label": `Copy ${text}` }, "copy");
   button.addEventListener("click", async () => {
     try {
       await navigator.clipboard.writeText(text);
-      button.textContent = "✓";
+      button.textContent = "copied";
     } catch {
       // No clipboard (an insecure origin, a refused permission): select the id for a manual copy.
       window.getSelection()?.selectAllChildren(button.previousSibling ?? button);

@@ -79,6 +79,15 @@ function took(span) {
   return h("span", { class: "took" }, ` · ${duration(span.end - span.start)}${first}`);
 }
 
+// The duration goes on the event's first line, before any block (its JSON, its answer).
+function placed(parts, extra) {
+  const flat = [parts].flat(Infinity);
+  if (!extra) return flat;
+  const block = flat.findIndex((p) => p instanceof Element && (p.tagName === "PRE" || p.tagName === "P"));
+  flat.splice(block < 0 ? flat.length : block, 0, extra);
+  return flat;
+}
+
 export class Timeline {
   constructor(runId) {
     this.runId = runId;
@@ -110,8 +119,7 @@ export class Timeline {
       data.run_id && data.run_id !== this.runId
         ? h("span", { class: "from" }, "in run ", link(data.run_id, "runs", data.run_id), ": ")
         : null,
-      render(data),
-      took(closed),
+      placed(render(data), took(closed)),
     );
     add(this.current, item);
     this.heads();

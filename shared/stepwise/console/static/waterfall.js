@@ -134,7 +134,7 @@ export function waterfall(spans, width, now) {
     const at = x(zero + t);
     root.append(
       svg("line", { class: "grid", x1: at, x2: at, y1: AXIS - 4, y2: height }),
-      svg("text", { class: "tick", x: at, y: AXIS - 8, "text-anchor": t ? "middle" : "start" }, duration(t)),
+      svg("text", { class: "tick", x: at, y: AXIS - 8, "text-anchor": !t ? "start" : at > width - 30 ? "end" : "middle" }, duration(t)),
     );
   }
   rows.forEach((span, i) => {
@@ -153,16 +153,21 @@ export function waterfall(spans, width, now) {
       svg("title", {}, `${span.label}: ${shown}${cost}, from +${duration(span.start - zero)}`),
       svg("text", { class: "name", x: span.kind === "step" ? 2 : 12, y: y + 15 }, clip(span.label, label)),
       svg("rect", { x: left, y: y + 4, width: bar, height: ROW - 8, rx: 2 }),
-      svg(
-        "text",
-        { class: "dur", x: left + bar > width - 90 ? left - 4 : left + bar + 4, y: y + 15,
-          "text-anchor": left + bar > width - 90 ? "end" : "start" },
-        `${shown}${cost}`,
-      ),
+      durText(`${shown}${cost}`, left, bar, y, label, width),
     );
     root.append(row);
   });
   return root;
+}
+
+// A bar's duration goes after it, else before it, else inside its end: never over the labels.
+function durText(text, left, bar, y, label, width) {
+  const need = text.length * 6.2 + 6; // about 6 px a character at 11 px
+  const after = left + bar + need <= width;
+  const before = !after && left - need >= label;
+  const x = after ? left + bar + 4 : before ? left - 4 : left + bar - 4;
+  const anchor = after ? "start" : "end";
+  return svg("text", { class: after || before ? "dur" : "dur in", x, y: y + 15, "text-anchor": anchor }, text);
 }
 
 // Labels are cut to their column (about 7 px a character at 12 px).
