@@ -239,7 +239,7 @@ def test_answering_a_client_tool_of_a_delegated_run_from_the_console(
     wait = page.locator(".pending .wait")
     expect(wait).to_contain_text("pick_color")
     expect(wait).to_contain_text('"palette": "warm"')
-    child_link = page.locator(".event-delegation_started a")
+    child_link = page.locator(".event-delegation_started a[href^='#/runs/']")  # the other names the agent
     expect(child_link).to_be_visible()
     child_id = child_link.inner_text()
     desktop.shot("client-tool-waiting")
