@@ -450,6 +450,8 @@ def test_runs_are_named_filtered_timed_and_drawn_as_a_waterfall(
         (e["type"], e["data"].get("step") or e["data"].get("tool_call_id")): millis(e["at"]) for e in events
     }
     chart = page.locator("svg.waterfall")
+    run_bar = chart.locator("g[data-kind=run]")  # the whole run, gaps between steps included
+    expect(run_bar).to_have_attribute("data-ms", str(at[("run_completed", None)] - at[("run_started", None)]))
     expect(chart.locator("g[data-kind=step]")).to_have_count(2)
     expect(chart.locator("g[data-kind=model]")).to_have_count(2)
     expect(chart.locator("g[data-kind=tool]")).to_have_count(1)

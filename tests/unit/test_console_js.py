@@ -80,6 +80,7 @@ console.log(JSON.stringify({{ closed, first: spans.first, spans: spans.all.map(
     out = run_node(tmp_path, script)
 
     assert out["spans"] == [
+        ["run", "Run", None, 7100, None, None, False],  # run_started to run_completed
         ["step", "Step 1", 1, 6100, 0.0012, None, False],  # to its last event, the wait included
         ["model", "model", 1, 800, 0.0012, 250, False],  # first token 250 ms in
         ["tool", "lookup", 1, 500, None, None, False],
@@ -88,7 +89,7 @@ console.log(JSON.stringify({{ closed, first: spans.first, spans: spans.all.map(
         ["step", "Step 2", 2, 800, None, None, False],  # to run_completed
         ["model", "model", 2, 700, None, None, False],
     ]
-    assert [c for c in out["closed"] if c] == ["model", "lookup", "approval send", "send", "model"]
+    assert [c for c in out["closed"] if c] == ["model", "lookup", "approval send", "send", "model", "Run"]
 
 
 def test_a_duration_reads_in_the_unit_that_fits(tmp_path: Path) -> None:

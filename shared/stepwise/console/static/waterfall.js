@@ -1,5 +1,5 @@
 // Where a run's time went. `Spans` reads the run's events in order and pairs them into spans, each from
-// one event's `at` to another's: a step (step_started to its last event), its model call (step_started
+// one event's `at` to another's: the run (run_started to its end), a step (step_started to its last event), its model call (step_started
 // to step_completed, with the time to the first chunk), a tool call (tool_call to tool_result) and a
 // wait (asked to answered: an approval, a client tool, a child run, a provider pause). The log appends
 // a step's events in a few batches, so a time is when its batch was written: durations are as fine as
@@ -55,6 +55,9 @@ export class Spans {
     // A descendant's wait, copied to this stream: its answer goes to the child's stream, not this one.
     if (d.run_id && d.run_id !== this.runId) return null;
     const type = event.type;
+    // The run's own bar: the gaps between its steps are the orchestration (a transition, an invocation).
+    if (type === "run_started") this.begin("run", { kind: "run", label: "Run", start: at });
+    if (type === "run_completed" || type === "run_failed" || type === "run_cancelled") return this.close("run", at);
     if (type === "step_started") {
       this.step = { kind: "step", label: `Step ${d.step}`, step: d.step, start: at, end: at, cost: null };
       this.all.push(this.step);
@@ -151,7 +154,7 @@ export function waterfall(spans, width, now) {
       "g",
       { class: classes, "data-kind": span.kind, "data-ms": ended ? ms : null, "data-step": span.step ?? null },
       svg("title", {}, `${span.label}: ${shown}${cost}, from +${duration(span.start - zero)}`),
-      svg("text", { class: "name", x: span.kind === "step" ? 2 : 12, y: y + 15 }, clip(span.label, label)),
+      svg("text", { class: "name", x: span.kind === "step" || span.kind === "run" ? 2 : 12, y: y + 15 }, clip(span.label, label)),
       svg("rect", { x: left, y: y + 4, width: bar, height: ROW - 8, rx: 2 }),
       durText(`${shown}${cost}`, left, bar, y, label, width),
     );
