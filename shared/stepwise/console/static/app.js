@@ -288,6 +288,9 @@ async function runView(runId, signal) {
 
   let after = 0;
   let first = true;
+  // While the run is active its open bars grow every second, between pages of the long poll.
+  const ticking = setInterval(() => !run.finished_at && timeline.spans.open.size && draw(), 1000);
+  signal.addEventListener("abort", () => clearInterval(ticking), { once: true });
   while (!signal.aborted) {
     let page;
     try {
@@ -325,6 +328,7 @@ async function runView(runId, signal) {
     }
     draw();
     if (page.done) {
+      clearInterval(ticking);
       live.textContent = `The run ended: ${run.status}.`;
       await showPending();
       return;
