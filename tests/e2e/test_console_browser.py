@@ -421,6 +421,7 @@ def test_runs_are_named_filtered_timed_and_drawn_as_a_waterfall(
     expect(rows.first.get_by_role("button", name=f"Copy {agent['agent_id']}")).to_be_visible()
     took = millis(bob["finished_at"]) - millis(bob["created_at"])
     expect(rows.first.locator(".duration")).to_have_text(shown_duration(took))
+    expect(rows.first.locator(".user")).to_have_text("user bob")
     console.shot("runs-filtered")
 
     # When the filters come from the address (a shared link, a reload): a user, then a window

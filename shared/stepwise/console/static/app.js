@@ -247,6 +247,8 @@ function runRow(run) {
       "div",
       { class: "line meta" },
       agentRef(run.agent_id),
+      run.user_id ? h("span", { class: "user" }, `user ${run.user_id}`) : null,
+      run.trigger && run.trigger !== "api" ? h("span", { class: "trigger" }, run.trigger) : null,
       h("span", { class: "cost" }, cost(run)),
       h("span", {}, `${run.steps} steps`),
       h("span", { class: "duration", title: run.finished_at ? "created to finished" : "running so far" }, runTime(run)),
