@@ -39,6 +39,7 @@ from stepwise.ledger import (
     Settlement,
 )
 from stepwise.llm.models import Usage
+from stepwise.runs.listing import NO_FILTER, RunFilter
 from stepwise.runs.models import (
     ACTIVE_STATUSES,
     TERMINAL_EVENTS,
@@ -126,6 +127,7 @@ class FakeRuns:
         status: RunStatus | None = None,
         limit: int = 50,
         next_token: str | None = None,
+        where: RunFilter = NO_FILTER,
     ) -> tuple[list[Run], str | None]:
         found = sorted(
             (
@@ -135,6 +137,7 @@ class FakeRuns:
                 and (agent_id is None or r.agent_id == agent_id)
                 and (session_id is None or r.session_id == session_id)
                 and (status is None or r.status == status)
+                and where.matches(r)
             ),
             key=lambda r: r.run_id,
             reverse=True,

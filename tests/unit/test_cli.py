@@ -634,3 +634,28 @@ def test_a_server_without_the_follow_route_is_long_polled() -> None:
     code, _ = follow_with(api, never)
 
     assert code == 0
+
+
+def test_runs_list_sends_every_filter_and_repeats_them_for_the_next_page() -> None:
+    api = FakeApi()
+    api.routes["GET /v1/runs"] = (200, {"runs": [finished("succeeded", user_id="ada")], "next_token": "tok"})
+
+    listed = cli(
+        api, "runs", "list", "--user", "ada", "--trigger", "schedule",
+        "--after", "2026-12-01T00:00:00Z", "--before", "2026-12-05T00:00:00Z",
+    )  # fmt: skip
+
+    assert listed.code == 0, listed.err
+    assert dict(api.requests[0].url.params) == {
+        "user_id": "ada",
+        "trigger": "schedule",
+        "created_after": "2026-12-01T00:00:00Z",
+        "created_before": "2026-12-05T00:00:00Z",
+    }
+    assert listed.out.splitlines()[-1].endswith(
+        "runs list --user ada --trigger schedule --after 2026-12-01T00:00:00Z"
+        " --before 2026-12-05T00:00:00Z --next-token tok"
+    )
+    with pytest.raises(SystemExit) as refused:  # not a kind of trigger: argparse's usage error
+        cli(api, "runs", "list", "--trigger", "cron")
+    assert refused.value.code == 2 and len(api.requests) == 1

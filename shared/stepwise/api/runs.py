@@ -1,5 +1,6 @@
 """/v1/agents/{id}/runs, /v1/agents/{id}/run and /v1/runs."""
 
+from datetime import datetime
 from typing import Annotated
 
 from aws_lambda_powertools.event_handler import Response
@@ -10,7 +11,9 @@ from stepwise.api.context import tenant
 from stepwise.api.params import AgentId, AgentIdQuery, RunId, SessionIdQuery
 from stepwise.api.responses import json_response, responses
 from stepwise.core.errors import ApiError, BadGateway, Unavailable, Unprocessable
+from stepwise.core.ids import USER_ID
 from stepwise.runs import bulk_cancel, cancel, erase, replay, start
+from stepwise.runs.listing import RunFilter
 from stepwise.runs.models import (
     RunAccepted,
     RunCreate,
@@ -19,6 +22,7 @@ from stepwise.runs.models import (
     RunView,
     SyncRunCreate,
     SyncRunResult,
+    Trigger,
 )
 from stepwise.store import runs
 
@@ -130,8 +134,10 @@ def run_sync(agent_id: AgentId, body: SyncRunCreate) -> Response[SyncRunResult]:
 @router.get(
     "/v1/runs",
     summary="List runs",
-    description="Newest first, optionally of one agent or session and with one status; pass `next_token` "
-    "from a page to get the next one.",
+    description="Newest first, optionally of one agent or session, with one status, of one end user, "
+    "started by one kind of trigger, created in a window of time; pass `next_token` from a page to get "
+    "the next one. The window narrows what is read; the status, user and trigger are filters applied to "
+    "what is read, so a page may hold fewer runs than `limit` (even none) and still have a `next_token`.",
     responses=responses(200, "A page of runs", 400),
     tags=RUNS,
 )
@@ -141,7 +147,18 @@ def list_runs(
     status: Annotated[RunStatus | None, Query()] = None,
     limit: Annotated[int, Query(ge=1, le=100)] = runs.PAGE_LIMIT,
     next_token: Annotated[str | None, Query(max_length=2048)] = None,
+    user_id: Annotated[str | None, Query(pattern=USER_ID, description="Only this end user's")] = None,
+    trigger: Annotated[Trigger | None, Query(description="Only runs started this way")] = None,
+    created_after: Annotated[
+        datetime | None, Query(description="Only runs created at or after this time (RFC 3339)")
+    ] = None,
+    created_before: Annotated[
+        datetime | None, Query(description="Only runs created before this time (RFC 3339)")
+    ] = None,
 ) -> Response[RunList]:
+    where = RunFilter(
+        user_id=user_id, trigger=trigger, created_after=created_after, created_before=created_before
+    )
     page, token = runs.list_runs(
         tenant(router),
         agent_id=agent_id,
@@ -149,6 +166,7 @@ def list_runs(
         status=status,
         limit=limit,
         next_token=next_token,
+        where=where,
     )
     return json_response({"runs": [r.public() for r in page], "next_token": token})
 

@@ -21,6 +21,10 @@ from stepwise.webhooks.models import RunTarget, WebhookConfig
 RunStatus = Literal["queued", "running", "waiting", "succeeded", "failed", "cancelled", "timed_out"]
 TERMINAL_STATUSES: frozenset[str] = frozenset({"succeeded", "failed", "cancelled", "timed_out"})
 ACTIVE_STATUSES: frozenset[str] = frozenset(get_args(RunStatus)) - TERMINAL_STATUSES
+# What kind of thing started a run (RunView.trigger): "api" for a run whose trigger id carries none of
+# the other kinds as its "<kind>:" prefix.
+Trigger = Literal["api", "schedule", "event", "delegation", "what_if"]
+PREFIXED_TRIGGERS: tuple[str, ...] = tuple(t for t in get_args(Trigger) if t != "api")
 
 EventType = Literal[
     "run_started",
@@ -180,7 +184,7 @@ class Run(BaseModel):
     def trigger(self) -> str:
         """What kind of thing started the run, from its trigger id."""
         kind, _, _ = (self.trigger_id or "").partition(":")
-        return kind if kind in ("schedule", "event", "delegation", "what_if") else "api"
+        return kind if kind in PREFIXED_TRIGGERS else "api"
 
     @property
     def total_usage(self) -> Usage:
@@ -259,7 +263,7 @@ class RunView(BaseModel):
     attachments_erased_at: datetime | None
     created_at: datetime
     finished_at: datetime | None
-    trigger: Literal["api", "schedule", "event", "delegation", "what_if"]
+    trigger: Trigger
     parent_run_id: str | None
     root_run_id: str
     depth: int

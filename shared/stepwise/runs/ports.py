@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # annotations only: every handler module imports this one, an
     from stepwise.agents.models import Agent
     from stepwise.interactions.models import Interaction, NewInteraction
     from stepwise.ledger import LedgerStore
+    from stepwise.runs.listing import RunFilter
     from stepwise.runs.models import Appended, EventType, Head, Run, RunEvent, RunStatus
     from stepwise.runs.state import RunContext
     from stepwise.sessions.models import Earlier, Session
@@ -87,8 +88,10 @@ class RunStore(Protocol):
         status: RunStatus | None = None,
         limit: int = ...,
         next_token: str | None = None,
+        where: RunFilter = ...,
     ) -> tuple[list[Run], str | None]:
-        """Newest first, a page at a time (the token is the next page's; None after the last)."""
+        """Newest first, a page at a time (the token is the next page's; None after the last), of the
+        runs `where` lets through (user, trigger, creation window)."""
         ...
 
 

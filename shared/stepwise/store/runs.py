@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from pynamodb.exceptions import DoesNotExist, TransactWriteError, UpdateError
+from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
 from pynamodb.transactions import TransactWrite
 
@@ -28,7 +29,16 @@ from stepwise.core.tables import (
     tenant_key,
 )
 from stepwise.llm.models import ScriptTurn, Usage
-from stepwise.runs.models import ACTIVE_STATUSES, TERMINAL_STATUSES, Run, RunError, RunExists, RunStatus
+from stepwise.runs.listing import NO_FILTER, RunFilter, trigger_prefix
+from stepwise.runs.models import (
+    ACTIVE_STATUSES,
+    PREFIXED_TRIGGERS,
+    TERMINAL_STATUSES,
+    Run,
+    RunError,
+    RunExists,
+    RunStatus,
+)
 from stepwise.store import run_context
 from stepwise.webhooks.models import RunTarget, WebhookConfig
 
@@ -255,8 +265,11 @@ def list_runs(
     status: RunStatus | None = None,
     limit: int = PAGE_LIMIT,
     next_token: str | None = None,
+    where: RunFilter = NO_FILTER,
 ) -> tuple[list[Run], str | None]:
-    """Newest first. The token is DynamoDB's LastEvaluatedKey; a status filter may give short pages."""
+    """Newest first. The token is DynamoDB's LastEvaluatedKey. The time window is a key condition on
+    the run id (stepwise.runs.listing); the status, user and trigger are filter expressions, applied
+    after the read: they may give short pages, even empty ones with a token."""
     bind()
     expected = {"tenant_id": tenant_id}  # a page of an index also carries the index's key
     if session_id:
@@ -264,11 +277,14 @@ def list_runs(
     elif agent_id:
         expected["agent_key"] = tenant_key(tenant_id, agent_id)
     start = _decode_token(next_token, expected)
-    condition = RunItem.status == status if status else None
+    id_range = where.id_range()
+    if id_range is None:
+        return [], None
     query_args: dict[str, Any] = {
         "scan_index_forward": False,
         "limit": limit,
-        "filter_condition": condition,
+        "range_key_condition": _id_condition(*id_range),
+        "filter_condition": _filter(status, where),
         "last_evaluated_key": start,
     }
     if session_id:
@@ -279,6 +295,35 @@ def list_runs(
         result = RunItem.query(tenant_id, **query_args)
     runs = _with_contexts(tenant_id, [_to_model(item) for item in same_tenant(result, tenant_id)])
     return runs, _encode_token(result.last_evaluated_key)
+
+
+def _id_condition(low: str | None, high: str | None) -> Condition | None:
+    if low is not None and high is not None:
+        return RunItem.run_id.between(low, high)
+    if low is not None:
+        return RunItem.run_id >= low
+    return RunItem.run_id <= high if high is not None else None
+
+
+def _filter(status: RunStatus | None, where: RunFilter) -> Condition | None:
+    conditions: list[Condition] = []
+    if status:
+        conditions.append(RunItem.status == status)
+    if where.user_id:
+        conditions.append(RunItem.user_id == where.user_id)
+    if where.trigger:
+        prefix = trigger_prefix(where.trigger)
+        if prefix is not None:
+            conditions.append(RunItem.trigger_id.startswith(prefix))
+        else:  # "api": a trigger id with none of the other kinds' prefixes (or none at all)
+            for other in PREFIXED_TRIGGERS:
+                conditions.append(~RunItem.trigger_id.startswith(f"{other}:"))
+    if not conditions:
+        return None
+    combined = conditions[0]
+    for condition in conditions[1:]:
+        combined &= condition
+    return combined
 
 
 def erase_attachments(tenant_id: str, run_id: str) -> bool:

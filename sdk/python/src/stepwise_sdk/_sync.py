@@ -7,6 +7,7 @@ import os
 import time
 import uuid
 from collections.abc import Iterator, Mapping
+from datetime import datetime
 from types import TracebackType
 from typing import Any, Literal, TypeVar
 
@@ -229,14 +230,29 @@ class Runs(_Resource):
         status: RunStatus | None = None,
         limit: int | None = None,
         next_token: str | None = None,
+        user_id: str | None = None,
+        trigger: Literal["api", "schedule", "event", "delegation", "what_if"] | None = None,
+        created_after: datetime | str | None = None,
+        created_before: datetime | str | None = None,
     ) -> RunList:
-        """A page of runs, newest first; pass the page's `next_token` for the next one."""
+        """A page of runs, newest first; pass the page's `next_token` for the next one. `user_id`,
+        `trigger`, `status` filter what is read, so a page may be short (even empty) with a token;
+        `created_after` (inclusive) and `created_before` (exclusive) narrow what is read."""
         params = {
             "agent_id": agent_id,
             "session_id": session_id,
             "status": status,
             "limit": limit,
             "next_token": next_token,
+            "user_id": user_id,
+            "trigger": trigger,
+            # a datetime goes as RFC 3339 (one with no zone is read as UTC by the API)
+            "created_after": created_after.isoformat()
+            if isinstance(created_after, datetime)
+            else created_after,
+            "created_before": (
+                created_before.isoformat() if isinstance(created_before, datetime) else created_before
+            ),
         }
         return self._client.send(op.LIST_RUNS.call(params=params))
 
