@@ -1168,3 +1168,44 @@ class Budget(Model):
 
 class BudgetList(Model):
     budgets: list[Budget]
+
+
+EffectStatus = Literal["claimed", "done", "unknown", "undone", "released"]
+EffectOutcome = Literal["done", "undone"]
+
+
+class Resolution(Model):
+    """A person's word on an effect: who (the API key's name), when, and from which status."""
+
+    outcome: Literal["done", "undone"]
+    by: str
+    at: datetime
+    note: str | None = None
+    was: str
+
+
+class EffectView(Model):
+    """An entry of the effects ledger; `key` is what `effects.resolve` takes."""
+
+    key: str
+    kind: Literal["effect", "call"]
+    status: EffectStatus
+    tool: str
+    arguments: dict[str, Any] | None
+    run_id: str
+    tool_call_id: str
+    generation: int
+    claimed_at: datetime
+    settled_at: datetime | None
+    error: dict[str, Any] | None
+    resolution: Resolution | None
+
+
+class EffectList(Model):
+    effects: list[EffectView]
+    next_token: str | None
+
+
+class EffectResolve(Request):
+    outcome: Literal["done", "undone"]
+    note: str | None = None
