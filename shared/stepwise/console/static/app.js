@@ -4,6 +4,7 @@
 
 import { ApiError, api, key } from "./api.js";
 import { compareView } from "./compare.js";
+import { unknownEffectsView } from "./effects.js";
 import { add, cost, facts, h, json, link, mono, replace, status, tokens, when } from "./dom.js";
 import { evalRunView, evalView, evalsView } from "./evals.js";
 import { TERMINAL, Timeline } from "./timeline.js";
@@ -281,6 +282,8 @@ async function runView(runId, signal) {
     if (page.done) {
       live.textContent = `The run ended: ${run.status}.`;
       await showPending();
+      live.after(h("section", { class: "pending", "aria-label": "Unknown effects" })); // effects.js fills it
+      await unknownEffectsView(live.nextElementSibling, runId, signal);
       return;
     }
   }
