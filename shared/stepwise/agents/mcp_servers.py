@@ -69,7 +69,9 @@ def register(
     secret = spec.auth.client_secret if spec.auth else None
     # The secret goes to the encrypted grant only, never into the agent's item.
     auth = spec.auth.model_copy(update={"client_secret": None}) if spec.auth else None
-    server = McpServer(**spec.model_dump(exclude={"auth"}), auth=auth, created_at=utcnow())
+    server = McpServer(
+        **spec.model_dump(exclude={"auth", "tools"}), auth=auth, tool_filter=spec.tools, created_at=utcnow()
+    )
     if server.auth is not None:
         from stepwise.mcp import authorization  # its SDK models load only where OAuth is used
 

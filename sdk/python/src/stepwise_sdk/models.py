@@ -451,6 +451,13 @@ class McpOAuthView(Model):
     client_id: str | None
 
 
+class McpToolFilter(Model):
+    """Which of a server's tools the agent declares: only `allow` (when given), minus `deny`."""
+
+    allow: list[str] | None = None
+    deny: list[str] = Field(default_factory=list)
+
+
 class McpServerCreate(Request):
     """A remote MCP server speaking streamable HTTP at `url`, or (`transport: "stdio"`, when the operator
     allows it) a process spawned from `command` and `args` with `env`."""
@@ -464,6 +471,8 @@ class McpServerCreate(Request):
     env: dict[str, str] = Field(default_factory=dict)
     enabled: bool = True
     permission: Permission = "inherit"
+    permissions: dict[str, Literal["allow", "ask", "deny"]] = Field(default_factory=dict)
+    tools: McpToolFilter | None = None
     trusted: bool = False
     auth: McpOAuth | None = None
 
@@ -474,6 +483,7 @@ class McpToolView(Model):
     input_schema: dict[str, Any] = Field(default_factory=dict)
     annotations: dict[str, Any] = Field(default_factory=dict)
     exposed_name: str
+    declared: bool = True
 
 
 class McpServerView(Model):
@@ -488,9 +498,12 @@ class McpServerView(Model):
     env: dict[str, str]
     enabled: bool
     permission: Permission
+    permissions: dict[str, Literal["allow", "ask", "deny"]] = Field(default_factory=dict)
     trusted: bool
     created_at: datetime
     tools: list[McpToolView]
+    tool_filter: McpToolFilter | None = None
+    missing_tools: list[str] = Field(default_factory=list)  # allowlisted names the server no longer offers
     discovered_at: datetime | None
     last_error: str | None
     auth: McpOAuthView | None = None
