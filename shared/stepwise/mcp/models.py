@@ -1,6 +1,7 @@
 """MCP servers as the API takes them, as an agent's item stores them, and as a run sees their tools.
 
-A server is registered on an agent with a URL and optional headers (streamable HTTP), or, where the
+A server is registered on an agent with a URL and optional headers (streamable HTTP, or `transport: "sse"`
+for the older HTTP+SSE transport), or, where the
 operator allows it (STEPWISE_ALLOW_STDIO_MCP=true), with a command to spawn (stdio, see
 stepwise.mcp.stdio); its tools are discovered then and on refresh, and cached in the server's entry
 of the agent item, so a run reads them with its agent and never opens a connection to build its tool
@@ -26,7 +27,8 @@ MAX_SERVERS = 10  # per agent: the servers and their cached tools share the agen
 TOOLS_CACHE_LIMIT = 32_000  # bytes of JSON of one server's cached tools
 DESCRIPTION_LIMIT = 4096  # characters of a tool description kept
 
-Transport = Literal["streamable_http", "stdio"]
+# "sse": the 2024-11-05 HTTP+SSE transport, for servers that have not moved to streamable HTTP.
+Transport = Literal["streamable_http", "sse", "stdio"]
 _STDIO_FIELDS = ("command", "args", "env")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 # Header names the MCP transport or HTTP itself owns: a configured value would break the session.

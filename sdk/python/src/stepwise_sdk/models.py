@@ -463,7 +463,7 @@ class McpServerCreate(Request):
     allows it) a process spawned from `command` and `args` with `env`."""
 
     name: str
-    transport: Literal["streamable_http", "stdio"] = "streamable_http"
+    transport: Literal["streamable_http", "sse", "stdio"] = "streamable_http"
     url: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
     command: str | None = None
@@ -490,7 +490,7 @@ class McpServerView(Model):
     """A server as the API shows it: header and environment names with their values masked."""
 
     name: str
-    transport: Literal["streamable_http", "stdio"]
+    transport: Literal["streamable_http", "sse", "stdio"]
     url: str | None
     headers: dict[str, str]
     command: str | None
