@@ -54,3 +54,12 @@ def mask_arguments(arguments: Any) -> Any:
     if isinstance(arguments, list | tuple):
         return [mask_arguments(value) for value in arguments]
     return arguments
+
+
+# A header value sealed at rest (stepwise.header_secrets): KMS ciphertext, opened only where a call is
+# made. Told apart by this prefix, so an item written before sealing (a plain value) still reads.
+SEALED_PREFIX = "sw-sealed:v1:"
+
+
+def is_sealed(value: str) -> bool:
+    return value.startswith(SEALED_PREFIX)

@@ -16,7 +16,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from stepwise.core.masking import mask_headers
+from stepwise.core.masking import is_sealed, mask_headers
 from stepwise.core.schema import Strict, utcnow
 from stepwise.tools.models import Permission
 
@@ -204,7 +204,8 @@ class McpServerCreate(Strict):
                 raise ValueError(f"{name!r} is not a valid header name")
             if name.lower() in RESERVED_HEADERS:
                 raise ValueError(f"header {name!r} is set by the MCP transport and cannot be configured")
-            if not _HEADER_VALUE.match(value):
+            # A sealed value (as stored) is ciphertext, checked when it was given in the clear.
+            if not is_sealed(value) and not _HEADER_VALUE.match(value):
                 raise ValueError(f"header {name!r}: the value must be printable ASCII, at most 4096 chars")
         return headers
 
