@@ -16,9 +16,7 @@ from stepwise_cli.context import Context
 def register(
     commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
 ) -> None:
-    migrate = commands.add_parser(
-        "migrate", help="data migrations (with AWS credentials)"
-    )
+    migrate = commands.add_parser("migrate", help="data migrations (with AWS credentials)")
     actions = migrate.add_subparsers(dest="action", required=True, metavar="ACTION")
     seal = actions.add_parser("seal-headers", help="seal header secrets stored in the clear")
     seal.add_argument("--agents-table", required=True, help="the stack's AgentsTable name (a stack output)")
