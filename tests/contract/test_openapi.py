@@ -48,6 +48,7 @@ JSON_BODIES = {
     ("POST", "/v1/evals"),
     ("POST", "/v1/evals/{eval_id}/cases:from-runs"),
     ("POST", "/v1/evals/{eval_id}/runs"),
+    ("POST", "/v1/effects/{key}/resolve"),
 }
 # Public routes that read a form: the approval page's buttons and Slack's interactions.
 FORM_BODIES = {("POST", "/v1/approvals/{token}"), ("POST", "/v1/integrations/slack/interactions")}

@@ -612,7 +612,15 @@ class FakeLedger:
         self.entries: dict[tuple[str, str], Entry] = {}
         self.lock = threading.Lock()
 
-    def claim(self, tenant_id: str, key: EffectKey, tool_name: str, run_id: str, tool_call_id: str) -> Claim:
+    def claim(
+        self,
+        tenant_id: str,
+        key: EffectKey,
+        tool_name: str,
+        run_id: str,
+        tool_call_id: str,
+        arguments: dict[str, Any] | None = None,
+    ) -> Claim:
         with self.lock:
             held = self.entries.get((tenant_id, key.id))
             if held is not None and held.status not in CLAIMABLE:
@@ -627,6 +635,7 @@ class FakeLedger:
                 tool_call_id=tool_call_id,
                 claimed_at=utcnow(),
                 history=held.history if held else [],
+                arguments=arguments,
             )
             self.entries[(tenant_id, key.id)] = entry
         return Claim(won=True, entry=entry)
@@ -658,6 +667,14 @@ class FakeLedger:
             if entry is None or (entry.status, entry.generation) != (was.status, was.generation):
                 return False
             self.entries[(tenant_id, key)] = undone
+        return True
+
+    def write_done(self, tenant_id: str, key: str, done: Entry, *, was: Entry) -> bool:
+        with self.lock:
+            entry = self.entries.get((tenant_id, key))
+            if entry is None or (entry.status, entry.generation) != (was.status, was.generation):
+                return False
+            self.entries[(tenant_id, key)] = done
         return True
 
 

@@ -1,6 +1,7 @@
 """The fused loop on the real ASL: the states a run passes through, waits of one parallel batch
 together, one ending for every way a run ends, large results kept whole."""
 
+import json
 from datetime import timedelta
 from typing import Any
 
@@ -249,7 +250,10 @@ def test_a_result_too_large_for_an_item_is_kept_whole_in_storage(stack: LocalSta
     tags = boto3.client("s3").get_object_tagging(Bucket=s3.bucket(), Key=key)["TagSet"]
     assert tags == [{"Key": s3.RETENTION_TAG, "Value": s3.RUN_RETENTION}]
     (message,) = [m for m in sessions.messages("local", run["session_id"]) if m["role"] == "tool"]
-    assert message["content"].startswith(whole[:50_000]) and "truncated" in message["content"]
+    # The model reads its start and a note: the whole is kept for result_read to page (issue 27).
+    shown = json.loads(message["content"])
+    assert shown["described"] is True and shown["format"] == "text" and shown["chars"] == 120_000
+    assert shown["first_chars"] == whole[:10_000] and "result_read" in shown["note"]
 
 
 def test_a_stale_or_late_step_cannot_write_the_runs_context(stack: LocalStack) -> None:

@@ -659,3 +659,45 @@ def test_runs_list_sends_every_filter_and_repeats_them_for_the_next_page() -> No
     with pytest.raises(SystemExit) as refused:  # not a kind of trigger: argparse's usage error
         cli(api, "runs", "list", "--trigger", "cron")
     assert refused.value.code == 2 and len(api.requests) == 1
+
+
+# --- Effects --------------------------------------------------------------------------------------
+
+
+EFFECT_KEY = "effect:" + "a" * 64
+
+
+def test_effects_list_shows_unknown_effects_and_resolve_records_the_outcome() -> None:
+    entry = {
+        "key": EFFECT_KEY,
+        "kind": "effect",
+        "status": "unknown",
+        "tool": "send",
+        "arguments": {"to": "anna@acme.com", "api_token": "********"},
+        "run_id": RUN,
+        "tool_call_id": "call_1",
+        "generation": 1,
+        "claimed_at": "2026-01-01T00:00:00Z",
+        "settled_at": None,
+        "error": {"code": "http_error", "message": "HTTP 502"},
+        "resolution": None,
+    }
+    resolution = {"outcome": "done", "by": "ops", "at": "2026-01-01T01:00:00Z", "note": "seen"}
+    resolution["was"] = "unknown"
+    api = FakeApi(
+        {
+            "GET /v1/effects": (200, {"effects": [entry], "next_token": None}),
+            f"POST /v1/effects/{EFFECT_KEY}/resolve": (
+                200,
+                {**entry, "status": "done", "resolution": resolution},
+            ),
+        }
+    )
+
+    listed = cli(api, "effects", "list", "--run", RUN)
+    resolved = cli(api, "effects", "resolve", EFFECT_KEY, "done", "--note", "seen")
+
+    assert listed.code == 0 and EFFECT_KEY in listed.out and "anna@acme.com" in listed.out
+    assert dict(api.requests[0].url.params) == {"status": "unknown", "run_id": RUN}
+    assert resolved.code == 0 and "is done (by ops)" in resolved.out
+    assert json.loads(api.requests[1].content) == {"outcome": "done", "note": "seen"}

@@ -14,6 +14,7 @@ from stepwise.api import (
     agui,
     approvals,
     console,
+    effects,
     evals,
     events,
     hooks,
@@ -83,6 +84,7 @@ def build() -> APIGatewayHttpResolver:
     app.include_router(mcp_door.router)
     app.include_router(openai_responses.router)
     app.include_router(openai_responses.cancel_router)
+    app.include_router(effects.router)
 
     @app.get(
         "/v1/health",

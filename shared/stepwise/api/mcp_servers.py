@@ -45,7 +45,10 @@ def _discovery_timeout() -> float:
     description="Discovers the server's tools right away; a discovery that fails is kept as `last_error`. "
     'Header values are never shown again, only their names. With `auth: {type: "oauth"}` the answer '
     "carries an `authorization_url` for a person to open once; the tools are discovered when the "
-    "authorization completes (`status` is `needs_authorization` until then).",
+    'authorization completes (`status` is `needs_authorization` until then). `transport: "sse"` speaks '
+    "the 2024-11-05 HTTP+SSE transport. `tools: {allow?, deny?}` limits the tools the agent declares "
+    "(shown back as `tool_filter`; `missing_tools` lists allowlisted names the server does not offer); "
+    "`permissions: {<tool>: allow|ask|deny}` is checked before the server's `permission`.",
     responses=responses(201, "The server with the tools found", 400, 404, 409, 413),
     tags=MCP,
 )
@@ -100,7 +103,8 @@ def delete_mcp_server(agent_id: AgentId, name: str) -> Response[None]:
     tags=MCP,
 )
 def refresh_mcp_server(agent_id: AgentId, name: str) -> Response[McpServerView]:
-    """Discover the server's tools now; the answer has the tools found, or `last_error`."""
+    """Discover the server's tools now; the answer has the tools found, or `last_error`. The server's
+    `tool_filter` is kept; `missing_tools` lists allowlisted names it no longer offers."""
     tenant_id = tenant(router)
     server = servers.refresh(tenant_id, agent_id, name, timeout=_discovery_timeout())
     return json_response(servers.view(tenant_id, agent_id, server).model_dump(mode="json"))

@@ -88,6 +88,8 @@ class Runtime(Environment):
     events_ttl_days: int = Field(default=90, ge=1, alias="STEPWISE_EVENTS_TTL_DAYS")
     # A session's messages expire like run events unless told otherwise; its shell never does.
     messages_ttl_days: int | None = Field(default=None, ge=1, alias="STEPWISE_MESSAGES_TTL_DAYS")
+    # An effect entry must outlive every replay it guards (DECISIONS.md, "Effects").
+    effects_ttl_days: int = Field(default=400, ge=1, alias="STEPWISE_EFFECTS_TTL_DAYS")
 
     # The operator's bound on the models tenants may name: comma-separated glob patterns.
     allowed_models: tuple[str, ...] = Field(default=("*",), alias="STEPWISE_ALLOWED_MODELS")

@@ -36,6 +36,10 @@ from stepwise_sdk.models import (
     BulkCancelled,
     Comparison,
     DeliveryList,
+    EffectList,
+    EffectOutcome,
+    EffectStatus,
+    EffectView,
     EvalCasesAdded,
     EvalRunAccepted,
     EvalRunList,
@@ -116,6 +120,7 @@ class AsyncStepwise:
         self.responses = Responses(self)
         self.usage = UsageReader(self)
         self.budgets = Budgets(self)
+        self.effects = Effects(self)
 
     async def send(self, call: Call[T]) -> T:
         """Sends `call`, again while the retry policy allows, and parses the answer."""
@@ -576,3 +581,25 @@ class Responses(_Resource):
 
     async def cancel(self, response_id: str) -> OpenAIResponse:
         return await self._client.send(op.CANCEL_RESPONSE.call({"response_id": response_id}))
+
+
+class Effects(_Resource):
+    """The effects ledger: effects a run may or may not have performed wait for a person's word."""
+
+    async def list(
+        self,
+        *,
+        status: EffectStatus | None = None,
+        run_id: str | None = None,
+        limit: int | None = None,
+        next_token: str | None = None,
+    ) -> EffectList:
+        """A page of entries; filters apply after the read, so follow `next_token` until it is None."""
+        params = {"status": status, "run_id": run_id, "limit": limit, "next_token": next_token}
+        return await self._client.send(op.LIST_EFFECTS.call(params=params))
+
+    async def resolve(self, key: str, outcome: EffectOutcome, note: str | None = None) -> EffectView:
+        """`done`: it happened (a replay answers `deduplicated`); `undone`: it did not (a replay performs
+        it again). `key` as listed (`effect:<sha256>`)."""
+        body = {"outcome": outcome, "note": note}
+        return await self._client.send(op.RESOLVE_EFFECT.call({"key": key}, body=body))

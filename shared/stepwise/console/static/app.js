@@ -6,6 +6,7 @@
 import { ApiError, api, key } from "./api.js";
 import { compareView } from "./compare.js";
 import { add, cost, facts, h, json, link, mono, replace, runTime, status, tokens, when } from "./dom.js";
+import { unknownEffectsView } from "./effects.js";
 import { evalRunView, evalView, evalsView } from "./evals.js";
 import { filterForm, filtering, readFilters, toQuery } from "./filters.js";
 import { agentName, agentRef, copyButton, knownAgents, ready, rememberAgents } from "./names.js";
@@ -333,6 +334,8 @@ async function runView(runId, signal) {
       clearInterval(ticking);
       live.textContent = `The run ended: ${run.status}.`;
       await showPending();
+      live.after(h("section", { class: "pending", "aria-label": "Unknown effects" })); // effects.js fills it
+      await unknownEffectsView(live.nextElementSibling, runId, signal);
       return;
     }
   }
