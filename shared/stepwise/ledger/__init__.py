@@ -41,7 +41,7 @@ import json
 import math
 import re
 import unicodedata
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
@@ -326,10 +326,12 @@ class Entry(BaseModel):
     resolution: dict[str, Any] | None = None
 
 
-def recorded_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
+def recorded_arguments(arguments: dict[str, Any], private: Sequence[str] = ()) -> dict[str, Any]:
     """A call's arguments as its entry keeps them for the person who may have to resolve it: secrets
-    masked, and cut to ARGUMENTS_LIMIT characters of JSON (an entry is an item, paid per KB written)."""
-    masked = mask_arguments(arguments)
+    masked, private key fields left out (the key keeps only their digest: a memory's text must go when
+    its user is forgotten, and entries outlive that), and cut to ARGUMENTS_LIMIT characters of JSON (an
+    entry is an item, paid per KB written)."""
+    masked = mask_arguments({name: value for name, value in arguments.items() if name not in private})
     if not isinstance(masked, dict):
         return {}
     text = canonical(masked)
@@ -558,7 +560,12 @@ def guard(
         return Guarded(result=ToolResult.failure("invalid_arguments", str(exc)))
     ledger = store
     claim = ledger.claim(
-        scope.tenant_id, key, tool.name, scope.run_id, scope.tool_call_id, recorded_arguments(arguments)
+        scope.tenant_id,
+        key,
+        tool.name,
+        scope.run_id,
+        scope.tool_call_id,
+        recorded_arguments(arguments, private),
     )
     entry = claim.entry
     if not claim.won:

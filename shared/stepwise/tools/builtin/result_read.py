@@ -19,8 +19,8 @@ NAME = tables.RESULT_READ
 # Short on purpose: every agent with tools declares it on every call (stepwise.loop.prompt), and the
 # description it reads names the tool_call_id and how to page.
 DESCRIPTION = (
-    "Read rows (of a table) or characters (of text) of a tool result that was described instead of "
-    "shown in full; next_offset is null at the end."
+    "Read rows or text characters of a tool result that was described instead of shown in full; "
+    "next_offset is null at the end."
 )
 
 
@@ -28,15 +28,12 @@ class Arguments(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     tool_call_id: str = Field(min_length=1, max_length=256, description="As given in the description.")
-    offset: int | None = Field(
-        None, ge=0, description="First row, or character of text (0-based), default 0."
-    )
+    offset: int | None = Field(None, ge=0, description="First row or character (0-based), default 0.")
     limit: int | None = Field(
         None,
         ge=1,
         le=tables.PAGE_CHARS,
-        description=f"Rows (default {tables.DEFAULT_PAGE}, at most {tables.MAX_PAGE}), or characters of text "
-        f"(default {tables.TEXT_PAGE_DEFAULT:,}, at most {tables.PAGE_CHARS:,}).",
+        description=f"Rows (max {tables.MAX_PAGE}) or characters (max {tables.PAGE_CHARS}).",
     )
 
 
