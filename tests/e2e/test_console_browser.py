@@ -192,7 +192,9 @@ def test_watching_a_run_and_approving_its_call_from_the_console(
     console.shot("session")
 
     page.get_by_role("link", name="Agents").click()
-    expect(page.get_by_role("link", name=agent["name"])).to_be_visible()
+    # The session page also names the agent (facts, timeline): wait for the agents page itself first.
+    expect(page).to_have_url(re.compile(r"#/agents$"))
+    expect(page.locator("main").get_by_role("link", name=agent["name"]).first).to_be_visible()
     console.shot("agents")
 
     assert fits_the_screen(page)
