@@ -65,12 +65,32 @@ def _jsonable_errors(errors: Any) -> list[dict[str, Any]]:
     ]
 
 
+# Powertools adds these to every spec it generates, in a `{detail: [...]}` shape this API never answers
+# (its 422 is the `Error` schema, declared on every route): a generated client would model them for nothing.
+POWERTOOLS_SCHEMAS = ("HTTPValidationError", "ResponseValidationError", "ValidationError")
+
+
+class Resolver(APIGatewayHttpResolver):
+    """Powertools' resolver, with a spec that carries only the schemas it uses (the one at
+    /v1/openapi.json and the one the Swagger UI at /v1/docs embeds are both built here)."""
+
+    def get_openapi_schema(self, **kwargs: Any) -> Any:
+        schema = super().get_openapi_schema(**kwargs)
+        schemas = schema.components.schemas if schema.components is not None else None
+        if schemas:
+            dead = {name: schemas.pop(name) for name in POWERTOOLS_SCHEMAS if name in schemas}
+            rest = schema.model_dump_json(by_alias=True)
+            if any(f'/{name}"' in rest for name in dead):  # still referred to: keep them all
+                schemas.update(dead)
+        return schema
+
+
 def new_resolver() -> APIGatewayHttpResolver:
     """A resolver as every function of ours builds it: validating, reading bodies with the JSON depth
     cap (a body nested too deep is a 422 `json_too_deep`, never a RecursionError), our error mapping.
     Powertools' resolver as it is: one request at a time per execution environment (the local stack,
     which serves many on threads, makes its state per thread: stepwise_local.resolvers)."""
-    app = APIGatewayHttpResolver(enable_validation=True, json_body_deserializer=safejson.loads)
+    app = Resolver(enable_validation=True, json_body_deserializer=safejson.loads)
     install_error_handlers(app)
     return app
 
@@ -106,7 +126,9 @@ def install_error_handlers(app: APIGatewayHttpResolver) -> None:
         if unknown is not None:
             # An id that cannot be ours names nothing: the same 404 as an id that does not exist.
             return _shaped(app, 404, unknown, "no such resource (the id is not one this API issued)")
-        return _shaped(app, 422, "validation_error", "the request is not valid", _jsonable_errors(errors))
+        return _shaped(
+            app, 422, "validation_error", "the request is not valid", {"errors": _jsonable_errors(errors)}
+        )
 
     @app.not_found
     def not_found(_: NotFoundError) -> Response:

@@ -19,7 +19,7 @@ SESSIONS = ["sessions"]
     "/v1/sessions/<session_id>",
     summary="Get a session",
     description="The session with its runs (oldest first) and its messages.",
-    responses=responses(200, "The session", 404),
+    responses=responses(200, "The session", 400, 404),
     tags=SESSIONS,
 )
 def get_session(session_id: SessionId) -> Response[SessionView]:
@@ -44,7 +44,7 @@ def get_session(session_id: SessionId) -> Response[SessionView]:
     "/v1/sessions/<session_id>",
     summary="Delete a session",
     description="409 `session_busy` while one of its runs is active.",
-    responses=responses(204, "Deleted", 404, 409, content={}),
+    responses=responses(204, "Deleted", 400, 404, 409, content={}),
     tags=SESSIONS,
 )
 def delete_session(session_id: SessionId) -> Response[None]:
