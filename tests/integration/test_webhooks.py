@@ -224,7 +224,7 @@ def test_approval_requested_and_the_ending_are_delivered_in_turn(
     assert payload["type"] == "approval_requested"
     assert payload["data"]["tool_name"] == "send" and payload["data"]["arguments"] == {"q": "hi"}
     assert payload["data"]["interaction_id"] and payload["data"]["approval_url"]
-    assert stack.invoke_api("POST", f"/v1/runs/{run_id}/approve", {"approved": True})[0] == 200
+    assert stack.invoke_api("POST", f"/v1/runs/{run_id}/approve", {"approved": True})[0] == 202
     wait_for_run(stack, run_id)
 
     found = settled(stack, run_id, count=2)

@@ -63,7 +63,7 @@ def register_mcp_server(agent_id: AgentId, body: McpServerCreate) -> Response[Mc
     responses=responses(200, "The servers", 404),
     tags=MCP,
 )
-def list_mcp_servers(agent_id: str) -> Response[McpServerList]:
+def list_mcp_servers(agent_id: AgentId) -> Response[McpServerList]:
     tenant_id = tenant(router)
     found = store.list_servers(tenant_id, agent_id)
     views = [servers.view(tenant_id, agent_id, s).model_dump(mode="json") for s in found]
@@ -115,7 +115,7 @@ def refresh_mcp_server(agent_id: AgentId, name: str) -> Response[McpServerView]:
     responses=responses(200, "The server with its `authorization_url`", 404),
     tags=MCP,
 )
-def authorize_mcp_server(agent_id: str, name: str) -> Response[McpServerView]:
+def authorize_mcp_server(agent_id: AgentId, name: str) -> Response[McpServerView]:
     tenant_id = tenant(router)
     server = store.get_server(tenant_id, agent_id, name)
     url = servers.start_authorization(
