@@ -8,8 +8,8 @@ error the route can answer, unless the name is only there to be caught (`except 
 
 The ports are followed to their production stores: `stores().runs.create` is `stepwise.store.runs.create`
 (stepwise.store.wiring), also through a local (`store = stores()`). What it cannot see: calls through
-objects built at run time, an error class held in a variable. So it is a floor: the spec must declare at least what it
-finds; a route may declare more.
+objects built at run time, an error class held in a variable. So it is a floor: the spec must declare
+at least what it finds; a route may declare more.
 """
 
 from __future__ import annotations
@@ -44,9 +44,7 @@ def _ours(obj: Any) -> bool:
 
 def _unwrap(obj: Any) -> Any:
     while True:
-        if isinstance(obj, staticmethod | classmethod):
-            obj = obj.__func__
-        elif isinstance(obj, types.MethodType):
+        if isinstance(obj, staticmethod | classmethod | types.MethodType):
             obj = obj.__func__
         elif hasattr(obj, "__wrapped__"):  # functools.cache, wraps
             obj = obj.__wrapped__

@@ -12,7 +12,7 @@ from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 
 from stepwise.api.auth import is_public, tenant_from_event
-from stepwise.api.params import NOT_FOUND
+from stepwise.api.params import NOT_FOUND, NOT_FOUND_UNDER
 from stepwise.api.responses import error_response, json_response
 from stepwise.core import safejson
 from stepwise.core.errors import ApiError, Malformed, PayloadTooLarge
@@ -95,12 +95,17 @@ def new_resolver() -> APIGatewayHttpResolver:
     return app
 
 
-def _unknown_path_id(errors: Any) -> str | None:
-    """The not-found code when a path id does not have the shape of the ids we issue."""
+def _unknown_path_id(errors: Any, path: str) -> str | None:
+    """The not-found code when a path id (or a setting's key) does not have the shape of the ones we
+    issue (or store)."""
+    codes = dict(NOT_FOUND)
+    for prefix, under in NOT_FOUND_UNDER.items():
+        if path.startswith(prefix):
+            codes.update(under)
     for e in errors:
         loc = tuple(e.get("loc", ()))
         if len(loc) == 2 and loc[0] == "path" and e.get("type") == "string_pattern_mismatch":
-            code = NOT_FOUND.get(str(loc[1]))
+            code = codes.get(str(loc[1]))
             if code is not None:
                 return code
     return None
@@ -122,7 +127,8 @@ def install_error_handlers(app: APIGatewayHttpResolver) -> None:
         errors = exc.errors()
         if any(e.get("type") == "json_invalid" for e in errors):
             return _shaped(app, 400, "malformed_json", "the request body is not valid JSON")
-        unknown = _unknown_path_id(errors)
+        event = getattr(app, "current_event", None)
+        unknown = _unknown_path_id(errors, event.path if event is not None else "")
         if unknown is not None:
             # An id that cannot be ours names nothing: the same 404 as an id that does not exist.
             return _shaped(app, 404, unknown, "no such resource (the id is not one this API issued)")

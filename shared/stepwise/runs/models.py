@@ -313,3 +313,4 @@ class SessionView(Session):
     usage: Usage  # every run of the session, summed (cost null when any run's is unknown)
     runs: list[RunView]
     messages: list[dict[str, Any]]
+    next_token: str | None = None  # the page of older runs, as GET /v1/runs pages them

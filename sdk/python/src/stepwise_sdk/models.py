@@ -330,6 +330,7 @@ class EventPage(Model):
     events: list[RunEvent]
     next: int
     done: bool
+    wait: float = 0.0  # the seconds the read could wait: the `wait` asked for, capped at 25
 
 
 class FollowUrl(Model):
@@ -630,6 +631,7 @@ class SessionView(Model):
     usage: Usage
     runs: list[RunView]
     messages: list[dict[str, Any]]
+    next_token: str | None = None
 
 
 class SettingInfo(Model):
