@@ -44,7 +44,7 @@ from aws_lambda_powertools import Logger
 from pydantic import BaseModel, ConfigDict
 
 from stepwise.core.errors import Conflict, NotFound
-from stepwise.core.schema import utcnow
+from stepwise.core.schema import rfc3339, utcnow
 from stepwise.tools.base import ToolResult
 from stepwise.tools.models import Effect
 
@@ -348,9 +348,9 @@ def undone(entry: Entry, by: str, at: datetime) -> Entry:
         "status": entry.status,
         "run_id": entry.run_id,
         "tool_call_id": entry.tool_call_id,
-        "claimed_at": entry.claimed_at.isoformat(),
-        "settled_at": entry.settled_at.isoformat() if entry.settled_at else None,
-        "undone_at": at.isoformat(),
+        "claimed_at": rfc3339(entry.claimed_at),
+        "settled_at": rfc3339(entry.settled_at) if entry.settled_at else None,
+        "undone_at": rfc3339(at),
         "undone_by": by,
     }
     history = [*entry.history, summary][-HISTORY_LIMIT:]

@@ -16,7 +16,7 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from stepwise.core.masking import mask_headers
-from stepwise.core.schema import Strict, utcnow
+from stepwise.core.schema import Strict, Timestamp, utcnow
 from stepwise.tools.models import Permission
 
 SERVER_NAME = r"^[a-z0-9_-]{1,32}$"
@@ -208,9 +208,9 @@ class McpServer(McpServerCreate):
 
     model_config = ConfigDict(extra="ignore")
 
-    created_at: datetime
+    created_at: Timestamp
     tools: list[McpTool] = Field(default_factory=list)
-    discovered_at: datetime | None = None  # the last discovery that reached the server
+    discovered_at: Timestamp | None = None  # the last discovery that reached the server
     last_error: str | None = None  # why the last discovery failed (or was cut short); None when it did not
 
     def status(self, needs_authorization: bool = False) -> ServerStatus:
@@ -260,9 +260,9 @@ class McpServerView(BaseModel):
     enabled: bool
     permission: Permission
     trusted: bool
-    created_at: datetime
+    created_at: Timestamp
     tools: list[McpToolView]
-    discovered_at: datetime | None
+    discovered_at: Timestamp | None
     last_error: str | None
     auth: McpOAuthView | None = None
     status: ServerStatus
