@@ -23,6 +23,7 @@ MAX_BODY_BYTES = 1024 * 1024  # well under API Gateway's 10 MB: agent inputs are
 # request can be (6 MB, the envelope included); bigger files go through POST /v1/uploads.
 RUN_BODY_BYTES = 6_000_000
 BODY_LIMITS = {"POST /v1/agents/{agent_id}/runs": RUN_BODY_BYTES}
+DEFAULT_ROUTE = "$default"  # API Gateway's catch-all route key (template.yaml: ApiFunction's UnknownRoute)
 
 logger = Logger(service="stepwise")
 
@@ -150,6 +151,10 @@ def refused(event: dict[str, Any]) -> dict[str, Any] | None:
     """Checks that need no routing happen first: a request that fails them touches nothing. The
     response to send instead, or None to go on."""
     path = event.get("rawPath", "")
+    if event.get("routeKey") == DEFAULT_ROUTE:
+        # API Gateway matched no route of ours: the contract's 404, without a key check (the route is
+        # public: nothing exists to guard) and without building the resolver (junk traffic stays cheap).
+        return _to_proxy(error_response(404, "route_not_found", "no such route"))
     try:
         limit = BODY_LIMITS.get(str(event.get("routeKey")), MAX_BODY_BYTES)
         if _body_size(event) > limit:
