@@ -94,10 +94,10 @@ def client(stack: LocalStack, generated: ModuleType, monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("STEPWISE_MAX_SCHEDULES", "1")
     config.reset()
     server = serve(stack.gateway, port=0, quiet=True)
-    host, port = server.server_address[:2]
+    port = int(server.server_address[1])
     module = importlib.import_module(f"{PACKAGE}.client")
     authenticated = module.AuthenticatedClient(
-        base_url=f"http://{host}:{port}", token=key, raise_on_unexpected_status=True
+        base_url=f"http://127.0.0.1:{port}", token=key, raise_on_unexpected_status=True
     )
     yield authenticated
     server.shutdown()
