@@ -81,7 +81,7 @@ def test_a_canonical_run_enters_two_states_per_model_step_and_one_per_wait(
     status, _, _ = stack.invoke_api("POST", f"/v1/runs/{accepted['run_id']}/approve", {"approved": True})
     run = wait_for_run(stack, accepted["run_id"])
 
-    assert status == 200 and run["status"] == "succeeded" and run["steps"] == 5
+    assert status == 202 and run["status"] == "succeeded" and run["steps"] == 5
     assert run["tools_executed"] == ["lookup", "lookup", "send", "lookup"]
     # 5 model steps, 4 tool calls, 1 approval: no state per call that needs no human.
     entered = states_entered(stack, accepted["run_id"])
@@ -108,7 +108,7 @@ def test_approvals_of_one_parallel_batch_are_asked_together(stack: LocalStack, r
     for approval in requested:
         body = {"approved": True, "tool_call_id": approval["tool_call_id"]}
         status, _, answered = stack.invoke_api("POST", f"/v1/runs/{accepted['run_id']}/approve", body)
-        assert status == 200, answered
+        assert status == 202, answered
     run = wait_for_run(stack, accepted["run_id"])
 
     assert run["status"] == "succeeded" and len(receiver.to("/read")) == 2

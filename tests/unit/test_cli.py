@@ -251,7 +251,9 @@ def test_helpers_keep_output_on_one_readable_line() -> None:
     assert clip("x" * 20, 10) == "xxxxxxx..."
     assert summarize_arguments("not an object") == "not an object"
     assert table(["A", "LONG"], [["xyz", "1"], [None, "2"]]) == ["A    LONG", "xyz  1", "-    2"]
-    assert detail_lines([{"loc": ["body", "name"], "msg": "Field required"}]) == ["body.name: Field required"]
+    assert detail_lines({"errors": [{"loc": ["body", "name"], "msg": "Field required"}]}) == [
+        "body.name: Field required"
+    ]
 
 
 # --- Exit codes ---------------------------------------------------------------------------------
@@ -295,7 +297,7 @@ def test_an_api_error_exits_2_with_its_code_and_message_on_stderr() -> None:
     api = FakeApi()
     error = {"code": "validation_error", "message": "the request is not valid"}
     details = [{"loc": ["body", "name"], "msg": "Field required", "type": "missing"}]
-    api.routes["POST /v1/agents"] = (422, {"error": {**error, "details": details}})
+    api.routes["POST /v1/agents"] = (422, {"error": {**error, "details": {"errors": details}}})
 
     human = cli(api, "agents", "create", "--name", "x")
     machine = cli(api, "agents", "create", "--name", "x", "--json")
@@ -306,7 +308,7 @@ def test_an_api_error_exits_2_with_its_code_and_message_on_stderr() -> None:
         "error: validation_error: the request is not valid",
         "  body.name: Field required",
     ]
-    assert json.loads(machine.err.splitlines()[1])["error"]["details"] == details
+    assert json.loads(machine.err.splitlines()[1])["error"]["details"] == {"errors": details}
 
 
 def test_a_non_contract_error_still_names_a_code() -> None:

@@ -51,7 +51,7 @@ def list_effects(
     "reversed, and a later replay performs it again (a `done`, `claimed` or `unknown` entry). Resolve a "
     "`claimed` entry only once its run is over. 409 `effect_not_resolvable` or `effect_not_undoable` when "
     "the entry's status does not take that outcome.",
-    responses=responses(200, "The entry, resolved", 400, 404, 409),
+    responses=responses(200, "The entry, resolved", 400, 404, 409, 413),
     tags=EFFECTS,
 )
 def resolve_effect(key: EffectKey, body: EffectResolve) -> Response[EffectView]:

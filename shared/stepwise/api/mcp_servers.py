@@ -66,7 +66,7 @@ def register_mcp_server(agent_id: AgentId, body: McpServerCreate) -> Response[Mc
     responses=responses(200, "The servers", 404),
     tags=MCP,
 )
-def list_mcp_servers(agent_id: str) -> Response[McpServerList]:
+def list_mcp_servers(agent_id: AgentId) -> Response[McpServerList]:
     tenant_id = tenant(router)
     found = store.list_servers(tenant_id, agent_id)
     views = [servers.view(tenant_id, agent_id, s).model_dump(mode="json") for s in found]
@@ -88,7 +88,7 @@ def get_mcp_server(agent_id: AgentId, name: str) -> Response[McpServerView]:
 @router.delete(
     "/v1/agents/<agent_id>/mcp-servers/<name>",
     summary="Remove an MCP server",
-    responses=responses(204, "Removed", 404, 409, content={}),
+    responses=responses(204, "Removed", 404, 409, 413, content={}),
     tags=MCP,
 )
 def delete_mcp_server(agent_id: AgentId, name: str) -> Response[None]:
@@ -99,7 +99,7 @@ def delete_mcp_server(agent_id: AgentId, name: str) -> Response[None]:
 @router.post(
     "/v1/agents/<agent_id>/mcp-servers/<name>/refresh",
     summary="Re-discover an MCP server's tools",
-    responses=responses(200, "The server with the tools found, or `last_error`", 404, 409),
+    responses=responses(200, "The server with the tools found, or `last_error`", 404, 409, 413),
     tags=MCP,
 )
 def refresh_mcp_server(agent_id: AgentId, name: str) -> Response[McpServerView]:
@@ -119,7 +119,7 @@ def refresh_mcp_server(agent_id: AgentId, name: str) -> Response[McpServerView]:
     responses=responses(200, "The server with its `authorization_url`", 404),
     tags=MCP,
 )
-def authorize_mcp_server(agent_id: str, name: str) -> Response[McpServerView]:
+def authorize_mcp_server(agent_id: AgentId, name: str) -> Response[McpServerView]:
     tenant_id = tenant(router)
     server = store.get_server(tenant_id, agent_id, name)
     url = servers.start_authorization(
@@ -135,7 +135,7 @@ _CALLBACK_PAGE: dict[str, OpenAPIResponseContentSchema | OpenAPIResponseContentM
 
 def _callback_responses() -> dict[int, OpenAPIResponse]:
     """Every answer is a page for the person the authorization server sent back."""
-    documented = responses(200, "A page: connected", public=True, content=_CALLBACK_PAGE)
+    documented = responses(200, "A page: connected", 409, 413, public=True, content=_CALLBACK_PAGE)
     for status, what in (
         (400, "denied, or the code refused"),
         (403, "not a state Stepwise issued"),

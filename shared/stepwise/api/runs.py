@@ -1,6 +1,5 @@
 """/v1/agents/{id}/runs, /v1/agents/{id}/run and /v1/runs."""
 
-from datetime import datetime
 from typing import Annotated
 
 from aws_lambda_powertools.event_handler import Response
@@ -12,6 +11,7 @@ from stepwise.api.params import AgentId, AgentIdQuery, RunId, SessionIdQuery
 from stepwise.api.responses import json_response, responses
 from stepwise.core.errors import ApiError, BadGateway, Unavailable, Unprocessable
 from stepwise.core.ids import USER_ID
+from stepwise.core.schema import Timestamp
 from stepwise.runs import bulk_cancel, cancel, erase, replay, start
 from stepwise.runs.listing import RunFilter
 from stepwise.runs.models import (
@@ -54,7 +54,9 @@ SYNC_FAILURES: dict[str, type[ApiError]] = {
         400,
         404,
         409,
+        410,
         413,
+        429,
         503,
         described={413: "The body is over 6 MB, or its inline attachments over 5 MiB: use POST /v1/uploads"},
     ),
@@ -77,7 +79,7 @@ def create_run(
 @router.post(
     "/v1/runs/<run_id>/cancel",
     summary="Cancel a run",
-    responses=responses(200, "The cancelled run", 404, 409),
+    responses=responses(200, "The cancelled run", 404, 409, 503),
     tags=RUNS,
 )
 def cancel_run(run_id: RunId) -> Response[RunView]:
@@ -93,7 +95,7 @@ def cancel_run(run_id: RunId) -> Response[RunView]:
     "included. One request cancels for about ten seconds (at most 200 runs); when more match, "
     "`continuing` is true, `cancelled` counts those this request cancelled, and the rest are cancelled "
     "in the background within moments.",
-    responses=responses(200, "How many runs were cancelled", 400),
+    responses=responses(200, "How many runs were cancelled", 400, 413, 503),
     tags=RUNS,
 )
 def cancel_runs(body: bulk_cancel.CancelFilter) -> Response[bulk_cancel.BulkCancelled]:
@@ -106,7 +108,7 @@ def cancel_runs(body: bulk_cancel.CancelFilter) -> Response[bulk_cancel.BulkCanc
     description="A new run on the same input, citing `replay_of`. 409 with the reason when replaying "
     "could repeat side effects (`force=true` overrides); 410 `input_gone` when the input is no longer "
     "stored (its attachments were deleted or are past retention).",
-    responses=responses(201, "The new run", 404, 409, 410, 503),
+    responses=responses(201, "The new run", 404, 409, 410, 413, 429, 503),
     tags=RUNS,
 )
 def replay_run(run_id: RunId, force: Annotated[bool, Query()] = False) -> Response[RunAccepted]:
@@ -120,7 +122,7 @@ def replay_run(run_id: RunId, force: Annotated[bool, Query()] = False) -> Respon
     description="One model call without tools; answers with the output. 422 `budget_exceeded` when the "
     "input does not fit the agent's token budget, 502 when the model fails, 503 when it is rate limited "
     "or unavailable.",
-    responses=responses(200, "The run's output", 400, 404, 409, 413, 502, 503),
+    responses=responses(200, "The run's output", 400, 404, 409, 410, 413, 429, 502, 503),
     tags=RUNS,
 )
 def run_sync(agent_id: AgentId, body: SyncRunCreate) -> Response[SyncRunResult]:
@@ -150,10 +152,10 @@ def list_runs(
     user_id: Annotated[str | None, Query(pattern=USER_ID, description="Only this end user's")] = None,
     trigger: Annotated[Trigger | None, Query(description="Only runs started this way")] = None,
     created_after: Annotated[
-        datetime | None, Query(description="Only runs created at or after this time (RFC 3339)")
+        Timestamp | None, Query(description="Only runs created at or after this time (RFC 3339)")
     ] = None,
     created_before: Annotated[
-        datetime | None, Query(description="Only runs created before this time (RFC 3339)")
+        Timestamp | None, Query(description="Only runs created before this time (RFC 3339)")
     ] = None,
 ) -> Response[RunList]:
     where = RunFilter(
@@ -181,7 +183,7 @@ def get_run(run_id: RunId) -> Response[RunView]:
     summary="Delete a run's attachments",
     description="Erases the run's files (every stored version) and their list, for good: a replay of the "
     "run is then 410 `input_gone`. 409 `run_active` while the run is active.",
-    responses=responses(204, "Deleted", 404, 409, content={}),
+    responses=responses(204, "Deleted", 404, 409, 503, content={}),
     tags=RUNS,
 )
 def delete_attachments(run_id: RunId) -> Response[None]:

@@ -8,14 +8,13 @@ approval outside PreToolUse) is a 422 instead of a silent no-op.
 from __future__ import annotations
 
 import re
-from datetime import datetime
 from typing import Annotated, Any, Literal, get_args
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from stepwise.core.masking import is_sealed
-from stepwise.core.schema import Strict
+from stepwise.core.schema import Strict, Timestamp
 from stepwise.hooks.patterns import compile_pattern
 from stepwise.tools.models import TOOL_NAME
 
@@ -261,7 +260,7 @@ class Hook(HookCreate):
     model_config = ConfigDict(extra="ignore")
 
     hook_id: str
-    created_at: datetime
+    created_at: Timestamp
 
     @classmethod
     def from_item(cls, item: dict[str, Any]) -> Hook:

@@ -50,7 +50,7 @@ from pydantic import BaseModel, ConfigDict
 
 from stepwise.core.errors import Conflict, NotFound
 from stepwise.core.masking import ARGUMENTS_LIMIT, mask_arguments
-from stepwise.core.schema import utcnow
+from stepwise.core.schema import rfc3339, utcnow
 from stepwise.tools.base import ToolResult
 from stepwise.tools.models import Effect
 
@@ -394,9 +394,9 @@ def undone(entry: Entry, by: str, at: datetime, note: str | None = None) -> Entr
         "status": entry.status,
         "run_id": entry.run_id,
         "tool_call_id": entry.tool_call_id,
-        "claimed_at": entry.claimed_at.isoformat(),
-        "settled_at": entry.settled_at.isoformat() if entry.settled_at else None,
-        "undone_at": at.isoformat(),
+        "claimed_at": rfc3339(entry.claimed_at),
+        "settled_at": rfc3339(entry.settled_at) if entry.settled_at else None,
+        "undone_at": rfc3339(at),
         "undone_by": by,
     }
     if note:

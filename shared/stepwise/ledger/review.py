@@ -12,13 +12,12 @@ it (the API key's name) and when.
 from __future__ import annotations
 
 import re
-from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 from stepwise.core.errors import NotFound
-from stepwise.core.schema import Strict
+from stepwise.core.schema import Strict, Timestamp
 from stepwise.ledger import Entry, Kind, Status, confirm_done, ledger_key, mark_undone, public_key
 from stepwise.ledger import store as ledger_store
 
@@ -45,7 +44,7 @@ class EffectResolve(Strict):
 class Resolution(BaseModel):
     outcome: Outcome
     by: str  # the name of the API key it was resolved with
-    at: datetime
+    at: Timestamp
     note: str | None = None
     was: str  # the status it was resolved from
 
@@ -64,8 +63,8 @@ class EffectView(BaseModel):
     run_id: str
     tool_call_id: str
     generation: int
-    claimed_at: datetime
-    settled_at: datetime | None
+    claimed_at: Timestamp
+    settled_at: Timestamp | None
     error: dict[str, Any] | None = Field(description="For `unknown`: the failure that left it unknown")
     resolution: Resolution | None
 

@@ -17,7 +17,7 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from stepwise.core.masking import is_sealed, mask_headers
-from stepwise.core.schema import Strict, utcnow
+from stepwise.core.schema import Strict, Timestamp, utcnow
 from stepwise.tools.models import Permission
 
 SERVER_NAME = r"^[a-z0-9_-]{1,32}$"
@@ -241,10 +241,10 @@ class McpServer(McpServerCreate):
 
     model_config = ConfigDict(extra="ignore")
 
-    created_at: datetime
+    created_at: Timestamp
     tools: list[McpTool] = Field(default_factory=list)  # type: ignore[assignment]  # the filter is tool_filter
     tool_filter: McpToolFilter | None = None
-    discovered_at: datetime | None = None  # the last discovery that reached the server
+    discovered_at: Timestamp | None = None  # the last discovery that reached the server
     last_error: str | None = None  # why the last discovery failed (or was cut short); None when it did not
 
     def status(self, needs_authorization: bool = False) -> ServerStatus:
@@ -313,14 +313,14 @@ class McpServerView(BaseModel):
     permission: Permission
     permissions: dict[str, ToolPermission] = Field(default_factory=dict)
     trusted: bool
-    created_at: datetime
+    created_at: Timestamp
     tools: list[McpToolView]
     # The `tools: {allow, deny}` the server was registered with (`tools` here lists what it offers).
     tool_filter: McpToolFilter | None = None
     missing_tools: list[str] = Field(
         default_factory=list, description="Allowlisted names the server no longer offers"
     )
-    discovered_at: datetime | None
+    discovered_at: Timestamp | None
     last_error: str | None
     auth: McpOAuthView | None = None
     status: ServerStatus

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, Field, field_validator
@@ -13,7 +12,7 @@ from stepwise.agents.models import DEFAULT_MAX_STEPS, MAX_STEPS_LIMIT
 from stepwise.attachments.models import MAX_ATTACHMENTS, Attachment, AttachmentIn
 from stepwise.core.errors import Conflict
 from stepwise.core.ids import SESSION_ID, USER_ID
-from stepwise.core.schema import Strict
+from stepwise.core.schema import Strict, Timestamp
 from stepwise.llm.models import ScriptTurn, Usage
 from stepwise.sessions.models import Session
 from stepwise.webhooks.models import RunTarget, WebhookConfig
@@ -146,9 +145,9 @@ class Run(BaseModel):
     webhook: WebhookConfig | None = None
     attachments: list[Attachment] = Field(default_factory=list)
     # When DELETE /v1/runs/{id}/attachments erased the run's files (the list goes with them).
-    attachments_erased_at: datetime | None = None
-    created_at: datetime
-    finished_at: datetime | None = None
+    attachments_erased_at: Timestamp | None = None
+    created_at: Timestamp
+    finished_at: Timestamp | None = None
     # Delegation: a child run of an agent tool call knows its parent, the tree's root and its depth (the
     # root is 0); the parent knows its children and what they spent (`descendants_usage`).
     parent_run_id: str | None = None
@@ -237,7 +236,7 @@ class RunEvent(BaseModel):
     seq: int
     type: EventType
     data: dict[str, Any] = Field(default_factory=dict)
-    at: datetime
+    at: Timestamp
 
 
 class RunView(BaseModel):
@@ -260,9 +259,9 @@ class RunView(BaseModel):
     metadata: dict[str, Any]
     webhook: WebhookConfig | None = None
     attachments: list[Attachment]
-    attachments_erased_at: datetime | None
-    created_at: datetime
-    finished_at: datetime | None
+    attachments_erased_at: Timestamp | None
+    created_at: Timestamp
+    finished_at: Timestamp | None
     trigger: Trigger
     parent_run_id: str | None
     root_run_id: str
@@ -310,10 +309,11 @@ class Appended:
 class Head:
     last_seq: int  # the last sequence number handed out (its event may still be in flight)
     done: bool  # the last event handed out is terminal
-    moved_at: datetime | None
+    moved_at: Timestamp | None
 
 
 class SessionView(Session):
     usage: Usage  # every run of the session, summed (cost null when any run's is unknown)
     runs: list[RunView]
     messages: list[dict[str, Any]]
+    next_token: str | None = None  # the page of older runs, as GET /v1/runs pages them

@@ -342,8 +342,16 @@ class AsyncEventStream(AsyncIterator[RunEvent]):
 
 
 class Sessions(_Resource):
-    async def get(self, session_id: str) -> SessionView:
-        return await self._client.send(op.GET_SESSION.call({"session_id": session_id}))
+    async def get(
+        self,
+        session_id: str,
+        *,
+        limit: int | None = None,
+        next_token: str | None = None,
+    ) -> SessionView:
+        """The session with a page of its runs (the newest first page; `next_token` for older ones)."""
+        params = {"limit": limit, "next_token": next_token}
+        return await self._client.send(op.GET_SESSION.call({"session_id": session_id}, params=params))
 
     async def delete(self, session_id: str) -> None:
         await self._client.send(op.DELETE_SESSION.call({"session_id": session_id}))

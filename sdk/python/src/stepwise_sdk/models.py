@@ -294,10 +294,23 @@ class ClientToolAnswer(Model):
     output: Any = None
 
 
+class FieldError(Model):
+    loc: list[str]
+    msg: str
+    type: str
+
+
+class ErrorDetails(Model):
+    """Always an object; a 422 lists the invalid fields under `errors`, other errors name what they are
+    about (`run_id`, `quota` and `limit`…) as extra fields."""
+
+    errors: list[FieldError] | None = None
+
+
 class ErrorInfo(Model):
     code: str
     message: str
-    details: Any = None
+    details: ErrorDetails
 
 
 class Error(Model):
@@ -317,6 +330,7 @@ class EventPage(Model):
     events: list[RunEvent]
     next: int
     done: bool
+    wait: float = 0.0  # the seconds the read could wait: the `wait` asked for, capped at 25
 
 
 class FollowUrl(Model):
@@ -421,8 +435,8 @@ class Attachment(Model):
 class InteractionView(Model):
     interaction_id: str
     run_id: str
-    kind: str
-    status: str
+    kind: Literal["approval", "client_tool", "budget", "provider"]
+    status: Literal["pending", "answered", "expired"]
     tool_call_id: str
     tool_name: str
     arguments: dict[str, Any]
@@ -630,6 +644,7 @@ class SessionView(Model):
     usage: Usage
     runs: list[RunView]
     messages: list[dict[str, Any]]
+    next_token: str | None = None
 
 
 class SettingInfo(Model):
