@@ -86,11 +86,13 @@ class PerThreadResolver(APIGatewayHttpResolver):
 
 
 def per_thread() -> None:
-    """Make the resolvers of the API and the light events function per thread (before serving)."""
-    from stepwise.api import app, light
+    """Make the resolvers of the API and the light events function per thread (before serving): the
+    ones already built, and every one built later (the API builds one per set of route modules, on the
+    first request for them: stepwise.api.routing)."""
+    from stepwise.api import app, light, resolver
 
-    for build in (app.build, light.build):
-        resolver = build()
-        if not isinstance(resolver, PerThreadResolver):
+    resolver.resolver_class = PerThreadResolver
+    for built in [*app.API.built(), light.build()]:
+        if not isinstance(built, PerThreadResolver):
             # Same layout, only properties and two overrides added: the instance keeps its routes.
-            resolver.__class__ = PerThreadResolver
+            built.__class__ = PerThreadResolver

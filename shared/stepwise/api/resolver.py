@@ -65,12 +65,17 @@ def _jsonable_errors(errors: Any) -> list[dict[str, Any]]:
     ]
 
 
+# The class every new resolver is: Powertools' own, or the local stack's per-thread one
+# (stepwise_local.resolvers.per_thread sets it before serving, as route modules load on first use).
+resolver_class: type[APIGatewayHttpResolver] = APIGatewayHttpResolver
+
+
 def new_resolver() -> APIGatewayHttpResolver:
     """A resolver as every function of ours builds it: validating, reading bodies with the JSON depth
     cap (a body nested too deep is a 422 `json_too_deep`, never a RecursionError), our error mapping.
     Powertools' resolver as it is: one request at a time per execution environment (the local stack,
     which serves many on threads, makes its state per thread: stepwise_local.resolvers)."""
-    app = APIGatewayHttpResolver(enable_validation=True, json_body_deserializer=safejson.loads)
+    app = resolver_class(enable_validation=True, json_body_deserializer=safejson.loads)
     install_error_handlers(app)
     return app
 
