@@ -27,7 +27,7 @@ import itertools
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,6 +57,7 @@ class Request:
     outcome: str  # "ok", or the error code
     attempts: int  # HTTP attempts, botocore's retries included
     began: float  # time.time()
+    ended: float = 0.0  # time.time() when its answer (or error) was back: round trips are read from these
     items_read: int = 0  # items examined (what reads are billed on)
     items_returned: int = 0
     items_written: int = 0
@@ -88,6 +89,8 @@ class Invocation:
     began: float  # time.perf_counter()
     ended: float = 0.0
     model_calls: int = 0
+    model_spans: list[tuple[float, float]] = field(default_factory=list)  # time.time() of each model call
+
 
     @property
     def seconds(self) -> float:
@@ -114,6 +117,7 @@ class Recorder:
         self._lock = threading.Lock()
         self._write_lock = threading.RLock()
         self._ids = itertools.count(1)
+        self.model_latency = 0.0  # seconds a scripted model call is made to take (0: answers at once)
 
     # --- where we are --------------------------------------------------------------------------
 
@@ -183,7 +187,15 @@ class Recorder:
                 current = recorder._invocation()
                 if current is not None:
                     current.model_calls += 1
-                return method(handler, *args, **kwargs)
+                began = time.time()
+                try:
+                    answer = method(handler, *args, **kwargs)
+                    if recorder.model_latency:  # the bench's stand-in for a hosted model's time to answer
+                        time.sleep(recorder.model_latency)
+                    return answer
+                finally:
+                    if current is not None:
+                        current.model_spans.append((began, time.time()))
 
             return call
 
@@ -226,9 +238,11 @@ class Recorder:
                 outcome = type(exc).__name__
                 raise
             finally:
+                ended = time.time()  # before the metering's own reads below
                 try:
                     request = self._request(call, client, operation, params, outcome, response or {}, before)
                     request = _placed(request, where, began, response or {})
+                    request = _with(request, ended=ended)
                     with self._lock:
                         self.requests.append(request)
                 except Exception:  # noqa: BLE001 - a metering bug must not change what the stack does
@@ -362,6 +376,41 @@ class Recorder:
 
     def invocations_since(self, mark: int, *, exclude: tuple[str, ...] = ()) -> list[Invocation]:
         return [i for i in self.invocations[mark:] if i.root not in exclude]
+
+
+@dataclass(frozen=True)
+class RoundTrip:
+    """Requests of one invocation that were in flight together: the step waited for them as one."""
+
+    requests: tuple[Request, ...]
+    behind_model: bool  # wholly inside a model call: the step was waiting for the model anyway
+
+    @property
+    def began(self) -> float:
+        return min(r.began for r in self.requests)
+
+    @property
+    def ended(self) -> float:
+        return max(r.ended for r in self.requests)
+
+
+def round_trips(requests: list[Request], model_spans: Sequence[tuple[float, float]] = ()) -> list[RoundTrip]:
+    """Group one invocation's requests by their timing: a request that began before every request of
+    the current group had ended overlaps it (it was issued concurrently) and joins it; one that
+    began after they all ended waited for them, and starts the next round trip. Nothing is taken from
+    what the code declares. A group wholly inside one of `model_spans` is marked behind the model."""
+    groups: list[list[Request]] = []
+    for r in sorted(requests, key=lambda r: r.began):
+        if groups and r.began < max(x.ended for x in groups[-1]):
+            groups[-1].append(r)
+        else:
+            groups.append([r])
+    out = []
+    for g in groups:
+        began, ended = min(r.began for r in g), max(r.ended for r in g)
+        behind = any(a <= began and ended <= b for a, b in model_spans)
+        out.append(RoundTrip(tuple(g), behind))
+    return out
 
 
 def _tables(operation: str, params: dict[str, Any]) -> tuple[str, ...]:
