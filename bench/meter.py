@@ -24,6 +24,7 @@ label the bench sets with `charging()` (the API request that started a run, the 
 from __future__ import annotations
 
 import itertools
+from contextvars import ContextVar
 import threading
 import time
 import traceback
@@ -113,22 +114,30 @@ class Recorder:
         self.requests: list[Request] = []
         self.invocations: list[Invocation] = []
         self.errors: list[str] = []  # metering failures (the request itself went on)
-        self._where = threading.local()
+        # Where this thread is, as a context variable: a worker running in a copy of a function's
+        # context (the Step's tool calls, its concurrent requests) is charged to that function.
+        self._where: ContextVar[tuple[str, Invocation | None, str]] = ContextVar(
+            f"bench_meter_where_{id(self)}", default=("", None, "")
+        )
         self._lock = threading.Lock()
         self._write_lock = threading.RLock()
         self._ids = itertools.count(1)
         self.model_latency = 0.0  # seconds a scripted model call is made to take (0: answers at once)
+        # Seconds each DynamoDB request is made to wait before it is sent (0: none). moto answers in
+        # process, holding the GIL, so two requests issued together rarely overlap in time; with a
+        # network's latency they do, as they would in AWS, and round trips can be read from timing.
+        self.request_latency = 0.0
 
     # --- where we are --------------------------------------------------------------------------
 
     def label(self) -> str:
-        return getattr(self._where, "function", "") or OUTSIDE
+        return self._where.get()[0] or OUTSIDE
 
     def _invocation(self) -> Invocation | None:
-        return getattr(self._where, "invocation", None)
+        return self._where.get()[1]
 
     def root(self) -> str:
-        return getattr(self._where, "root", "")
+        return self._where.get()[2]
 
     @contextmanager
     def charging(self, label: str) -> Iterator[None]:
@@ -138,13 +147,11 @@ class Recorder:
 
     @contextmanager
     def _inside(self, function: str, invocation: Invocation | None, *, root: str) -> Iterator[None]:
-        where = self._where
-        previous = (getattr(where, "function", ""), getattr(where, "invocation", None), self.root())
-        where.function, where.invocation, where.root = function, invocation, root
+        token = self._where.set((function, invocation, root))
         try:
             yield
         finally:
-            where.function, where.invocation, where.root = previous
+            self._where.reset(token)
 
     # --- installing ----------------------------------------------------------------------------
 
@@ -170,7 +177,7 @@ class Recorder:
         def invoking(inner: Callable[[str, Any], Any]) -> Callable[[str, Any], Any]:
             def invoke(name_or_arn: str, event: Any) -> Any:
                 function = lambdas.logical_id(name_or_arn)
-                caller, root = getattr(recorder._where, "function", ""), recorder.root()
+                caller, root = recorder._where.get()[0], recorder.root()
                 call = Invocation(next(recorder._ids), function, caller, root, time.perf_counter())
                 try:
                     with recorder._inside(function, call, root=root):
@@ -223,6 +230,8 @@ class Recorder:
 
         began = time.time()
         where = (self.label(), self._invocation(), self.root())
+        if self.request_latency:
+            time.sleep(self.request_latency)  # outside the write lock: requests in flight together wait together
         guard = self._write_lock if operation in WRITES else nullcontext()
         with guard:
             before = self._before(client, operation, params) if operation in WRITES else []

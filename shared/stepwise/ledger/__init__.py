@@ -41,7 +41,7 @@ from datetime import datetime
 from typing import Any, Literal, Protocol
 
 from aws_lambda_powertools import Logger
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from stepwise.core.errors import Conflict, NotFound
 from stepwise.core.schema import utcnow
@@ -399,6 +399,9 @@ class Guarded(BaseModel):
     key: str | None = None  # the ledger entry, when there is one
     generation: int | None = None
     deduplicated: bool = False  # the result is an earlier call's, stored; the tool did not run
+    # With guard(confirm_later=True): the settle still to write, which the caller must call (it
+    # overlaps the result's storage); None when there is nothing to settle.
+    confirm: Callable[[], None] | None = Field(default=None, exclude=True, repr=False)
 
     def flags(self) -> dict[str, Any]:
         """What the `tool_result` event adds when the ledger, not the tool, answered."""
@@ -439,13 +442,21 @@ def guard(
     arguments: dict[str, Any],
     run: Callable[[str], ToolResult],
     store: LedgerStore,
+    *,
+    before_act: Callable[[], None] | None = None,
+    confirm_later: bool = False,
 ) -> Guarded:
     """Run `tool` once for its key: `run` gets the Idempotency-Key to send and does the call.
 
     A crash between `run` returning and the settle leaves the entry `claimed`; whoever claims it next
-    gets `effect_unknown`, never a second run.
+    gets `effect_unknown`, never a second run. `before_act` is called once the claim is won and
+    before the tool acts; if it raises, nothing acted, so the claim is released (the next claim takes
+    it as a new generation) and the error goes on. With `confirm_later`, the settle is not written
+    here but handed back as `Guarded.confirm`, for the caller to write alongside what it does next.
     """
     if tool.effect == "none":
+        if before_act is not None:
+            before_act()
         return Guarded(result=run(idempotency_header(call_key(scope, tool.name), 1)))
     try:
         # Only builtins declare private key fields; other tools have no such attribute.
@@ -470,11 +481,26 @@ def guard(
             )
         return Guarded(result=unknown_outcome(entry, scope), key=key.id, generation=entry.generation)
 
+    if before_act is not None:
+        try:
+            before_act()
+        except BaseException:
+            try:
+                ledger.settle(scope.tenant_id, key.id, entry.generation, "released", None, False)
+            except Exception:  # noqa: BLE001 - left claimed, it answers effect_unknown: safe, if not kind
+                logger.exception("could not release ledger entry %s after its call did not act", key.id)
+            raise
     result = run(idempotency_header(key, entry.generation))
     to = settlement(result)
     kept, truncated = stored(result)  # a released or unknown entry keeps the failure, for the humans
-    if not ledger.settle(scope.tenant_id, key.id, entry.generation, to, kept, truncated):
-        # Someone marked the claim undone while the call ran: the ledger keeps their word, the model
-        # still gets what the tool answered.
-        logger.warning("ledger entry %s changed while its call ran; %s not recorded", key.id, to)
+
+    def confirm() -> None:
+        if not ledger.settle(scope.tenant_id, key.id, entry.generation, to, kept, truncated):
+            # Someone marked the claim undone while the call ran: the ledger keeps their word, the
+            # model still gets what the tool answered.
+            logger.warning("ledger entry %s changed while its call ran; %s not recorded", key.id, to)
+
+    if confirm_later:
+        return Guarded(result=result, key=key.id, generation=entry.generation, confirm=confirm)
+    confirm()
     return Guarded(result=result, key=key.id, generation=entry.generation)

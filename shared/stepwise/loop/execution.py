@@ -5,7 +5,7 @@ own error result, never its siblings' failure."""
 from __future__ import annotations
 
 import contextvars
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from aws_lambda_powertools import Logger
@@ -13,7 +13,7 @@ from aws_lambda_powertools import Logger
 from stepwise import ledger
 from stepwise.agents.models import Agent
 from stepwise.attachments.models import Attachment
-from stepwise.core import observability, tracing
+from stepwise.core import concurrently, observability, tracing
 from stepwise.loop import metering
 from stepwise.loop.calls import Message, Ready, StepScope
 from stepwise.loop.results import store_result
@@ -36,15 +36,22 @@ def execute(scope: StepScope, ready: Ready) -> Message:
     """Run an allowed call through the effects ledger and store its result. Whatever the tool itself
     raises becomes its own error result."""
     with tracing.tool_span(scope.tenant_id, scope.run, scope.step, ready.tool.name, ready.ref.id) as span:
-        result, flags = _execute(scope, ready)
+        result, flags, confirming = _execute(scope, ready)
         if scope.replay is not None:  # a what-if run's unmatched read, run live as it allowed
             flags = {**flags, "live": True}
         if result.error is not None:
             tracing.tool_failed(span, result.error.code)
-    return store_result(scope, ready.ref, result, flags, registry.result_limit(ready.tool))
+    try:
+        # The ledger's confirm and the result's message are independent (the model gets what the
+        # tool answered either way): written together. The step's next context write, which passes
+        # this call, waits for both.
+        return store_result(scope, ready.ref, result, flags, registry.result_limit(ready.tool))
+    finally:
+        if confirming is not None:
+            confirming.result()
 
 
-def _execute(scope: StepScope, ready: Ready) -> tuple[ToolResult, dict[str, Any]]:
+def _execute(scope: StepScope, ready: Ready) -> tuple[ToolResult, dict[str, Any], Future[None] | None]:
     tool, ref = ready.tool, ready.ref
     assert not isinstance(tool, AgentTool), "an agent tool delegates (see gating.delegate), it never executes"
     observability.tool_called(tool.name)
@@ -64,17 +71,35 @@ def _execute(scope: StepScope, ready: Ready) -> tuple[ToolResult, dict[str, Any]
     # At most once per effect key; a deduplicated call answers with the stored result. What the
     # ledger or the store raise is the step's failure (the state machine retries or fails the run):
     # a claim left open then answers effect_unknown, never a second effect.
-    guarded = ledger.guard(scope.call_scope(ref), tool, ready.arguments, call, store=stores().effects)
-    metering.bill(scope, ready, guarded.result)  # what the provider answered, before any hook
-    result = after_tool_use(
-        scope.tenant_id, scope.run, scope.agent, tool.name, ready.arguments, guarded.result
+    #
+    # The calls are in the log before they act: their append was started before the context write
+    # (stepwise.loop.step._act) and overlaps that write and the claim; it must have landed once the
+    # claim is won and before the tool acts (`before_act`; if it failed, the claim is released).
+    # The ledger's confirm is written while the hooks run and the result is stored (`execute`).
+    guarded = ledger.guard(
+        scope.call_scope(ref),
+        tool,
+        ready.arguments,
+        call,
+        store=stores().effects,
+        before_act=events.flush,
+        confirm_later=True,
     )
-    return result, guarded.flags()
+    confirming = concurrently.submit(guarded.confirm) if guarded.confirm is not None else None
+    try:
+        metering.bill(scope, ready, guarded.result)  # what the provider answered, before any hook
+        result = after_tool_use(
+            scope.tenant_id, scope.run, scope.agent, tool.name, ready.arguments, guarded.result
+        )
+    except BaseException:
+        if confirming is not None:
+            confirming.result()  # the effect happened: its record lands before the step fails
+        raise
+    return result, guarded.flags(), confirming
 
 
 def execute_all(scope: StepScope, batch: list[Ready], *, concurrently: bool) -> list[Message]:
     """Results in the model's order; parallel-safe calls run together, a pool of PARALLEL_TOOL_CALLS."""
-    events.flush()  # the calls are in the log before they act
     if not concurrently or len(batch) < 2:
         return [execute(scope, ready) for ready in batch]
     # Each worker runs in a copy of this context, so its events join the step's outbox.
