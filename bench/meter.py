@@ -24,12 +24,12 @@ label the bench sets with `charging()` (the API request that started a run, the 
 from __future__ import annotations
 
 import itertools
-from contextvars import ContextVar
 import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -91,7 +91,6 @@ class Invocation:
     ended: float = 0.0
     model_calls: int = 0
     model_spans: list[tuple[float, float]] = field(default_factory=list)  # time.time() of each model call
-
 
     @property
     def seconds(self) -> float:
@@ -231,7 +230,9 @@ class Recorder:
         began = time.time()
         where = (self.label(), self._invocation(), self.root())
         if self.request_latency:
-            time.sleep(self.request_latency)  # outside the write lock: requests in flight together wait together
+            time.sleep(
+                self.request_latency
+            )  # outside the write lock: requests in flight together wait together
         guard = self._write_lock if operation in WRITES else nullcontext()
         with guard:
             before = self._before(client, operation, params) if operation in WRITES else []

@@ -487,7 +487,7 @@ def guard(
         except BaseException:
             try:
                 ledger.settle(scope.tenant_id, key.id, entry.generation, "released", None, False)
-            except Exception:  # noqa: BLE001 - left claimed, it answers effect_unknown: safe, if not kind
+            except Exception:  # left claimed, it answers effect_unknown: safe, if not kind
                 logger.exception("could not release ledger entry %s after its call did not act", key.id)
             raise
     result = run(idempotency_header(key, entry.generation))

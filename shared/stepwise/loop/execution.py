@@ -41,14 +41,17 @@ def execute(scope: StepScope, ready: Ready) -> Message:
             flags = {**flags, "live": True}
         if result.error is not None:
             tracing.tool_failed(span, result.error.code)
+    if confirming is None:
+        return store_result(scope, ready.ref, result, flags, registry.result_limit(ready.tool))
     try:
         # The ledger's confirm and the result's message are independent (the model gets what the
-        # tool answered either way): written together. The step's next context write, which passes
-        # this call, waits for both.
-        return store_result(scope, ready.ref, result, flags, registry.result_limit(ready.tool))
+        # tool answered either way): written together. The `tool_result` event waits for the
+        # confirm (a step that dies before it is retried and answers effect_unknown, the one result
+        # clients must see), and so does the step's next context write, which passes this call.
+        limit = registry.result_limit(ready.tool)
+        return store_result(scope, ready.ref, result, flags, limit, before_event=confirming.result)
     finally:
-        if confirming is not None:
-            confirming.result()
+        confirming.exception()  # never left running behind the step; raised through before_event
 
 
 def _execute(scope: StepScope, ready: Ready) -> tuple[ToolResult, dict[str, Any], Future[None] | None]:

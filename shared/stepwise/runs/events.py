@@ -4,9 +4,10 @@ and no duplicate (stepwise.runs.eventlog).
 Inside a step, a run's events are held in an outbox and appended together (one reservation and one
 batch write for several events) at the points where someone watching would otherwise wait: before
 the model is called, before tools run, and when the step ends. Text chunks and the terminal event go
-out at once. An append can go in the background (`flush(background=True)`), overlapping the Step's
-next requests; the appends still go out in order, and the block's end waits for the last. Every append costs the same two requests whatever it carries, and a step used to make
-four or more of them.
+out at once. Every append costs the same two requests in a row whatever it carries, and a step used
+to make four or more of them. An append can go in the background (`flush(background=True)`),
+overlapping the Step's next requests; appends still go out in order, and the block's end waits for
+the last.
 """
 
 from __future__ import annotations

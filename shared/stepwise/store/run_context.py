@@ -85,7 +85,9 @@ def save(
 
                     counters.count(tx, tenant_id, lines)
                 for m in messages:
-                    tx.save(sessions.message_item(tenant_id, m.session_id, m.run_id, m.step, m.slot, m.message))
+                    tx.save(
+                        sessions.message_item(tenant_id, m.session_id, m.run_id, m.step, m.slot, m.message)
+                    )
         else:
             item.update(actions=actions, condition=condition)
     except UpdateError as exc:
