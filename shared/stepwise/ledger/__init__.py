@@ -41,7 +41,7 @@ from datetime import datetime
 from typing import Any, Literal, Protocol
 
 from aws_lambda_powertools import Logger
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 from stepwise.core.errors import Conflict, NotFound
 from stepwise.core.schema import utcnow
@@ -399,9 +399,6 @@ class Guarded(BaseModel):
     key: str | None = None  # the ledger entry, when there is one
     generation: int | None = None
     deduplicated: bool = False  # the result is an earlier call's, stored; the tool did not run
-    # With guard(confirm_later=True): the settle still to write, which the caller must call (it
-    # overlaps the result's storage); None when there is nothing to settle.
-    confirm: Callable[[], None] | None = Field(default=None, exclude=True, repr=False)
 
     def flags(self) -> dict[str, Any]:
         """What the `tool_result` event adds when the ledger, not the tool, answered."""
@@ -444,15 +441,13 @@ def guard(
     store: LedgerStore,
     *,
     before_act: Callable[[], None] | None = None,
-    confirm_later: bool = False,
 ) -> Guarded:
     """Run `tool` once for its key: `run` gets the Idempotency-Key to send and does the call.
 
     A crash between `run` returning and the settle leaves the entry `claimed`; whoever claims it next
     gets `effect_unknown`, never a second run. `before_act` is called once the claim is won and
     before the tool acts; if it raises, nothing acted, so the claim is released (the next claim takes
-    it as a new generation) and the error goes on. With `confirm_later`, the settle is not written
-    here but handed back as `Guarded.confirm`, for the caller to write alongside what it does next.
+    it as a new generation) and the error goes on.
     """
     if tool.effect == "none":
         if before_act is not None:
@@ -493,14 +488,8 @@ def guard(
     result = run(idempotency_header(key, entry.generation))
     to = settlement(result)
     kept, truncated = stored(result)  # a released or unknown entry keeps the failure, for the humans
-
-    def confirm() -> None:
-        if not ledger.settle(scope.tenant_id, key.id, entry.generation, to, kept, truncated):
-            # Someone marked the claim undone while the call ran: the ledger keeps their word, the
-            # model still gets what the tool answered.
-            logger.warning("ledger entry %s changed while its call ran; %s not recorded", key.id, to)
-
-    if confirm_later:
-        return Guarded(result=result, key=key.id, generation=entry.generation, confirm=confirm)
-    confirm()
+    if not ledger.settle(scope.tenant_id, key.id, entry.generation, to, kept, truncated):
+        # Someone marked the claim undone while the call ran: the ledger keeps their word, the model
+        # still gets what the tool answered.
+        logger.warning("ledger entry %s changed while its call ran; %s not recorded", key.id, to)
     return Guarded(result=result, key=key.id, generation=entry.generation)

@@ -5,7 +5,7 @@ own error result, never its siblings' failure."""
 from __future__ import annotations
 
 import contextvars
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from aws_lambda_powertools import Logger
@@ -13,7 +13,7 @@ from aws_lambda_powertools import Logger
 from stepwise import ledger
 from stepwise.agents.models import Agent
 from stepwise.attachments.models import Attachment
-from stepwise.core import concurrently, observability, tracing
+from stepwise.core import observability, tracing
 from stepwise.loop import metering
 from stepwise.loop.calls import Message, Ready, StepScope
 from stepwise.loop.results import store_result
@@ -36,25 +36,15 @@ def execute(scope: StepScope, ready: Ready) -> Message:
     """Run an allowed call through the effects ledger and store its result. Whatever the tool itself
     raises becomes its own error result."""
     with tracing.tool_span(scope.tenant_id, scope.run, scope.step, ready.tool.name, ready.ref.id) as span:
-        result, flags, confirming = _execute(scope, ready)
+        result, flags = _execute(scope, ready)
         if scope.replay is not None:  # a what-if run's unmatched read, run live as it allowed
             flags = {**flags, "live": True}
         if result.error is not None:
             tracing.tool_failed(span, result.error.code)
-    if confirming is None:
-        return store_result(scope, ready.ref, result, flags, registry.result_limit(ready.tool))
-    try:
-        # The ledger's confirm and the result's message are independent (the model gets what the
-        # tool answered either way): written together. The `tool_result` event waits for the
-        # confirm (a step that dies before it is retried and answers effect_unknown, the one result
-        # clients must see), and so does the step's next context write, which passes this call.
-        limit = registry.result_limit(ready.tool)
-        return store_result(scope, ready.ref, result, flags, limit, before_event=confirming.result)
-    finally:
-        confirming.exception()  # never left running behind the step; raised through before_event
+    return store_result(scope, ready.ref, result, flags, registry.result_limit(ready.tool))
 
 
-def _execute(scope: StepScope, ready: Ready) -> tuple[ToolResult, dict[str, Any], Future[None] | None]:
+def _execute(scope: StepScope, ready: Ready) -> tuple[ToolResult, dict[str, Any]]:
     tool, ref = ready.tool, ready.ref
     assert not isinstance(tool, AgentTool), "an agent tool delegates (see gating.delegate), it never executes"
     observability.tool_called(tool.name)
@@ -78,27 +68,16 @@ def _execute(scope: StepScope, ready: Ready) -> tuple[ToolResult, dict[str, Any]
     # The calls are in the log before they act: their append was started before the context write
     # (stepwise.loop.step._act) and overlaps that write and the claim; it must have landed once the
     # claim is won and before the tool acts (`before_act`; if it failed, the claim is released).
-    # The ledger's confirm is written while the hooks run and the result is stored (`execute`).
+    # The confirm stays before the result is stored, in order: a step that dies between the effect
+    # and its confirm must leave no stored result, so its retry answers effect_unknown.
     guarded = ledger.guard(
-        scope.call_scope(ref),
-        tool,
-        ready.arguments,
-        call,
-        store=stores().effects,
-        before_act=events.flush,
-        confirm_later=True,
+        scope.call_scope(ref), tool, ready.arguments, call, store=stores().effects, before_act=events.flush
     )
-    confirming = concurrently.submit(guarded.confirm) if guarded.confirm is not None else None
-    try:
-        metering.bill(scope, ready, guarded.result)  # what the provider answered, before any hook
-        result = after_tool_use(
-            scope.tenant_id, scope.run, scope.agent, tool.name, ready.arguments, guarded.result
-        )
-    except BaseException:
-        if confirming is not None:
-            confirming.result()  # the effect happened: its record lands before the step fails
-        raise
-    return result, guarded.flags(), confirming
+    metering.bill(scope, ready, guarded.result)  # what the provider answered, before any hook
+    result = after_tool_use(
+        scope.tenant_id, scope.run, scope.agent, tool.name, ready.arguments, guarded.result
+    )
+    return result, guarded.flags()
 
 
 def execute_all(scope: StepScope, batch: list[Ready], *, concurrently: bool) -> list[Message]:

@@ -4,7 +4,6 @@ kept for result_read), and a result too large for an item is kept whole in S3.""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from stepwise.attachments import render
@@ -25,11 +24,8 @@ def store_result(
     result: ToolResult,
     flags: dict[str, Any] | None = None,
     limit: int | None = TOOL_RESULT_LIMIT,
-    *,
-    before_event: Callable[[], Any] | None = None,
 ) -> Message:
-    """The result as the model will read it (its message), and as clients see it (its event);
-    `before_event` is called between the two (what must land before clients see the result)."""
+    """The result as the model will read it (its message), and as clients see it (its event)."""
     run = scope.run
     whole = result.for_model(None)
     stored = stores().results.offload(scope.tenant_id, run.run_id, ref.id, whole)  # beyond what an item holds
@@ -42,8 +38,6 @@ def store_result(
     stores().sessions.put_message(
         scope.tenant_id, run.session_id, run.run_id, scope.step, tool_slot(ref.index), message
     )
-    if before_event is not None:
-        before_event()
     payload: dict[str, Any] = {"tool_call_id": ref.id, "tool_name": ref.name}
     if result.error is not None:
         payload["error"] = result.error.model_dump()
