@@ -37,6 +37,21 @@ def submit(job: Callable[..., T], *args: Any) -> Future[T]:
     return _executor().submit(context.run, job, *args)
 
 
+def together(*jobs: Callable[[], Any]) -> list[Any]:
+    """Each job at once (the first here, the others on the pool); their answers in order, or the
+    first error once all have ended."""
+    pending = [submit(job) for job in jobs[1:]]
+    try:
+        answers = [jobs[0]()] if jobs else []
+    except BaseException:
+        for p in pending:
+            p.exception()
+        raise
+    for p in pending:
+        p.exception()  # all ended before anything is raised
+    return answers + [p.result() for p in pending]
+
+
 def both(first: Callable[[], T], second: Callable[[], U]) -> tuple[T, U]:
     """`first()` here and `second()` on the pool, together; both answers, or the first error (the
     other is still waited for, so nothing is left running behind the caller)."""

@@ -57,16 +57,22 @@ def _prepare(tenant_id: str, work: Working, agent: Agent, context: RunContext) -
         decision = fire(tenant_id, run.run_id, agent, "OnRunStart", arguments={"message": run.input})
         if decision.action == "deny":
             raise HookDenied(decision.message or "an OnRunStart hook refused this run")
-    started = stores().runs.transition(tenant_id, run.run_id, "running", allowed_from={"queued"})
-    if not started and stores().runs.get(tenant_id, run.run_id).status != "running":  # running: a retry
-        raise RunStateError(f"run {run.run_id} is {run.status}; it cannot start")
     recalled = recall.for_user_turn(tenant_id, agent, run)  # stored with the turn: a rebuild sends the same
     user: dict[str, Any] = {"role": "user", "content": recall.user_turn(run.input, recalled)}
     if run.attachments:  # by id: the files and their names are the run's, fetched for each model call
         ids = [a.attachment_id for a in run.attachments]
         user[render.EXTENSION] = {"run_id": run.run_id, "attachment_ids": ids}
-    stores().sessions.put_checkpoint(tenant_id, run.session_id, run.run_id, work.earlier)
-    stores().sessions.put_message(tenant_id, run.session_id, run.run_id, 0, USER_SLOT, user)
+    store = stores()
+    # `running`, the checkpoint and the user's message go out together: the two writes are at fixed
+    # keys, so a retry writes the same, and a run that turns out not to start (cancelled while
+    # queued) leaves two items no history reads (only completed runs are folded in).
+    started, _, _ = concurrently.together(
+        lambda: store.runs.transition(tenant_id, run.run_id, "running", allowed_from={"queued"}),
+        lambda: store.sessions.put_checkpoint(tenant_id, run.session_id, run.run_id, work.earlier),
+        lambda: store.sessions.put_message(tenant_id, run.session_id, run.run_id, 0, USER_SLOT, user),
+    )
+    if not started and store.runs.get(tenant_id, run.run_id).status != "running":  # running: a retry
+        raise RunStateError(f"run {run.run_id} is {run.status}; it cannot start")
     work.current = [user]
     work.run = run.model_copy(update={"status": "running"})
     if started:
