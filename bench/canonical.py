@@ -256,7 +256,7 @@ def _round_trips(env: Local, recorder: Recorder, agent_id: str) -> dict[str, Any
     out = []
     for number, invocation in enumerate(steps, 1):
         requests = [r for r in recorder.requests[marks[0] :] if r.invocation == invocation.id]
-        groups = round_trips(requests, invocation.model_spans)
+        groups = round_trips(requests, invocation.model_spans, invocation.thread)
         critical = [g for g in groups if not g.behind_model]
         out.append(
             {

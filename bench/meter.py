@@ -59,6 +59,7 @@ class Request:
     attempts: int  # HTTP attempts, botocore's retries included
     began: float  # time.time()
     ended: float = 0.0  # time.time() when its answer (or error) was back: round trips are read from these
+    thread: int = 0  # threading.get_ident() of the thread that made it
     items_read: int = 0  # items examined (what reads are billed on)
     items_returned: int = 0
     items_written: int = 0
@@ -91,6 +92,7 @@ class Invocation:
     ended: float = 0.0
     model_calls: int = 0
     model_spans: list[tuple[float, float]] = field(default_factory=list)  # time.time() of each model call
+    thread: int = 0  # the thread it ran on (its own requests are on it; the rest on its workers)
 
     @property
     def seconds(self) -> float:
@@ -178,6 +180,7 @@ class Recorder:
                 function = lambdas.logical_id(name_or_arn)
                 caller, root = recorder._where.get()[0], recorder.root()
                 call = Invocation(next(recorder._ids), function, caller, root, time.perf_counter())
+                call.thread = threading.get_ident()
                 try:
                     with recorder._inside(function, call, root=root):
                         return inner(name_or_arn, event)
@@ -193,18 +196,27 @@ class Recorder:
                 current = recorder._invocation()
                 if current is not None:
                     current.model_calls += 1
-                began = time.time()
-                try:
-                    answer = method(handler, *args, **kwargs)
-                    if recorder.model_latency:  # the bench's stand-in for a hosted model's time to answer
-                        time.sleep(recorder.model_latency)
-                    return answer
-                finally:
-                    if current is not None:
-                        current.model_spans.append((began, time.time()))
+                answer = method(handler, *args, **kwargs)
+                if recorder.model_latency:  # the bench's stand-in for a hosted model's time to answer
+                    time.sleep(recorder.model_latency)
+                return answer
 
             return call
 
+        from stepwise.loop import model_call
+
+        complete = model_call.complete
+
+        def spanned(*args: Any, **kwargs: Any) -> Any:
+            began = time.time()
+            try:
+                return complete(*args, **kwargs)
+            finally:
+                current = recorder._invocation()
+                if current is not None:
+                    current.model_spans.append((began, time.time()))
+
+        model_call.complete = spanned  # type: ignore[assignment]
         BaseClient._make_api_call = make_api_call
         lambdas.invoke = invoking(original_invoke)  # the moto seam looks it up on each call
         gateway._invoke = invoking(gateway_invoke)
@@ -214,6 +226,7 @@ class Recorder:
             yield
         finally:
             BaseClient._make_api_call = original_call
+            model_call.complete = complete  # type: ignore[assignment]
             if previous is None:
                 del lambdas.invoke
             else:
@@ -252,7 +265,7 @@ class Recorder:
                 try:
                     request = self._request(call, client, operation, params, outcome, response or {}, before)
                     request = _placed(request, where, began, response or {})
-                    request = _with(request, ended=ended)
+                    request = _with(request, ended=ended, thread=threading.get_ident())
                     with self._lock:
                         self.requests.append(request)
                 except Exception:  # noqa: BLE001 - a metering bug must not change what the stack does
@@ -393,7 +406,7 @@ class RoundTrip:
     """Requests of one invocation that were in flight together: the step waited for them as one."""
 
     requests: tuple[Request, ...]
-    behind_model: bool  # wholly inside a model call: the step was waiting for the model anyway
+    behind_model: bool  # ended during a model call: the step was waiting for the model anyway
 
     @property
     def began(self) -> float:
@@ -404,11 +417,15 @@ class RoundTrip:
         return max(r.ended for r in self.requests)
 
 
-def round_trips(requests: list[Request], model_spans: Sequence[tuple[float, float]] = ()) -> list[RoundTrip]:
+def round_trips(
+    requests: list[Request], model_spans: Sequence[tuple[float, float]] = (), thread: int = 0
+) -> list[RoundTrip]:
     """Group one invocation's requests by their timing: a request that began before every request of
     the current group had ended overlaps it (it was issued concurrently) and joins it; one that
     began after they all ended waited for them, and starts the next round trip. Nothing is taken from
-    what the code declares. A group wholly inside one of `model_spans` is marked behind the model."""
+    what the code declares. A group made off the invocation's own `thread` that ended while a model
+    call (one of `model_spans`, from the loop's call into stepwise.llm to its answer) was still
+    running is marked behind the model: the step was waiting for the model, not for it."""
     groups: list[list[Request]] = []
     for r in sorted(requests, key=lambda r: r.began):
         if groups and r.began < max(x.ended for x in groups[-1]):
@@ -417,8 +434,9 @@ def round_trips(requests: list[Request], model_spans: Sequence[tuple[float, floa
             groups.append([r])
     out = []
     for g in groups:
-        began, ended = min(r.began for r in g), max(r.ended for r in g)
-        behind = any(a <= began and ended <= b for a, b in model_spans)
+        ended = max(r.ended for r in g)
+        off_thread = all(r.thread != thread for r in g)
+        behind = off_thread and any(a <= ended <= b for a, b in model_spans)
         out.append(RoundTrip(tuple(g), behind))
     return out
 

@@ -183,9 +183,6 @@ def call_model(
     if circuit is not None and circuits.is_open(circuit):  # cached for seconds: no request per step
         _park(tenant_id, run, step, circuit)
     events.emit(tenant_id, run.run_id, "step_started", {"step": step})
-    # A model call takes seconds: followers see the step start. The append (two requests in a row)
-    # goes on while the request is built and the model answers, not before them.
-    events.flush(background=True)
     history = working.history
     declarations = tool_declarations(agent, history) if tools_allowed else []
     # Files are fetched into the messages here, never stored in them (stepwise.attachments.render).
@@ -224,6 +221,9 @@ def call_model(
             )
             return dataclasses.replace(turn, key_owner=paying.owner)
 
+    # A model call takes seconds: followers see the step start. Its append (two requests in a row)
+    # goes on while the model answers, not before the request (a chunk's append waits for it).
+    events.flush(background=True)
     try:
         try:
             turn = call(prompt)
