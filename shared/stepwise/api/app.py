@@ -30,6 +30,7 @@ from stepwise.api import (
     usage,
     webhooks,
     whatif,
+    workflows,
 )
 from stepwise.api.auth import PUBLIC
 from stepwise.api.resolver import new_resolver, refused
@@ -83,6 +84,7 @@ def build() -> APIGatewayHttpResolver:
     app.include_router(mcp_door.router)
     app.include_router(openai_responses.router)
     app.include_router(openai_responses.cancel_router)
+    app.include_router(workflows.router)
 
     @app.get(
         "/v1/health",

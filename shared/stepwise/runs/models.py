@@ -48,6 +48,10 @@ EventType = Literal[
     "budget_reached",
     "budget_warning",
     "run_resumed",
+    # A workflow run's nodes (stepwise.workflows): {node_id, iteration?, index?, run_id?, error?}.
+    "node_started",
+    "node_completed",
+    "node_failed",
 ]
 
 
@@ -180,7 +184,20 @@ class Run(BaseModel):
     def trigger(self) -> str:
         """What kind of thing started the run, from its trigger id."""
         kind, _, _ = (self.trigger_id or "").partition(":")
-        return kind if kind in ("schedule", "event", "delegation", "what_if") else "api"
+        if kind == "workflow-node":  # a workflow's node run (stepwise.workflows.running)
+            return "workflow"
+        return kind if kind in ("schedule", "event", "delegation", "what_if", "workflow") else "api"
+
+    @property
+    def kind(self) -> str:
+        """`workflow` for a workflow run (its trigger id is `workflow:<workflow_id>@<version>`), else `agent`."""
+        return "workflow" if (self.trigger_id or "").startswith("workflow:") else "agent"
+
+    @property
+    def workflow_ref(self) -> tuple[str, int]:
+        """A workflow run's workflow id and version."""
+        workflow_id, _, version = (self.trigger_id or "").removeprefix("workflow:").partition("@")
+        return workflow_id, int(version or 0)
 
     @property
     def total_usage(self) -> Usage:
@@ -226,7 +243,14 @@ class Run(BaseModel):
         if self.what_if_of is not None:
             shown.update(self.what_if_counters())
             shown["what_if"] = {k: v for k, v in (self.what_if or {}).items() if k != "session_id"}
-        return {**shown, "trigger": self.trigger, "total_usage": self.total_usage.model_dump(mode="json")}
+        if self.kind == "workflow":
+            shown["workflow_id"], shown["workflow_version"] = self.workflow_ref
+        return {
+            **shown,
+            "kind": self.kind,
+            "trigger": self.trigger,
+            "total_usage": self.total_usage.model_dump(mode="json"),
+        }
 
 
 class RunEvent(BaseModel):
@@ -244,7 +268,7 @@ class RunView(BaseModel):
     session_id: str
     user_id: str | None
     status: RunStatus
-    input: str
+    input: str  # a workflow run's: its input as JSON text
     output: str | None
     error: RunError | None
     steps: int
@@ -259,7 +283,10 @@ class RunView(BaseModel):
     attachments_erased_at: datetime | None
     created_at: datetime
     finished_at: datetime | None
-    trigger: Literal["api", "schedule", "event", "delegation", "what_if"]
+    trigger: Literal["api", "schedule", "event", "delegation", "what_if", "workflow"]
+    kind: Literal["agent", "workflow"] = "agent"
+    workflow_id: str | None = None  # a workflow run's workflow and the version it ran
+    workflow_version: int | None = None
     parent_run_id: str | None
     root_run_id: str
     depth: int
