@@ -10,7 +10,7 @@ from stepwise.api.context import tenant
 from stepwise.api.params import AgentId, AgentIdQuery, RunId, SessionIdQuery
 from stepwise.api.responses import json_response, responses
 from stepwise.core.errors import ApiError, BadGateway, Unavailable, Unprocessable
-from stepwise.runs import bulk_cancel, cancel, erase, replay, start
+from stepwise.runs import bulk_cancel, cancel, erase, start
 from stepwise.runs.models import (
     RunAccepted,
     RunCreate,
@@ -21,6 +21,7 @@ from stepwise.runs.models import (
     SyncRunResult,
 )
 from stepwise.store import runs
+from stepwise.workflows import running as workflow_runs
 
 router = APIGatewayHttpRouter()
 RUNS = ["runs"]
@@ -106,8 +107,8 @@ def cancel_runs(body: bulk_cancel.CancelFilter) -> Response[bulk_cancel.BulkCanc
     tags=RUNS,
 )
 def replay_run(run_id: RunId, force: Annotated[bool, Query()] = False) -> Response[RunAccepted]:
-    run = replay.replay(tenant(router), run_id, force=force)
-    return json_response({**start.accepted(run), "replay_of": run.replay_of}, 201)
+    # A workflow run resumes (its succeeded nodes reused); any other run replays (stepwise.runs.replay).
+    return json_response(workflow_runs.replay_any(tenant(router), run_id, force=force), 201)
 
 
 @router.post(

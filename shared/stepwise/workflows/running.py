@@ -140,6 +140,21 @@ def replay(tenant_id: str, run: Run) -> WorkflowRunAccepted:
     return start(tenant_id, workflow_id, body, replay_of=run)
 
 
+def replay_any(tenant_id: str, run_id: str, *, force: bool) -> dict[str, Any]:
+    """`POST /v1/runs/{run_id}/replay`: a workflow run resumes (above); any other run replays as
+    stepwise.runs.replay does. The answer is the same shape either way."""
+    from stepwise.runs import replay as runs_replay
+    from stepwise.runs.start import accepted
+
+    found = stores().runs.get(tenant_id, run_id)
+    if found.kind == "workflow":
+        resumed = replay(tenant_id, found)
+        new_run = stores().runs.get(tenant_id, resumed.run_id)
+        return {"run_id": new_run.run_id, "session_id": new_run.session_id, "status": new_run.status, "attachments": [], "replay_of": run_id}
+    new = runs_replay.replay(tenant_id, run_id, force=force)
+    return {**accepted(new), "replay_of": new.replay_of}
+
+
 # --- The state machine's tasks -----------------------------------------------------------------------
 
 
