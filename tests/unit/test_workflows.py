@@ -65,7 +65,7 @@ def _scopes(machine: dict[str, Any]) -> list[dict[str, Any]]:
     return found
 
 
-def assert_valid_asl(definition: dict[str, Any]) -> None:
+def assert_valid_asl(*definitions: dict[str, Any]) -> None:
     """cfn-lint's schema for state machines (E3601), then what it does not check: every StartAt, Next,
     Default and Catch target names a state of its own scope, every state is reached, names are unique."""
     from cfnlint.api import ManualArgs, lint
@@ -73,13 +73,19 @@ def assert_valid_asl(definition: dict[str, Any]) -> None:
     inline = {
         "AWSTemplateFormatVersion": "2010-09-09",
         "Resources": {
-            "Machine": {
+            f"Machine{i}": {
                 "Type": "AWS::StepFunctions::StateMachine",
                 "Properties": {"RoleArn": "arn:aws:iam::123456789012:role/wf", "Definition": definition},
             }
+            for i, definition in enumerate(definitions)
         },
     }
     assert [str(m) for m in lint(json.dumps(inline), config=ManualArgs(regions=["us-east-1"]))] == []
+    for definition in definitions:
+        _assert_transitions(definition)
+
+
+def _assert_transitions(definition: dict[str, Any]) -> None:
     names: list[str] = []
     for scope in _scopes(definition):
         states = scope["States"]
