@@ -29,7 +29,9 @@ def create(stack: LocalStack, root: dict[str, Any], **body: Any) -> dict[str, An
 
 
 def run(stack: LocalStack, workflow_id: str, payload: dict[str, Any] | None = None, **body: Any) -> str:
-    status, _, accepted = stack.invoke_api("POST", f"/v1/workflows/{workflow_id}/runs", {"input": payload or {}, **body})
+    status, _, accepted = stack.invoke_api(
+        "POST", f"/v1/workflows/{workflow_id}/runs", {"input": payload or {}, **body}
+    )
     assert status == 202, accepted
     return str(accepted["run_id"])
 
@@ -62,8 +64,18 @@ def test_a_sequential_pipeline_passes_outputs_along(stack: LocalStack) -> None:
             "id": "pipeline",
             "type": "sequential",
             "nodes": [
-                {"id": "research", "type": "agent", "agent_id": researcher, "input": "Research {{input.topic}}"},
-                {"id": "draft", "type": "agent", "agent_id": echo, "input": "Draft from: {{nodes.research.output}}"},
+                {
+                    "id": "research",
+                    "type": "agent",
+                    "agent_id": researcher,
+                    "input": "Research {{input.topic}}",
+                },
+                {
+                    "id": "draft",
+                    "type": "agent",
+                    "agent_id": echo,
+                    "input": "Draft from: {{nodes.research.output}}",
+                },
                 {"id": "check", "type": "agent", "agent_id": echo, "input": "Check: {{nodes.draft.output}}"},
             ],
         },
@@ -85,9 +97,10 @@ def test_a_sequential_pipeline_passes_outputs_along(stack: LocalStack) -> None:
     assert [e["node_id"] for e in of_type(events, "node_completed")] == ["research", "draft", "check"]
     assert len(of_type(events, "node_started")) == 3
 
-    status, _, refused = stack.invoke_api("POST", f"/v1/workflows/{workflow['workflow_id']}/runs", {"input": {}})
+    status, _, refused = stack.invoke_api(
+        "POST", f"/v1/workflows/{workflow['workflow_id']}/runs", {"input": {}}
+    )
     assert status == 422 and refused["error"]["code"] == "input_invalid"
-
 
 
 WAITER_TOOL = {
@@ -159,7 +172,13 @@ def test_a_map_over_five_items_from_a_structured_output(stack: LocalStack) -> No
             "id": "flow",
             "type": "sequential",
             "nodes": [
-                {"id": "list", "type": "agent", "agent_id": lister, "input": "List five", "output_schema": schema},
+                {
+                    "id": "list",
+                    "type": "agent",
+                    "agent_id": lister,
+                    "input": "List five",
+                    "output_schema": schema,
+                },
                 {
                     "id": "each",
                     "type": "map",
@@ -192,7 +211,12 @@ def _writer_critic(stack: LocalStack, until: dict[str, Any], max_iterations: int
             "id": "round",
             "type": "sequential",
             "nodes": [
-                {"id": "writer", "type": "agent", "agent_id": echo, "input": "{{nodes.critic.output}} approved"},
+                {
+                    "id": "writer",
+                    "type": "agent",
+                    "agent_id": echo,
+                    "input": "{{nodes.critic.output}} approved",
+                },
                 {"id": "critic", "type": "agent", "agent_id": echo, "input": "{{nodes.writer.output}}"},
             ],
         },
@@ -220,20 +244,35 @@ def test_a_loop_ends_at_max_iterations(stack: LocalStack) -> None:
 def test_a_branch_on_a_structured_field(stack: LocalStack) -> None:
     classify = agent(stack, "classify", script=text('{"kind": "refund", "urgent": true}'))
     echo = agent(stack, "echo")
-    schema = {"type": "object", "properties": {"kind": {"enum": ["refund", "question"]}}, "required": ["kind"]}
+    schema = {
+        "type": "object",
+        "properties": {"kind": {"enum": ["refund", "question"]}},
+        "required": ["kind"],
+    }
     workflow = create(
         stack,
         {
             "id": "triage",
             "type": "sequential",
             "nodes": [
-                {"id": "classify", "type": "agent", "agent_id": classify, "input": "{{input.ticket}}", "output_schema": schema},
+                {
+                    "id": "classify",
+                    "type": "agent",
+                    "agent_id": classify,
+                    "input": "{{input.ticket}}",
+                    "output_schema": schema,
+                },
                 {
                     "id": "route",
                     "type": "branch",
                     "on": "nodes.classify.output.kind",
                     "cases": {
-                        "refund": {"id": "refund", "type": "agent", "agent_id": echo, "input": "refund {{input.ticket}}"},
+                        "refund": {
+                            "id": "refund",
+                            "type": "agent",
+                            "agent_id": echo,
+                            "input": "refund {{input.ticket}}",
+                        },
                         "question": {"id": "question", "type": "agent", "agent_id": echo, "input": "answer"},
                     },
                     "default": {"id": "other", "type": "agent", "agent_id": echo, "input": "other"},
@@ -284,7 +323,11 @@ def test_an_approval_gate_approved_by_link(stack: LocalStack) -> None:
     assert status == 200 and "Send this?" in page
 
     status, _, page = stack.invoke_api(
-        "POST", path, raw=b"decision=approve", key=None, headers={"content-type": "application/x-www-form-urlencoded"}
+        "POST",
+        path,
+        raw=b"decision=approve",
+        key=None,
+        headers={"content-type": "application/x-www-form-urlencoded"},
     )
 
     assert status == 200
@@ -320,7 +363,14 @@ def test_a_node_that_fails_with_on_error_continue(stack: LocalStack) -> None:
             "id": "flow",
             "type": "sequential",
             "nodes": [
-                {"id": "bad", "type": "agent", "agent_id": stubborn, "input": "json please", "output_schema": {"type": "object"}, "on_error": "continue"},
+                {
+                    "id": "bad",
+                    "type": "agent",
+                    "agent_id": stubborn,
+                    "input": "json please",
+                    "output_schema": {"type": "object"},
+                    "on_error": "continue",
+                },
                 {"id": "after", "type": "agent", "agent_id": echo, "input": "[{{nodes.bad.output}}] goes on"},
             ],
         },
@@ -337,20 +387,31 @@ def test_a_node_that_fails_with_on_error_continue(stack: LocalStack) -> None:
 
 def test_a_node_timeout_fails_the_workflow_and_ends_its_run(stack: LocalStack) -> None:
     slow = waiter(stack)
-    workflow = create(stack, {"id": "slow", "type": "agent", "agent_id": slow, "input": "go", "timeout_seconds": 1})
+    workflow = create(
+        stack, {"id": "slow", "type": "agent", "agent_id": slow, "input": "go", "timeout_seconds": 1}
+    )
 
     ended = finished(stack, workflow["workflow_id"])
 
     assert ended["status"] == "failed" and ended["error"]["code"] == "timed_out", ended
     (node_run,) = ended["children"]
-    assert eventually(lambda: child(stack, node_run)["status"] == "timed_out" or None, timeout=30, what="the node run to end")
+    assert eventually(
+        lambda: child(stack, node_run)["status"] == "timed_out" or None,
+        timeout=30,
+        what="the node run to end",
+    )
 
 
 def test_cancelling_mid_map_cancels_every_child(stack: LocalStack) -> None:
     slow = waiter(stack)
     workflow = create(
         stack,
-        {"id": "each", "type": "map", "over": "input.items", "node": {"id": "work", "type": "agent", "agent_id": slow, "input": "{{item}}"}},
+        {
+            "id": "each",
+            "type": "map",
+            "over": "input.items",
+            "node": {"id": "work", "type": "agent", "agent_id": slow, "input": "{{item}}"},
+        },
     )
     run_id = run(stack, workflow["workflow_id"], {"items": [1, 2, 3, 4, 5]})
     waiting = children_waiting(stack, run_id, 5)
@@ -372,7 +433,13 @@ def test_a_replay_skips_the_nodes_that_succeeded(stack: LocalStack) -> None:
             "type": "sequential",
             "nodes": [
                 {"id": "one", "type": "agent", "agent_id": first, "input": "one"},
-                {"id": "two", "type": "agent", "agent_id": flaky, "input": "two after {{nodes.one.output}}", "output_schema": {"type": "object"}},
+                {
+                    "id": "two",
+                    "type": "agent",
+                    "agent_id": flaky,
+                    "input": "two after {{nodes.one.output}}",
+                    "output_schema": {"type": "object"},
+                },
             ],
         },
     )
@@ -416,7 +483,13 @@ def test_invalid_definitions_are_422_naming_the_node(stack: LocalStack) -> None:
     assert cycle["code"] == "reference_cycle" and cycle["details"]["node_id"] == "one"
     sibling = refused({"id": "p", "type": "parallel", "branches": [a("x1"), a("x2", "{{nodes.x1.output}}")]})
     assert sibling["code"] == "node_not_run_yet" and sibling["details"]["node_id"] == "x2"
-    loop = {"id": "l", "type": "loop", "node": a("w"), "until": {"path": "nodes.w.output", "exists": True}, "max_iterations": 51}
+    loop = {
+        "id": "l",
+        "type": "loop",
+        "node": a("w"),
+        "until": {"path": "nodes.w.output", "exists": True},
+        "max_iterations": 51,
+    }
     status, _, body = stack.invoke_api("POST", "/v1/workflows", {"name": "bad", "root": loop})
     assert status == 422 and "max_iterations" in json.dumps(body)
 
@@ -426,7 +499,9 @@ def test_versions_asl_and_tenancy(stack: LocalStack) -> None:
     workflow = create(stack, {"id": "one", "type": "agent", "agent_id": echo, "input": "v1"})
     workflow_id = workflow["workflow_id"]
     status, _, published = stack.invoke_api(
-        "PUT", f"/v1/workflows/{workflow_id}", {"name": "wf", "root": {"id": "one", "type": "agent", "agent_id": echo, "input": "v2"}}
+        "PUT",
+        f"/v1/workflows/{workflow_id}",
+        {"name": "wf", "root": {"id": "one", "type": "agent", "agent_id": echo, "input": "v2"}},
     )
     assert status == 200 and published["version"] == 2
     _, _, listed = stack.invoke_api("GET", f"/v1/workflows/{workflow_id}/versions")
@@ -439,9 +514,19 @@ def test_versions_asl_and_tenancy(stack: LocalStack) -> None:
     assert old["output"] == "You said: v1" and old["workflow_version"] == 1
 
     for method, path in (("GET", ""), ("GET", "/asl"), ("PUT", ""), ("POST", "/runs")):
-        body = {"name": "x", "root": {"id": "a", "type": "agent", "agent_id": echo, "input": "x"}} if method == "PUT" else {"input": {}} if method == "POST" else None
+        body = (
+            {"name": "x", "root": {"id": "a", "type": "agent", "agent_id": echo, "input": "x"}}
+            if method == "PUT"
+            else {"input": {}}
+            if method == "POST"
+            else None
+        )
         status, _, error = stack.invoke_api(method, f"/v1/workflows/{workflow_id}{path}", body, key=OTHER_KEY)
-        assert status == 404 and error["error"]["code"] in ("workflow_not_found", "agent_not_found"), (method, path, error)
+        assert status == 404 and error["error"]["code"] in ("workflow_not_found", "agent_not_found"), (
+            method,
+            path,
+            error,
+        )
 
 
 def test_the_compiled_definitions_pass_the_asl_lint(stack: LocalStack) -> None:

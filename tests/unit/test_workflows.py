@@ -28,8 +28,18 @@ EVERY_KIND = {
     "id": "all",
     "type": "sequential",
     "nodes": [
-        agent("research", "Research {{input.topic}}", output_schema={"type": "object"}, retry={"max_attempts": 2}),
-        {"id": "fan", "type": "map", "over": "nodes.research.output.items", "node": agent("score", "{{item.name}}")},
+        agent(
+            "research",
+            "Research {{input.topic}}",
+            output_schema={"type": "object"},
+            retry={"max_attempts": 2},
+        ),
+        {
+            "id": "fan",
+            "type": "map",
+            "over": "nodes.research.output.items",
+            "node": agent("score", "{{item.name}}"),
+        },
         {"id": "both", "type": "parallel", "branches": [agent("b1"), agent("b2", on_error="continue")]},
         {"id": "bounded", "type": "parallel", "max_concurrency": 1, "branches": [agent("c1"), agent("c2")]},
         {
@@ -40,7 +50,10 @@ EVERY_KIND = {
             "node": {
                 "id": "round",
                 "type": "sequential",
-                "nodes": [agent("writer", "{{nodes.critic.output}}"), agent("critic", "{{nodes.writer.output}}")],
+                "nodes": [
+                    agent("writer", "{{nodes.critic.output}}"),
+                    agent("critic", "{{nodes.writer.output}}"),
+                ],
             },
         },
         {
@@ -110,14 +123,22 @@ def test_every_node_kind_compiles_to_valid_asl() -> None:
 
     assert_valid_asl(definition)
     states = definition["States"]["Workflow"]["Branches"][0]["States"]
-    assert states["fan"]["Type"] == "Map" and states["fan"]["ItemProcessor"]["ProcessorConfig"]["Mode"] == "INLINE"
+    assert (
+        states["fan"]["Type"] == "Map"
+        and states["fan"]["ItemProcessor"]["ProcessorConfig"]["Mode"] == "INLINE"
+    )
     assert states["fan.Distributed"]["ItemProcessor"]["ProcessorConfig"]["Mode"] == "DISTRIBUTED"
     assert states["fan.Mode"]["Choices"][0]["NumericGreaterThan"] == compiler.DISTRIBUTED_ABOVE
     assert states["both"]["Type"] == "Parallel" and states["bounded"]["MaxConcurrency"] == 1
     assert states["revise"]["Type"] == "Choice" and states["route"]["Type"] == "Choice"
     assert states["research"]["Resource"].endswith("waitForTaskToken")
     assert states["gate"]["TimeoutSeconds"] == 60
-    assert {"ErrorEquals": compiler.RUN_ERRORS, "IntervalSeconds": 1, "MaxAttempts": 1, "BackoffRate": 2.0} in states["research"]["Retry"]
+    assert {
+        "ErrorEquals": compiler.RUN_ERRORS,
+        "IntervalSeconds": 1,
+        "MaxAttempts": 1,
+        "BackoffRate": 2.0,
+    } in states["research"]["Retry"]
     assert FUNCTION in json.dumps(definition) and compiler.FUNCTION not in json.dumps(definition)
 
 
@@ -132,18 +153,38 @@ def test_a_sequential_node_adds_no_state_and_an_agent_two() -> None:
 @pytest.mark.parametrize(
     ("node", "problem", "node_id"),
     [
-        ({"id": "s", "type": "sequential", "nodes": [agent("a", "{{nodes.zz.output}}")]}, "unknown_node", "a"),
-        ({"id": "s", "type": "sequential", "nodes": [agent("a", "{{nodes.b.output}}"), agent("b")]}, "node_not_run_yet", "a"),
-        ({"id": "s", "type": "sequential", "nodes": [agent("a", "{{nodes.s.output}}")]}, "reference_cycle", "a"),
-        ({"id": "s", "type": "sequential", "nodes": [agent("a", "{{nodes.a.output}}")]}, "reference_cycle", "a"),
+        (
+            {"id": "s", "type": "sequential", "nodes": [agent("a", "{{nodes.zz.output}}")]},
+            "unknown_node",
+            "a",
+        ),
+        (
+            {"id": "s", "type": "sequential", "nodes": [agent("a", "{{nodes.b.output}}"), agent("b")]},
+            "node_not_run_yet",
+            "a",
+        ),
+        (
+            {"id": "s", "type": "sequential", "nodes": [agent("a", "{{nodes.s.output}}")]},
+            "reference_cycle",
+            "a",
+        ),
+        (
+            {"id": "s", "type": "sequential", "nodes": [agent("a", "{{nodes.a.output}}")]},
+            "reference_cycle",
+            "a",
+        ),
         ({"id": "s", "type": "sequential", "nodes": [agent("a"), agent("a")]}, "duplicate_node_id", "a"),
         (agent("a", "{{item}}"), "item_outside_map", "a"),
         (agent("a", "{{ secrets.key }}"), "invalid_path", "a"),
         (
-            {"id": "s", "type": "sequential", "nodes": [
-                {"id": "br", "type": "branch", "on": "input.k", "cases": {"x": agent("inside")}},
-                agent("after", "{{nodes.inside.output}}"),
-            ]},
+            {
+                "id": "s",
+                "type": "sequential",
+                "nodes": [
+                    {"id": "br", "type": "branch", "on": "input.k", "cases": {"x": agent("inside")}},
+                    agent("after", "{{nodes.inside.output}}"),
+                ],
+            },
             "node_not_run_yet",
             "after",
         ),
@@ -163,11 +204,21 @@ def test_invalid_references_name_the_node(node: dict[str, Any], problem: str, no
 
 def test_what_ran_before_is_available() -> None:
     tree = root(
-        {"id": "s", "type": "sequential", "nodes": [
-            {"id": "inner", "type": "sequential", "nodes": [agent("a")]},
-            {"id": "l", "type": "loop", "max_iterations": 2, "until": {"path": "nodes.b.output", "exists": True}, "node": agent("b", "{{nodes.a.output}} {{nodes.b.output}}")},
-            agent("c", "{{nodes.inner.output}} {{nodes.l.output}} {{nodes.b.output}} {{input.x}}"),
-        ]}
+        {
+            "id": "s",
+            "type": "sequential",
+            "nodes": [
+                {"id": "inner", "type": "sequential", "nodes": [agent("a")]},
+                {
+                    "id": "l",
+                    "type": "loop",
+                    "max_iterations": 2,
+                    "until": {"path": "nodes.b.output", "exists": True},
+                    "node": agent("b", "{{nodes.a.output}} {{nodes.b.output}}"),
+                },
+                agent("c", "{{nodes.inner.output}} {{nodes.l.output}} {{nodes.b.output}} {{input.x}}"),
+            ],
+        }
     )
     with pytest.raises(Unprocessable):  # b reads itself: a cycle even in a loop
         checks.check(tree)
@@ -180,16 +231,38 @@ def test_loops_are_bounded() -> None:
     from pydantic import ValidationError
 
     with pytest.raises(ValidationError):
-        root({"id": "l", "type": "loop", "node": agent("a"), "until": {"path": "input.x", "exists": True}, "max_iterations": 51})
+        root(
+            {
+                "id": "l",
+                "type": "loop",
+                "node": agent("a"),
+                "until": {"path": "input.x", "exists": True},
+                "max_iterations": 51,
+            }
+        )
     with pytest.raises(ValidationError):  # one test per condition
-        root({"id": "l", "type": "loop", "node": agent("a"), "until": {"path": "input.x", "exists": True, "equals": 1}, "max_iterations": 5})
+        root(
+            {
+                "id": "l",
+                "type": "loop",
+                "node": agent("a"),
+                "until": {"path": "input.x", "exists": True, "equals": 1},
+                "max_iterations": 5,
+            }
+        )
 
 
 def test_templates_render_values_and_nothing_else() -> None:
-    data = {"input": {"topic": "tides", "n": 3}, "nodes": {"r": {"output": {"items": ["a", "b"], "ok": True}}}, "item": {"name": "x"}}
+    data = {
+        "input": {"topic": "tides", "n": 3},
+        "nodes": {"r": {"output": {"items": ["a", "b"], "ok": True}}},
+        "item": {"name": "x"},
+    }
 
     rendered = expressions.render(
-        "{{input.topic}}|{{ input.n }}|{{nodes.r.output.items}}|{{nodes.r.output.items.1}}|{{item.name}}|{{input.none}}", data
+        "{{input.topic}}|{{ input.n }}|{{nodes.r.output.items}}|{{nodes.r.output.items.1}}"
+        "|{{item.name}}|{{input.none}}",
+        data,
     )
 
     assert rendered == 'tides|3|["a","b"]|b|x|'
@@ -204,7 +277,16 @@ def test_conditions_compile_to_typed_choice_rules() -> None:
     from stepwise.workflows.models import Condition
 
     c = compiler.Compiler(root(agent("a")))
-    assert c.rule(Condition(path="input.ok", equals=True))["And"][2] == {"Variable": "$.input.ok", "BooleanEquals": True}
-    assert c.rule(Condition(path="input.n", equals=2))["And"][2] == {"Variable": "$.input.n", "NumericEquals": 2}
-    assert c.rule(Condition(path="input.s", matches="*ok*"))["And"][2] == {"Variable": "$.input.s", "StringMatches": "*ok*"}
+    assert c.rule(Condition(path="input.ok", equals=True))["And"][2] == {
+        "Variable": "$.input.ok",
+        "BooleanEquals": True,
+    }
+    assert c.rule(Condition(path="input.n", equals=2))["And"][2] == {
+        "Variable": "$.input.n",
+        "NumericEquals": 2,
+    }
+    assert c.rule(Condition(path="input.s", matches="*ok*"))["And"][2] == {
+        "Variable": "$.input.s",
+        "StringMatches": "*ok*",
+    }
     assert c.rule(Condition(path="input.s", exists=False)) == {"Variable": "$.input.s", "IsPresent": False}

@@ -21,7 +21,7 @@ from stepwise.runs.models import (
     SyncRunResult,
 )
 from stepwise.store import runs
-from stepwise.workflows import running as workflow_runs
+from stepwise.workflows import starting as workflow_runs
 
 router = APIGatewayHttpRouter()
 RUNS = ["runs"]

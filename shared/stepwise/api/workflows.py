@@ -9,7 +9,7 @@ from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from stepwise.api.context import tenant
 from stepwise.api.params import WorkflowId
 from stepwise.api.responses import json_response, responses
-from stepwise.workflows import running, service
+from stepwise.workflows import service, starting
 from stepwise.workflows.models import (
     WorkflowCreate,
     WorkflowList,
@@ -39,7 +39,9 @@ def create_workflow(body: WorkflowCreate) -> Response[WorkflowView]:
     return json_response(service.create(tenant(router), body).model_dump(mode="json"), 201)
 
 
-@router.get("/v1/workflows", summary="List workflows", responses=responses(200, "The workflows"), tags=WORKFLOWS)
+@router.get(
+    "/v1/workflows", summary="List workflows", responses=responses(200, "The workflows"), tags=WORKFLOWS
+)
 def list_workflows() -> Response[WorkflowList]:
     return json_response(service.list_workflows(tenant(router)).model_dump(mode="json"))
 
@@ -103,7 +105,7 @@ def delete_workflow(workflow_id: WorkflowId) -> Response[None]:
 @router.post(
     "/v1/workflows/<workflow_id>/runs",
     summary="Run a workflow",
-    description="Starts a workflow run (`kind: \"workflow\"`) on `version` (the latest without it); its "
+    description='Starts a workflow run (`kind: "workflow"`) on `version` (the latest without it); its '
     "node runs are its `children`. `input` is checked against the workflow's `input_schema` (422 "
     "`input_invalid`). Follow it at `/v1/runs/{run_id}/events`: `node_started`, `node_completed`, "
     "`node_failed`.",
@@ -111,4 +113,4 @@ def delete_workflow(workflow_id: WorkflowId) -> Response[None]:
     tags=WORKFLOWS,
 )
 def run_workflow(workflow_id: WorkflowId, body: WorkflowRunCreate) -> Response[WorkflowRunAccepted]:
-    return json_response(running.start(tenant(router), workflow_id, body).model_dump(mode="json"), 202)
+    return json_response(starting.start(tenant(router), workflow_id, body).model_dump(mode="json"), 202)

@@ -43,4 +43,6 @@ def _stop_workflow(run: Run, reason: str) -> None:
     base = config.machine().state_machine_arn.rsplit(":", 1)[0].replace(":stateMachine", ":execution", 1)
     arn = f"{base}:{config.workflow_deploy().prefix}-{workflow_id}-v{version}:{run.run_id}"
     with contextlib.suppress(ClientError):  # it ended meanwhile
-        aws.client("stepfunctions").stop_execution(executionArn=arn, error=CANCELLED_ERROR, cause=reason[:256])
+        aws.client("stepfunctions").stop_execution(
+            executionArn=arn, error=CANCELLED_ERROR, cause=reason[:256]
+        )

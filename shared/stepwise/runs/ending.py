@@ -117,9 +117,13 @@ def _call_back(run: Run, status: RunStatus, error: RunError | None = None) -> No
             # A workflow's node run fails its task, so the node's Retry and Catch see it (its error
             # names the run's status; the cause carries the run's error).
             cause = {"run_id": run.run_id, "status": status, **(error.model_dump() if error else {})}
-            sfn.send_task_failure(taskToken=run.callback_token, error="Run.Failed", cause=json.dumps(cause)[:32_000])
+            sfn.send_task_failure(
+                taskToken=run.callback_token, error="Run.Failed", cause=json.dumps(cause)[:32_000]
+            )
             return
-        sfn.send_task_success(taskToken=run.callback_token, output=json.dumps({"run_id": run.run_id, "status": status}))
+        sfn.send_task_success(
+            taskToken=run.callback_token, output=json.dumps({"run_id": run.run_id, "status": status})
+        )
     except (BotoCoreError, ClientError):
         logger.warning("the run's callback could not be sent", extra={"run_id": run.run_id})
 
@@ -145,7 +149,12 @@ def _stop_node_runs(tenant_id: str, run_id: str, children: list[str]) -> None:
             if stores().runs.get(tenant_id, child_id).done:
                 continue
             stop(child_id, f"its workflow run {run_id} ended")
-            end_run(tenant_id, child_id, "cancelled", error=RunError(code="cancelled", message=f"its workflow run {run_id} ended"))
+            end_run(
+                tenant_id,
+                child_id,
+                "cancelled",
+                error=RunError(code="cancelled", message=f"its workflow run {run_id} ended"),
+            )
 
 
 def _hand_on(tenant_id: str, session_id: str, run_id: str) -> None:

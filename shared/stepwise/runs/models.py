@@ -190,7 +190,7 @@ class Run(BaseModel):
 
     @property
     def kind(self) -> str:
-        """`workflow` for a workflow run (its trigger id is `workflow:<workflow_id>@<version>`), else `agent`."""
+        """`workflow` for a workflow run (trigger id `workflow:<workflow_id>@<version>`), else `agent`."""
         return "workflow" if (self.trigger_id or "").startswith("workflow:") else "agent"
 
     @property

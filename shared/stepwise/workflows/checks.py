@@ -27,7 +27,9 @@ from stepwise.workflows.models import (
 
 
 def invalid(node_id: str, problem: str, message: str) -> Unprocessable:
-    return Unprocessable(f"node {node_id!r}: {message}", code=problem, details={"node_id": node_id, "problem": problem})
+    return Unprocessable(
+        f"node {node_id!r}: {message}", code=problem, details={"node_id": node_id, "problem": problem}
+    )
 
 
 def done_after(node: Any) -> set[str]:
@@ -75,7 +77,14 @@ def _paths(node: Any) -> list[tuple[str, str]]:
     return []
 
 
-def _refer(node_id: str, path: expressions.Path, available: set[str], ancestors: list[str], in_map: bool, known: set[str]) -> None:
+def _refer(
+    node_id: str,
+    path: expressions.Path,
+    available: set[str],
+    ancestors: list[str],
+    in_map: bool,
+    known: set[str],
+) -> None:
     if path.root == "item" and not in_map:
         raise invalid(node_id, "item_outside_map", "`item` is only defined inside a map")
     if path.root != "nodes":
@@ -86,7 +95,9 @@ def _refer(node_id: str, path: expressions.Path, available: set[str], ancestors:
     if target == node_id or target in ancestors:
         raise invalid(node_id, "reference_cycle", f"refers to {target!r}, whose output depends on this node")
     if target not in available:
-        raise invalid(node_id, "node_not_run_yet", f"refers to node {target!r}, which cannot have run before it")
+        raise invalid(
+            node_id, "node_not_run_yet", f"refers to node {target!r}, which cannot have run before it"
+        )
 
 
 def _parse(node_id: str, text: str, template: bool) -> list[expressions.Path]:

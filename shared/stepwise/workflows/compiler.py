@@ -19,6 +19,7 @@ The data each state carries: `ctx` (tenant, run, workflow, version), `input`, `n
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any
 
@@ -50,7 +51,13 @@ RUN_ERRORS = ["Run.Failed", "States.Timeout"]
 
 def _lambda_retry() -> list[dict[str, Any]]:
     return [
-        {"ErrorEquals": LAMBDA_ERRORS, "IntervalSeconds": 1, "MaxAttempts": 3, "BackoffRate": 2, "JitterStrategy": "FULL"}
+        {
+            "ErrorEquals": LAMBDA_ERRORS,
+            "IntervalSeconds": 1,
+            "MaxAttempts": 3,
+            "BackoffRate": 2,
+            "JitterStrategy": "FULL",
+        }
     ]
 
 
@@ -63,7 +70,9 @@ def _call(action: str, node_id: str | None, *, wait: bool = False) -> dict[str, 
         payload["attempt.$"] = "$$.State.RetryCount"
     return {
         "Type": "Task",
-        "Resource": "arn:aws:states:::lambda:invoke.waitForTaskToken" if wait else "arn:aws:states:::lambda:invoke",
+        "Resource": "arn:aws:states:::lambda:invoke.waitForTaskToken"
+        if wait
+        else "arn:aws:states:::lambda:invoke",
         "Parameters": {"FunctionName": FUNCTION, "Payload": payload},
         "Retry": _lambda_retry(),
     }
@@ -89,15 +98,39 @@ class Compiler:
         if test == "exists":
             return {"Variable": variable, "IsPresent": bool(condition.exists)}
         if test == "matches":
-            return {"And": [present, {"Variable": variable, "IsString": True}, {"Variable": variable, "StringMatches": condition.matches}]}
+            return {
+                "And": [
+                    present,
+                    {"Variable": variable, "IsString": True},
+                    {"Variable": variable, "StringMatches": condition.matches},
+                ]
+            }
         value = condition.equals
         if value is None:
             return {"And": [present, {"Variable": variable, "IsNull": True}]}
         if isinstance(value, bool):
-            return {"And": [present, {"Variable": variable, "IsBoolean": True}, {"Variable": variable, "BooleanEquals": value}]}
+            return {
+                "And": [
+                    present,
+                    {"Variable": variable, "IsBoolean": True},
+                    {"Variable": variable, "BooleanEquals": value},
+                ]
+            }
         if isinstance(value, int | float):
-            return {"And": [present, {"Variable": variable, "IsNumeric": True}, {"Variable": variable, "NumericEquals": value}]}
-        return {"And": [present, {"Variable": variable, "IsString": True}, {"Variable": variable, "StringEquals": value}]}
+            return {
+                "And": [
+                    present,
+                    {"Variable": variable, "IsNumeric": True},
+                    {"Variable": variable, "NumericEquals": value},
+                ]
+            }
+        return {
+            "And": [
+                present,
+                {"Variable": variable, "IsString": True},
+                {"Variable": variable, "StringEquals": value},
+            ]
+        }
 
     def case_rule(self, on: str, value: str) -> dict[str, Any]:
         """A case key is a string (JSON keys are): it matches the same string, and the boolean or
@@ -106,10 +139,8 @@ class Compiler:
         if value in ("true", "false"):
             rules.append(self.rule(Condition(path=on, equals=value == "true")))
         else:
-            try:
+            with contextlib.suppress(ValueError):
                 rules.append(self.rule(Condition(path=on, equals=float(value))))
-            except ValueError:
-                pass
         return rules[0] if len(rules) == 1 else {"Or": rules}
 
     # --- nodes --------------------------------------------------------------------------------------
@@ -123,7 +154,11 @@ class Compiler:
         }
         if isinstance(node, AgentNode | ApprovalNode):
             return self.leaf(node, next_, states, defaults)
-        passed = {k: v for k, v in defaults.items() if not (k == "retry" and isinstance(node, ParallelNode | MapNode))}
+        passed = {
+            k: v
+            for k, v in defaults.items()
+            if not (k == "retry" and isinstance(node, ParallelNode | MapNode))
+        }
         if isinstance(node, SequentialNode):
             start = next_
             for child in reversed(node.nodes):
@@ -142,9 +177,13 @@ class Compiler:
     def _on_error(self, node: Any, state: dict[str, Any], next_: str, states: dict[str, Any]) -> None:
         """A failure the node itself cannot handle goes to `<id>.Failed`: it records `node_failed` and
         then either gives the node a null output and goes on (`on_error: continue`) or fails on."""
-        state["Catch"] = [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.caught", "Next": f"{node.id}.Failed"}]
+        state["Catch"] = [
+            {"ErrorEquals": ["States.ALL"], "ResultPath": "$.caught", "Next": f"{node.id}.Failed"}
+        ]
         failed = _call("node_failed", node.id)
-        failed["Comment"] = "Record node_failed; with on_error fail this raises NodeFailed, which fails on outward."
+        failed["Comment"] = (
+            "Record node_failed; with on_error fail this raises NodeFailed, which fails on outward."
+        )
         failed["ResultSelector"] = {"output.$": "$.Payload.output", "error.$": "$.Payload.error"}
         failed["ResultPath"] = f"$.nodes.{node.id}"
         failed["Next"] = next_
@@ -156,14 +195,20 @@ class Compiler:
         wait["Comment"] = (
             "Ask for the approval with this task token; its answer comes back on it."
             if approval
-            else "Start the node's child run carrying this task token; the run's ending sends it back. No Lambda runs meanwhile."
+            else "Start the node's child run carrying this task token; the run's ending sends it back. "
+            "No Lambda runs meanwhile."
         )
         wait["TimeoutSeconds"] = int(defaults["timeout_seconds"] or DEFAULT_TIMEOUT)
         wait["ResultPath"] = "$.last"
         retry = defaults["retry"]
         if retry is not None and retry.max_attempts > 1 and not approval:
             wait["Retry"].append(
-                {"ErrorEquals": RUN_ERRORS, "IntervalSeconds": 1, "MaxAttempts": retry.max_attempts - 1, "BackoffRate": retry.backoff_rate}
+                {
+                    "ErrorEquals": RUN_ERRORS,
+                    "IntervalSeconds": 1,
+                    "MaxAttempts": retry.max_attempts - 1,
+                    "BackoffRate": retry.backoff_rate,
+                }
             )
         wait["Next"] = f"{node.id}.Done"
         done = _call("approval_done" if approval else "node_done", node.id)
@@ -176,7 +221,9 @@ class Compiler:
         self._on_error(node, done, next_, states)
         if isinstance(node, AgentNode) and node.output_schema is not None:
             # One repair turn: an answer that does not validate gets one more run on the same session.
-            done["Catch"].insert(0, {"ErrorEquals": ["WorkflowRepair"], "ResultPath": "$.caught", "Next": f"{node.id}.Repair"})
+            done["Catch"].insert(
+                0, {"ErrorEquals": ["WorkflowRepair"], "ResultPath": "$.caught", "Next": f"{node.id}.Repair"}
+            )
             repair = _call("repair_node", node.id, wait=True)
             repair["Comment"] = "Ask the agent once more, on the same session, for an answer that validates."
             repair["TimeoutSeconds"] = int(defaults["timeout_seconds"] or DEFAULT_TIMEOUT)
@@ -200,29 +247,45 @@ class Compiler:
         state["Next"] = next_
         if node.retry is not None and node.retry.max_attempts > 1:
             state["Retry"] = [
-                {"ErrorEquals": ["States.ALL"], "IntervalSeconds": 1, "MaxAttempts": node.retry.max_attempts - 1, "BackoffRate": node.retry.backoff_rate}
+                {
+                    "ErrorEquals": ["States.ALL"],
+                    "IntervalSeconds": 1,
+                    "MaxAttempts": node.retry.max_attempts - 1,
+                    "BackoffRate": node.retry.backoff_rate,
+                }
             ]
         if node.on_error == "continue":
             self._on_error(node, state, next_, states)
 
-    def parallel(self, node: ParallelNode, next_: str, states: dict[str, Any], inherited: dict[str, Any]) -> str:
+    def parallel(
+        self, node: ParallelNode, next_: str, states: dict[str, Any], inherited: dict[str, Any]
+    ) -> str:
         if node.max_concurrency is None:
-            state: dict[str, Any] = {"Type": "Parallel", "Branches": [self._sub(b, inherited) for b in node.branches]}
+            state: dict[str, Any] = {
+                "Type": "Parallel",
+                "Branches": [self._sub(b, inherited) for b in node.branches],
+            }
         else:
             inner: dict[str, Any] = {}
             pick: dict[str, Any] = {"Type": "Choice", "Choices": [], "Default": f"{node.branches[0].id}.Out"}
             for index, branch in enumerate(node.branches):
                 sub = self._sub(branch, inherited)
                 inner.update(sub["States"])
-                pick["Choices"].append({"Variable": "$.branch", "NumericEquals": index, "Next": sub["StartAt"]})
+                pick["Choices"].append(
+                    {"Variable": "$.branch", "NumericEquals": index, "Next": sub["StartAt"]}
+                )
             inner[f"{node.id}.Pick"] = pick
             state = {
                 "Type": "Map",
-                "Comment": "A Parallel with a concurrency bound: one iteration per branch, which picks its own.",
+                "Comment": "A Parallel with a concurrency bound: one iteration per branch, picking its own.",
                 "ItemsPath": "$.branches",
                 "ItemSelector": {**self._carried(), "branch.$": "$$.Map.Item.Value"},
                 "MaxConcurrency": node.max_concurrency,
-                "ItemProcessor": {"ProcessorConfig": {"Mode": "INLINE"}, "StartAt": f"{node.id}.Pick", "States": inner},
+                "ItemProcessor": {
+                    "ProcessorConfig": {"Mode": "INLINE"},
+                    "StartAt": f"{node.id}.Pick",
+                    "States": inner,
+                },
             }
             states[f"{node.id}.Branches"] = {
                 "Type": "Pass",
@@ -235,7 +298,13 @@ class Compiler:
         return f"{node.id}.Branches" if node.max_concurrency is not None else str(node.id)
 
     def _carried(self) -> dict[str, Any]:
-        return {"ctx.$": "$.ctx", "input.$": "$.input", "nodes.$": "$.nodes", "iter.$": "$.iter", "at.$": "$.at"}
+        return {
+            "ctx.$": "$.ctx",
+            "input.$": "$.input",
+            "nodes.$": "$.nodes",
+            "iter.$": "$.iter",
+            "at.$": "$.at",
+        }
 
     def map(self, node: MapNode, next_: str, states: dict[str, Any], inherited: dict[str, Any]) -> str:
         over = self.path(node.over)
@@ -252,7 +321,12 @@ class Compiler:
             processor: dict[str, Any] = {"ProcessorConfig": {"Mode": mode}, **sub}
             if mode == "DISTRIBUTED":
                 processor["ProcessorConfig"]["ExecutionType"] = "STANDARD"
-            state: dict[str, Any] = {"Type": "Map", "ItemsPath": over, "ItemSelector": selector, "ItemProcessor": processor}
+            state: dict[str, Any] = {
+                "Type": "Map",
+                "ItemsPath": over,
+                "ItemSelector": selector,
+                "ItemProcessor": processor,
+            }
             if node.max_concurrency is not None:
                 state["MaxConcurrency"] = node.max_concurrency
             if mode == "DISTRIBUTED":
@@ -268,7 +342,13 @@ class Compiler:
         }
         states[f"{node.id}.Mode"] = {
             "Type": "Choice",
-            "Choices": [{"Variable": "$.size.count", "NumericGreaterThan": DISTRIBUTED_ABOVE, "Next": f"{node.id}.Distributed"}],
+            "Choices": [
+                {
+                    "Variable": "$.size.count",
+                    "NumericGreaterThan": DISTRIBUTED_ABOVE,
+                    "Next": f"{node.id}.Distributed",
+                }
+            ],
             "Default": node.id,
         }
         return f"{node.id}.Size"
@@ -276,7 +356,12 @@ class Compiler:
     def loop(self, node: LoopNode, next_: str, states: dict[str, Any], inherited: dict[str, Any]) -> str:
         count, check = f"{node.id}.Count", node.id
         body = self.node(node.node, count, states, inherited)
-        states[f"{node.id}.Init"] = {"Type": "Pass", "Result": {"n": 0}, "ResultPath": f"$.iter.{node.id}", "Next": body}
+        states[f"{node.id}.Init"] = {
+            "Type": "Pass",
+            "Result": {"n": 0},
+            "ResultPath": f"$.iter.{node.id}",
+            "Next": body,
+        }
         states[count] = {
             "Type": "Pass",
             "Parameters": {"n.$": f"States.MathAdd($.iter.{node.id}.n, 1)"},
@@ -288,7 +373,11 @@ class Compiler:
             "Comment": f"Until the condition holds, at most {node.max_iterations} iterations.",
             "Choices": [
                 {**self.rule(node.until), "Next": next_},
-                {"Variable": f"$.iter.{node.id}.n", "NumericGreaterThanEquals": node.max_iterations, "Next": next_},
+                {
+                    "Variable": f"$.iter.{node.id}.n",
+                    "NumericGreaterThanEquals": node.max_iterations,
+                    "Next": next_,
+                },
             ],
             "Default": body,
         }
@@ -298,14 +387,31 @@ class Compiler:
         choice: dict[str, Any] = {"Type": "Choice", "Choices": []}
         for value, case in node.cases.items():
             out = f"{case.id}.Chosen"
-            states[out] = {"Type": "Pass", "InputPath": f"$.nodes.{self.alias[case.id]}", "ResultPath": f"$.nodes.{node.id}", "Next": next_}
-            choice["Choices"].append({**self.case_rule(node.on, value), "Next": self.node(case, out, states, inherited)})
+            states[out] = {
+                "Type": "Pass",
+                "InputPath": f"$.nodes.{self.alias[case.id]}",
+                "ResultPath": f"$.nodes.{node.id}",
+                "Next": next_,
+            }
+            choice["Choices"].append(
+                {**self.case_rule(node.on, value), "Next": self.node(case, out, states, inherited)}
+            )
         if node.default is not None:
             out = f"{node.default.id}.Chosen"
-            states[out] = {"Type": "Pass", "InputPath": f"$.nodes.{self.alias[node.default.id]}", "ResultPath": f"$.nodes.{node.id}", "Next": next_}
+            states[out] = {
+                "Type": "Pass",
+                "InputPath": f"$.nodes.{self.alias[node.default.id]}",
+                "ResultPath": f"$.nodes.{node.id}",
+                "Next": next_,
+            }
             choice["Default"] = self.node(node.default, out, states, inherited)
         else:
-            states[f"{node.id}.None"] = {"Type": "Pass", "Result": {"output": None}, "ResultPath": f"$.nodes.{node.id}", "Next": next_}
+            states[f"{node.id}.None"] = {
+                "Type": "Pass",
+                "Result": {"output": None},
+                "ResultPath": f"$.nodes.{node.id}",
+                "Next": next_,
+            }
             choice["Default"] = f"{node.id}.None"
         states[node.id] = choice
         return str(node.id)
@@ -339,7 +445,7 @@ def _renamed(sub: dict[str, Any], suffix: str) -> dict[str, Any]:
             return value + suffix
         return value
 
-    return rename(sub)  # type: ignore[no-any-return]
+    return rename(sub)
 
 
 def compile_definition(root: Any, *, function_arn: str = FUNCTION) -> dict[str, Any]:
@@ -360,15 +466,19 @@ def compile_definition(root: Any, *, function_arn: str = FUNCTION) -> dict[str, 
         "States": {
             "Workflow": {
                 "Type": "Parallel",
-                "Comment": "One branch, for its Catch: whatever fails past the nodes' own handling ends the run failed.",
+                "Comment": "One branch, for its Catch: what fails past the nodes' handling fails the run.",
                 "Branches": [{"StartAt": start, "States": inner}],
                 "ResultPath": None,
                 "Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.caught", "Next": "Failed"}],
                 "End": True,
             },
             "Failed": {**_call("failed", None), "ResultPath": None, "Next": "WorkflowFailed"},
-            "WorkflowFailed": {"Type": "Fail", "Error": "WorkflowFailed", "Cause": "The workflow run's record holds the error."},
+            "WorkflowFailed": {
+                "Type": "Fail",
+                "Error": "WorkflowFailed",
+                "Cause": "The workflow run's record holds the error.",
+            },
         },
     }
     text = json.dumps(definition).replace(json.dumps(FUNCTION), json.dumps(function_arn))
-    return json.loads(text)  # type: ignore[no-any-return]
+    return json.loads(text)

