@@ -27,6 +27,9 @@ UNDESCRIBED |= {("GET", "/v1/mcp")}
 EMPTY_ACCEPTED = {("POST", "/v1/mcp")}
 # Routes that take a JSON body (DESIGN.md's HTTP API table).
 JSON_BODIES = {
+    ("POST", "/v1/workflows"),
+    ("PUT", "/v1/workflows/{workflow_id}"),
+    ("POST", "/v1/workflows/{workflow_id}/runs"),
     ("POST", "/v1/agents"),
     ("POST", "/v1/runs/{run_id}/what-if"),
     ("PATCH", "/v1/agents/{agent_id}"),

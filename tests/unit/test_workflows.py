@@ -10,7 +10,7 @@ import pytest
 
 from stepwise.core.errors import Unprocessable
 from stepwise.workflows import checks, compiler, expressions
-from stepwise.workflows.models import WorkflowCreate
+from stepwise.workflows.models import Definition
 
 AGENT = "agt_01HZZZZZZZZZZZZZZZZZZZZZZZ"
 FUNCTION = "arn:aws:lambda:us-east-1:123456789012:function:WorkflowFunction"
@@ -21,7 +21,7 @@ def agent(node_id: str, template: str = "go", **extra: Any) -> dict[str, Any]:
 
 
 def root(node: dict[str, Any]) -> Any:
-    return WorkflowCreate.model_validate({"name": "w", "root": node}).root
+    return Definition.model_validate({"name": "w", "root": node}).root
 
 
 EVERY_KIND = {

@@ -1,6 +1,6 @@
 """/v1/workflows: create, publish versions, read the compiled ASL, start runs (see stepwise.workflows)."""
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Query
@@ -11,6 +11,7 @@ from stepwise.api.params import WorkflowId
 from stepwise.api.responses import json_response, responses
 from stepwise.workflows import service, starting
 from stepwise.workflows.models import (
+    WorkflowAsl,
     WorkflowCreate,
     WorkflowList,
     WorkflowRunAccepted,
@@ -86,8 +87,8 @@ def list_versions(workflow_id: WorkflowId) -> Response[WorkflowVersions]:
     responses=responses(200, "The definition", 404),
     tags=WORKFLOWS,
 )
-def get_asl(workflow_id: WorkflowId, version: Version = None) -> Response[dict[str, Any]]:
-    return json_response(service.asl(tenant(router), workflow_id, version))
+def get_asl(workflow_id: WorkflowId, version: Version = None) -> Response[WorkflowAsl]:
+    return json_response(service.asl(tenant(router), workflow_id, version).model_dump(mode="json"))
 
 
 @router.delete(

@@ -140,11 +140,26 @@ def walk(node: Any) -> list[Any]:
     return found
 
 
-class WorkflowCreate(Strict):
+class Definition(Strict):
+    """A workflow's definition with its nodes typed (what WorkflowCreate's `root` must validate as)."""
+
     name: str = Field(min_length=1, max_length=200)
     description: str | None = Field(default=None, max_length=2000)
     input_schema: dict[str, Any] | None = None
     root: Node
+
+
+class WorkflowCreate(Strict):
+    """`POST /v1/workflows` and `PUT /v1/workflows/{id}`. `root` is checked as a node tree (a 422
+    `validation_error` lists what is wrong, by location): typed in Definition, an object here so the
+    spec keeps one schema for the body (the node types are in the README and DESIGN.md)."""
+
+    name: str = Field(min_length=1, max_length=200)
+    description: str | None = Field(default=None, max_length=2000)
+    input_schema: dict[str, Any] | None = None
+    root: dict[str, Any] = Field(
+        description="A node: {id, type: agent | sequential | parallel | map | loop | branch | approval, ...}"
+    )
 
 
 class WorkflowRunCreate(Strict):
@@ -182,6 +197,14 @@ class WorkflowVersion(BaseModel):
 class WorkflowVersions(BaseModel):
     workflow_id: str
     versions: list[WorkflowVersion]
+
+
+class WorkflowAsl(BaseModel):
+    """`GET /v1/workflows/{id}/asl`: the Amazon States Language a version runs as."""
+
+    workflow_id: str
+    version: int
+    definition: dict[str, Any]
 
 
 class WorkflowRunAccepted(BaseModel):

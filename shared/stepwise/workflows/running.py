@@ -35,7 +35,7 @@ from stepwise.workflows import checks, expressions, service, store
 from stepwise.workflows.models import (
     AgentNode,
     ApprovalNode,
-    WorkflowCreate,
+    Definition,
     walk,
 )
 
@@ -67,7 +67,7 @@ class WorkflowEnded(StepError):
 def _definition(tenant_id: str, workflow_id: str, version: int) -> tuple[dict[str, Any], dict[str, str]]:
     """A version's nodes by id and its output aliases (versions never change: cached per process)."""
     data = service.version_data(tenant_id, workflow_id, version)
-    root = WorkflowCreate.model_validate(
+    root = Definition.model_validate(
         {k: data[k] for k in ("name", "root", "description", "input_schema") if k in data}
     ).root
     return {n.id: n for n in walk(root)}, checks.aliases(root)

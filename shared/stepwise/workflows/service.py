@@ -14,6 +14,8 @@ from stepwise.runs.ports import stores
 from stepwise.workflows import checks, compiler, store
 from stepwise.workflows.models import (
     AgentNode,
+    Definition,
+    WorkflowAsl,
     WorkflowCreate,
     WorkflowList,
     WorkflowVersion,
@@ -41,7 +43,20 @@ def execution_arn(workflow_id: str, version: int, run_id: str) -> str:
     return f"{machine_arn(workflow_id, version).replace(':stateMachine:', ':execution:', 1)}:{run_id}"
 
 
-def _validate(tenant_id: str, body: WorkflowCreate) -> dict[str, Any]:
+def typed(body: WorkflowCreate) -> Definition:
+    """The body with its nodes typed; what does not fit a node is a 422 by location."""
+    from pydantic import ValidationError
+
+    try:
+        return Definition.model_validate(body.model_dump(exclude_none=True))
+    except ValidationError as exc:
+        errors = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
+        raise Unprocessable(
+            "the workflow's definition is not valid", code="validation_error", details=errors
+        ) from None
+
+
+def _validate(tenant_id: str, body: Definition) -> dict[str, Any]:
     """Everything a definition must satisfy, then its ASL."""
     checks.check(body.root)
     for node in walk(body.root):
@@ -121,11 +136,12 @@ def _view(item: Any, version: int | None = None, data: dict[str, Any] | None = N
     )
 
 
-def _record(body: WorkflowCreate, arn: str, definition: dict[str, Any]) -> dict[str, Any]:
+def _record(body: Definition, arn: str, definition: dict[str, Any]) -> dict[str, Any]:
     return {**body.model_dump(mode="json", exclude_none=True), "state_machine_arn": arn, "asl": definition}
 
 
-def create(tenant_id: str, body: WorkflowCreate) -> WorkflowView:
+def create(tenant_id: str, request: WorkflowCreate) -> WorkflowView:
+    body = typed(request)
     definition = _validate(tenant_id, body)
     workflow_id, at = new_id("wfl"), utcnow()
     limit = config.quotas().max_workflows
@@ -142,10 +158,11 @@ def create(tenant_id: str, body: WorkflowCreate) -> WorkflowView:
     return _view(item)
 
 
-def publish(tenant_id: str, workflow_id: str, body: WorkflowCreate) -> WorkflowView:
+def publish(tenant_id: str, workflow_id: str, request: WorkflowCreate) -> WorkflowView:
     current = store.head(tenant_id, workflow_id)
     if current is None:
         raise not_found(workflow_id)
+    body = typed(request)
     definition = _validate(tenant_id, body)
     number = int(current.data["version"]) + 1
     arn = _deploy(workflow_id, number, definition)
@@ -191,16 +208,13 @@ def versions(tenant_id: str, workflow_id: str) -> WorkflowVersions:
     return WorkflowVersions(workflow_id=workflow_id, versions=found)
 
 
-def asl(tenant_id: str, workflow_id: str, version: int | None = None) -> dict[str, Any]:
+def asl(tenant_id: str, workflow_id: str, version: int | None = None) -> WorkflowAsl:
     item = store.head(tenant_id, workflow_id)
     if item is None:
         raise not_found(workflow_id)
     number = version or int(item.data["version"])
-    return {
-        "workflow_id": workflow_id,
-        "version": number,
-        "definition": version_data(tenant_id, workflow_id, number)["asl"],
-    }
+    definition = version_data(tenant_id, workflow_id, number)["asl"]
+    return WorkflowAsl(workflow_id=workflow_id, version=number, definition=definition)
 
 
 def delete(tenant_id: str, workflow_id: str) -> None:

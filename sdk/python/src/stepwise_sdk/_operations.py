@@ -68,6 +68,13 @@ from stepwise_sdk.models import (
     UsageRows,
     WebhookSecret,
     WhatIf,
+    WorkflowAsl,
+    WorkflowCreate,
+    WorkflowList,
+    WorkflowRunAccepted,
+    WorkflowRunCreate,
+    WorkflowVersions,
+    WorkflowView,
 )
 
 CREATE_AGENT = Operation[Agent]("POST", "/v1/agents", Agent, AgentCreate)
@@ -165,4 +172,17 @@ RESUME_RUN = Operation[RunView]("POST", "/v1/runs/{run_id}/resume", RunView)
 
 ALL: tuple[Operation[object], ...] = tuple(
     value for value in list(globals().values()) if isinstance(value, Operation)
+)
+
+CREATE_WORKFLOW = Operation[WorkflowView]("POST", "/v1/workflows", WorkflowView, WorkflowCreate)
+LIST_WORKFLOWS = Operation[WorkflowList]("GET", "/v1/workflows", WorkflowList)
+GET_WORKFLOW = Operation[WorkflowView]("GET", "/v1/workflows/{workflow_id}", WorkflowView)
+PUBLISH_WORKFLOW = Operation[WorkflowView]("PUT", "/v1/workflows/{workflow_id}", WorkflowView, WorkflowCreate)
+DELETE_WORKFLOW = Operation[None]("DELETE", "/v1/workflows/{workflow_id}", None)
+LIST_WORKFLOW_VERSIONS = Operation[WorkflowVersions](
+    "GET", "/v1/workflows/{workflow_id}/versions", WorkflowVersions
+)
+GET_WORKFLOW_ASL = Operation[WorkflowAsl]("GET", "/v1/workflows/{workflow_id}/asl", WorkflowAsl)
+RUN_WORKFLOW = Operation[WorkflowRunAccepted](
+    "POST", "/v1/workflows/{workflow_id}/runs", WorkflowRunAccepted, WorkflowRunCreate
 )
