@@ -170,10 +170,6 @@ GET_BUDGET = Operation[Budget]("GET", "/v1/budgets/{scope}", Budget)
 DELETE_BUDGET = Operation[None]("DELETE", "/v1/budgets/{scope}", None)
 RESUME_RUN = Operation[RunView]("POST", "/v1/runs/{run_id}/resume", RunView)
 
-ALL: tuple[Operation[object], ...] = tuple(
-    value for value in list(globals().values()) if isinstance(value, Operation)
-)
-
 CREATE_WORKFLOW = Operation[WorkflowView]("POST", "/v1/workflows", WorkflowView, WorkflowCreate)
 LIST_WORKFLOWS = Operation[WorkflowList]("GET", "/v1/workflows", WorkflowList)
 GET_WORKFLOW = Operation[WorkflowView]("GET", "/v1/workflows/{workflow_id}", WorkflowView)
@@ -185,4 +181,8 @@ LIST_WORKFLOW_VERSIONS = Operation[WorkflowVersions](
 GET_WORKFLOW_ASL = Operation[WorkflowAsl]("GET", "/v1/workflows/{workflow_id}/asl", WorkflowAsl)
 RUN_WORKFLOW = Operation[WorkflowRunAccepted](
     "POST", "/v1/workflows/{workflow_id}/runs", WorkflowRunAccepted, WorkflowRunCreate
+)
+
+ALL: tuple[Operation[object], ...] = tuple(
+    value for value in list(globals().values()) if isinstance(value, Operation)
 )
