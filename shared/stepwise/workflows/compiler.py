@@ -39,6 +39,7 @@ FUNCTION = "${WorkflowFunctionArn}"
 DISTRIBUTED_ABOVE = 40  # items: an inline Map's history grows with each; above this, child executions
 DEFAULT_TIMEOUT = 24 * 3600  # seconds an agent node or an approval waits, unless the node says
 WORKFLOW_TIMEOUT = 7 * 24 * 3600
+END = "\x00end"  # a leaf's successor while it is compiled as the end of a branch or an iteration
 LAMBDA_ERRORS = [
     "Lambda.ServiceException",
     "Lambda.AWSLambdaException",
@@ -234,10 +235,20 @@ class Compiler:
         return str(node.id)
 
     def _sub(self, node: Any, inherited: dict[str, Any]) -> dict[str, Any]:
-        """A branch or an iteration: `node`'s states ending in a Pass whose output is `node`'s output."""
+        """A branch or an iteration: `node`'s states, whose output is `node`'s output. An agent or an
+        approval ends in its own tasks (their OutputPath picks the output: no extra transition per item);
+        any other node ends in a Pass that does."""
         states: dict[str, Any] = {}
+        output = f"$.nodes.{self.alias[node.id]}.output"
+        if isinstance(node, AgentNode | ApprovalNode):
+            start = self.node(node, END, states, inherited)
+            for state in states.values():
+                if state.get("Next") == END:
+                    del state["Next"]
+                    state.update(OutputPath=output, End=True)
+            return {"StartAt": start, "States": states}
         out = f"{node.id}.Out"
-        states[out] = {"Type": "Pass", "OutputPath": f"$.nodes.{self.alias[node.id]}.output", "End": True}
+        states[out] = {"Type": "Pass", "OutputPath": output, "End": True}
         start = self.node(node, out, states, inherited)
         return {"StartAt": start, "States": states}
 
@@ -267,7 +278,7 @@ class Compiler:
             }
         else:
             inner: dict[str, Any] = {}
-            pick: dict[str, Any] = {"Type": "Choice", "Choices": [], "Default": f"{node.branches[0].id}.Out"}
+            pick: dict[str, Any] = {"Type": "Choice", "Choices": []}
             for index, branch in enumerate(node.branches):
                 sub = self._sub(branch, inherited)
                 inner.update(sub["States"])
