@@ -8,6 +8,7 @@ import { add, cost, facts, h, json, link, mono, replace, status, tokens, when } 
 import { evalRunView, evalView, evalsView } from "./evals.js";
 import { TERMINAL, Timeline } from "./timeline.js";
 import { usageView } from "./usage.js";
+import { workflowView, workflowsView } from "./workflows.js";
 
 const main = document.getElementById("main");
 const nav = document.getElementById("nav");
@@ -46,6 +47,7 @@ function route() {
     evals: () =>
       other ? evalRunView(main, id, other, signal) : id ? evalView(main, id, signal) : evalsView(main, signal),
     usage: () => usageView(main, signal),
+    workflows: () => (id ? workflowView(main, id, other, signal) : workflowsView(main, signal)),
   }[name || "runs"];
   (show ?? (() => runsView(signal)))().catch((err) => failed(err, signal));
 }
