@@ -205,7 +205,7 @@ def _node_where(data: dict[str, Any]) -> str:
 
 
 def _node_started(data: dict[str, Any], hints: Hints) -> list[str]:
-    run = f" run {data['run_id']}" if data.get("run_id") else ""
+    run = f" run {data['child_run_id']}" if data.get("child_run_id") else ""
     return [f"{INDENT}> {_node_where(data)}{run}{' (reused)' if data.get('reused') else ''}"]
 
 

@@ -131,7 +131,7 @@ def children_waiting(stack: LocalStack, run_id: str, count: int) -> list[dict[st
 
 
 def _started(stack: LocalStack, run_id: str) -> list[str]:
-    return [d["run_id"] for d in of_type(log(stack, run_id), "node_started") if "run_id" in d]
+    return [d["child_run_id"] for d in of_type(log(stack, run_id), "node_started") if "child_run_id" in d]
 
 
 def answer(stack: LocalStack, run: dict[str, Any]) -> None:

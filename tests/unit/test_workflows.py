@@ -290,3 +290,41 @@ def test_conditions_compile_to_typed_choice_rules() -> None:
         "StringMatches": "*ok*",
     }
     assert c.rule(Condition(path="input.s", exists=False)) == {"Variable": "$.input.s", "IsPresent": False}
+
+
+def test_the_cli_runs_a_workflow_and_follows_its_nodes() -> None:
+    from tests.unit.test_cli import RUN, FakeApi, cli, event, finished
+
+    api = FakeApi()
+    api.routes["POST /v1/workflows/wfl_1/runs"] = (
+        202,
+        {"run_id": RUN, "workflow_id": "wfl_1", "version": 2, "status": "running"},
+    )
+    api.routes[f"GET /v1/runs/{RUN}/events"] = api.events(
+        {
+            "events": [event(1, "node_started", node_id="score", index=3, child_run_id="run_2")],
+            "next": 1,
+            "done": False,
+        },
+        {
+            "events": [
+                event(
+                    2, "node_failed", node_id="score", index=3, error={"code": "timed_out", "message": "late"}
+                ),
+                event(3, "run_completed", output="[]", steps=0, usage={}),
+            ],
+            "next": 3,
+            "done": True,
+        },
+    )
+    api.routes[f"GET /v1/runs/{RUN}"] = (
+        200,
+        finished("succeeded", output="[]", trigger="workflow", kind="workflow"),
+    )
+
+    outcome = cli(api, "workflows", "run", "wfl_1", "--input", '{"items": [1]}', "--version", "2")
+
+    assert outcome.code == 0, outcome.err
+    assert "> score[3] run run_2" in outcome.out and "! score[3] failed: timed_out: late" in outcome.out
+    assert json.loads(api.requests[0].content) == {"input": {"items": [1]}, "version": 2}
+    assert cli(api, "workflows", "run", "wfl_1", "--input", "{nope").code != 0

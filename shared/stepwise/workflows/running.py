@@ -185,7 +185,7 @@ def start_node(event: dict[str, Any]) -> None:
                 task.tenant_id,
                 task.run_id,
                 "node_started",
-                {**task.where(), "run_id": data["child_run_id"], "reused": True},
+                {**task.where(), "child_run_id": data["child_run_id"], "reused": True},
             )
             _send(token, {"run_id": data["child_run_id"], "status": "succeeded", "reused": True})
             return
@@ -213,7 +213,7 @@ def start_node(event: dict[str, Any]) -> None:
         task.tenant_id,
         task.run_id,
         "node_started",
-        {**task.where(), "run_id": child.run_id, "attempt": attempt},
+        {**task.where(), "child_run_id": child.run_id, "attempt": attempt},
     )
     if child.status == "queued":
         from stepwise.runs.queue import launch
@@ -319,7 +319,7 @@ def node_done(event: dict[str, Any]) -> dict[str, Any]:
         task.tenant_id,
         task.run_id,
         "node_completed",
-        {**task.where(), "run_id": child.run_id, "reused": bool(last.get("reused"))},
+        {**task.where(), "child_run_id": child.run_id, "reused": bool(last.get("reused"))},
     )
     return {"output": output}
 
