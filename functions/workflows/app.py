@@ -7,10 +7,11 @@ from typing import Any
 from stepwise.core import observability
 from stepwise.core.observability import logger
 from stepwise.store import wiring
-from stepwise.workflows import running
 
 metrics = observability.metrics()
 wiring.install()  # this process's stores: DynamoDB's, built on first use
+# The domain is imported by the first call, not at init: the module stays as light as a minimal
+# Powertools handler (tests/unit/test_imports.py).
 
 
 # A start event carries the node's task token: never logged.
@@ -18,6 +19,8 @@ wiring.install()  # this process's stores: DynamoDB's, built on first use
 @metrics.log_metrics
 @observability.traced
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any] | None:
+    from stepwise.workflows import running
+
     ctx = (event.get("state") or {}).get("ctx") or {}
     observability.bind(tenant_id=ctx.get("tenant_id"), run_id=ctx.get("run_id"), node_id=event.get("node"))
     return running.handle(event)

@@ -110,7 +110,7 @@ def delete_workflow(workflow_id: WorkflowId) -> Response[None]:
     "node runs are its `children`. `input` is checked against the workflow's `input_schema` (422 "
     "`input_invalid`). Follow it at `/v1/runs/{run_id}/events`: `node_started`, `node_completed`, "
     "`node_failed`.",
-    responses=responses(202, "The run's id", 400, 404, 429, 503),
+    responses=responses(202, "The run's id", 400, 404, 409, 413, 429, 503),
     tags=WORKFLOWS,
 )
 def run_workflow(workflow_id: WorkflowId, body: WorkflowRunCreate) -> Response[WorkflowRunAccepted]:

@@ -3,13 +3,12 @@ the workflow. Checked here for shape; references between nodes are checked by st
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
 from stepwise.core import ids
-from stepwise.core.schema import Strict
+from stepwise.core.schema import Strict, Timestamp
 from stepwise.webhooks.models import WebhookConfig
 
 NODE_ID = r"^[A-Za-z][A-Za-z0-9_]{0,63}$"  # a JSONPath member name as it stands: `$.nodes.<id>`
@@ -180,8 +179,8 @@ class WorkflowView(BaseModel):
     version: int
     versions: int
     state_machine_arn: str | None = None
-    created_at: datetime
-    updated_at: datetime
+    created_at: Timestamp
+    updated_at: Timestamp
 
 
 class WorkflowList(BaseModel):
@@ -191,7 +190,7 @@ class WorkflowList(BaseModel):
 class WorkflowVersion(BaseModel):
     version: int
     state_machine_arn: str | None = None
-    created_at: datetime
+    created_at: Timestamp
 
 
 class WorkflowVersions(BaseModel):

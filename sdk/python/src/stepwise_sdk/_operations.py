@@ -23,6 +23,9 @@ from stepwise_sdk.models import (
     CancelFilter,
     Comparison,
     DeliveryList,
+    EffectList,
+    EffectResolve,
+    EffectView,
     EvalCasesAdded,
     EvalCasesFromRuns,
     EvalRunAccepted,
@@ -169,6 +172,8 @@ PUT_BUDGET = Operation[Budget]("PUT", "/v1/budgets/{scope}", Budget, BudgetSet)
 GET_BUDGET = Operation[Budget]("GET", "/v1/budgets/{scope}", Budget)
 DELETE_BUDGET = Operation[None]("DELETE", "/v1/budgets/{scope}", None)
 RESUME_RUN = Operation[RunView]("POST", "/v1/runs/{run_id}/resume", RunView)
+LIST_EFFECTS = Operation[EffectList]("GET", "/v1/effects", EffectList)
+RESOLVE_EFFECT = Operation[EffectView]("POST", "/v1/effects/{key}/resolve", EffectView, EffectResolve)
 
 CREATE_WORKFLOW = Operation[WorkflowView]("POST", "/v1/workflows", WorkflowView, WorkflowCreate)
 LIST_WORKFLOWS = Operation[WorkflowList]("GET", "/v1/workflows", WorkflowList)
