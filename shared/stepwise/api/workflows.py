@@ -1,4 +1,5 @@
-"""/v1/workflows: create, publish versions, read the compiled ASL, start runs (see stepwise.workflows)."""
+"""/v1/workflows: create, publish versions, read the compiled ASL, start runs, schedule them (see
+stepwise.workflows and stepwise.schedules)."""
 
 from typing import Annotated
 
@@ -7,8 +8,10 @@ from aws_lambda_powertools.event_handler.openapi.params import Query
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 
 from stepwise.api.context import tenant
-from stepwise.api.params import WorkflowId
+from stepwise.api.params import ScheduleId, WorkflowId
 from stepwise.api.responses import json_response, responses
+from stepwise.schedules import service as schedules
+from stepwise.schedules.models import WorkflowSchedule, WorkflowScheduleCreate, WorkflowScheduleList
 from stepwise.workflows import service, starting
 from stepwise.workflows.models import (
     WorkflowAsl,
@@ -99,7 +102,48 @@ def get_asl(workflow_id: WorkflowId, version: Version = None) -> Response[Workfl
     tags=WORKFLOWS,
 )
 def delete_workflow(workflow_id: WorkflowId) -> Response[None]:
+    # Its schedules first, as an agent's go with it: nothing fires for a deleted workflow.
+    for schedule in schedules.list_for_workflow(tenant(router), workflow_id):
+        schedules.delete(tenant(router), workflow_id, schedule.schedule_id)
     service.delete(tenant(router), workflow_id)
+    return Response(status_code=204)
+
+
+@router.post(
+    "/v1/workflows/<workflow_id>/schedules",
+    summary="Schedule a workflow",
+    description="`expression` is an EventBridge Scheduler expression (`rate(...)`, `cron(...)`, `at(...)`) "
+    "in `timezone`; each firing starts a workflow run (of the latest version then) on `input`, which is "
+    "checked against the workflow's input_schema now (422 `input_invalid`) and at each firing.",
+    responses=responses(201, "The schedule, with its `schedule_id`", 400, 404, 413, 429, 503),
+    tags=WORKFLOWS,
+)
+def create_workflow_schedule(
+    workflow_id: WorkflowId, body: WorkflowScheduleCreate
+) -> Response[WorkflowSchedule]:
+    schedule = schedules.create_for_workflow(tenant(router), workflow_id, body)
+    return json_response(schedule.model_dump(mode="json"), 201)
+
+
+@router.get(
+    "/v1/workflows/<workflow_id>/schedules",
+    summary="List a workflow's schedules",
+    responses=responses(200, "The schedules", 404),
+    tags=WORKFLOWS,
+)
+def list_workflow_schedules(workflow_id: WorkflowId) -> Response[WorkflowScheduleList]:
+    found = schedules.list_for_workflow(tenant(router), workflow_id)
+    return json_response({"schedules": [s.model_dump(mode="json") for s in found]})
+
+
+@router.delete(
+    "/v1/workflows/<workflow_id>/schedules/<schedule_id>",
+    summary="Delete a workflow's schedule",
+    responses=responses(204, "Deleted", 404, content={}),
+    tags=WORKFLOWS,
+)
+def delete_workflow_schedule(workflow_id: WorkflowId, schedule_id: ScheduleId) -> Response[None]:
+    schedules.delete(tenant(router), workflow_id, schedule_id)
     return Response(status_code=204)
 
 

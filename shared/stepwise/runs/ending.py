@@ -19,7 +19,7 @@ from stepwise.runs import delegation, events
 from stepwise.runs.hooks import fire
 from stepwise.runs.models import ACTIVE_STATUSES, EventType, Run, RunError, RunStatus
 from stepwise.runs.ports import stores
-from stepwise.runs.queue import start_next, stop
+from stepwise.runs.queue import start_next, stop, stop_run
 from stepwise.runs.state import RunContext
 from stepwise.webhooks.enqueue import enqueue
 
@@ -134,9 +134,10 @@ def _stop_children(tenant_id: str, run_id: str, delegations: list[Interaction]) 
     for waited in delegations:
         child_id = delegation.child_run_id(waited)
         with contextlib.suppress(NotFound):
-            if stores().runs.get(tenant_id, child_id).done:
+            child = stores().runs.get(tenant_id, child_id)
+            if child.done:
                 continue
-            stop(child_id, f"its parent run {run_id} ended")
+            stop_run(child, f"its parent run {run_id} ended")  # a workflow tool's: its workflow's machine
             reason = RunError(code="cancelled", message=f"its parent run {run_id} ended")
             end_run(tenant_id, child_id, "cancelled", error=reason)
 

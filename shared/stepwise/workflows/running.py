@@ -21,10 +21,11 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
-from stepwise.core import aws, ids
+from stepwise.core import aws, ids, tracing
 from stepwise.core.errors import Conflict, NotFound, RunStateError, StepError
 from stepwise.core.schema import utcnow
 from stepwise.llm.models import Usage
@@ -129,6 +130,24 @@ class Task:
 
     def workflow_run(self) -> Run:
         return stores().runs.get(self.tenant_id, self.run_id)
+
+
+def _traced(
+    task: Task, started: datetime | None, status: str, error_code: str | None = None, reused: bool = False
+) -> None:
+    """The node's span (when traces are on: the workflow run is read for its ids)."""
+    if not tracing.enabled():
+        return
+    tracing.node_ended(
+        task.tenant_id,
+        task.workflow_run(),
+        task.key,
+        str(task.node_id),
+        status,
+        start=started or utcnow(),
+        error_code=error_code,
+        reused=reused,
+    )
 
 
 def _parse_json(text: str) -> Any:
@@ -315,6 +334,7 @@ def node_done(event: dict[str, Any]) -> dict[str, Any]:
     )
     data.update(output_run_id=child.run_id, output_bytes=size)
     store.put_node(task.tenant_id, task.run_id, task.key, data, "succeeded", utcnow())
+    _traced(task, record.created_at if record else None, "succeeded", reused=bool(last.get("reused")))
     events.emit(
         task.tenant_id,
         task.run_id,
@@ -384,6 +404,7 @@ def start_approval(event: dict[str, Any]) -> None:
         interaction_id=_approval_id(task, workflow),
         run_id=workflow.run_id,
         session_id=workflow.session_id,
+        listed_session_id=workflow.root_session_id,  # a workflow tool's: listed in its caller's root session
         agent_id=workflow.agent_id,  # the workflow's id: the approval page names the workflow
         kind="approval",
         step=0,
@@ -416,6 +437,10 @@ def start_approval(event: dict[str, Any]) -> None:
     }
     events.emit(task.tenant_id, task.run_id, "node_started", task.where())
     events.emit(task.tenant_id, task.run_id, "approval_requested", data)
+    if workflow.root_run_id:  # a workflow tool's run: the gate shows in the stream the app watches too
+        events.emit(
+            task.tenant_id, workflow.root_run_id, "approval_requested", {**data, "run_id": task.run_id}
+        )
     if interaction.status == "answered":  # answered before the token was stored
         from stepwise.runs import answers
 
@@ -446,6 +471,7 @@ def approval_done(event: dict[str, Any]) -> dict[str, Any]:
         "succeeded",
         utcnow(),
     )
+    _traced(task, record.created_at if record else None, "succeeded")
     events.emit(task.tenant_id, task.run_id, "node_completed", task.where())
     return {"output": decision}
 
@@ -476,6 +502,7 @@ def node_failed(event: dict[str, Any]) -> dict[str, Any]:
             task.tenant_id, task.run_id, task.key, "failed", {**dict(record.data), "error": error}, utcnow()
         )
     events.emit(task.tenant_id, task.run_id, "node_failed", {**task.where(), "error": error})
+    _traced(task, record.created_at if record else None, "failed", error_code=error["code"])
     if node.on_error == "continue":
         return {"output": None, "error": error}
     raise NodeFailed(json.dumps({**error, "node_id": node.id}))

@@ -3,6 +3,7 @@ machine (`<prefix>-<workflow_id>-v<n>`, the prefix the IAM policy scopes), liste
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any
 
@@ -11,6 +12,7 @@ from stepwise.core.errors import NotFound, Unavailable, Unprocessable
 from stepwise.core.ids import new_id
 from stepwise.core.schema import utcnow
 from stepwise.runs.ports import stores
+from stepwise.tools.models import WorkflowTool
 from stepwise.workflows import checks, compiler, store
 from stepwise.workflows.models import (
     AgentNode,
@@ -232,3 +234,25 @@ def _undeploy(arn: str) -> None:
 
     with contextlib.suppress(Exception):  # a machine left behind costs nothing; its runs may still finish
         aws.client("stepfunctions").delete_state_machine(stateMachineArn=arn)
+
+
+def declare_tool(tenant_id: str, tool: WorkflowTool) -> None:
+    """A workflow tool as an agent declares it: its workflow must be the tenant's (another tenant's is
+    as unknown as a made-up one: 422 naming the tool). What the declaration leaves out is the
+    workflow's, at its latest version (or the tool's pinned one): the description (else its name),
+    and the input_schema when it describes an object (the model's arguments are the workflow's input)."""
+    from stepwise.tools.models import valid_input_schema
+
+    try:
+        found = get(tenant_id, tool.workflow_id, tool.version)
+    except NotFound:
+        raise Unprocessable(
+            f"tool {tool.name}: workflow {tool.workflow_id} (version {tool.version or 'latest'}) not found",
+            code="unknown_workflow",
+            details={"tool": tool.name, "workflow_id": tool.workflow_id},
+        ) from None
+    if tool.description == tool.default_description(tool.workflow_id):
+        tool.description = (found.description or f"Runs the workflow {found.name}.")[:4096]
+    if "input_schema" not in tool.model_fields_set and found.input_schema:
+        with contextlib.suppress(ValueError):
+            tool.input_schema = valid_input_schema(dict(found.input_schema))

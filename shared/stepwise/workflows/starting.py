@@ -25,68 +25,111 @@ def start(
     from stepwise.runs import suspension
     from stepwise.webhooks import keys as webhook_keys
 
+    suspension.check_request(tenant_id)
+    if body.webhook is not None:
+        webhook_keys.require(tenant_id)
+    run = record(tenant_id, workflow_id, body, run_id=ids.new_id("run"), replay_of=replay_of)
+    launch(tenant_id, run)
+    number = run.workflow_ref[1]
+    return WorkflowRunAccepted(run_id=run.run_id, workflow_id=workflow_id, version=number, status="running")
+
+
+def record(
+    tenant_id: str,
+    workflow_id: str,
+    body: WorkflowRunCreate,
+    *,
+    run_id: str,
+    replay_of: Run | None = None,
+    parent: Run | None = None,
+    parent_interaction_id: str | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> Run:
+    """The workflow run, queued, on `body.version` (else the latest): its input checked against the
+    version's input_schema. With `parent`, it is that run's child (a workflow tool's call, whose wait
+    `parent_interaction_id` is), in its tree like a delegated run."""
     head = service.get(tenant_id, workflow_id)
     number = body.version or head.version
     data = service.version_data(tenant_id, workflow_id, number)
     schema = data.get("input_schema")
     if schema:
-        _validate_input(schema, body.input)
-    suspension.check_request(tenant_id)
-    if body.webhook is not None:
-        webhook_keys.require(tenant_id)
-    run_id = ids.new_id("run")
+        check_input(schema, body.input)
+    at = utcnow()
+    # A replay's nodes are keyed on the first run of its chain (see stepwise.workflows.running).
+    origin = (replay_of.metadata.get("origin") or replay_of.run_id) if replay_of else None
+    tree: dict[str, Any] = {}
+    if parent is not None:
+        from stepwise.runs.delegation import tree_budgets
+
+        tree = {
+            "parent_run_id": parent.run_id,
+            "root_run_id": parent.root_run_id or parent.run_id,
+            "depth": parent.depth + 1,
+            "parent_interaction_id": parent_interaction_id,
+            "root_session_id": parent.root_session_id or parent.session_id,
+            "tree_budgets": tree_budgets(parent),
+        }
     run = Run(
         run_id=run_id,
         trigger_id=f"{TRIGGER}{workflow_id}@{number}",
         replay_of=replay_of.run_id if replay_of else None,
         agent_id=workflow_id,
-        session_id=ids.derived_id("ses", utcnow(), run_id, "workflow"),
+        session_id=ids.derived_id("ses", at, run_id, "workflow"),
         user_id=body.user_id,
         status="queued",
         input=json.dumps(body.input, separators=(",", ":")),
         max_steps=1,
         tools_executed=[],
         webhook=body.webhook,
-        created_at=utcnow(),
+        metadata={**(metadata or {}), **({"origin": origin} if origin else {})},
+        created_at=at,
+        **tree,
     )
+    return stores().runs.create(tenant_id, run)
+
+
+def launch(tenant_id: str, run: Run) -> None:
+    """Start the recorded run's execution on its version's state machine, once (named after the run):
+    a start that fails ends the run `failed` (StartFailed)."""
+    from stepwise.runs.queue import StartFailed
+
+    workflow_id, number = run.workflow_ref
     runs = stores().runs
-    runs.create(tenant_id, run)
-    origin = (replay_of.metadata.get("origin") if replay_of else None) or (
-        replay_of.run_id if replay_of else run_id
-    )
     ctx = {
         "tenant_id": tenant_id,
-        "run_id": run_id,
+        "run_id": run.run_id,
         "workflow_id": workflow_id,
         "version": number,
-        "origin": origin,
-        "replay_of": replay_of.run_id if replay_of else None,
+        "origin": run.metadata.get("origin") or run.run_id,
+        "replay_of": run.replay_of,
     }
-    state = {"ctx": ctx, "input": body.input, "nodes": {}, "iter": {}, "at": ""}
+    state = {"ctx": ctx, "input": json.loads(run.input), "nodes": {}, "iter": {}, "at": ""}
+    sfn = aws.client("stepfunctions")
     try:
-        aws.client("stepfunctions").start_execution(
-            stateMachineArn=data["state_machine_arn"], name=run_id, input=json.dumps(state)
-        )
-    except Exception:
+        arn = service.version_data(tenant_id, workflow_id, number)["state_machine_arn"]
+        sfn.start_execution(stateMachineArn=arn, name=run.run_id, input=json.dumps(state))
+    except sfn.exceptions.ExecutionAlreadyExists:
+        pass  # a retried start: the execution is there already
+    except Exception as exc:
         runs.transition(
             tenant_id,
-            run_id,
+            run.run_id,
             "failed",
             allowed_from={"queued"},
             error={"code": "start_failed", "message": "the workflow's execution could not be started"},
         )
-        raise
-    runs.transition(tenant_id, run_id, "running", allowed_from={"queued"})
+        raise StartFailed("the workflow run could not be started; it is recorded as failed") from exc
+    runs.transition(tenant_id, run.run_id, "running", allowed_from={"queued"})
     events.emit(
         tenant_id,
-        run_id,
+        run.run_id,
         "run_started",
-        {"workflow_id": workflow_id, "version": number, "replay_of": ctx["replay_of"]},
+        {"workflow_id": workflow_id, "version": number, "replay_of": run.replay_of},
     )
-    return WorkflowRunAccepted(run_id=run_id, workflow_id=workflow_id, version=number, status="running")
 
 
-def _validate_input(schema: dict[str, Any], value: Any) -> None:
+def check_input(schema: dict[str, Any], value: Any) -> None:
+    """422 `input_invalid` with each problem by location, for an input its schema refuses."""
     from jsonschema import Draft202012Validator
 
     problems = [

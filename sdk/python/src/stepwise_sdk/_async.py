@@ -77,6 +77,8 @@ from stepwise_sdk.models import (
     WorkflowAsl,
     WorkflowList,
     WorkflowRunAccepted,
+    WorkflowSchedule,
+    WorkflowScheduleList,
     WorkflowVersions,
     WorkflowView,
 )
@@ -242,7 +244,7 @@ class Runs(_Resource):
         limit: int | None = None,
         next_token: str | None = None,
         user_id: str | None = None,
-        trigger: Literal["api", "schedule", "event", "delegation", "what_if"] | None = None,
+        trigger: Literal["api", "schedule", "event", "delegation", "what_if", "workflow"] | None = None,
         created_after: datetime | str | None = None,
         created_before: datetime | str | None = None,
     ) -> RunList:
@@ -525,6 +527,19 @@ class Workflows(_Resource):
         `runs.wait(run_id)` and `runs.events(run_id)` (node_started, node_completed, node_failed)."""
         call = op.RUN_WORKFLOW.call({"workflow_id": workflow_id}, body=merge(body, fields))
         return await self._client.send(call)
+
+    async def schedule(self, workflow_id: str, body: Body = None, /, **fields: Any) -> WorkflowSchedule:
+        """A schedule that starts a workflow run on `input` at each firing: `expression` (EventBridge
+        Scheduler's `rate(...)`, `cron(...)`, `at(...)`), and optionally `timezone`, `input`, `enabled`."""
+        call = op.CREATE_WORKFLOW_SCHEDULE.call({"workflow_id": workflow_id}, body=merge(body, fields))
+        return await self._client.send(call)
+
+    async def schedules(self, workflow_id: str) -> WorkflowScheduleList:
+        return await self._client.send(op.LIST_WORKFLOW_SCHEDULES.call({"workflow_id": workflow_id}))
+
+    async def unschedule(self, workflow_id: str, schedule_id: str) -> None:
+        call = op.DELETE_WORKFLOW_SCHEDULE.call({"workflow_id": workflow_id, "schedule_id": schedule_id})
+        await self._client.send(call)
 
 
 class UsageReader(_Resource):

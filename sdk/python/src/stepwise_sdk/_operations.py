@@ -76,6 +76,9 @@ from stepwise_sdk.models import (
     WorkflowList,
     WorkflowRunAccepted,
     WorkflowRunCreate,
+    WorkflowSchedule,
+    WorkflowScheduleCreate,
+    WorkflowScheduleList,
     WorkflowVersions,
     WorkflowView,
 )
@@ -186,6 +189,15 @@ LIST_WORKFLOW_VERSIONS = Operation[WorkflowVersions](
 GET_WORKFLOW_ASL = Operation[WorkflowAsl]("GET", "/v1/workflows/{workflow_id}/asl", WorkflowAsl)
 RUN_WORKFLOW = Operation[WorkflowRunAccepted](
     "POST", "/v1/workflows/{workflow_id}/runs", WorkflowRunAccepted, WorkflowRunCreate
+)
+CREATE_WORKFLOW_SCHEDULE = Operation[WorkflowSchedule](
+    "POST", "/v1/workflows/{workflow_id}/schedules", WorkflowSchedule, WorkflowScheduleCreate
+)
+LIST_WORKFLOW_SCHEDULES = Operation[WorkflowScheduleList](
+    "GET", "/v1/workflows/{workflow_id}/schedules", WorkflowScheduleList
+)
+DELETE_WORKFLOW_SCHEDULE = Operation[None](
+    "DELETE", "/v1/workflows/{workflow_id}/schedules/{schedule_id}", None
 )
 
 ALL: tuple[Operation[object], ...] = tuple(

@@ -176,7 +176,22 @@ class AgentTool(Model):
     read_only: bool = False
 
 
-Tool = HttpTool | ClientTool | CodeTool | BuiltinTool | AgentTool
+class WorkflowTool(Model):
+    """A workflow of the tenant as a tool: a call starts a workflow run (a child of the calling run) on the
+    model's arguments as its input, and the workflow's output is the result. `name` defaults to the
+    workflow id; `description` and `input_schema` to the workflow's."""
+
+    name: str
+    permission: Permission = "inherit"
+    type: Literal["workflow"]
+    workflow_id: str
+    description: str = ""
+    input_schema: dict[str, Any] = Field(default_factory=dict)
+    version: int | None = None
+    read_only: bool = False
+
+
+Tool = HttpTool | ClientTool | CodeTool | BuiltinTool | AgentTool | WorkflowTool
 
 
 class WebhookConfig(Model):
@@ -637,6 +652,28 @@ class ScheduleCreate(Request):
 
 class ScheduleList(Model):
     schedules: list[Schedule]
+
+
+class WorkflowScheduleCreate(Request):
+    expression: str
+    timezone: str = "UTC"
+    input: dict[str, Any] = Field(default_factory=dict)
+    enabled: bool = True
+
+
+class WorkflowSchedule(Model):
+    schedule_id: str
+    workflow_id: str
+    expression: str
+    timezone: str
+    input: dict[str, Any]
+    enabled: bool
+    created_at: datetime
+    next_run: datetime | None = None
+
+
+class WorkflowScheduleList(Model):
+    schedules: list[WorkflowSchedule]
 
 
 class SessionView(Model):
