@@ -5,11 +5,25 @@ agents inside are ordinary runs of the scripted model (an agent without a script
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
+import pytest
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from stepwise.core import tracing
 from stepwise_local.stack import LocalStack
 from tests.eventually import eventually
 from tests.integration.support import OTHER_KEY, wait_for_run
+
+
+@pytest.fixture
+def exporter() -> Iterator[InMemorySpanExporter]:
+    memory = InMemorySpanExporter()
+    tracing.use(SimpleSpanProcessor(memory))
+    yield memory
+    tracing.reset()
 
 
 def agent(stack: LocalStack, name: str, **body: Any) -> str:
@@ -556,3 +570,114 @@ def _shape(machine: dict[str, Any]) -> list[str]:
         ):
             found += _shape(inner)
     return found
+
+
+# --- Other entry points: an agent's tool, a schedule, an EventBridge rule ------------------------------
+
+
+TOPIC = {"type": "object", "properties": {"topic": {"type": "string"}}, "required": ["topic"]}
+
+
+def _gated_lookup(stack: LocalStack) -> str:
+    """A workflow that asks a human before an agent looks into `topic`."""
+    echo = agent(stack, "echo")
+    root = {
+        "id": "flow",
+        "type": "sequential",
+        "nodes": [
+            {"id": "gate", "type": "approval", "prompt": "Look into {{input.topic}}?"},
+            {"id": "look", "type": "agent", "agent_id": echo, "input": "about {{input.topic}}"},
+        ],
+    }
+    return str(create(stack, root, description="Looks into a topic.", input_schema=TOPIC)["workflow_id"])
+
+
+def _mirrored_approval(stack: LocalStack, root_run_id: str) -> dict[str, Any]:
+    def requested() -> dict[str, Any]:
+        found = of_type(log(stack, root_run_id), "approval_requested")
+        assert len(found) == 1, found
+        return found[0]
+
+    return eventually(requested, timeout=120, what="the workflow's approval in its caller's log")
+
+
+def test_a_workflow_called_as_an_agent_s_tool(stack: LocalStack, exporter: InMemorySpanExporter) -> None:
+    workflow_id = _gated_lookup(stack)
+    caller = agent(stack, "caller", tools=[{"type": "workflow", "workflow_id": workflow_id}])
+    _, _, shown = stack.invoke_api("GET", f"/v1/agents/{caller}")
+    (declared,) = shown["tools"]  # named after the workflow, described by it, its input the schema
+    assert (declared["name"], declared["description"]) == (workflow_id, "Looks into a topic.")
+    assert declared["input_schema"] == TOPIC
+    call = {"name": workflow_id, "arguments": {}}
+    script = [{"tool_calls": [call, {**call, "arguments": {"topic": "tides"}}]}, {"text": "reported"}]
+    status, _, accepted = stack.invoke_api(
+        "POST", f"/v1/agents/{caller}/runs", {"message": "go", "script": script}
+    )
+    assert status == 202, accepted
+
+    # The workflow's gate shows in the caller's stream (the app watches the root), answered as any.
+    approval = _mirrored_approval(stack, accepted["run_id"])
+    status, _, _ = stack.invoke_api(
+        "POST",
+        f"/v1/sessions/interactions/{approval['interaction_id']}/respond",
+        {"answer": {"approved": True}},
+        headers={"Idempotency-Key": approval["interaction_id"]},
+    )
+    assert status == 202
+
+    run = wait_for_run(stack, accepted["run_id"], timeout=120)
+    assert run["status"] == "succeeded", run
+    (workflow_run_id,) = run["children"]  # the call whose input the schema refused started nothing
+    assert approval["run_id"] == workflow_run_id
+    workflow_run = child(stack, workflow_run_id)
+    assert (workflow_run["kind"], workflow_run["status"], workflow_run["output"]) == (
+        "workflow",
+        "succeeded",
+        "You said: about tides",
+    )
+    assert (workflow_run["parent_run_id"], workflow_run["root_run_id"]) == (run["run_id"], run["run_id"])
+    (node_run,) = workflow_run["children"]
+    assert child(stack, node_run)["root_run_id"] == run["run_id"]
+    events = log(stack, run["run_id"])
+    refused, result = of_type(events, "tool_result")
+    assert refused["error"]["code"] == "input_invalid" and result["output"] == "You said: about tides"
+    (started,) = of_type(events, "delegation_started")
+    assert started["child_run_id"] == workflow_run_id and started["workflow_id"] == workflow_id
+    assert run["total_usage"]["output_tokens"] > run["usage"]["output_tokens"]  # the node's counted
+
+    # One trace: caller → the tool call → the workflow run → each node → the node's own run.
+    def spans() -> dict[str, Any]:
+        found = {s.name: s for s in exporter.get_finished_spans()}
+        assert {f"invoke_workflow {workflow_id}", "workflow_node look", "workflow_node gate"} <= set(found)
+        assert f"invoke_agent {caller}" in found
+        return found
+
+    traced = eventually(spans, timeout=30, what="the workflow's spans")
+    flow = traced[f"invoke_workflow {workflow_id}"]
+    assert {s.context.trace_id for s in traced.values()} == {tracing.trace_id(run["run_id"])}
+    assert flow.attributes["gen_ai.operation.name"] == "invoke_workflow"
+    assert flow.parent.span_id == traced[f"execute_tool {workflow_id}"].context.span_id
+    for node in ("gate", "look"):
+        assert traced[f"workflow_node {node}"].parent.span_id == flow.context.span_id
+    node_span = [s for s in exporter.get_finished_spans() if s.attributes.get("stepwise.run_id") == node_run]
+    (node_agent,) = [s for s in node_span if s.name.startswith("invoke_agent")]
+    assert node_agent.parent.span_id == traced["workflow_node look"].context.span_id
+
+    # Cancelling the caller while the workflow waits cancels the workflow run (and closes its gate).
+    status, _, again = stack.invoke_api(
+        "POST", f"/v1/agents/{caller}/runs", {"message": "go", "script": script}
+    )
+    assert status == 202, again
+    waiting = _mirrored_approval(stack, again["run_id"])
+    status, _, cancelled = stack.invoke_api("POST", f"/v1/runs/{again['run_id']}/cancel")
+    assert status == 200 and cancelled["status"] == "cancelled", cancelled
+    assert wait_for_run(stack, waiting["run_id"])["status"] == "cancelled"
+    _, _, listed = stack.invoke_api("GET", f"/v1/sessions/{again['session_id']}/interactions")
+    assert [i["status"] for i in listed["interactions"]] == ["expired"]  # the gate's link answers 410
+
+    status, _, refused_tool = stack.invoke_api(
+        "POST",
+        f"/v1/agents/{caller}/tools",
+        {"type": "workflow", "name": "ghost", "workflow_id": "wfl_01HZZZZZZZZZZZZZZZZZZZZZZZ"},
+    )
+    assert status == 422 and refused_tool["error"]["code"] == "unknown_workflow", refused_tool
