@@ -681,3 +681,57 @@ def test_a_workflow_called_as_an_agent_s_tool(stack: LocalStack, exporter: InMem
         {"type": "workflow", "name": "ghost", "workflow_id": "wfl_01HZZZZZZZZZZZZZZZZZZZZZZZ"},
     )
     assert status == 422 and refused_tool["error"]["code"] == "unknown_workflow", refused_tool
+
+
+def test_a_schedule_and_an_eventbridge_rule_start_a_workflow_once(stack: LocalStack) -> None:
+    import boto3
+
+    from stepwise.schedules.service import SCHEDULED_TIME
+
+    echo = agent(stack, "echo")
+    template = "about {{input.topic}}{{input.event.source}}"
+    root = {"id": "look", "type": "agent", "agent_id": echo, "input": template}
+    schema = {"type": "object", "properties": {"topic": {"type": "string"}}}
+    workflow_id = create(stack, root, input_schema=schema)["workflow_id"]
+    path = f"/v1/workflows/{workflow_id}/schedules"
+    status, _, refused = stack.invoke_api("POST", path, {"expression": "rate(1 day)", "input": {"topic": 5}})
+    assert status == 422 and refused["error"]["code"] == "input_invalid", refused
+    # One firing far ahead, which the local ticker never reaches: the test delivers it itself.
+    body = {"expression": "at(2099-01-01T00:00:00)", "input": {"topic": "tides"}}
+    status, _, schedule = stack.invoke_api("POST", path, body)
+    assert status == 201 and schedule["workflow_id"] == workflow_id, schedule
+    assert schedule["input"] == {"topic": "tides"} and schedule["next_run"].startswith("2099-01-01")
+    twin = boto3.client("scheduler").get_schedule(
+        Name=schedule["schedule_id"], GroupName=stack.resolver.physical["ScheduleGroup"]
+    )
+    payload = json.loads(twin["Target"]["Input"].replace(SCHEDULED_TIME, "2099-01-01T00:00:00Z"))
+
+    first = stack.lambdas.invoke("SchedulerFunction", payload)
+    again = stack.lambdas.invoke("SchedulerFunction", payload)  # Scheduler delivers at least once
+
+    assert (first["status"], again["status"]) == ("started", "duplicate"), (first, again)
+    ended = wait_for_run(stack, first["run_id"])
+    assert (ended["kind"], ended["status"], ended["output"]) == (
+        "workflow",
+        "succeeded",
+        "You said: about tides",
+    )
+    assert ended["metadata"]["schedule_id"] == schedule["schedule_id"]
+
+    # A rule whose target adds the tenant and the workflow: the event is the workflow's input, once.
+    event = {"id": "ev-1", "detail-type": "Lead", "source": "crm", "time": ended["finished_at"], "detail": {}}
+    rule = {"tenant_id": "local", "workflow_id": workflow_id, "event": event}
+    by_event = stack.lambdas.invoke("SchedulerFunction", rule)
+    assert stack.lambdas.invoke("SchedulerFunction", rule)["status"] == "duplicate"
+    ended = wait_for_run(stack, by_event["run_id"])
+    assert (ended["status"], ended["output"]) == ("succeeded", "You said: about crm"), ended
+    assert json.loads(ended["input"])["event"]["detail-type"] == "Lead"
+
+    status, _, listed = stack.invoke_api("GET", path)
+    assert [s["schedule_id"] for s in listed["schedules"]] == [schedule["schedule_id"]]
+    status, _, _ = stack.invoke_api("DELETE", f"/v1/workflows/{workflow_id}")
+    assert status == 204
+    status, _, _ = stack.invoke_api("GET", path)
+    assert status == 404
+    gone = stack.lambdas.invoke("SchedulerFunction", {**payload, "scheduled_time": "2099-01-02T00:00:00Z"})
+    assert gone["status"] == "skipped", gone  # the schedule went with its workflow
