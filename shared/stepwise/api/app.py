@@ -26,6 +26,8 @@ from stepwise.api import (
     schedules,
     sessions,
     settings,
+    trigger_intake,
+    triggers,
     uploads,
     usage,
     webhooks,
@@ -83,6 +85,8 @@ def build() -> APIGatewayHttpResolver:
     app.include_router(mcp_door.router)
     app.include_router(openai_responses.router)
     app.include_router(openai_responses.cancel_router)
+    app.include_router(triggers.router)
+    app.include_router(trigger_intake.router)  # served by the trigger intake function; here for the spec
 
     @app.get(
         "/v1/health",

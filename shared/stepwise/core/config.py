@@ -82,6 +82,7 @@ class Tables(Environment):
     webhooks: str = Field(alias="WEBHOOKS_TABLE")
     memories: str = Field(alias="MEMORIES_TABLE")
     evals: str = Field(alias="EVALS_TABLE")
+    triggers: str = Field(alias="TRIGGERS_TABLE")
 
 
 class Runtime(Environment):
@@ -157,6 +158,15 @@ class WebhookQueue(Environment):
     queue_url: str = Field(min_length=1, alias="WEBHOOK_QUEUE_URL")
 
 
+class TriggerQueue(Environment):
+    """Where accepted trigger deliveries wait for TriggerWorkerFunction to start their runs
+    (stepwise.triggers), and how many receives a delivery gets before it is failed."""
+
+    queue_url: str = Field(min_length=1, alias="TRIGGER_QUEUE_URL")
+    max_attempts: int = Field(default=5, ge=1, le=20, alias="TRIGGER_MAX_ATTEMPTS")
+    deliveries_ttl_days: int = Field(default=30, ge=1, alias="TRIGGER_DELIVERIES_TTL_DAYS")
+
+
 class EvalMachine(Environment):
     """The EvalRun state machine: the API starts an eval run's execution on it."""
 
@@ -200,6 +210,11 @@ def webhook_queue() -> WebhookQueue:
 
 
 @cache
+def trigger_queue() -> TriggerQueue:
+    return _load(TriggerQueue)
+
+
+@cache
 def api_targets() -> ApiTargets:
     return _load(ApiTargets)
 
@@ -231,6 +246,7 @@ def reset() -> None:
     quotas.cache_clear()
     secrets.cache_clear()
     webhook_queue.cache_clear()
+    trigger_queue.cache_clear()
 
 
 # --- Validated on every call ----------------------------------------------------------------------

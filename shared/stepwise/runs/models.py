@@ -51,6 +51,8 @@ EventType = Literal[
 ]
 
 
+# Runs that tenants' triggers start (stepwise.triggers): their intent key is "<type>:<trigger id>/<key>".
+TRIGGER_TYPES = ("webhook", "gmail", "outlook", "ses")
 MESSAGE_LIMIT = 100_000  # characters; a message is stored in one DynamoDB item (400 KB)
 
 
@@ -180,7 +182,14 @@ class Run(BaseModel):
     def trigger(self) -> str:
         """What kind of thing started the run, from its trigger id."""
         kind, _, _ = (self.trigger_id or "").partition(":")
-        return kind if kind in ("schedule", "event", "delegation", "what_if") else "api"
+        return kind if kind in ("schedule", "event", "delegation", "what_if", *TRIGGER_TYPES) else "api"
+
+    @property
+    def started_by(self) -> str | None:
+        """The trigger resource that started the run (`trg_…`), for a run a trigger started; else None.
+        Its intent key (`trigger_id`, "<type>:<trigger id>/<dedupe key>") names the delivery too."""
+        kind, _, rest = (self.trigger_id or "").partition(":")
+        return rest.partition("/")[0] if kind in TRIGGER_TYPES else None
 
     @property
     def total_usage(self) -> Usage:
@@ -226,6 +235,8 @@ class Run(BaseModel):
         if self.what_if_of is not None:
             shown.update(self.what_if_counters())
             shown["what_if"] = {k: v for k, v in (self.what_if or {}).items() if k != "session_id"}
+        if self.started_by is not None:
+            shown["trigger_id"] = self.started_by  # the trigger resource; its delivery is in metadata
         return {**shown, "trigger": self.trigger, "total_usage": self.total_usage.model_dump(mode="json")}
 
 
@@ -259,7 +270,10 @@ class RunView(BaseModel):
     attachments_erased_at: datetime | None
     created_at: datetime
     finished_at: datetime | None
-    trigger: Literal["api", "schedule", "event", "delegation", "what_if"]
+    trigger: Literal["api", "schedule", "event", "delegation", "what_if", "webhook", "gmail", "outlook", "ses"]
+    # What started it: the trigger's id (`trg_…`) for a run a trigger started; otherwise the run's intent
+    # (its own id for an API call, "schedule:<id>@<time>", ...).
+    trigger_id: str | None = None
     parent_run_id: str | None
     root_run_id: str
     depth: int

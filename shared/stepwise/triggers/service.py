@@ -1,0 +1,115 @@
+"""Creating, changing and deleting triggers, and their signing secrets.
+
+A webhook trigger's secret is made here (or given, for a provider that makes its own, like Stripe),
+returned once, and kept only as SettingsKey ciphertext under the tenant and "trigger/<trigger id>".
+Rotating keeps the replaced secret verifying for `previous_valid_seconds` (24 h by default) so the
+sender can switch without a refused delivery."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from stepwise.core.errors import NotFound, Unprocessable
+from stepwise.core.ids import new_id
+from stepwise.core.schema import utcnow
+from stepwise.runs.ports import stores
+from stepwise.settings import crypto
+from stepwise.triggers import store, verify
+from stepwise.triggers.models import (
+    Delivery,
+    SERVED_TYPES,
+    SecretRotate,
+    SecretRotated,
+    Target,
+    Trigger,
+    TriggerCreate,
+    TriggerCreated,
+    TriggerPatch,
+)
+
+
+def secret_context(trigger_id: str) -> str:
+    """The name a trigger's secret is encrypted under: no setting has it (setting keys are upper case)."""
+    return f"trigger/{trigger_id}"
+
+
+def check_target(tenant_id: str, target: Target) -> None:
+    """The target exists and is the tenant's (422 otherwise: the trigger could never start it)."""
+    if target.workflow_id is not None:
+        raise Unprocessable(
+            "workflow targets are not available yet; target an agent ({agent_id}) for now",
+            code="workflow_targets_unavailable",
+        )
+    agent_id = str(target.agent_id)
+    try:
+        stores().agents.get(tenant_id, agent_id)
+    except NotFound:
+        raise Unprocessable(f"agent {agent_id} does not exist", code="target_not_found") from None
+
+
+def create(tenant_id: str, body: TriggerCreate) -> TriggerCreated:
+    if body.type not in SERVED_TYPES:
+        raise Unprocessable(
+            f"{body.type} triggers are not available yet; webhook triggers are",
+            code="trigger_type_unavailable",
+        )
+    check_target(tenant_id, body.target)
+    now = utcnow()
+    trigger_id = new_id("trg")
+    fields = body.model_dump(exclude={"secret"})
+    trigger = Trigger(**fields, trigger_id=trigger_id, created_at=now, updated_at=now, secret_created_at=now)
+    secret = body.secret or verify.new_secret(body.verification or "standard-webhooks")
+    parts, _ = crypto.encrypt(tenant_id, secret_context(trigger_id), secret)
+    store.create(tenant_id, trigger, parts)
+    created = store.get(tenant_id, trigger_id)
+    return TriggerCreated(**created.model_dump(), secret=secret)
+
+
+def get(tenant_id: str, trigger_id: str) -> Trigger:
+    return store.get(tenant_id, trigger_id)
+
+
+def list_for(tenant_id: str) -> list[Trigger]:
+    return store.list_for(tenant_id)
+
+
+def update(tenant_id: str, trigger_id: str, patch: TriggerPatch) -> Trigger:
+    trigger = store.get(tenant_id, trigger_id)
+    changes = patch.model_dump(exclude_unset=True)
+    if "target" in changes and patch.target is not None:
+        check_target(tenant_id, patch.target)
+    updated = Trigger.model_validate(
+        {**trigger.model_dump(), **{k: getattr(patch, k) for k in changes}, "updated_at": utcnow()}
+    )
+    store.save(tenant_id, updated)
+    return store.get(tenant_id, trigger_id)
+
+
+def delete(tenant_id: str, trigger_id: str) -> None:
+    store.delete(tenant_id, trigger_id)
+
+
+def rotate(tenant_id: str, trigger_id: str, body: SecretRotate) -> SecretRotated:
+    """A new secret, returned this once; the one it replaces verifies beside it for the overlap."""
+    item = store.get_item(tenant_id, trigger_id)
+    trigger = store.to_model(item)
+    if trigger.type != "webhook":
+        raise Unprocessable("only webhook triggers have a signing secret", code="trigger_has_no_secret")
+    now = utcnow()
+    secret = body.secret or verify.new_secret(trigger.verification or "standard-webhooks")
+    parts, _ = crypto.encrypt(tenant_id, secret_context(trigger_id), secret)
+    overlap = body.previous_valid_seconds
+    previous = list(item.secret or []) if overlap else None
+    until = now + timedelta(seconds=overlap) if overlap else None
+    trigger = trigger.model_copy(
+        update={"secret_created_at": now, "previous_secret_valid_until": until, "updated_at": now}
+    )
+    store.rotate(tenant_id, trigger, parts, previous)
+    return SecretRotated(secret=secret, created_at=now, previous_valid_until=until)
+
+
+def deliveries(
+    tenant_id: str, trigger_id: str, limit: int, next_token: str | None
+) -> tuple[list[Delivery], str | None]:
+    store.get_item(tenant_id, trigger_id)  # another tenant's trigger is a 404 like a missing one
+    return store.deliveries(trigger_id, limit=limit, before=next_token)
