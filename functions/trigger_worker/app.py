@@ -1,4 +1,5 @@
-"""TriggerWorkerFunction: start the runs of queued trigger deliveries, once each (stepwise.triggers.worker)."""
+"""TriggerWorkerFunction: start the runs of queued trigger deliveries, once each
+(stepwise.triggers.worker)."""
 
 from typing import Any
 

@@ -28,7 +28,11 @@ def _too_large(event: dict[str, Any]) -> dict[str, Any] | None:
     trigger_id = str((event.get("pathParameters") or {}).get("trigger_id") or "")
     if trigger_id.startswith("trg_"):
         intake.store.count_refusal(trigger_id, "too_large")
-    error = {"code": "payload_too_large", "message": f"the body is over {intake.MAX_BODY} bytes", "details": {}}
+    error = {
+        "code": "payload_too_large",
+        "message": f"the body is over {intake.MAX_BODY} bytes",
+        "details": {},
+    }
     return {
         "statusCode": 413,
         "headers": {"Content-Type": "application/json"},

@@ -676,6 +676,8 @@ class TriggerItem(Model):
     refused_stale = NumberAttribute(null=True)  # a timestamp over 5 minutes from now
     refused_too_large = NumberAttribute(null=True)  # a body over 1 MB
 
+    by_tenant = TriggersByTenant()
+
 
 class TriggerDeliveryItem(Model):
     """One request that reached a trigger (pk = trigger id, sk = "dlv#<delivery id>", newest last): what

@@ -270,7 +270,9 @@ class RunView(BaseModel):
     attachments_erased_at: datetime | None
     created_at: datetime
     finished_at: datetime | None
-    trigger: Literal["api", "schedule", "event", "delegation", "what_if", "webhook", "gmail", "outlook", "ses"]
+    trigger: Literal[
+        "api", "schedule", "event", "delegation", "what_if", "webhook", "gmail", "outlook", "ses"
+    ]
     # What started it: the trigger's id (`trg_…`) for a run a trigger started; otherwise the run's intent
     # (its own id for an API call, "schedule:<id>@<time>", ...).
     trigger_id: str | None = None

@@ -72,16 +72,22 @@ def _decrypt(tenant_id: str, trigger_id: str, parts: list[bytes]) -> str:
 
 def secrets_of(item: TriggerItem, now: datetime) -> list[str]:
     """The secrets a request may be signed with: the current one, and the replaced one in its overlap."""
-    found = [_decrypt(item.owner, item.pk, list(item.secret or []))] if item.secret else []
-    if item.previous_secret and item.previous_until and item.previous_until > now:
-        found.append(_decrypt(item.owner, item.pk, list(item.previous_secret)))
+    current: list[bytes] = list(item.secret or [])  # type: ignore[arg-type]
+    previous: list[bytes] = list(item.previous_secret or [])  # type: ignore[arg-type]
+    found = [_decrypt(item.owner, item.pk, current)] if current else []
+    if previous and item.previous_until and item.previous_until > now:
+        found.append(_decrypt(item.owner, item.pk, previous))
     return found
 
 
-def dedupe_key(trigger: Trigger, verified: verify.Verified, headers: Mapping[str, str], body: Any) -> str | None:
+def dedupe_key(
+    trigger: Trigger, verified: verify.Verified, headers: Mapping[str, str], body: Any
+) -> str | None:
     """What makes two requests the same event: the configured JSON path, else the sender's id of it."""
     if trigger.dedupe_path:
-        value = templates.lookup(body, trigger.dedupe_path.lstrip("$").lstrip(".")) if body is not None else None
+        value = (
+            templates.lookup(body, trigger.dedupe_path.lstrip("$").lstrip(".")) if body is not None else None
+        )
         return None if value is None else f"path:{templates.text_of(value)}"
     if verified.event_id:
         return f"id:{verified.event_id}"
@@ -117,7 +123,9 @@ def parse(raw: bytes) -> Any:
 
 def _refuse(trigger_id: str, reason: str, exc: ApiError, now: datetime) -> ApiError:
     store.count_refusal(trigger_id, reason)
-    store.put(store.delivery_item(trigger_id, new_id("dlv"), "refused", now, reason=f"{exc.code}: {exc.message}"))
+    store.put(
+        store.delivery_item(trigger_id, new_id("dlv"), "refused", now, reason=f"{exc.code}: {exc.message}")
+    )
     return exc
 
 
@@ -142,7 +150,9 @@ def accept(trigger_id: str, headers: Mapping[str, str], raw: bytes, *, now: floa
             signature_header=trigger.signature_header,
         )
     except verify.Refused as refused:
-        raise _refuse(trigger_id, refused.reason, Unauthorized(refused.message, code=refused.reason), when) from None
+        raise _refuse(
+            trigger_id, refused.reason, Unauthorized(refused.message, code=refused.reason), when
+        ) from None
     if not trigger.enabled:
         store.put(store.delivery_item(trigger_id, new_id("dlv"), "refused", when, reason="trigger_disabled"))
         raise Conflict("the trigger is disabled; enable it to accept deliveries", code="trigger_disabled")
@@ -153,7 +163,11 @@ def accept(trigger_id: str, headers: Mapping[str, str], raw: bytes, *, now: floa
     )
     if not store.record(record, key or f"delivery:{delivery_id}"):
         first = store.original(trigger_id, key or "") or ""
-        store.put(store.delivery_item(trigger_id, delivery_id, "deduplicated", when, dedupe_key=key, duplicate_of=first))
+        store.put(
+            store.delivery_item(
+                trigger_id, delivery_id, "deduplicated", when, dedupe_key=key, duplicate_of=first
+            )
+        )
         if first:
             enqueue(item.owner, trigger_id, first, quiet=True)
         body = Accepted(delivery_id=delivery_id, status="deduplicated", deduplicated=True, duplicate_of=first)

@@ -66,7 +66,10 @@ class TriggerCreate(Strict):
     verification: Scheme | None = Field(default=None, description="webhook: default standard-webhooks")
     signature_header: str | None = Field(default=None, pattern=HEADER, description="hmac-sha256's header")
     dedupe_path: str | None = Field(
-        default=None, max_length=256, pattern=DEDUPE_PATH, description="A JSON path in the body, e.g. `event.id`"
+        default=None,
+        max_length=256,
+        pattern=DEDUPE_PATH,
+        description="A JSON path in the body, e.g. `event.id`",
     )
     secret: str | None = Field(default=None, min_length=16, max_length=256, description=SECRET_HINT)
 
@@ -81,9 +84,9 @@ class TriggerCreate(Strict):
                 raise ValueError("hmac-sha256 verification names its header: signature_header")
         elif self.verification is not None:
             raise ValueError(f"verification applies to webhook triggers, not {self.type}")
-        if self.secret is not None and self.verification == "standard-webhooks":
-            if not self.secret.startswith("whsec_"):
-                raise ValueError("a standard-webhooks secret is whsec_ followed by base64")
+        standard = self.verification == "standard-webhooks"
+        if self.secret is not None and standard and not self.secret.startswith("whsec_"):
+            raise ValueError("a standard-webhooks secret is whsec_ followed by base64")
         return self
 
 

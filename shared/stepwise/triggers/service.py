@@ -16,8 +16,8 @@ from stepwise.runs.ports import stores
 from stepwise.settings import crypto
 from stepwise.triggers import store, verify
 from stepwise.triggers.models import (
-    Delivery,
     SERVED_TYPES,
+    Delivery,
     SecretRotate,
     SecretRotated,
     Target,
@@ -99,7 +99,7 @@ def rotate(tenant_id: str, trigger_id: str, body: SecretRotate) -> SecretRotated
     secret = body.secret or verify.new_secret(trigger.verification or "standard-webhooks")
     parts, _ = crypto.encrypt(tenant_id, secret_context(trigger_id), secret)
     overlap = body.previous_valid_seconds
-    previous = list(item.secret or []) if overlap else None
+    previous: list[bytes] | None = list(item.secret or []) if overlap else None  # type: ignore[arg-type]
     until = now + timedelta(seconds=overlap) if overlap else None
     trigger = trigger.model_copy(
         update={"secret_created_at": now, "previous_secret_valid_until": until, "updated_at": now}

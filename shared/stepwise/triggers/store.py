@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime, timedelta
+from typing import Any
 
 from pynamodb.exceptions import DeleteError, DoesNotExist, PutError, TransactWriteError, UpdateError
 from pynamodb.transactions import TransactWrite
@@ -92,13 +93,15 @@ def save(tenant_id: str, trigger: Trigger) -> None:
 
 def rotate(tenant_id: str, trigger: Trigger, secret: list[bytes], previous: list[bytes] | None) -> None:
     bind()
-    actions = [
+    actions: list[Any] = [
         TriggerItem.doc.set(trigger.stored()),
-        TriggerItem.secret.set(secret),
+        TriggerItem.secret.set(secret),  # type: ignore[arg-type]
         TriggerItem.previous_until.set(trigger.previous_secret_valid_until)
         if trigger.previous_secret_valid_until
         else TriggerItem.previous_until.remove(),
-        TriggerItem.previous_secret.set(previous) if previous else TriggerItem.previous_secret.remove(),
+        TriggerItem.previous_secret.set(previous)  # type: ignore[arg-type]
+        if previous
+        else TriggerItem.previous_secret.remove(),
     ]
     try:
         TriggerItem(trigger.trigger_id, SK).update(actions=actions, condition=TriggerItem.owner == tenant_id)
@@ -195,7 +198,9 @@ def original(trigger_id: str, dedupe_key: str) -> str | None:
     """The delivery that first carried `dedupe_key`."""
     bind()
     try:
-        return str(TriggerKeyItem.get(trigger_id, f"key#{key_hash(dedupe_key)}", consistent_read=True).delivery_id)
+        return str(
+            TriggerKeyItem.get(trigger_id, f"key#{key_hash(dedupe_key)}", consistent_read=True).delivery_id
+        )
     except DoesNotExist:
         return None
 
@@ -229,7 +234,7 @@ def settle(
 ) -> None:
     """Record what became of a delivery (the worker's one write per attempt)."""
     bind()
-    actions = [
+    actions: list[Any] = [
         TriggerDeliveryItem.status.set(status),
         TriggerDeliveryItem.attempts.set(attempts),
         TriggerDeliveryItem.updated_at.set(utcnow()),
@@ -249,7 +254,7 @@ def settle(
 def to_delivery(item: TriggerDeliveryItem) -> Delivery:
     return Delivery(
         delivery_id=item.delivery_id,
-        status=item.status,  # type: ignore[arg-type]
+        status=item.status,
         received_at=item.received_at,
         dedupe_key=item.dedupe_key,
         run_id=item.run_id,
@@ -260,7 +265,9 @@ def to_delivery(item: TriggerDeliveryItem) -> Delivery:
     )
 
 
-def deliveries(trigger_id: str, *, limit: int = PAGE, before: str | None = None) -> tuple[list[Delivery], str | None]:
+def deliveries(
+    trigger_id: str, *, limit: int = PAGE, before: str | None = None
+) -> tuple[list[Delivery], str | None]:
     """A page of the trigger's deliveries, newest first, and the token of the next page."""
     bind()
     # One condition on the sort key: up to and including the token's delivery, which is then dropped.

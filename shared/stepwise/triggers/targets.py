@@ -32,9 +32,7 @@ class Start:
 def start(s: Start) -> str:
     """Start the target's run; its run id. Raises RunExists when this delivery's run was started."""
     if s.target.workflow_id is not None:
-        raise Unprocessable(
-            "workflow targets are not available yet", code="workflow_targets_unavailable"
-        )
+        raise Unprocessable("workflow targets are not available yet", code="workflow_targets_unavailable")
     agent_id = str(s.target.agent_id)
     body = RunCreate(message=s.message, user_id=s.user_id, metadata=s.metadata)
     if s.session_id is None:

@@ -28,22 +28,24 @@ class TemplateError(ValueError):
 
 
 def check(template: str) -> str:
-    """`template` itself when every placeholder is well formed; else TemplateError naming the first bad one."""
+    """`template` itself when every placeholder is well formed; else TemplateError naming a bad one."""
     rest = _PLACEHOLDER.sub("", template)
     if "{{" in rest or "}}" in rest:
-        raise TemplateError("a `{{` without its `}}` (or the other way round): write placeholders as {{path}}")
+        raise TemplateError(
+            "a `{{` without its `}}` (or the other way round): write placeholders as {{path}}"
+        )
     for match in _PLACEHOLDER.finditer(template):
         path = match.group(1)
         if not _PATH.fullmatch(path):
             raise TemplateError(
-                f"{{{{{path}}}}} is not a path: use names and indexes joined by dots, e.g. {{{{pull_request.title}}}}"
+                f"{{{{{path}}}}} is not a path: names and indexes joined by dots ({{{{pull_request.title}}}})"
             )
         if path.startswith("$") and path.split(".")[0] not in META:
             raise TemplateError(f"{{{{{path}}}}}: the delivery's own fields are {', '.join(META)}")
     return template
 
 
-def lookup(context: dict[str, Any], path: str) -> Any:
+def lookup(context: Any, path: str) -> Any:
     """The value at `path` in `context`, or None when any step of it is missing."""
     value: Any = context
     for part in path.split("."):

@@ -59,7 +59,9 @@ def intent(trigger: Trigger, key: str) -> str:
 def session_id(tenant_id: str, trigger: Trigger, agent_id: str, key: str) -> str:
     """One key, one session: its id derived from the trigger, the agent and the rendered key (timed at
     the trigger's creation, so a trigger's sessions sort together)."""
-    return derived_id("ses", trigger.created_at, "trigger-session", tenant_id, trigger.trigger_id, agent_id, key)
+    return derived_id(
+        "ses", trigger.created_at, "trigger-session", tenant_id, trigger.trigger_id, agent_id, key
+    )
 
 
 def _refused(why: str) -> tuple[str, str]:
@@ -117,9 +119,11 @@ def handle_message(message: Message, attempts: int) -> int | None:
 
 
 def _invalid(exc: ValidationError) -> str:
-    first = exc.errors()[0] if exc.errors() else {}
-    where = ".".join(str(p) for p in first.get("loc", ()))
-    return f"invalid_rendered_{where or 'input'}: {first.get('msg', 'not valid')}"
+    errors = exc.errors()
+    if not errors:
+        return "invalid_rendered_input: not valid"
+    where = ".".join(str(p) for p in errors[0]["loc"]) or "input"
+    return f"invalid_rendered_{where}: {errors[0]['msg']}"
 
 
 def _start_of(
@@ -139,8 +143,12 @@ def _start_of(
     if isinstance(trigger.session, ByKey):
         rendered = templates.render(trigger.session.by_key, body, meta).strip()
         if not rendered:
-            raise Unprocessable("the session key template rendered nothing for this event", code="empty_session_key")
-        session = session_id(tenant_id, trigger, str(trigger.target.agent_id or trigger.target.workflow_id), rendered)
+            raise Unprocessable(
+                "the session key template rendered nothing for this event", code="empty_session_key"
+            )
+        session = session_id(
+            tenant_id, trigger, str(trigger.target.agent_id or trigger.target.workflow_id), rendered
+        )
     return targets.Start(
         tenant_id=tenant_id,
         target=trigger.target,
