@@ -12,7 +12,7 @@ from stepwise.api.auth import PUBLIC
 from stepwise.api.params import TriggerId
 from stepwise.api.responses import json_response, responses
 from stepwise.triggers import intake
-from stepwise.triggers.models import Accepted
+from stepwise.triggers.models import TriggerDeliveryAccepted
 
 router = APIGatewayHttpRouter()
 
@@ -53,7 +53,7 @@ def raw_body(event: dict[str, Any]) -> bytes:
     tags=["triggers"],
     openapi_extensions={**PUBLIC, "requestBody": _BODY},
 )
-def deliver_to_trigger(trigger_id: TriggerId) -> Response[Accepted]:
+def deliver_to_trigger(trigger_id: TriggerId) -> Response[TriggerDeliveryAccepted]:
     event = router.current_event
     headers = {k.lower(): v for k, v in (event.headers or {}).items()}
     answer = intake.accept(trigger_id, headers, raw_body(event.raw_event))

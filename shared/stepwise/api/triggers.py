@@ -13,14 +13,14 @@ from stepwise.api.responses import json_response, responses
 from stepwise.core.ids import DELIVERY_ID
 from stepwise.triggers import service
 from stepwise.triggers.models import (
-    DeliveryList,
-    SecretRotate,
-    SecretRotated,
     Trigger,
     TriggerCreate,
     TriggerCreated,
+    TriggerDeliveryList,
     TriggerList,
     TriggerPatch,
+    TriggerSecret,
+    TriggerSecretRotate,
 )
 
 router = APIGatewayHttpRouter()
@@ -99,7 +99,7 @@ def delete_trigger(trigger_id: TriggerId) -> Response[None]:
     responses=responses(200, "The new secret, shown once", 400, 404),
     tags=TRIGGERS,
 )
-def rotate_trigger_secret(trigger_id: TriggerId, body: SecretRotate) -> Response[SecretRotated]:
+def rotate_trigger_secret(trigger_id: TriggerId, body: TriggerSecretRotate) -> Response[TriggerSecret]:
     return json_response(service.rotate(tenant(router), trigger_id, body).model_dump(mode="json"))
 
 
@@ -116,6 +116,6 @@ def list_trigger_deliveries(
     trigger_id: TriggerId,
     limit: Annotated[int, Query(ge=1, le=100)] = 50,
     next_token: Annotated[str | None, Query(pattern=DELIVERY_ID)] = None,
-) -> Response[DeliveryList]:
+) -> Response[TriggerDeliveryList]:
     found, token = service.deliveries(tenant(router), trigger_id, limit, next_token)
     return json_response({"deliveries": [d.model_dump(mode="json") for d in found], "next_token": token})

@@ -36,7 +36,7 @@ from stepwise.core.schema import utcnow
 from stepwise.core.tables import TriggerItem
 from stepwise.settings import crypto
 from stepwise.triggers import store, templates, verify
-from stepwise.triggers.models import Accepted, Trigger
+from stepwise.triggers.models import Trigger, TriggerDeliveryAccepted
 
 MAX_BODY = 1024 * 1024  # bytes: a larger request is refused (413) before anything is read
 # What one delivery item may hold of the compressed request (a DynamoDB item is at most 400 KB).
@@ -50,7 +50,7 @@ _SECRETS_KEPT = 512
 @dataclass(frozen=True)
 class Answer:
     status: int
-    body: Accepted
+    body: TriggerDeliveryAccepted
 
 
 def secret_context(trigger_id: str) -> str:
@@ -170,10 +170,12 @@ def accept(trigger_id: str, headers: Mapping[str, str], raw: bytes, *, now: floa
         )
         if first:
             enqueue(item.owner, trigger_id, first, quiet=True)
-        body = Accepted(delivery_id=delivery_id, status="deduplicated", deduplicated=True, duplicate_of=first)
+        body = TriggerDeliveryAccepted(
+            delivery_id=delivery_id, status="deduplicated", deduplicated=True, duplicate_of=first
+        )
         return Answer(200, body)
     enqueue(item.owner, trigger_id, delivery_id)
-    return Answer(202, Accepted(delivery_id=delivery_id, status="received"))
+    return Answer(202, TriggerDeliveryAccepted(delivery_id=delivery_id, status="received"))
 
 
 def enqueue(tenant_id: str, trigger_id: str, delivery_id: str, *, quiet: bool = False) -> None:

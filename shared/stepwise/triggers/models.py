@@ -28,32 +28,32 @@ def _template(value: str | None) -> str | None:
     return value
 
 
-class Target(Strict):
+class TriggerTarget(Strict):
     """What a delivery starts: an agent's run, or (once workflows land) a workflow's."""
 
     agent_id: str | None = Field(default=None, pattern=AGENT_ID)
     workflow_id: str | None = Field(default=None, min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")
 
     @model_validator(mode="after")
-    def _exactly_one(self) -> Target:
+    def _exactly_one(self) -> TriggerTarget:
         if (self.agent_id is None) == (self.workflow_id is None):
             raise ValueError("target names exactly one of agent_id and workflow_id")
         return self
 
 
-class ByKey(Strict):
+class SessionByKey(Strict):
     by_key: str = Field(min_length=1, max_length=1024, description="A template: one key, one session")
 
     _checked = field_validator("by_key")(_template)
 
 
-Session = Literal["new"] | ByKey
+Session = Literal["new"] | SessionByKey
 
 
 class TriggerCreate(Strict):
     type: TriggerType
     name: str | None = Field(default=None, max_length=200)
-    target: Target
+    target: TriggerTarget
     message: str = Field(
         min_length=1,
         max_length=MESSAGE_LIMIT,
@@ -92,7 +92,7 @@ class TriggerCreate(Strict):
 
 class TriggerPatch(Strict):
     name: str | None = Field(default=None, max_length=200)
-    target: Target | None = None
+    target: TriggerTarget | None = None
     message: str | None = Field(default=None, min_length=1, max_length=MESSAGE_LIMIT)
     session: Session | None = None
     user_id: str | None = Field(default=None, min_length=1, max_length=1024)
@@ -103,14 +103,14 @@ class TriggerPatch(Strict):
     _user = field_validator("user_id")(_template)
 
 
-class SecretRotate(Strict):
+class TriggerSecretRotate(Strict):
     secret: str | None = Field(default=None, min_length=16, max_length=256, description=SECRET_HINT)
     previous_valid_seconds: int = Field(
         default=86_400, ge=0, le=7 * 86_400, description="How long the replaced secret still verifies"
     )
 
 
-class Refusals(BaseModel):
+class TriggerRefusals(BaseModel):
     """Requests the intake refused before recording anything, by reason."""
 
     bad_signature: int = 0
@@ -124,7 +124,7 @@ class Trigger(BaseModel):
     trigger_id: str
     type: TriggerType
     name: str | None = None
-    target: Target
+    target: TriggerTarget
     message: str
     session: Session = "new"
     user_id: str | None = None
@@ -137,7 +137,7 @@ class Trigger(BaseModel):
     updated_at: datetime
     secret_created_at: datetime | None = None
     previous_secret_valid_until: datetime | None = None
-    refused: Refusals = Field(default_factory=Refusals)
+    refused: TriggerRefusals = Field(default_factory=TriggerRefusals)
 
     def stored(self) -> dict[str, Any]:
         """What the item's `doc` keeps (the counters and the URL are not part of it)."""
@@ -152,13 +152,13 @@ class TriggerList(BaseModel):
     triggers: list[Trigger]
 
 
-class SecretRotated(BaseModel):
+class TriggerSecret(BaseModel):
     secret: str
     created_at: datetime
     previous_valid_until: datetime | None
 
 
-class Delivery(BaseModel):
+class TriggerDelivery(BaseModel):
     delivery_id: str
     status: DeliveryStatus
     received_at: datetime
@@ -170,12 +170,12 @@ class Delivery(BaseModel):
     updated_at: datetime | None = None
 
 
-class DeliveryList(BaseModel):
-    deliveries: list[Delivery]
+class TriggerDeliveryList(BaseModel):
+    deliveries: list[TriggerDelivery]
     next_token: str | None = None
 
 
-class Accepted(BaseModel):
+class TriggerDeliveryAccepted(BaseModel):
     """What the intake answers: 202 for a new delivery, 200 with `deduplicated` for a repeat."""
 
     delivery_id: str

@@ -17,14 +17,14 @@ from stepwise.settings import crypto
 from stepwise.triggers import store, verify
 from stepwise.triggers.models import (
     SERVED_TYPES,
-    Delivery,
-    SecretRotate,
-    SecretRotated,
-    Target,
     Trigger,
     TriggerCreate,
     TriggerCreated,
+    TriggerDelivery,
     TriggerPatch,
+    TriggerSecret,
+    TriggerSecretRotate,
+    TriggerTarget,
 )
 
 
@@ -33,7 +33,7 @@ def secret_context(trigger_id: str) -> str:
     return f"trigger/{trigger_id}"
 
 
-def check_target(tenant_id: str, target: Target) -> None:
+def check_target(tenant_id: str, target: TriggerTarget) -> None:
     """The target exists and is the tenant's (422 otherwise: the trigger could never start it)."""
     if target.workflow_id is not None:
         raise Unprocessable(
@@ -89,7 +89,7 @@ def delete(tenant_id: str, trigger_id: str) -> None:
     store.delete(tenant_id, trigger_id)
 
 
-def rotate(tenant_id: str, trigger_id: str, body: SecretRotate) -> SecretRotated:
+def rotate(tenant_id: str, trigger_id: str, body: TriggerSecretRotate) -> TriggerSecret:
     """A new secret, returned this once; the one it replaces verifies beside it for the overlap."""
     item = store.get_item(tenant_id, trigger_id)
     trigger = store.to_model(item)
@@ -105,11 +105,11 @@ def rotate(tenant_id: str, trigger_id: str, body: SecretRotate) -> SecretRotated
         update={"secret_created_at": now, "previous_secret_valid_until": until, "updated_at": now}
     )
     store.rotate(tenant_id, trigger, parts, previous)
-    return SecretRotated(secret=secret, created_at=now, previous_valid_until=until)
+    return TriggerSecret(secret=secret, created_at=now, previous_valid_until=until)
 
 
 def deliveries(
     tenant_id: str, trigger_id: str, limit: int, next_token: str | None
-) -> tuple[list[Delivery], str | None]:
+) -> tuple[list[TriggerDelivery], str | None]:
     store.get_item(tenant_id, trigger_id)  # another tenant's trigger is a 404 like a missing one
     return store.deliveries(trigger_id, limit=limit, before=next_token)

@@ -24,7 +24,7 @@ from stepwise.core.tables import (
     condition_failed,
     connection,
 )
-from stepwise.triggers.models import Delivery, Refusals, Trigger
+from stepwise.triggers.models import Trigger, TriggerDelivery, TriggerRefusals
 
 SK = "trigger"
 PAGE = 50
@@ -36,7 +36,7 @@ def not_found(trigger_id: str) -> NotFound:
 
 def to_model(item: TriggerItem) -> Trigger:
     trigger = Trigger.model_validate(item.doc)
-    trigger.refused = Refusals(
+    trigger.refused = TriggerRefusals(
         bad_signature=int(item.refused_signature or 0),
         stale=int(item.refused_stale or 0),
         too_large=int(item.refused_too_large or 0),
@@ -251,8 +251,8 @@ def settle(
             raise
 
 
-def to_delivery(item: TriggerDeliveryItem) -> Delivery:
-    return Delivery(
+def to_delivery(item: TriggerDeliveryItem) -> TriggerDelivery:
+    return TriggerDelivery(
         delivery_id=item.delivery_id,
         status=item.status,
         received_at=item.received_at,
@@ -267,7 +267,7 @@ def to_delivery(item: TriggerDeliveryItem) -> Delivery:
 
 def deliveries(
     trigger_id: str, *, limit: int = PAGE, before: str | None = None
-) -> tuple[list[Delivery], str | None]:
+) -> tuple[list[TriggerDelivery], str | None]:
     """A page of the trigger's deliveries, newest first, and the token of the next page."""
     bind()
     # One condition on the sort key: up to and including the token's delivery, which is then dropped.

@@ -12,7 +12,7 @@ from typing import Any
 from stepwise.core.errors import Conflict, Unprocessable
 from stepwise.runs.models import RunCreate
 from stepwise.runs.start import start_run
-from stepwise.triggers.models import Target
+from stepwise.triggers.models import TriggerTarget
 
 
 @dataclass(frozen=True)
@@ -20,7 +20,7 @@ class Start:
     """One delivery's start, as the worker rendered it."""
 
     tenant_id: str
-    target: Target
+    target: TriggerTarget
     message: str
     run_id: str  # derived from the trigger and the delivery's dedupe key: a second start is RunExists
     trigger_id: str  # the run's intent key, "<type>:<trigger id>/<dedupe key>"

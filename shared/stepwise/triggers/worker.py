@@ -28,7 +28,7 @@ from stepwise.core.ids import derived_id
 from stepwise.core.observability import logger
 from stepwise.runs.models import AgentPaused, RunExists
 from stepwise.triggers import intake, store, targets, templates
-from stepwise.triggers.models import ByKey, Trigger
+from stepwise.triggers.models import SessionByKey, Trigger
 
 RETRY_BASE = 10  # seconds before the second attempt; doubled each time
 RETRY_CEILING = 900  # seconds: no backoff is longer
@@ -140,7 +140,7 @@ def _start_of(
         raise Unprocessable("the message template rendered nothing for this event", code="empty_message")
     user_id = templates.render(trigger.user_id, body, meta).strip() or None if trigger.user_id else None
     session: str | None = None
-    if isinstance(trigger.session, ByKey):
+    if isinstance(trigger.session, SessionByKey):
         rendered = templates.render(trigger.session.by_key, body, meta).strip()
         if not rendered:
             raise Unprocessable(
