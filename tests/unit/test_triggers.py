@@ -3,6 +3,7 @@ language of triggers."""
 
 import hashlib
 import hmac
+import json
 
 import pytest
 
@@ -136,3 +137,60 @@ def test_bad_templates_are_refused_when_the_trigger_is_made(bad: str) -> None:
         TriggerCreate.model_validate(
             {"type": "webhook", "target": {"agent_id": "agt_" + "0" * 26}, "message": bad}
         )
+
+
+def test_the_cli_creates_a_github_trigger_and_shows_its_secret_once() -> None:
+    from tests.unit.test_cli import FakeApi, cli
+
+    api = FakeApi()
+    trigger = {
+        "trigger_id": "trg_1",
+        "type": "webhook",
+        "target": {"agent_id": "agt_1"},
+        "message": "{{action}}",
+        "verification": "github",
+        "url": "/v1/triggers/trg_1/in",
+        "created_at": "2026-01-01T00:00:00Z",
+        "updated_at": "2026-01-01T00:00:00Z",
+    }
+    api.routes["POST /v1/triggers"] = (201, {**trigger, "secret": "s3cret"})
+    api.routes["GET /v1/triggers/trg_1/deliveries"] = (
+        200,
+        {
+            "deliveries": [
+                {
+                    "delivery_id": "dlv_1",
+                    "status": "started",
+                    "received_at": "2026-01-01T00:00:01Z",
+                    "run_id": "run_1",
+                    "attempts": 1,
+                }
+            ],
+            "next_token": None,
+        },
+    )
+
+    created = cli(
+        api,
+        "triggers",
+        "create",
+        "agt_1",
+        "--message",
+        "{{action}}",
+        "--verification",
+        "github",
+        "--session-key",
+        "{{issue.number}}",
+    )
+    listed = cli(api, "triggers", "deliveries", "trg_1")
+
+    assert created.code == listed.code == 0
+    assert json.loads(api.requests[0].content) == {
+        "type": "webhook",
+        "target": {"agent_id": "agt_1"},
+        "message": "{{action}}",
+        "verification": "github",
+        "session": {"by_key": "{{issue.number}}"},
+    }
+    assert "s3cret" in created.out and "/v1/triggers/trg_1/in" in created.out
+    assert "started" in listed.out and "run_1" in listed.out

@@ -63,6 +63,14 @@ from stepwise_sdk.models import (
     Tool,
     ToolList,
     ToolUsage,
+    Trigger,
+    TriggerCreate,
+    TriggerCreated,
+    TriggerDeliveryList,
+    TriggerList,
+    TriggerPatch,
+    TriggerSecret,
+    TriggerSecretRotate,
     UploadCreate,
     UploadTicket,
     UsageRows,
@@ -162,6 +170,18 @@ PUT_BUDGET = Operation[Budget]("PUT", "/v1/budgets/{scope}", Budget, BudgetSet)
 GET_BUDGET = Operation[Budget]("GET", "/v1/budgets/{scope}", Budget)
 DELETE_BUDGET = Operation[None]("DELETE", "/v1/budgets/{scope}", None)
 RESUME_RUN = Operation[RunView]("POST", "/v1/runs/{run_id}/resume", RunView)
+
+CREATE_TRIGGER = Operation[TriggerCreated]("POST", "/v1/triggers", TriggerCreated, TriggerCreate)
+LIST_TRIGGERS = Operation[TriggerList]("GET", "/v1/triggers", TriggerList)
+GET_TRIGGER = Operation[Trigger]("GET", "/v1/triggers/{trigger_id}", Trigger)
+UPDATE_TRIGGER = Operation[Trigger]("PATCH", "/v1/triggers/{trigger_id}", Trigger, TriggerPatch)
+DELETE_TRIGGER = Operation[None]("DELETE", "/v1/triggers/{trigger_id}", None)
+ROTATE_TRIGGER_SECRET = Operation[TriggerSecret](
+    "POST", "/v1/triggers/{trigger_id}/secret", TriggerSecret, TriggerSecretRotate
+)
+LIST_TRIGGER_DELIVERIES = Operation[TriggerDeliveryList](
+    "GET", "/v1/triggers/{trigger_id}/deliveries", TriggerDeliveryList
+)
 
 ALL: tuple[Operation[object], ...] = tuple(
     value for value in list(globals().values()) if isinstance(value, Operation)
