@@ -27,6 +27,10 @@ UNDESCRIBED |= {("GET", "/v1/mcp")}
 EMPTY_ACCEPTED = {("POST", "/v1/mcp")}
 # Routes that take a JSON body (DESIGN.md's HTTP API table).
 JSON_BODIES = {
+    ("POST", "/v1/triggers"),
+    ("PATCH", "/v1/triggers/{trigger_id}"),
+    ("POST", "/v1/triggers/{trigger_id}/secret"),
+    ("POST", "/v1/triggers/{trigger_id}/in"),
     ("POST", "/v1/agents"),
     ("POST", "/v1/runs/{run_id}/what-if"),
     ("PATCH", "/v1/agents/{agent_id}"),

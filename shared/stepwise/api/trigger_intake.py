@@ -18,7 +18,11 @@ router = APIGatewayHttpRouter()
 
 _BODY: dict[str, Any] = {
     "required": True,
-    "content": {"application/json": {"schema": {"type": "object", "description": "The sender's event"}}},
+    "content": {
+        "application/json": {
+            "schema": {"anyOf": [{"type": "object"}, {"type": "array"}], "description": "The sender's event"}
+        }
+    },
 }
 
 

@@ -644,39 +644,15 @@ class McpAuthItem(Model):
 
 
 class TriggersByTenant(GlobalSecondaryIndex["TriggerItem"]):
-    """Sparse: only trigger items carry `owner`, so a tenant's triggers are one query and deliveries
+    """Sparse: only trigger items carry `tenant_id`, so a tenant's triggers are one query and deliveries
     (the table's busy items) write no index."""
 
     class Meta:
         index_name = "by_tenant"
         projection = AllProjection()
 
-    owner = UnicodeAttribute(hash_key=True)
+    tenant_id = UnicodeAttribute(hash_key=True)
     pk = UnicodeAttribute(range_key=True)
-
-
-class TriggerItem(Model):
-    """A trigger (pk = its trigger id, sk = "trigger"). The public intake route knows only the trigger id,
-    so the id is the partition key (like ApiKeysTable's key hash); `owner`, the tenant, is checked on
-    every authenticated read and indexed for the tenant's list. The signing secrets are SettingsKey
-    ciphertext under the tenant and "trigger/<trigger id>" (stepwise.settings.crypto)."""
-
-    class Meta:
-        table_name = "TriggersTable"
-
-    pk = UnicodeAttribute(hash_key=True)
-    sk = UnicodeAttribute(range_key=True)
-    owner = UnicodeAttribute()
-    doc = JSONAttribute()  # the Trigger model, validated by pydantic on the way in and out
-    secret = ListAttribute(of=BinaryAttribute, null=True)
-    previous_secret = ListAttribute(of=BinaryAttribute, null=True)
-    previous_until = UTCDateTimeAttribute(null=True)
-    # Requests refused by the intake, counted by reason (ADD: no read first, nothing else changes).
-    refused_signature = NumberAttribute(null=True)  # a bad or missing signature
-    refused_stale = NumberAttribute(null=True)  # a timestamp over 5 minutes from now
-    refused_too_large = NumberAttribute(null=True)  # a body over 1 MB
-
-    by_tenant = TriggersByTenant()
 
 
 class TriggerDeliveryItem(Model):
@@ -714,6 +690,30 @@ class TriggerKeyItem(Model):
     sk = UnicodeAttribute(range_key=True)
     delivery_id = UnicodeAttribute()
     expires_at = TTLAttribute(null=True)
+
+
+class TriggerItem(Model):
+    """A trigger (pk = its trigger id, sk = "trigger"). The public intake route knows only the trigger id,
+    so the id is the partition key (like ApiKeysTable's key hash); `tenant_id` is checked on
+    every authenticated read and indexed for the tenant's list. The signing secrets are SettingsKey
+    ciphertext under the tenant and "trigger/<trigger id>" (stepwise.settings.crypto)."""
+
+    class Meta:
+        table_name = "TriggersTable"
+
+    pk = UnicodeAttribute(hash_key=True)
+    sk = UnicodeAttribute(range_key=True)
+    tenant_id = UnicodeAttribute()
+    doc = JSONAttribute()  # the Trigger model, validated by pydantic on the way in and out
+    secret = ListAttribute(of=BinaryAttribute, null=True)
+    previous_secret = ListAttribute(of=BinaryAttribute, null=True)
+    previous_until = UTCDateTimeAttribute(null=True)
+    # Requests refused by the intake, counted by reason (ADD: no read first, nothing else changes).
+    refused_signature = NumberAttribute(null=True)  # a bad or missing signature
+    refused_stale = NumberAttribute(null=True)  # a timestamp over 5 minutes from now
+    refused_too_large = NumberAttribute(null=True)  # a body over 1 MB
+
+    by_tenant = TriggersByTenant()
 
 
 @cache

@@ -74,9 +74,9 @@ def secrets_of(item: TriggerItem, now: datetime) -> list[str]:
     """The secrets a request may be signed with: the current one, and the replaced one in its overlap."""
     current: list[bytes] = list(item.secret or [])  # type: ignore[arg-type]
     previous: list[bytes] = list(item.previous_secret or [])  # type: ignore[arg-type]
-    found = [_decrypt(item.owner, item.pk, current)] if current else []
+    found = [_decrypt(item.tenant_id, item.pk, current)] if current else []
     if previous and item.previous_until and item.previous_until > now:
-        found.append(_decrypt(item.owner, item.pk, previous))
+        found.append(_decrypt(item.tenant_id, item.pk, previous))
     return found
 
 
@@ -169,12 +169,12 @@ def accept(trigger_id: str, headers: Mapping[str, str], raw: bytes, *, now: floa
             )
         )
         if first:
-            enqueue(item.owner, trigger_id, first, quiet=True)
+            enqueue(item.tenant_id, trigger_id, first, quiet=True)
         body = TriggerDeliveryAccepted(
             delivery_id=delivery_id, status="deduplicated", deduplicated=True, duplicate_of=first
         )
         return Answer(200, body)
-    enqueue(item.owner, trigger_id, delivery_id)
+    enqueue(item.tenant_id, trigger_id, delivery_id)
     return Answer(202, TriggerDeliveryAccepted(delivery_id=delivery_id, status="received"))
 
 

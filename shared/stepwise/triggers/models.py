@@ -155,7 +155,7 @@ class TriggerList(BaseModel):
 class TriggerSecret(BaseModel):
     secret: str
     created_at: datetime
-    previous_valid_until: datetime | None
+    previous_valid_until: datetime | None = None
 
 
 class TriggerDelivery(BaseModel):

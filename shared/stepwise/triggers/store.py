@@ -1,7 +1,7 @@
 """TriggersTable: one partition per trigger (pk = the trigger id) holding the trigger ("trigger"), its
 deliveries ("dlv#<delivery id>", ULIDs, so a reverse query is newest first) and its dedupe markers
 ("key#<sha256>"). The intake knows only the trigger id, so that is the key; the tenant is the trigger's
-`owner`, checked on every authenticated read (another tenant's trigger is a 404 like a missing one)
+`tenant_id`, checked on every authenticated read (another tenant's trigger is a 404 like a missing one)
 and indexed sparsely for a tenant's list."""
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def to_model(item: TriggerItem) -> Trigger:
 
 def create(tenant_id: str, trigger: Trigger, secret: list[bytes] | None) -> None:
     bind()
-    item = TriggerItem(trigger.trigger_id, SK, owner=tenant_id, doc=trigger.stored(), secret=secret)
+    item = TriggerItem(trigger.trigger_id, SK, tenant_id=tenant_id, doc=trigger.stored(), secret=secret)
     item.save(condition=TriggerItem.pk.does_not_exist())
 
 
@@ -63,7 +63,7 @@ def find(trigger_id: str) -> TriggerItem | None:
 
 def get_item(tenant_id: str, trigger_id: str) -> TriggerItem:
     item = find(trigger_id)
-    if item is None or item.owner != tenant_id:
+    if item is None or item.tenant_id != tenant_id:
         raise not_found(trigger_id)
     return item
 
@@ -75,7 +75,7 @@ def get(tenant_id: str, trigger_id: str) -> Trigger:
 def list_for(tenant_id: str) -> list[Trigger]:
     """The tenant's triggers, oldest first (trigger ids sort by creation time)."""
     bind()
-    return [to_model(item) for item in TriggerItem.by_tenant.query(tenant_id) if item.owner == tenant_id]
+    return [to_model(item) for item in TriggerItem.by_tenant.query(tenant_id) if item.tenant_id == tenant_id]
 
 
 def save(tenant_id: str, trigger: Trigger) -> None:
@@ -83,7 +83,7 @@ def save(tenant_id: str, trigger: Trigger) -> None:
     bind()
     try:
         TriggerItem(trigger.trigger_id, SK).update(
-            actions=[TriggerItem.doc.set(trigger.stored())], condition=TriggerItem.owner == tenant_id
+            actions=[TriggerItem.doc.set(trigger.stored())], condition=TriggerItem.tenant_id == tenant_id
         )
     except UpdateError as exc:
         if condition_failed(exc):
@@ -104,7 +104,9 @@ def rotate(tenant_id: str, trigger: Trigger, secret: list[bytes], previous: list
         else TriggerItem.previous_secret.remove(),
     ]
     try:
-        TriggerItem(trigger.trigger_id, SK).update(actions=actions, condition=TriggerItem.owner == tenant_id)
+        TriggerItem(trigger.trigger_id, SK).update(
+            actions=actions, condition=TriggerItem.tenant_id == tenant_id
+        )
     except UpdateError as exc:
         if condition_failed(exc):
             raise not_found(trigger.trigger_id) from exc
@@ -116,7 +118,7 @@ def delete(tenant_id: str, trigger_id: str) -> None:
     intake and the lists start from the trigger item)."""
     bind()
     try:
-        TriggerItem(trigger_id, SK).delete(condition=TriggerItem.owner == tenant_id)
+        TriggerItem(trigger_id, SK).delete(condition=TriggerItem.tenant_id == tenant_id)
     except DeleteError as exc:
         if condition_failed(exc):
             raise not_found(trigger_id) from exc

@@ -75,7 +75,7 @@ def handle_message(message: Message, attempts: int) -> int | None:
     if delivery is None or delivery.status in FINAL:
         return None  # expired, or a repeat of a message already dealt with
     item = store.find(trigger_id)
-    if item is None or item.owner != tenant_id:
+    if item is None or item.tenant_id != tenant_id:
         store.settle(trigger_id, delivery_id, "refused", attempts=attempts, reason="trigger_deleted")
         return None
     trigger = store.to_model(item)
