@@ -45,7 +45,7 @@ def send(
     stack: LocalStack, trigger: dict[str, Any], payload: dict[str, Any], msg_id: str, **sign: Any
 ) -> tuple[int, Any]:
     raw = json.dumps(payload).encode()
-    when = sign.get("when", None)
+    when = sign.get("when")
     stamp = when if when is not None else int(time.time())
     from datetime import UTC, datetime
 
@@ -97,6 +97,10 @@ def test_create_read_change_and_delete_a_trigger(stack: LocalStack, agent_id: st
     assert trigger_id in [t["trigger_id"] for t in listed["triggers"]]
     status, _, changed = stack.invoke_api("PATCH", f"/v1/triggers/{trigger_id}", {"enabled": False})
     assert (status, changed["enabled"]) == (200, False)
+    status, _, changed = stack.invoke_api(
+        "PATCH", f"/v1/triggers/{trigger_id}", {"session": None, "user_id": "{{from}}"}
+    )
+    assert (status, changed["session"], changed["user_id"]) == (200, "new", "{{from}}")
     # Another tenant sees nothing of it, exactly like an unknown id.
     for method, path in (("GET", ""), ("PATCH", ""), ("DELETE", ""), ("GET", "/deliveries")):
         status, _, body = stack.invoke_api(
@@ -166,7 +170,7 @@ def test_bad_signatures_stale_timestamps_and_large_bodies_start_nothing_and_are_
 
     assert (forged, body["error"]["code"]) == (401, "bad_signature")
     assert (stale, huge) == (401, 413)
-    status, _, got = stack.invoke_api("GET", f"/v1/triggers/{trigger['trigger_id']}")
+    _, _, got = stack.invoke_api("GET", f"/v1/triggers/{trigger['trigger_id']}")
     assert got["refused"] == {"bad_signature": 1, "stale": 1, "too_large": 1}
     listed = deliveries(stack, trigger["trigger_id"])
     assert sorted(d["status"] for d in listed) == ["refused", "refused"]
@@ -190,6 +194,7 @@ def test_a_crash_between_intake_and_start_makes_exactly_one_run(
 
     monkeypatch.setattr(targets, "start", crash_once)
     status, accepted = send(stack, trigger, {"kind": "once"}, "msg_crash")
+    assert status == 202, accepted
 
     done = settled(stack, trigger["trigger_id"], accepted["delivery_id"])
     assert crashed == [done["run_id"]] and done["attempts"] == 2
@@ -215,6 +220,7 @@ def test_a_start_that_keeps_failing_is_retried_then_failed(
     config.trigger_queue.cache_clear()
     try:
         status, accepted = send(stack, trigger, {"kind": "never"}, "msg_never")
+        assert status == 202, accepted
         failed = settled(stack, trigger["trigger_id"], accepted["delivery_id"], "failed")
     finally:
         monkeypatch.undo()

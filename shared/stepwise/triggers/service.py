@@ -75,7 +75,12 @@ def list_for(tenant_id: str) -> list[Trigger]:
 
 def update(tenant_id: str, trigger_id: str, patch: TriggerPatch) -> Trigger:
     trigger = store.get(tenant_id, trigger_id)
-    changes = patch.model_dump(exclude_unset=True)
+    # null clears what may be absent (name, user_id, dedupe_path); for the others it changes nothing.
+    changes = {
+        k
+        for k in patch.model_dump(exclude_unset=True)
+        if getattr(patch, k) is not None or k in ("name", "user_id", "dedupe_path")
+    }
     if "target" in changes and patch.target is not None:
         check_target(tenant_id, patch.target)
     updated = Trigger.model_validate(
