@@ -68,11 +68,11 @@ def run() -> Section:
         with recorder.charging("TriggerWorkerFunction"):
             return handle(event, context)
 
-    def timed(start: targets.Start) -> str:
-        delivery = str(start.metadata["delivery_id"])
+    def timed(s: targets.Start) -> str:
+        delivery = str(s.metadata["delivery_id"])
         before_start[delivery] = len(_ours(recorder.requests))
         try:
-            return original(start)
+            return original(s)
         finally:
             started[delivery] = time.perf_counter()
             arrived.set()
