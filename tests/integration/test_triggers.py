@@ -146,7 +146,8 @@ def test_a_signed_delivery_starts_one_run_and_its_repeat_starts_nothing(
     assert (status, accepted["status"]) == (202, "received")
     assert (again, repeat["deduplicated"], repeat["duplicate_of"]) == (200, True, accepted["delivery_id"])
     done = settled(stack, trigger["trigger_id"], accepted["delivery_id"])
-    run = wait_for_run(stack, done["run_id"])
+    # Run alone, this is the session's first model step: the Step function's cold import is in it.
+    run = wait_for_run(stack, done["run_id"], timeout=120)
     assert run["status"] == "succeeded"
     assert (run["trigger"], run["trigger_id"]) == ("webhook", trigger["trigger_id"])
     assert run["input"] == 'Event order.paid: {"kind": "order.paid", "id": 7}'
