@@ -288,3 +288,36 @@ def test_a_rotated_secret_keeps_the_old_one_for_the_overlap(stack: LocalStack, a
     )
     assert send(stack, trigger, {"kind": "old"}, "msg_old2", secret=rotated["secret"])[0] == 401
     assert send(stack, trigger, {"kind": "new"}, "msg_new2", secret=revoked["secret"])[0] == 202
+
+
+def test_a_delivery_recorded_but_never_queued_is_started_by_the_senders_retry(
+    stack: LocalStack, agent_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The intake dies between recording the delivery and queueing it (here: SQS refuses). The sender
+    got no 2xx, so it retries; the retry is a repeat, which queues the recorded delivery again."""
+    from botocore.exceptions import EndpointConnectionError
+
+    from stepwise.triggers import intake
+
+    trigger = create(stack, agent_id)
+    real_enqueue = intake.enqueue
+
+    def unreachable(tenant_id: str, trigger_id: str, delivery_id: str, *, quiet: bool = False) -> None:
+        if trigger_id == trigger["trigger_id"] and not quiet:
+            raise intake.Unavailable("queue down", code="intake_unavailable") from EndpointConnectionError(
+                endpoint_url="sqs"
+            )
+        real_enqueue(tenant_id, trigger_id, delivery_id, quiet=quiet)
+
+    monkeypatch.setattr(intake, "enqueue", unreachable)
+    failed, body = send(stack, trigger, {"kind": "lost?"}, "msg_lost")
+    assert (failed, body["error"]["code"]) == (503, "intake_unavailable")
+    first = deliveries(stack, trigger["trigger_id"])[0]
+    assert first["status"] == "received"
+
+    retried, repeat = send(stack, trigger, {"kind": "lost?"}, "msg_lost")
+
+    assert (retried, repeat["duplicate_of"]) == (200, first["delivery_id"])
+    done = settled(stack, trigger["trigger_id"], first["delivery_id"])
+    started = [r for r in runs_of(stack, agent_id) if r.get("trigger_id") == trigger["trigger_id"]]
+    assert [r["run_id"] for r in started] == [done["run_id"]]
