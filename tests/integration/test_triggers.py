@@ -62,9 +62,8 @@ def send(
     return status, body
 
 
-def deliveries(stack: LocalStack, trigger_id: str, key: str | None = None) -> list[dict[str, Any]]:
-    kwargs = {"key": key} if key else {}
-    status, _, body = stack.invoke_api("GET", f"/v1/triggers/{trigger_id}/deliveries", **kwargs)
+def deliveries(stack: LocalStack, trigger_id: str) -> list[dict[str, Any]]:
+    status, _, body = stack.invoke_api("GET", f"/v1/triggers/{trigger_id}/deliveries")
     assert status == 200, body
     return list(body["deliveries"])
 
@@ -184,7 +183,7 @@ def test_a_crash_between_intake_and_start_makes_exactly_one_run(
     """The first attempt starts the run and dies before recording it; the redelivered message's attempt
     finds the run (its id is derived from the delivery) and starts nothing more."""
     trigger = create(stack, agent_id)
-    real_start, crashed = targets.start, []
+    real_start, crashed = targets.start, list[str]()
 
     def crash_once(start: targets.Start) -> str:
         run_id = real_start(start)
