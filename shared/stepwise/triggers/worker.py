@@ -23,7 +23,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from pydantic import BaseModel, ValidationError
 
 from stepwise.core import aws, config
-from stepwise.core.errors import ApiError, Forbidden, ModelNotAllowed, NotFound, Unprocessable
+from stepwise.core.errors import ApiError, Conflict, Forbidden, ModelNotAllowed, NotFound, Unprocessable
 from stepwise.core.ids import derived_id
 from stepwise.core.observability import logger
 from stepwise.runs.models import AgentPaused, RunExists
@@ -33,6 +33,8 @@ from stepwise.triggers.models import SessionByKey, Trigger
 RETRY_BASE = 10  # seconds before the second attempt; doubled each time
 RETRY_CEILING = 900  # seconds: no backoff is longer
 FINAL = frozenset({"started", "refused", "failed", "deduplicated"})
+# Conflicts a retry cannot resolve: a by-key session that is another user's or another agent's.
+SETTLED_CONFLICTS = frozenset({"session_user_mismatch", "session_agent_mismatch"})
 
 
 class Message(BaseModel):
@@ -105,17 +107,30 @@ def handle_message(message: Message, attempts: int) -> int | None:
         why = f"{exc.code}: {exc.message}" if isinstance(exc, ApiError) else _invalid(exc)
         store.settle(trigger_id, delivery_id, "refused", attempts=attempts, reason=why)
         return None
-    except Exception as exc:
-        why = f"{type(exc).__name__}: {exc}"[:500]
-        if attempts >= config.trigger_queue().max_attempts:
-            logger.exception("trigger delivery failed for good", extra={"trigger_id": trigger_id})
-            store.settle(trigger_id, delivery_id, "failed", attempts=attempts, reason=why)
-            raise  # reported failed: past maxReceiveCount the queue moves it to the dead-letter queue
-        logger.warning("trigger delivery will be retried", extra={"trigger_id": trigger_id, "error": why})
-        store.settle(trigger_id, delivery_id, "retrying", attempts=attempts, reason=why)
-        return backoff(attempts)
+    except Conflict as exc:
+        if exc.code not in SETTLED_CONFLICTS:
+            return _retry(trigger_id, delivery_id, attempts, exc)
+        # The by-key session is another user's or another agent's: the key will not change.
+        store.settle(
+            trigger_id, delivery_id, "refused", attempts=attempts, reason=f"{exc.code}: {exc.message}"
+        )
+        return None
+    except Exception as exc:  # noqa: BLE001 - any other failure is retried; the last attempt re-raises
+        return _retry(trigger_id, delivery_id, attempts, exc)
     store.settle(trigger_id, delivery_id, "started", attempts=attempts, run_id=run_id)
     return None
+
+
+def _retry(trigger_id: str, delivery_id: str, attempts: int, exc: Exception) -> int:
+    """Record the failed attempt; the backoff before the next, or raise after the last."""
+    why = f"{type(exc).__name__}: {exc}"[:500]
+    if attempts >= config.trigger_queue().max_attempts:
+        logger.error("trigger delivery failed for good", extra={"trigger_id": trigger_id, "error": why})
+        store.settle(trigger_id, delivery_id, "failed", attempts=attempts, reason=why)
+        raise exc  # reported failed: past maxReceiveCount the queue moves it to the dead-letter queue
+    logger.warning("trigger delivery will be retried", extra={"trigger_id": trigger_id, "error": why})
+    store.settle(trigger_id, delivery_id, "retrying", attempts=attempts, reason=why)
+    return backoff(attempts)
 
 
 def _invalid(exc: ValidationError) -> str:
