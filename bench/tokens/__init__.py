@@ -74,6 +74,9 @@ def run() -> Section:
         "result_read is declared from the first call of every agent with tools (71 tokens a call), so the "
         "declarations never change within a run; before, it joined at the first described table and that "
         "call reused 0% of the previous request",
+        "a JSON API answering 500 rows: before issue 27 the HTTP tool cut the answer at 10,000 characters "
+        "(row 493 is past the cut, so the question could not be answered at all); now the loop describes it "
+        "and the model pages to the row",
         "prefix shares are an upper bound (what a provider serves from cache depends on its routing);"
         " the Anthropic figures assume its 1,024-token minimum and a cache still warm (5 minutes)",
         "compaction (stepwise.loop.compaction.fit) starts at 75% of the model's window: none of these "

@@ -1,5 +1,6 @@
 """Five conversations of a BI agent, shaped like the field report's (a lookup, a dashboard question, a
-five-turn chat, a three-question conversation, a long analysis over big tables), scripted call by call.
+five-turn chat, a three-question conversation, a long analysis over big tables), and a JSON API answering
+500 rows through a custom HTTP tool (issue 27), scripted call by call.
 
 Each turn is one run: the user's message, the model's steps (tool calls with the results the tools give,
 then the answer), and the quality checks: the facts the answering call must see (from the turn's own
@@ -368,5 +369,39 @@ def _analysis() -> Scenario:
     )
 
 
+def _json_api() -> Scenario:
+    """An HTTP tool (query_metric) whose JSON API answers 500 rows, one per product: before issue 27 the
+    tool cut the answer at 10,000 characters, mid-record, before anything could describe it; now it is
+    described, and the model pages to the row it needs."""
+    rng = random.Random(31)
+    rows = [
+        {
+            "product": f"sku-{i:05d}",
+            "name": f"{rng.choice(PRODUCTS)} {rng.choice(('mini', 'pro', 'max', 'lite'))}",
+            "channel": rng.choice(("web", "store", "partner")),
+            "units": rng.randint(0, 4_000),
+            "revenue": round(rng.uniform(0, 250_000), 2),
+        }
+        for i in range(500)
+    ]
+    wanted = rows[493]
+    query = {"metric": "units", "period": "this_year", "group_by": "product"}
+    return Scenario(
+        "a JSON API answering 500 rows",
+        [
+            Turn(
+                f"How many units of {wanted['product']} did we sell this year, and for how much?",
+                [
+                    [Call("query_metric", query, rows)],
+                    Read(call=0, offset=480, limit=20),
+                ],
+                f"{wanted['product']} ({wanted['name']}) sold {wanted['units']} units this year, "
+                f"for {wanted['revenue']}.",
+                facts=[str(wanted["units"]), str(wanted["revenue"])],
+            ),
+        ],
+    )
+
+
 def all_scenarios() -> list[Scenario]:
-    return [_lookup(), _dashboard_question(), _chat(), _three_questions(), _analysis()]
+    return [_lookup(), _dashboard_question(), _chat(), _three_questions(), _analysis(), _json_api()]

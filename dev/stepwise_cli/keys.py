@@ -19,6 +19,7 @@ def register(
     create = actions.add_parser("create", help="issue a new API key for a tenant")
     create.add_argument("--tenant", default=None, help="tenant id (default: a new one)")
     create.add_argument("--table", required=True, help="the stack's ApiKeysTable name (a stack output)")
+    create.add_argument("--name", help="who holds it, as records of its actions show (e.g. ops-oncall)")
     create.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON")
     create.set_defaults(handler=create_key)
 
@@ -39,7 +40,7 @@ def create_key(ctx: Context) -> int:
     config.reset()
     tables.rebind()
     key = keys.generate_key()
-    keys.store_key(key, tenant)
+    keys.store_key(key, tenant, name=ctx.args.name)
     if ctx.json:
         ctx.write(json.dumps({"tenant_id": tenant, "key": key}) + "\n")
     else:

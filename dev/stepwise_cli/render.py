@@ -391,11 +391,17 @@ def comparison_lines(compared: dict[str, Any]) -> list[str]:
 
 
 def detail_lines(details: Any) -> list[str]:
-    """An API error's details, short: a validation error's fields one per line, else key: value."""
-    if details is None:
+    """An API error's details (always an object), short: a validation error's fields (`errors`) one per
+    line, then any other key as key: value."""
+    if not details:
         return []
-    if isinstance(details, list) and all(isinstance(d, dict) and "msg" in d for d in details):
-        return [f"{'.'.join(str(p) for p in d.get('loc', [])) or '(body)'}: {d['msg']}" for d in details]
-    if isinstance(details, dict):
-        return [f"{key}: {summarize(value)}" for key, value in details.items()]
-    return [summarize(details)]
+    if not isinstance(details, dict):
+        return [summarize(details)]
+    lines: list[str] = []
+    fields = details.get("errors")
+    if isinstance(fields, list) and all(isinstance(d, dict) and "msg" in d for d in fields):
+        lines += [f"{'.'.join(str(p) for p in d.get('loc', [])) or '(body)'}: {d['msg']}" for d in fields]
+    else:
+        fields = None
+    rest = {key: value for key, value in details.items() if fields is None or key != "errors"}
+    return lines + [f"{key}: {summarize(value)}" for key, value in rest.items()]

@@ -41,6 +41,11 @@ def register(
     listing.add_argument("--agent", help="only this agent's runs")
     listing.add_argument("--session", help="only this session's runs")
     listing.add_argument("--status", help="only runs in this status, e.g. waiting or failed")
+    listing.add_argument("--user", help="only this end user's runs")
+    triggers = ["api", "schedule", "event", "delegation", "what_if"]
+    listing.add_argument("--trigger", choices=triggers, help="only runs started this way")
+    listing.add_argument("--after", metavar="TIME", help="only runs created at or after this ISO 8601 time")
+    listing.add_argument("--before", metavar="TIME", help="only runs created before this ISO 8601 time")
     listing.add_argument("--limit", type=int, help="at most this many (the API's page size by default)")
     listing.add_argument("--next-token", help="the page after the one that printed this token")
     listing.set_defaults(handler=list_runs)
@@ -134,6 +139,10 @@ def list_runs(ctx: Context) -> int:
             status=args.status,
             limit=args.limit,
             next_token=args.next_token,
+            user_id=args.user,
+            trigger=args.trigger,
+            created_after=args.after,
+            created_before=args.before,
         )
     )
     runs = listed.get("runs", [])
@@ -143,6 +152,10 @@ def list_runs(ctx: Context) -> int:
             ("--agent", args.agent),
             ("--session", args.session),
             ("--status", args.status),
+            ("--user", args.user),
+            ("--trigger", args.trigger),
+            ("--after", args.after),
+            ("--before", args.before),
             ("--limit", args.limit),
         ]
         again = "".join(f" {flag} {value}" for flag, value in filters if value)

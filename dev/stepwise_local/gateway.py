@@ -47,6 +47,7 @@ _MESSAGES = {
     403: "Forbidden",
     404: "Not Found",
     413: "Request Entity Too Large",
+    429: "Too Many Requests",
     500: "Internal Server Error",
 }
 
@@ -81,6 +82,25 @@ def error_response(status: int, request_id: str | None = None) -> Response:
     if request_id:
         headers.append(("apigw-requestid", request_id))
     return Response(status, headers, body)
+
+
+@dataclass
+class _Bucket:
+    """A route's throttle as API Gateway applies it: a token bucket of `burst` tokens refilled at
+    `rate` per second; a request that finds it empty is answered 429 before any function runs."""
+
+    rate: float
+    burst: float
+    tokens: float
+    at: float
+
+    def take(self, now: float) -> bool:
+        self.tokens = min(self.burst, self.tokens + (now - self.at) * self.rate)
+        self.at = now
+        if self.tokens < 1:
+            return False
+        self.tokens -= 1
+        return True
 
 
 class _InvalidResult(ValueError):
@@ -299,6 +319,7 @@ class Gateway:
         authorizer_ttl: float = 300,
         max_body_bytes: int = MAX_BODY_BYTES,
         clock: Callable[[], float] = time.monotonic,
+        throttles: dict[str, tuple[float, float]] | None = None,
     ) -> None:
         compiled = [_CompiledRoute.of(route) for route in routes]
         keys = [c.route.key for c in compiled]
@@ -316,6 +337,10 @@ class Gateway:
         self.max_body_bytes = max_body_bytes
         self._cache: dict[tuple[str, ...], tuple[float, bool, Any]] = {}
         self._lock = threading.Lock()
+        # Route key → its bucket, for the routes the stage's RouteSettings throttle (rate, burst).
+        self._buckets = {
+            key: _Bucket(rate, burst, burst, clock()) for key, (rate, burst) in (throttles or {}).items()
+        }
 
     def handle(
         self,
@@ -339,6 +364,12 @@ class Gateway:
         if found is None:
             return error_response(404, rid)
         route, params = found
+        bucket = self._buckets.get(route.key)
+        if bucket is not None:
+            with self._lock:
+                admitted = bucket.take(self._clock())
+            if not admitted:
+                return error_response(429, rid)
         context: Any = None
         guarded = route.authorized and self._authorizer is not None
         if guarded and self._authorizer is not None:

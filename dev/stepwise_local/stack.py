@@ -66,7 +66,15 @@ S3_PORT_ENV = "STEPWISE_LOCAL_S3_PORT"
 # Parameters that shape the deployment and reach no function, so no variable sets them locally. Every
 # other parameter is read from the variable its functions know it by (parameter_env).
 DEPLOY_ONLY_PARAMETERS = frozenset(
-    {"Stage", "AlarmEmail", "ApiThrottleRate", "ApiThrottleBurst", "StepReservedConcurrency"}
+    {
+        "Stage",
+        "AlarmEmail",
+        "ApiThrottleRate",
+        "ApiThrottleBurst",
+        "StepReservedConcurrency",
+        "UnknownRouteThrottleRate",
+        "UnknownRouteThrottleBurst",
+    }
 )
 
 
@@ -560,7 +568,7 @@ def _bring_up(
     stack = LocalStack(
         queues=LocalQueues(mappings(functions, resolver.resolve, urls.__getitem__), lambdas.invoke),
         lambdas=lambdas,
-        gateway=_gateway(resources, functions, lambdas.invoke),
+        gateway=_gateway(resources, functions, lambdas.invoke, resolver.resolve),
         resolver=resolver,
         state_machine_arn=state_machine_arn,
         api_keys=api_keys,
@@ -593,9 +601,24 @@ def _routes(functions: dict[str, Any]) -> list[Route]:
     return routes
 
 
-def _gateway(resources: dict[str, Any], functions: dict[str, Any], invoke: Any) -> Gateway:
+def route_throttles(resources: dict[str, Any], resolve: Any) -> dict[str, tuple[float, float]]:
+    """Route key → (rate, burst) from the HttpApi's RouteSettings, parameters resolved."""
+    throttles: dict[str, tuple[float, float]] = {}
+    for res in resources.values():
+        if res["Type"] == "AWS::Serverless::HttpApi":
+            settings = resolve(res.get("Properties", {}).get("RouteSettings") or {})
+            for key, s in settings.items():
+                if "ThrottlingRateLimit" in s and "ThrottlingBurstLimit" in s:
+                    throttles[key] = (float(s["ThrottlingRateLimit"]), float(s["ThrottlingBurstLimit"]))
+    return throttles
+
+
+def _gateway(resources: dict[str, Any], functions: dict[str, Any], invoke: Any, resolve: Any) -> Gateway:
     """The HttpApi's routes behind its default Lambda authorizer, with the authorizer's identity
-    sources and result TTL as the template sets them (SAM's defaults: no sources, TTL 300)."""
+    sources and result TTL as the template sets them (SAM's defaults: no sources, TTL 300), and the
+    per-route throttles of its RouteSettings (the catch-all's; the stage-wide default is not applied
+    locally: tests send bursts no deployment would see from one client)."""
+    throttles = route_throttles(resources, resolve)
     for res in resources.values():
         if res["Type"] != "AWS::Serverless::HttpApi":
             continue
@@ -611,5 +634,6 @@ def _gateway(resources: dict[str, Any], functions: dict[str, Any], invoke: Any) 
                 authorizer=str(target[0] if isinstance(target, list) else target.split(".")[0]),
                 identity_headers=tuple(identity.get("Headers") or ()),
                 authorizer_ttl=float(identity.get("ReauthorizeEvery", 300)),
+                throttles=throttles,
             )
-    return Gateway(_routes(functions), invoke, authorizer=None)
+    return Gateway(_routes(functions), invoke, authorizer=None, throttles=throttles)

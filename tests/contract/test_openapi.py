@@ -23,6 +23,8 @@ UNDESCRIBED = {("GET", "/v1/openapi.json"), ("GET", "/v1/docs")}
 # MCP's streamable HTTP has a server that offers no server-sent stream answer GET with 405: that is all
 # GET /v1/mcp does (POST /v1/mcp documents the door).
 UNDESCRIBED |= {("GET", "/v1/mcp")}
+# The catch-all route: whatever no route matches, answered 404 `route_not_found` (no operation to describe).
+UNDESCRIBED |= {("ANY", "$default")}
 # Successes without a body besides 204: MCP acknowledges a notification with 202 and nothing else.
 EMPTY_ACCEPTED = {("POST", "/v1/mcp")}
 # Routes that take a JSON body (DESIGN.md's HTTP API table).
@@ -52,6 +54,7 @@ JSON_BODIES = {
     ("POST", "/v1/evals"),
     ("POST", "/v1/evals/{eval_id}/cases:from-runs"),
     ("POST", "/v1/evals/{eval_id}/runs"),
+    ("POST", "/v1/effects/{key}/resolve"),
 }
 # Public routes that read a form: the approval page's buttons and Slack's interactions.
 FORM_BODIES = {("POST", "/v1/approvals/{token}"), ("POST", "/v1/integrations/slack/interactions")}

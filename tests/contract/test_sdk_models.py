@@ -22,12 +22,8 @@ from stepwise_sdk._sync import Stepwise
 pytestmark = pytest.mark.contract
 
 REF = "#/components/schemas/{model}"
-# Components the SDK has no use for: the resolver's validation errors (they reach the SDK as an Error),
-# API Gateway's own 401 body, Slack's reply to its callback.
+# Components the SDK has no use for: API Gateway's own 401 body, Slack's reply to its callback.
 NOT_MODELLED = {
-    "HTTPValidationError",
-    "ValidationError",
-    "ResponseValidationError",
     "GatewayError",
     "SlackReply",
     # The AG-UI door's input: AG-UI's own clients send it (@ag-ui/client's HttpAgent), not this SDK.

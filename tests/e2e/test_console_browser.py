@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Any
 
@@ -190,7 +192,9 @@ def test_watching_a_run_and_approving_its_call_from_the_console(
     console.shot("session")
 
     page.get_by_role("link", name="Agents").click()
-    expect(page.get_by_role("link", name=agent["name"])).to_be_visible()
+    # The session page also names the agent (facts, timeline): wait for the agents page itself first.
+    expect(page).to_have_url(re.compile(r"#/agents$"))
+    expect(page.locator("main").get_by_role("link", name=agent["name"]).first).to_be_visible()
     console.shot("agents")
 
     assert fits_the_screen(page)
@@ -237,7 +241,7 @@ def test_answering_a_client_tool_of_a_delegated_run_from_the_console(
     wait = page.locator(".pending .wait")
     expect(wait).to_contain_text("pick_color")
     expect(wait).to_contain_text('"palette": "warm"')
-    child_link = page.locator(".event-delegation_started a")
+    child_link = page.locator(".event-delegation_started a[href^='#/runs/']")  # the other names the agent
     expect(child_link).to_be_visible()
     child_id = child_link.inner_text()
     desktop.shot("client-tool-waiting")
@@ -341,3 +345,173 @@ def eventually_ended(api: httpx.Client, run_id: str) -> None:
         return True
 
     eventually(ended, timeout=60, what=f"run {run_id} to succeed")
+
+
+# --- Names, filters, durations, the waterfall and the search box (issue 28, goal 8) -------------------
+
+
+def shown_duration(ms: int) -> str:
+    """The console's way of writing a duration (dom.js `duration`); toFixed rounds the float's exact
+    value half up, as Decimal does here."""
+    if ms < 1000:
+        return f"{max(ms, 0)} ms"
+    s = ms / 1000
+    if s < 60:
+        return f"{Decimal(s).quantize(Decimal('0.1'), ROUND_HALF_UP)} s"
+    if s < 3600:
+        return f"{int(s // 60)} m {int(s % 60):02d} s"
+    return f"{int(s // 3600)} h {int((s % 3600) // 60):02d} m"
+
+
+def millis(at: str) -> int:
+    """An event's time as the browser's Date.parse reads it: whole milliseconds."""
+    when = datetime.fromisoformat(at.replace("Z", "+00:00"))
+    return (when - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(milliseconds=1)
+
+
+def test_runs_are_named_filtered_timed_and_drawn_as_a_waterfall(
+    api: httpx.Client, receiver: Receiver, console: Console
+) -> None:
+    # Given an agent with a slow tool, and two finished runs of it for two end users
+    receiver.replies["/slow"] = Reply(body={"found": 42}, delay=0.3)
+    tool = {
+        "type": "http",
+        "name": "slow_lookup",
+        "description": "Look it up, slowly",
+        "input_schema": {"type": "object", "properties": {"q": {"type": "string"}}},
+        "endpoint": f"{receiver.url}/slow",
+        "read_only": True,
+    }
+    name = f"console-timer-{console.name}"
+    agent = api.post("/v1/agents", json={"name": name, "tools": [tool]}).json()
+    script = [{"tool_calls": [{"name": "slow_lookup", "arguments": {"q": "answer"}}]}, {"text": "42."}]
+    runs = {}
+    for user in ("ada", "bob"):
+        body = {"message": f"look it up for {user}", "user_id": user, "script": script}
+        created = api.post(f"/v1/agents/{agent['agent_id']}/runs", json=body)
+        assert created.status_code == 202, created.text
+        runs[user] = created.json()
+        eventually_ended(api, runs[user]["run_id"])
+    ada, bob = (api.get(f"/v1/runs/{runs[u]['run_id']}").json() for u in ("ada", "bob"))
+    page = console.page
+    # Pages of one run, so paging through next_token is seen with two runs (the page size is the
+    # API's 50 otherwise): every list request the console makes is sent on with limit=1.
+    page.route(
+        re.compile(r".*/v1/runs\?.*"), lambda route: route.continue_(url=f"{route.request.url}&limit=1")
+    )
+    sign_in(console)
+
+    # When the list is filtered to the agent, by its name, from the form
+    filters = page.locator("form.filters")
+    if not filters.is_visible():  # folded on a phone
+        page.get_by_text("Filters", exact=True).click()
+    filters.get_by_label("Agent").select_option(label=name)
+    filters.get_by_role("button", name="Filter").click()
+
+    # Then the hash holds the filter, one run shows, and the next page comes through its token
+    expect(page).to_have_url(re.compile(rf"#/runs\?agent={agent['agent_id']}$"))
+    rows = page.locator(".runs .run-row")
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_have_attribute("data-run-id", bob["run_id"])  # newest first
+    page.get_by_role("button", name="Older runs").click()
+    expect(rows).to_have_count(2)
+    expect(rows.nth(1)).to_have_attribute("data-run-id", ada["run_id"])
+    expect(page.get_by_role("button", name="Older runs")).to_be_hidden()
+    # each row names its agent (the id is the tooltip, and a button copies it) and says how long it took
+    agent_link = rows.first.get_by_role("link", name=name)
+    expect(agent_link).to_have_attribute("title", agent["agent_id"])
+    expect(rows.first.get_by_role("button", name=f"Copy {agent['agent_id']}")).to_be_visible()
+    took = millis(bob["finished_at"]) - millis(bob["created_at"])
+    expect(rows.first.locator(".duration")).to_have_text(shown_duration(took))
+    expect(rows.first.locator(".user")).to_have_text("user bob")
+    console.shot("runs-filtered")
+
+    # When the filters come from the address (a shared link, a reload): a user, then a window
+    base = page.url.split("#")[0]
+    page.goto(f"{base}#/runs?agent={agent['agent_id']}&user=ada&status=succeeded")
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_have_attribute("data-run-id", ada["run_id"])
+    page.reload()
+    expect(page.locator("form.filters input[name=user]")).to_have_value("ada")
+    expect(page.locator("form.filters select[name=status]")).to_have_value("succeeded")
+    expect(rows).to_have_count(1)
+    page.goto(f"{base}#/runs?agent={agent['agent_id']}&to=2020-01-01")
+    expect(page.locator(".runs .note")).to_have_text("No runs match these filters.")
+    page.goto(f"{base}#/runs?agent={agent['agent_id']}&trigger=schedule")
+    expect(page.locator(".runs .note")).to_have_text("No runs match these filters.")
+
+    # When a run's id is put in the search box
+    search = page.get_by_role("searchbox", name="Find a run or session by id")
+    search.fill(f"  {ada['run_id']} ")
+    search.press("Enter")
+
+    # Then its page draws a bar per step, model call and tool call, each as long as its events say
+    expect(page.locator("h1")).to_contain_text(ada["run_id"])
+    expect(page.locator(".live")).to_have_text("The run ended: succeeded.")
+    events = api.get(f"/v1/runs/{ada['run_id']}/events").json()["events"]
+    at = {
+        (e["type"], e["data"].get("step") or e["data"].get("tool_call_id")): millis(e["at"]) for e in events
+    }
+    chart = page.locator("svg.waterfall")
+    run_bar = chart.locator("g[data-kind=run]")  # the whole run, gaps between steps included
+    expect(run_bar).to_have_attribute("data-ms", str(at[("run_completed", None)] - at[("run_started", None)]))
+    expect(chart.locator("g[data-kind=step]")).to_have_count(2)
+    expect(chart.locator("g[data-kind=model]")).to_have_count(2)
+    expect(chart.locator("g[data-kind=tool]")).to_have_count(1)
+    for step in (1, 2):
+        model_ms = at[("step_completed", step)] - at[("step_started", step)]
+        expect(chart.locator(f"g[data-kind=model][data-step='{step}']")).to_have_attribute(
+            "data-ms", str(model_ms)
+        )
+    call_id = next(e["data"]["tool_call_id"] for e in events if e["type"] == "tool_call")
+    tool_ms = at[("tool_result", call_id)] - at[("tool_call", call_id)]
+    assert tool_ms >= 300  # the receiver took 0.3 s to answer
+    expect(chart.locator("g[data-kind=tool]")).to_have_attribute("data-ms", str(tool_ms))
+    expect(chart.locator("g[data-kind=tool] title")).to_contain_text(
+        f"slow_lookup: {shown_duration(tool_ms)}"
+    )
+    expect(page.locator(".event-tool_result .took")).to_have_text(f" · {shown_duration(tool_ms)}")
+    # the run's cost per step, on each step's header and its bar
+    for step in (1, 2):
+        usage = next(
+            e["data"]["usage"] for e in events if e["type"] == "step_completed" and e["data"]["step"] == step
+        )
+        header = page.locator(f".step[data-step='{step}'] .step-took")
+        expect(header).to_have_text(re.compile(rf" · {re.escape(shown_cost(usage.get('cost_usd')))}$"))
+        expect(chart.locator(f"g[data-kind=step][data-step='{step}'] .dur")).to_have_text(
+            re.compile(rf" · {re.escape(shown_cost(usage.get('cost_usd')))}$")
+        )
+    # the run's own facts: its agent by name, its duration
+    facts = page.locator(".facts")
+    expect(facts.get_by_role("link", name=name)).to_have_attribute("title", agent["agent_id"])
+    run_ms = millis(ada["finished_at"]) - millis(ada["created_at"])
+    expect(facts.locator(".duration")).to_have_text(shown_duration(run_ms))
+    expect(page.locator(".event-run_started").get_by_role("link", name=name)).to_be_visible()
+    assert fits_the_screen(page)
+    console.shot("run-waterfall")
+
+    # And a session id in the search box opens the session, its agent named too
+    search.fill(ada["session_id"])
+    search.press("Enter")
+    expect(page.locator("h1")).to_contain_text(ada["session_id"])
+    expect(page.locator(".crumbs").get_by_role("link", name=name)).to_be_visible()
+    # something that is neither is refused where it was typed, and the page stays
+    search.fill("hello")
+    search.press("Enter")
+    assert page.evaluate("document.getElementById('find-id').validationMessage")
+    expect(page.locator("h1")).to_contain_text(ada["session_id"])
+    assert_clean(console)
+
+
+def test_an_agents_id_is_copied_from_its_name(api: httpx.Client, desktop: Console) -> None:
+    agent = api.post("/v1/agents", json={"name": "console-copied"}).json()
+    page = desktop.page
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    sign_in(desktop)
+    page.goto(f"{page.url.split('#')[0]}#/agents/{agent['agent_id']}")
+
+    page.get_by_role("button", name=f"Copy {agent['agent_id']}").click()
+
+    expect(page.get_by_role("button", name=f"Copy {agent['agent_id']}")).to_have_text("copied")
+    assert page.evaluate("navigator.clipboard.readText()") == agent["agent_id"]
+    assert_clean(desktop)

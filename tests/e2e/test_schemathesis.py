@@ -223,7 +223,7 @@ def test_clearing_an_agents_permissions_is_a_422_that_changes_nothing(
         after = api.get(path).json()
 
     assert response.status_code == 422, response.text
-    assert response.json()["error"]["details"][0]["loc"] == ["body", "permissions"]
+    assert response.json()["error"]["details"]["errors"][0]["loc"] == ["body", "permissions"]
     assert after == before
 
 

@@ -2,13 +2,15 @@
 over streamable HTTP by uvicorn in a background thread.
 
 Tools: `lookup(q)` (readOnlyHint), `delete_item(id)` (destructiveHint), `fail()` (raises, so the result
-has isError), and with `image` given, `snapshot()` (read-only: a caption and that PNG). With `api_key`
-set, every request must carry `X-Api-Key: <api_key>` or gets a 401, so tests can prove the configured
-headers are sent. `calls` records each tool call as (tool, arguments).
+has isError), with `orders` set, `orders(count)` (readOnlyHint: a JSON array of `count` records), and
+with `image` given, `snapshot()` (read-only: a caption and that PNG). With `api_key` set, every request
+must carry `X-Api-Key: <api_key>` or gets a 401, so tests can prove the configured headers are sent.
+`calls` records each tool call as (tool, arguments).
 """
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 from typing import Any
@@ -26,9 +28,12 @@ API_KEY_HEADER = "X-Api-Key"
 
 
 class FakeMcpServer:
-    def __init__(self, *, api_key: str | None = None, image: bytes | None = None) -> None:
+    def __init__(
+        self, *, api_key: str | None = None, image: bytes | None = None, orders: bool = False
+    ) -> None:
         self.api_key = api_key
         self.image = image
+        self.orders = orders
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.requests = 0  # HTTP requests that reached the server, refused ones included
         self._lock = threading.Lock()
@@ -93,6 +98,18 @@ class FakeMcpServer:
                 """Take a picture of the fake catalogue."""
                 self._record("snapshot", {})
                 return ["the catalogue, photographed", Image(data=picture, format="png")]
+
+        if self.orders:
+
+            @server.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
+            def orders(count: int) -> str:
+                """The fake catalogue's orders, as a JSON array of records."""
+                self._record("orders", {"count": count})
+                rows = [
+                    {"order_id": f"o-{i:04d}", "region": ("north", "south")[i % 2], "amount": i}
+                    for i in range(count)
+                ]
+                return json.dumps(rows)
 
         return server
 

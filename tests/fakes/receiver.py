@@ -28,6 +28,7 @@ class Reply:
     status: int = 200
     body: Any = field(default_factory=lambda: {"ok": True})
     delay: float = 0.0
+    content_type: str = "application/json"
 
 
 class Receiver:
@@ -56,7 +57,7 @@ class Receiver:
                     time.sleep(reply.delay)
                 payload = reply.body if isinstance(reply.body, bytes) else json.dumps(reply.body).encode()
                 self.send_response(reply.status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", reply.content_type)
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
                 self.wfile.write(payload)

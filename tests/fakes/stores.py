@@ -17,7 +17,7 @@ from __future__ import annotations
 import copy
 import json
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -39,6 +39,7 @@ from stepwise.ledger import (
     Settlement,
 )
 from stepwise.llm.models import Usage
+from stepwise.runs.listing import NO_FILTER, RunFilter
 from stepwise.runs.models import (
     ACTIVE_STATUSES,
     TERMINAL_EVENTS,
@@ -52,7 +53,7 @@ from stepwise.runs.models import (
     RunExists,
     RunStatus,
 )
-from stepwise.runs.ports import Stores
+from stepwise.runs.ports import SessionMessage, Stores
 from stepwise.runs.state import RunContext
 from stepwise.sessions.models import Earlier, Session
 from stepwise.store.described import INLINE_BYTES
@@ -70,6 +71,7 @@ class FakeRunContexts:
     def __init__(self) -> None:
         self.items: dict[tuple[str, str], dict[str, Any]] = {}
         self.lock = threading.Lock()
+        self.sessions: FakeSessions | None = None  # where messages saved with a context go
 
     def load(self, tenant_id: str, run_id: str) -> RunContext:
         item = self.items.get((tenant_id, run_id))
@@ -88,7 +90,9 @@ class FakeRunContexts:
             update={"version": item.get("version", 0), "ended": item.get("ended", False)}
         )
 
-    def save(self, tenant_id: str, run_id: str, context: RunContext) -> RunContext:
+    def save(
+        self, tenant_id: str, run_id: str, context: RunContext, messages: Sequence[SessionMessage] = ()
+    ) -> RunContext:
         with self.lock:
             item = self.items.setdefault((tenant_id, run_id), {})
             if item.get("ended") or item.get("version", 0) != context.version:
@@ -99,6 +103,9 @@ class FakeRunContexts:
             # Stored as JSON, as the item is: a caller's later change to its copy never leaks in.
             item["context"] = context.model_dump(mode="json", exclude={"version", "ended"})
             item["version"] = context.version + 1
+        for m in messages:  # landed with the context (a transaction in DynamoDB)
+            assert self.sessions is not None, "FakeStores wires the sessions in"
+            self.sessions.put_message(tenant_id, m.session_id, m.run_id, m.step, m.slot, m.message)
         return context.model_copy(update={"version": context.version + 1})
 
     def mark_ended(self, tenant_id: str, run_id: str) -> None:
@@ -126,6 +133,7 @@ class FakeRuns:
         status: RunStatus | None = None,
         limit: int = 50,
         next_token: str | None = None,
+        where: RunFilter = NO_FILTER,
     ) -> tuple[list[Run], str | None]:
         found = sorted(
             (
@@ -135,6 +143,7 @@ class FakeRuns:
                 and (agent_id is None or r.agent_id == agent_id)
                 and (session_id is None or r.session_id == session_id)
                 and (status is None or r.status == status)
+                and where.matches(r)
             ),
             key=lambda r: r.run_id,
             reverse=True,
@@ -609,7 +618,15 @@ class FakeLedger:
         self.entries: dict[tuple[str, str], Entry] = {}
         self.lock = threading.Lock()
 
-    def claim(self, tenant_id: str, key: EffectKey, tool_name: str, run_id: str, tool_call_id: str) -> Claim:
+    def claim(
+        self,
+        tenant_id: str,
+        key: EffectKey,
+        tool_name: str,
+        run_id: str,
+        tool_call_id: str,
+        arguments: dict[str, Any] | None = None,
+    ) -> Claim:
         with self.lock:
             held = self.entries.get((tenant_id, key.id))
             if held is not None and held.status not in CLAIMABLE:
@@ -624,6 +641,7 @@ class FakeLedger:
                 tool_call_id=tool_call_id,
                 claimed_at=utcnow(),
                 history=held.history if held else [],
+                arguments=arguments,
             )
             self.entries[(tenant_id, key.id)] = entry
         return Claim(won=True, entry=entry)
@@ -657,6 +675,14 @@ class FakeLedger:
             self.entries[(tenant_id, key)] = undone
         return True
 
+    def write_done(self, tenant_id: str, key: str, done: Entry, *, was: Entry) -> bool:
+        with self.lock:
+            entry = self.entries.get((tenant_id, key))
+            if entry is None or (entry.status, entry.generation) != (was.status, was.generation):
+                return False
+            self.entries[(tenant_id, key)] = done
+        return True
+
 
 class FakeFollowers:
     """Who would have been pushed what: the runs whose appends found a follower, in order."""
@@ -685,6 +711,7 @@ class FakeStores:
 
     def __post_init__(self) -> None:
         self.runs = FakeRuns(self.run_context)
+        self.run_context.sessions = self.sessions
         self.described = FakeDescribed(self.results)
 
     def stores(self) -> Stores:

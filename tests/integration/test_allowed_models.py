@@ -26,7 +26,7 @@ def test_creating_an_agent_with_a_model_outside_the_bound_is_422(stack: LocalSta
 
     assert status == 422, body
     assert body["error"]["code"] == "model_not_allowed"
-    assert body["error"]["details"][0]["loc"] == ["body", "model"]
+    assert body["error"]["details"]["errors"][0]["loc"] == ["body", "model"]
     assert "bedrock/*" in body["error"]["message"]
 
 

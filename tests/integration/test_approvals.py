@@ -64,7 +64,7 @@ def test_a_run_waits_without_any_lambda_running_then_approval_runs_the_tool(
     assert receiver.to("/send") == []
 
     status, _, answered = stack.invoke_api("POST", f"/v1/runs/{run_id}/approve", {"approved": True})
-    assert status == 200 and answered["status"] == "answered"
+    assert status == 202 and answered["status"] == "answered"
     run = wait_for_run(stack, run_id)
     assert run["status"] == "succeeded" and run["tools_executed"] == ["send"]
     assert [r.json() for r in receiver.to("/send")] == [{"q": "hello"}]  # exactly what was approved
@@ -259,7 +259,7 @@ def test_approve_needs_a_pending_approval_and_names_ambiguity(stack: LocalStack,
     assert wait_for_run(stack, run_id)["status"] == "succeeded"
     assert [r.json()["q"] for r in receiver.to("/send")] == ["a", "b"]
     status, _, body = stack.invoke_api("POST", f"/v1/runs/{run_id}/approve", {"approved": True})
-    assert status == 409 and body["error"]["code"] == "no_pending_approval"
+    assert status == 409 and body["error"]["code"] == "already_answered"  # as respond answers it
 
 
 def test_another_tenant_cannot_answer(stack: LocalStack, receiver: Receiver) -> None:

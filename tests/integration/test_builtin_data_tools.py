@@ -181,7 +181,11 @@ def test_a_runaway_query_is_stopped(database: Path, monkeypatch: pytest.MonkeyPa
 def test_a_database_error_is_short_and_readable(database: Path) -> None:
     code, message = error_of(query(database, "SELECT nope FROM orders"))
 
-    assert (code, message) == ("database_error", "OperationalError: no such column: nope")
+    # the driver's one line, then the schema of the tables the statement names (the in-tool repair)
+    first, *schema = message.splitlines()
+    assert (code, first) == ("database_error", "OperationalError: no such column: nope")
+    assert schema[0] == "The tables it names:" and schema[1].startswith("orders (")
+    assert "  id integer PK" in schema
 
 
 def test_a_missing_database_file_is_a_connect_failure_without_the_path(database: Path) -> None:
@@ -542,3 +546,38 @@ def test_knowledge_base_owners_are_read_from_bedrock_agent_tags(monkeypatch: pyt
         )
         assert refused.error is not None and refused.error.code == "knowledge_base_not_allowed"
         assert "theirs" in refused.error.message
+
+
+# --- kb_doc_read: a knowledge-base document under the storage rules ----------------------------------
+
+
+def read_document(tenant: str, **arguments: Any) -> ToolResult:
+    from stepwise.tools.builtin import kb_doc_read
+
+    return run_builtin(
+        kb_doc_read.NAME,
+        arguments,
+        scope=scope(tenant),
+        settings=StaticSettings(),
+        config=kb_doc_read.Config(),
+    )
+
+
+def test_kb_doc_read_reads_a_pdf_as_text_in_pages_within_the_tenants_storage(bucket: str) -> None:
+    from tests.fakes.files import pdf
+
+    put(bucket, "tenants/acme/kb/policy.pdf", pdf("Travel needs approval"), "application/pdf")
+    put(bucket, "tenants/acme/kb/logo.bin", bytes(range(256)), "application/zip")
+    source = f"s3://{bucket}/tenants/acme/kb/policy.pdf"
+
+    whole = read_document("acme", source=source)
+    first = read_document("acme", source="kb/policy.pdf", limit=10)
+    rest = read_document("acme", source="kb/policy.pdf", offset=first.output["next_offset"])
+
+    assert "Travel needs approval" in whole.output["text"] and whole.output["next_offset"] is None
+    assert whole.output["path"] == "kb/policy.pdf" and whole.output["source"] == source
+    assert first.output["text"] + rest.output["text"] == whole.output["text"]
+    assert error_of(read_document("acme", source="kb/logo.bin"))[0] == "unsupported_document"
+    assert error_of(read_document("acme", source="kb/../../other/x.md"))[0] == "invalid_path"
+    assert error_of(read_document("other", source=source))[0] == "source_not_allowed"
+    assert error_of(read_document("other", source="kb/policy.pdf"))[0] == "not_found"  # their own prefix

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from stepwise.tools import http_tool
 from stepwise.tools.base import ToolResult
 from stepwise.tools.builtin import (
     StaticSettings,
@@ -24,7 +25,7 @@ from stepwise.tools.builtin import (
     web_scrape,
     web_search,
 )
-from stepwise.tools.http_tool import TRUNCATION_MARKER
+from stepwise.tools.http_tool import truncation_marker
 from stepwise.tools.registry import run_builtin
 
 SCOPE = ToolScope("t1", "a1", "r1", "s1")
@@ -252,15 +253,20 @@ def test_a_redirect_is_followed_and_its_location_kept_when_not(peer: Peer) -> No
     assert [r.path for r in peer.requests] == ["/old", "/new"]
 
 
-def test_a_long_answer_is_cut_at_ten_thousand_characters_with_the_marker(peer: Peer) -> None:
-    peer.respond = reply_json({"items": ["é" * 100] * 500})  # ~52,000 characters of JSON
+def test_a_long_answer_is_read_whole_and_one_past_the_limit_is_cut_with_the_marker(
+    peer: Peer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    items = ["é" * 100] * 500
+    peer.respond = reply_json({"items": items})  # ~52,000 characters of JSON
 
-    result = call_http({"method": "GET", "url": peer.url})
+    whole = call_http({"method": "GET", "url": peer.url}).output["body"]
+    monkeypatch.setattr(http_tool, "HTTP_READ_LIMIT", 10_000)
+    cut = call_http({"method": "GET", "url": peer.url}).output["body"]
 
-    body = result.output["body"]
-    assert isinstance(body, str)  # cut JSON is no longer JSON
-    assert body.endswith(TRUNCATION_MARKER)
-    assert len(body) == 10_000 + len(TRUNCATION_MARKER)
+    assert whole == {"items": items}
+    assert isinstance(cut, str)  # cut JSON is no longer JSON
+    assert cut.endswith(truncation_marker(10_000))
+    assert len(cut[: -len(truncation_marker(10_000))].encode()) == 10_000
 
 
 def test_a_slow_server_times_out(peer: Peer) -> None:

@@ -30,12 +30,12 @@ from stepwise.tools.builtin import (
 )
 from tests.fakes.mysql import Server, server
 from tests.fakes.postgres import Cluster, cluster
-from tests.integration.database_tools import error_of, query, unchecked_query, write
+from tests.integration.database_tools import SCOPE, error_of, query, unchecked_query, write
 
 DIALECTS = ["postgresql", "mysql"]
 MARIADB_PASSWORD = "agent-password-1"
 POSTGRES_SCHEMA = """
-    DROP TABLE IF EXISTS customers, orders, secret;
+    DROP TABLE IF EXISTS orders, customers, secret;
     CREATE TABLE customers (id int PRIMARY KEY, name text NOT NULL);
     CREATE TABLE orders (id int PRIMARY KEY, customer_id int, total numeric(10, 2), note text);
     CREATE TABLE secret (id int PRIMARY KEY, value text);
@@ -46,7 +46,7 @@ POSTGRES_SCHEMA = """
     INSERT INTO secret VALUES (1, 'the launch codes');
 """
 MARIADB_SCHEMA = """
-    DROP TABLE IF EXISTS customers, orders, secret;
+    DROP TABLE IF EXISTS orders, customers, secret;
     CREATE TABLE customers (id int PRIMARY KEY, name text NOT NULL) ENGINE=InnoDB;
     CREATE TABLE orders (id int PRIMARY KEY, customer_id int, total decimal(10, 2), note text) ENGINE=InnoDB;
     CREATE TABLE secret (id int PRIMARY KEY, value text) ENGINE=InnoDB;
@@ -66,6 +66,7 @@ class Shop:
     no_database: str  # the agent's login to a database that does not exist
     refused_login: str  # a login to `shop` that the server refuses
     rows: Callable[[str], list[tuple[Any, ...]]]  # a statement's rows, read past the tools as the admin
+    admin: Callable[[str], object]  # statements run as the admin (DDL, ANALYZE), past the tools
 
 
 def on(dialect: str) -> pytest.MarkDecorator:
@@ -124,6 +125,7 @@ def _postgres_shop(running: Cluster) -> Shop:
         no_database=running.url(database="nope"),
         refused_login=running.url(user="nobody_here", database="shop"),  # trust takes any password
         rows=rows,
+        admin=lambda sql: running.sql(sql, database="shop"),
     )
 
 
@@ -136,6 +138,7 @@ def _mariadb_shop(running: Server) -> Shop:
         no_database=running.url("agent", MARIADB_PASSWORD, "nope"),
         refused_login=running.url("agent", "wrong-password", "shop"),
         rows=lambda sql: running.sql(sql, database="shop"),
+        admin=lambda sql: running.sql(sql, database="shop"),
     )
 
 
@@ -507,3 +510,118 @@ def test_every_connect_failure_reads_the_same(db: Shop) -> None:
     failures = {error_of(query(url, "SELECT 1")) for url in (closed_port, db.no_database, db.refused_login)}
 
     assert failures == {("database_error", "could not connect to the database")}
+
+
+# --- database_schema, and the schema a failed query quotes ---------------------------------------------
+
+# Each dialect's lines for the shop's tables (SQLAlchemy's rendering of the reflected types).
+SCHEMA_LINES: dict[str, list[str]] = {
+    "postgresql": [
+        "customers (~2 rows)",
+        "  id integer PK",
+        "  name text NOT NULL",
+        "orders (~20 rows)",
+        "  id integer PK",
+        "  customer_id integer FK → customers.id",
+        "  total numeric(10, 2)",
+        "  note text",
+    ],
+    "mysql": [
+        "customers (~2 rows)",
+        "  id integer(11) PK",
+        "  name text NOT NULL",
+        "orders (~20 rows)",
+        "  id integer(11) PK",
+        "  customer_id integer(11) FK → customers.id",
+        "  total decimal(10, 2)",
+        "  note text",
+    ],
+}
+ANALYZE = {"postgresql": "ANALYZE customers; ANALYZE orders", "mysql": "ANALYZE TABLE customers, orders"}
+
+
+def schema_of(db: Shop, **arguments: Any) -> Any:
+    from stepwise.tools.builtin import database_schema
+    from stepwise.tools.registry import run_builtin
+
+    return run_builtin(
+        database_schema.NAME,
+        arguments,
+        scope=SCOPE,
+        settings=StaticSettings({"DATABASE_URL": db.url}),
+        config=database_schema.Config(allowed_tables=["orders", "customers"]),
+    )
+
+
+def with_foreign_key(db: Shop) -> None:
+    db.admin(
+        "ALTER TABLE orders ADD CONSTRAINT orders_customer "
+        "FOREIGN KEY (customer_id) REFERENCES customers (id)"
+    )
+    db.admin(ANALYZE[db.dialect])
+
+
+def test_the_schema_lists_the_allowed_tables_columns_keys_and_row_estimates(db: Shop) -> None:
+    with_foreign_key(db)
+
+    result = schema_of(db)
+    one = schema_of(db, table="orders")
+    refused = schema_of(db, table="secret")
+
+    assert result.ok, result.error
+    heading, *lines = result.output.splitlines()
+    assert heading.startswith("2 tables (")
+    assert lines == SCHEMA_LINES[db.dialect]  # sorted tables, columns in their order; `secret` is not there
+    assert one.output.splitlines() == SCHEMA_LINES[db.dialect][3:]
+    assert error_of(refused)[0] == "unknown_table" and "customers, orders" in error_of(refused)[1]
+
+
+def test_the_schema_is_cached_until_a_table_changes(db: Shop, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sqlalchemy.engine import Engine
+
+    from stepwise.tools.builtin import _schema
+
+    _schema.clear()
+    statements: list[str] = []
+
+    def seen(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        statements.append(statement)
+
+    event.listen(Engine, "before_cursor_execute", seen)
+    try:
+        first = schema_of(db)
+        cold = len(statements)
+        statements.clear()
+        again = schema_of(db)
+        warm = len(statements)
+        db.admin("ALTER TABLE customers ADD COLUMN email text")
+        changed = schema_of(db)
+    finally:
+        event.remove(Engine, "before_cursor_execute", seen)
+
+    assert again.output == first.output
+    assert warm < cold  # the version query and the transaction's bounds only
+    assert "  email text" in changed.output.splitlines()
+
+
+# A misspelled column, as a model writes it; the driver's words for it.
+MISSPELLED = {"postgresql": "column o.totl does not exist", "mysql": "Unknown column 'o.totl'"}
+
+
+def test_a_failed_query_quotes_the_driver_and_the_schema_of_the_tables_it_names(db: Shop) -> None:
+    with_foreign_key(db)
+
+    failed = query(db.url, "SELECT o.totl FROM orders o WHERE o.id < 3")
+    repaired = query(db.url, "SELECT o.total FROM orders o WHERE o.id < 3")
+
+    code, message = error_of(failed)
+    assert code == "database_error" and MISSPELLED[db.dialect] in message
+    quoted = message.split("The tables it names:\n", 1)[1].splitlines()
+    assert quoted == SCHEMA_LINES[db.dialect][3:]  # orders only: the statement names no other table
+    assert repaired.ok and repaired.output["row_count"] == 2
+
+
+def test_a_statement_the_checks_refuse_quotes_no_schema(db: Shop) -> None:
+    refused = query(db.url, "SELECT * FROM secret")
+
+    assert "The tables it names" not in error_of(refused)[1]

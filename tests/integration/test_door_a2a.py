@@ -449,7 +449,7 @@ def test_push_notifications_carry_the_token_and_a_standard_webhooks_signature(
     stack: LocalStack, base: str, receiver: Receiver
 ) -> None:
     status, _, secret = stack.invoke_api("POST", "/v1/webhooks/secret")
-    assert status == 200, secret
+    assert status == 201, secret
     agent = approver(stack, receiver)
 
     async def go() -> str:

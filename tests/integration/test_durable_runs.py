@@ -58,7 +58,8 @@ def test_cancel_during_an_approval_wait_closes_the_interaction(stack: LocalStack
     assert interaction["status"] == "expired"  # the contract knows pending, answered, expired
     _, _, page = stack.invoke_api("GET", f"/v1/runs/{accepted['run_id']}/events?after=0&wait=2")
     assert page["events"][-1]["type"] == "run_cancelled" and page["done"] is True
-    assert stack.invoke_api("POST", f"/v1/runs/{accepted['run_id']}/approve", {"approved": True})[0] == 409
+    status, _, body = stack.invoke_api("POST", f"/v1/runs/{accepted['run_id']}/approve", {"approved": True})
+    assert status == 410 and body["error"]["code"] == "interaction_closed"  # as respond answers it
     status, _, body = stack.invoke_api("POST", f"/v1/runs/{accepted['run_id']}/cancel")
     assert status == 409 and body["error"]["code"] == "run_finished"
     time.sleep(0.5)

@@ -59,7 +59,7 @@ def test_long_poll_waits_for_events_and_pages_by_seq(stack: LocalStack) -> None:
 
     assert seqs == list(range(1, len(seqs) + 1))  # contiguous, in order, each once
     _, _, page = stack.invoke_api("GET", f"/v1/runs/{run_id}/events?after={after}&wait=1")
-    assert page == {"events": [], "next": after, "done": True}
+    assert page == {"events": [], "next": after, "done": True, "wait": 1.0}  # the wait it used, echoed
 
 
 def test_a_long_poll_returns_when_the_first_event_arrives(stack: LocalStack) -> None:

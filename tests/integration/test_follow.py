@@ -293,7 +293,7 @@ def test_no_lambda_runs_while_a_socket_client_waits_for_an_approval(
         assert stack.lambdas.invocations == before, "a Lambda ran while the client waited"
 
         status, _, _ = stack.invoke_api("POST", f"/v1/runs/{run['run_id']}/approve", {"approved": True})
-        assert status == 200
+        assert status == 202
         rest = receive(socket)
 
     assert waiting + rest == all_events(stack, run["run_id"])

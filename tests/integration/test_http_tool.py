@@ -13,7 +13,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from stepwise.tools.http_tool import HTTP_RESPONSE_LIMIT, TRUNCATION_MARKER, call_http_tool
+from stepwise.tools import http_tool
+from stepwise.tools.http_tool import HTTP_READ_LIMIT, TRUNCATION_MARKER, call_http_tool, truncation_marker
 from stepwise.tools.models import HttpTool
 
 LOOPBACK = ["127.0.0.1"]
@@ -263,24 +264,36 @@ def test_a_text_response_is_returned_as_text(peer: Peer) -> None:
     assert result.output == "sent"
 
 
-def test_a_long_response_is_truncated_with_a_visible_marker(peer: Peer) -> None:
-    peer.respond = reply_json({"items": ["é" * 100] * 500})  # ~52,000 characters of JSON
+def test_a_long_json_response_is_read_whole(peer: Peer) -> None:
+    items = ["é" * 100] * 500
+    peer.respond = reply_json({"items": items})  # ~52,000 characters of JSON: the loop describes it
+
+    result = call_http_tool(make_tool(peer.url), {"to": "x"}, allow_hosts=LOOPBACK)
+
+    assert result.ok and result.output == {"items": items}
+
+
+def test_a_response_past_the_read_limit_is_cut_with_a_visible_marker(
+    peer: Peer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(http_tool, "HTTP_READ_LIMIT", 10_001)
+    peer.respond = reply(body="é" * 6_000)  # 12,000 bytes: the limit falls inside a two-byte "é"
 
     result = call_http_tool(make_tool(peer.url), {"to": "x"}, allow_hosts=LOOPBACK)
 
     assert result.ok
-    assert isinstance(result.output, str)  # truncated JSON is no longer JSON: returned as text
-    assert result.output.endswith(TRUNCATION_MARKER)
-    assert len(result.output) == HTTP_RESPONSE_LIMIT + len(TRUNCATION_MARKER)
-    assert "10000 characters" in TRUNCATION_MARKER
+    # the half character is dropped, not shown as U+FFFD
+    assert result.output == "é" * 5_000 + truncation_marker(10_001)
+    assert "5,242,880 bytes" in TRUNCATION_MARKER
 
 
-def test_a_response_of_exactly_the_limit_is_whole(peer: Peer) -> None:
-    peer.respond = reply(body="a" * HTTP_RESPONSE_LIMIT)
+def test_a_response_of_exactly_the_limit_is_whole(peer: Peer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(http_tool, "HTTP_READ_LIMIT", 10_000)
+    peer.respond = reply(body="a" * 10_000)
 
     result = call_http_tool(make_tool(peer.url), {"to": "x"}, allow_hosts=LOOPBACK)
 
-    assert result.output == "a" * HTTP_RESPONSE_LIMIT
+    assert result.output == "a" * 10_000
 
 
 def test_an_endless_response_is_not_downloaded(peer: Peer) -> None:
@@ -299,7 +312,7 @@ def test_an_endless_response_is_not_downloaded(peer: Peer) -> None:
 
     result = call_http_tool(make_tool(peer.url), {"to": "x"}, allow_hosts=LOOPBACK)
 
-    assert result.output == "z" * HTTP_RESPONSE_LIMIT + TRUNCATION_MARKER
+    assert result.output == "z" * HTTP_READ_LIMIT + TRUNCATION_MARKER
     assert peer.hung_up.wait(timeout=10)
 
 
@@ -320,8 +333,8 @@ def test_a_failing_endpoint_body_is_capped_too(peer: Peer) -> None:
     result = call_http_tool(make_tool(peer.url), {"to": "x"}, allow_hosts=LOOPBACK)
 
     assert result.error is not None
-    assert result.error.message.endswith(TRUNCATION_MARKER)
-    assert len(result.error.message) < HTTP_RESPONSE_LIMIT + 100
+    assert result.error.message.endswith("[truncated: 40,000 characters omitted]")
+    assert len(result.error.message) < http_tool.ERROR_BODY_LIMIT + 100
 
 
 def test_a_slow_endpoint_times_out(peer: Peer) -> None:

@@ -41,17 +41,25 @@ def test_varying_arguments_are_not_a_loop(stack: LocalStack, receiver: Receiver)
     assert result["status"] == "succeeded" and len(receiver.to("/lookup")) == 4
 
 
-def test_a_huge_tool_result_is_truncated_with_a_visible_marker(stack: LocalStack, receiver: Receiver) -> None:
-    from stepwise.store import sessions
+def test_a_huge_tool_result_reaches_the_model_as_its_start_and_a_note(
+    stack: LocalStack, receiver: Receiver
+) -> None:
+    import json
 
-    receiver.replies["/big"] = Reply(body="x" * 60_000)  # over the HTTP tool's own 10,000 cap too
+    from stepwise.store import described, sessions
+
+    receiver.replies["/big"] = Reply(body="x" * 60_000)  # over the tool result limit (50,000)
     agent_id = agent_with(stack, tools=[tool("big", f"{receiver.url}/big")])
 
     result = run(stack, agent_id, script=[{"tool_calls": [{"name": "big", "arguments": {"q": "all"}}]}])
 
     (tool_message,) = [m for m in sessions.messages("local", result["session_id"]) if m["role"] == "tool"]
-    assert len(tool_message["content"]) < 10_200
-    assert "truncated" in tool_message["content"]
+    shown = json.loads(tool_message["content"])
+    assert len(tool_message["content"]) < 10_600 and shown["first_chars"] == "x" * 10_000
+    assert "result_read" in shown["note"] and shown["chars"] == 60_000
+    # the whole is kept for result_read, not cut
+    kept = described.load("local", result["session_id"], tool_message["tool_call_id"])
+    assert kept == "x" * 60_000
 
 
 def test_a_token_budget_stops_the_run_before_it_is_spent(stack: LocalStack, receiver: Receiver) -> None:

@@ -66,12 +66,13 @@ def server(stack: LocalStack) -> Iterator[tuple[str, int]]:
 
 
 @pytest.mark.parametrize("method", ["TRACE", "PROPFIND", "BREW", "CONNECT"])
-def test_a_method_without_a_route_is_api_gateways_404_not_501(server: tuple[str, int], method: str) -> None:
+def test_a_method_without_a_route_is_the_contracts_404_not_501(server: tuple[str, int], method: str) -> None:
+    """The $default route takes what no route matches: the API's 404 `route_not_found`."""
     connection = http.client.HTTPConnection(*server, timeout=10)
     connection.request(method, "/v1/agents", headers={"Authorization": "Bearer sk-local-dev"})
     response = connection.getresponse()
     assert response.status == 404
-    assert json.loads(response.read()) == {"message": "Not Found"}
+    assert json.loads(response.read())["error"]["code"] == "route_not_found"
     connection.close()
 
 

@@ -1,6 +1,7 @@
 """The fused loop on the real ASL: the states a run passes through, waits of one parallel batch
 together, one ending for every way a run ends, large results kept whole."""
 
+import json
 from datetime import timedelta
 from typing import Any
 
@@ -80,7 +81,7 @@ def test_a_canonical_run_enters_two_states_per_model_step_and_one_per_wait(
     status, _, _ = stack.invoke_api("POST", f"/v1/runs/{accepted['run_id']}/approve", {"approved": True})
     run = wait_for_run(stack, accepted["run_id"])
 
-    assert status == 200 and run["status"] == "succeeded" and run["steps"] == 5
+    assert status == 202 and run["status"] == "succeeded" and run["steps"] == 5
     assert run["tools_executed"] == ["lookup", "lookup", "send", "lookup"]
     # 5 model steps, 4 tool calls, 1 approval: no state per call that needs no human.
     entered = states_entered(stack, accepted["run_id"])
@@ -107,7 +108,7 @@ def test_approvals_of_one_parallel_batch_are_asked_together(stack: LocalStack, r
     for approval in requested:
         body = {"approved": True, "tool_call_id": approval["tool_call_id"]}
         status, _, answered = stack.invoke_api("POST", f"/v1/runs/{accepted['run_id']}/approve", body)
-        assert status == 200, answered
+        assert status == 202, answered
     run = wait_for_run(stack, accepted["run_id"])
 
     assert run["status"] == "succeeded" and len(receiver.to("/read")) == 2
@@ -249,7 +250,10 @@ def test_a_result_too_large_for_an_item_is_kept_whole_in_storage(stack: LocalSta
     tags = boto3.client("s3").get_object_tagging(Bucket=s3.bucket(), Key=key)["TagSet"]
     assert tags == [{"Key": s3.RETENTION_TAG, "Value": s3.RUN_RETENTION}]
     (message,) = [m for m in sessions.messages("local", run["session_id"]) if m["role"] == "tool"]
-    assert message["content"].startswith(whole[:50_000]) and "truncated" in message["content"]
+    # The model reads its start and a note: the whole is kept for result_read to page (issue 27).
+    shown = json.loads(message["content"])
+    assert shown["described"] is True and shown["format"] == "text" and shown["chars"] == 120_000
+    assert shown["first_chars"] == whole[:10_000] and "result_read" in shown["note"]
 
 
 def test_a_stale_or_late_step_cannot_write_the_runs_context(stack: LocalStack) -> None:

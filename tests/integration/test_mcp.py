@@ -17,7 +17,8 @@ from stepwise import mcp
 from stepwise.agents import mcp_servers as servers
 from stepwise.agents import mcp_store as store
 from stepwise.agents import store as agents
-from stepwise.core.masking import MASK
+from stepwise.core.masking import MASK, is_sealed
+from stepwise.header_secrets import open_headers
 from stepwise.mcp.models import MAX_SERVERS
 from stepwise_local.stack import DEFAULT_TENANT, LocalStack
 from tests.fakes.mcp_server import API_KEY_HEADER, FakeMcpServer
@@ -83,7 +84,9 @@ def test_registration_discovers_and_caches_the_tools_and_masks_headers(
 
     # And the tools are cached in the agent's item, where a run reads them without a connection
     cached = store.get_server(DEFAULT_TENANT, agent_id, "fake")
-    assert {t.name for t in cached.tools} == set(tools) and cached.headers == {API_KEY_HEADER: KEY}
+    assert {t.name for t in cached.tools} == set(tools)
+    assert is_sealed(cached.headers[API_KEY_HEADER])  # sealed at rest (stepwise.header_secrets)
+    assert open_headers(DEFAULT_TENANT, cached.headers) == {API_KEY_HEADER: KEY}
     requests_before = fake.requests
     names = [d["function"]["name"] for d in mcp.declarations(agents.get(DEFAULT_TENANT, agent_id))]
     assert names == ["mcp__fake__delete_item", "mcp__fake__fail", "mcp__fake__lookup"]

@@ -66,14 +66,20 @@ def test_header_values_are_masked_in_every_answer_that_shows_them(stack: LocalSt
     assert agent["mcp_servers"][0]["headers"] == {"Authorization": MASK}
     assert created_hook["config"]["headers"] == {"Authorization": MASK}
 
-    # Stored and sent as given: only the answers mask them.
+    # Stored sealed (KMS ciphertext for this tenant), opened as given where a call is made.
     from stepwise.agents import store as agents
+    from stepwise.core.masking import is_sealed
+    from stepwise.header_secrets import open_headers
 
     stored = agents.get("local", agent_id)
-    assert {t.name: t.headers for t in stored.tools if hasattr(t, "headers")}["first"] == {
-        "Authorization": SECRET
-    }
-    assert stored.hooks[0]["config"]["headers"] == {"Authorization": SECRET}
+    tool_headers = {t.name: t.headers for t in stored.tools if hasattr(t, "headers")}["first"]
+    hook_headers = stored.hooks[0]["config"]["headers"]
+    assert is_sealed(tool_headers["Authorization"]) and is_sealed(hook_headers["Authorization"])
+    assert (
+        open_headers("local", tool_headers)
+        == open_headers("local", hook_headers)
+        == {"Authorization": SECRET}
+    )
 
 
 def interaction(agent_id: str) -> Interaction:

@@ -91,12 +91,13 @@ def test_put_list_delete_and_no_response_carries_the_value(stack: LocalStack, ke
 
 
 @pytest.mark.parametrize("bad", ["exa_api_key", "1KEY", "_KEY", "KEY-NAME", "A" * 65])
-def test_a_key_name_outside_the_pattern_is_a_422_and_stores_nothing(stack: LocalStack, bad: str) -> None:
+def test_a_key_name_outside_the_pattern_is_a_404_and_stores_nothing(stack: LocalStack, bad: str) -> None:
+    """As the spec says and as every other path parameter does: a key no setting can have names none."""
     status, _, error = stack.invoke_api("PUT", f"/v1/settings/{bad}", {"value": "v"})
-    assert status == 422 and error["error"]["code"] == "validation_error", error
+    assert status == 404 and error["error"]["code"] == "setting_not_found", error
 
     status, _, error = stack.invoke_api("DELETE", f"/v1/settings/{bad}")
-    assert status == 422, error
+    assert status == 404 and error["error"]["code"] == "setting_not_found", error
     assert bad not in [s["key"] for s in listed(stack)["settings"]]
 
 

@@ -17,12 +17,13 @@ from stepwise import ledger
 from stepwise.agents import store as agents
 from stepwise.agents.models import AgentCreate
 from stepwise.attachments.models import Attachment
-from stepwise.core import config
+from stepwise.core import config, ids
 from stepwise.core.errors import AgentGone, Conflict, NotFound, PayloadTooLarge, QuotaExceeded, RunStateError
 from stepwise.core.schema import utcnow
 from stepwise.interactions.models import NewInteraction, digest
 from stepwise.ledger import store as effects
 from stepwise.runs import ports
+from stepwise.runs.listing import RunFilter
 from stepwise.runs.models import ACTIVE_STATUSES, Head, Run, RunExists, RunStatus
 from stepwise.runs.state import RunContext
 from stepwise.sessions.models import ASSISTANT_SLOT, USER_SLOT, Earlier, tool_slot
@@ -327,6 +328,47 @@ def test_the_sweep_finds_every_tenants_active_runs_created_before_the_cutoff(
         (tenant, "run_waiting", "waiting"),
         (other, "run_queued", "queued"),
     }
+
+
+def test_runs_are_listed_by_user_trigger_and_creation_window(backend: Backend, tenant: str) -> None:
+    # Given runs whose ids carry their creation times (as new_id makes them), of two users, started in
+    # three ways
+    now = utcnow().replace(microsecond=0)
+    made = []
+    for hours_ago, user, trigger_id in [
+        (30, "ada", None),
+        (20, "ada", "schedule:sch_1@2026-01-01T00:00:00Z"),
+        (10, "bob", "event:evt_1"),
+        (1, "ada", "delegation:run_parent"),
+    ]:
+        at = now - timedelta(hours=hours_ago)
+        run_id = f"run_{ids.ulid(int(at.timestamp() * 1000))}"
+        fields: dict[str, Any] = {"created_at": at, "user_id": user, "trigger_id": trigger_id}
+        backend.runs.create(tenant, a_run(run_id, f"ses_{hours_ago}", **fields))
+        made.append(run_id)
+    oldest, scheduled, evented, delegated = made
+
+    def listed(**where: Any) -> list[str]:
+        page, _ = backend.runs.list_runs(tenant, where=RunFilter(**where))
+        return [r.run_id for r in page]
+
+    # Then each filter keeps exactly its runs, newest first, and they combine
+    assert listed() == [delegated, evented, scheduled, oldest]
+    assert listed(user_id="ada") == [delegated, scheduled, oldest]
+    assert listed(trigger="schedule") == [scheduled]
+    assert listed(trigger="api") == [oldest]  # no trigger id: started by an API call
+    assert listed(trigger="delegation", user_id="bob") == []
+    hour = timedelta(hours=1)
+    assert listed(created_after=now - 20 * hour) == [delegated, evented, scheduled]  # inclusive
+    assert listed(created_before=now - 20 * hour) == [oldest]  # exclusive
+    assert listed(created_after=now - 25 * hour, created_before=now - 5 * hour) == [evented, scheduled]
+    assert listed(created_after=now, created_before=now - hour) == []  # an empty window reads nothing
+    # a window pages like any listing: the token goes on within it
+    page, token = backend.runs.list_runs(tenant, limit=1, where=RunFilter(created_before=now - 5 * hour))
+    rest, _ = backend.runs.list_runs(
+        tenant, limit=5, next_token=token, where=RunFilter(created_before=now - 5 * hour)
+    )
+    assert [r.run_id for r in page + rest] == [evented, scheduled, oldest]
 
 
 # --- Sessions ------------------------------------------------------------------------------------

@@ -131,7 +131,7 @@ def test_an_id_in_a_query_string_is_checked(stack: LocalStack, agent: dict[str, 
     value = quote(f"{agent['agent_id']}#x" if name == "agent_id" else "other#ses_x")
     status, _, body = stack.invoke_api("GET", f"/v1/runs?{name}={value}")
     assert status == 422 and error_code(body) == "validation_error"
-    assert body["error"]["details"][0]["loc"] == ["query", name]
+    assert body["error"]["details"]["errors"][0]["loc"] == ["query", name]
 
 
 def test_a_session_id_in_a_body_is_checked(stack: LocalStack, agent: dict[str, Any]) -> None:

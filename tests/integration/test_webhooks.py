@@ -31,7 +31,7 @@ class Secret:
 @pytest.fixture(scope="module")
 def tenant_secret(stack: LocalStack) -> Secret:
     status, _, body = stack.invoke_api("POST", "/v1/webhooks/secret")
-    assert status == 200, body
+    assert status == 201, body  # a creation
     return Secret(str(body["secret"]))
 
 
@@ -181,7 +181,7 @@ def test_a_rotated_secret_keeps_signing_beside_the_new_one(
 ) -> None:
     old = {"secret": tenant_secret.value}
     status, _, new = stack.invoke_api("POST", "/v1/webhooks/secret")
-    assert status == 200 and old["secret"] != new["secret"] and new["secret"].startswith("whsec_")
+    assert status == 201 and old["secret"] != new["secret"] and new["secret"].startswith("whsec_")
     assert new["previous_valid_until"] is not None
     tenant_secret.value = new["secret"]
 
@@ -224,7 +224,7 @@ def test_approval_requested_and_the_ending_are_delivered_in_turn(
     assert payload["type"] == "approval_requested"
     assert payload["data"]["tool_name"] == "send" and payload["data"]["arguments"] == {"q": "hi"}
     assert payload["data"]["interaction_id"] and payload["data"]["approval_url"]
-    assert stack.invoke_api("POST", f"/v1/runs/{run_id}/approve", {"approved": True})[0] == 200
+    assert stack.invoke_api("POST", f"/v1/runs/{run_id}/approve", {"approved": True})[0] == 202
     wait_for_run(stack, run_id)
 
     found = settled(stack, run_id, count=2)

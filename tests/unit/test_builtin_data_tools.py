@@ -1225,24 +1225,28 @@ def test_knowledge_search_merges_every_linked_base_by_score() -> None:
     assert result.output == {
         "results": [
             {
+                "id": "D1",
                 "knowledge_base": "handbook",
                 "text": "Vacation is 25 days.",
                 "score": 0.91,
                 "source": "s3://kb/handbook.pdf",
             },
             {
+                "id": "D2",
                 "knowledge_base": "policies",
                 "text": "Travel needs approval.",
                 "score": 0.77,
                 "source": "s3://kb/travel.pdf",
             },
             {
+                "id": "D3",
                 "knowledge_base": "policies",
                 "text": "Expenses within 30 days.",
                 "score": 0.55,
                 "source": "https://intranet.example/expenses",
             },
-        ]
+        ],
+        "cite": knowledge_search.CITE,
     }
     assert fake.calls == [
         {
@@ -1283,6 +1287,13 @@ def test_an_unknown_knowledge_base_name_lists_the_valid_ones() -> None:
         {"query": "x", "top_k": 0},
         {"query": "x", "top_k": 21},
         {"query": "x", "knowledge_base_names": []},
+        {"query": "x", "search_type": "lexical"},
+        {"query": "x", "filter": {"orAll": [{"equals": {"key": "a", "value": 1}}]}},
+        {"query": "x", "filter": {"equals": {"key": "a"}}},
+        {"query": "x", "filter": {"in": {"key": "a", "value": []}}},
+        {"query": "x", "filter": {"andAll": [{"equals": {"key": "a", "value": 1}}]}},
+        {"query": "x", "filter": {"equals": {"key": "a", "value": {"nested": 1}}}},
+        {"query": "x", "filter": {"equals": {"key": "a", "value": 1}, "in": {"key": "b", "value": [1]}}},
     ],
 )
 def test_knowledge_search_arguments_are_checked_before_bedrock_is_asked(arguments: dict[str, Any]) -> None:
@@ -1358,3 +1369,79 @@ def test_the_real_client_is_bedrock_agent_runtime_in_the_configured_region(
     assert default.meta.region_name == "us-east-1"  # type: ignore[attr-defined]
     assert knowledge_search.bedrock_client("eu-west-1") is configured  # built once per region
     knowledge_search.bedrock_client.cache_clear()
+
+
+def test_the_configured_scope_is_anded_with_the_models_filter_and_the_search_type_overrides() -> None:
+    scope = {
+        "andAll": [{"equals": {"key": "team", "value": "hr"}}, {"in": {"key": "tag", "value": ["a", 2]}}]
+    }
+    config = knowledge_search.Config.model_validate(
+        {
+            "knowledge_bases": [
+                {"name": "handbook", "id": HANDBOOK, "filter": scope, "search_type": "semantic"}
+            ]
+        }
+    )
+    fake = FakeBedrock(CHUNKS)
+
+    search({"query": "x"}, fake, config=config)
+    narrowed = {"equals": {"key": "year", "value": 2026}}
+    search({"query": "x", "filter": narrowed, "search_type": "hybrid"}, fake, config=config)
+
+    first, second = (call["retrievalConfiguration"]["vectorSearchConfiguration"] for call in fake.calls)
+    assert first == {"numberOfResults": 5, "overrideSearchType": "SEMANTIC", "filter": scope}
+    assert second == {
+        "numberOfResults": 5,
+        "overrideSearchType": "HYBRID",
+        "filter": {"andAll": [scope, narrowed]},
+    }
+
+
+def test_a_config_filter_outside_the_supported_operators_is_refused() -> None:
+    with pytest.raises(ValidationError, match="not supported"):
+        knowledge_search.Config.model_validate(
+            {"knowledge_bases": [{"name": "a", "id": HANDBOOK, "filter": {"orAll": []}}]}
+        )
+    deep = {"equals": {"key": "k", "value": 1}}
+    for _ in range(3):
+        deep = {"andAll": [deep, deep]}
+    with pytest.raises(ValidationError, match="nested"):
+        knowledge_search.Config.model_validate(
+            {"knowledge_bases": [{"name": "a", "id": HANDBOOK, "filter": deep}]}
+        )
+
+
+def test_kb_list_docs_pages_across_data_sources_with_its_own_token() -> None:
+    from stepwise.tools.builtin import kb_list_docs
+    from tests.fakes.knowledge_bases import FakeKnowledgeBases
+
+    fake = FakeKnowledgeBases()
+    fake.add(
+        HANDBOOK,
+        SCOPE.tenant_id,
+        documents={"DS1": ["s3://b/a/1.md", "s3://b/b/2.md"], "DS2": ["s3://b/a/3.md"]},
+    )
+    config = kb_list_docs.Config.model_validate({"knowledge_bases": [{"name": "handbook", "id": HANDBOOK}]})
+    owners = knowledge_search.BedrockOwners(lambda region: fake)
+
+    def page(**arguments: Any) -> ToolResult:
+        parsed = builtin_arguments(kb_list_docs, arguments)
+        assert not isinstance(parsed, ToolResult)
+        return kb_list_docs.run(
+            parsed,
+            scope=SCOPE,
+            settings=StaticSettings(),
+            config=config,
+            client_factory=lambda r: fake,
+            owners=owners,
+        )
+
+    first = page(limit=2)
+    second = page(limit=2, page_token=first.output["next_page_token"])
+    only_a = page(prefix="a/")
+
+    assert [d["path"] for d in first.output["documents"]] == ["a/1.md", "b/2.md"]
+    assert [d["path"] for d in second.output["documents"]] == ["a/3.md"]
+    assert second.output["next_page_token"] is None
+    assert [d["source"] for d in only_a.output["documents"]] == ["s3://b/a/1.md", "s3://b/a/3.md"]
+    assert error_of(page(page_token="not-ours"))[0] == "invalid_arguments"

@@ -26,7 +26,7 @@ from stepwise.tools.builtin import (
     web_scrape,
     web_search,
 )
-from stepwise.tools.http_tool import TRUNCATION_MARKER
+from stepwise.tools.http_tool import HTTP_READ_LIMIT, TRUNCATION_MARKER
 from stepwise.tools.registry import run_builtin
 
 SCOPE = ToolScope("t1", "a1", "r1", "s1")
@@ -727,5 +727,6 @@ def test_a_failed_or_empty_scrape_is_a_provider_error(answer: Any) -> None:
 
 def test_http_requests_marker_is_the_custom_tools() -> None:
     # One cap and one marker for every tool reading an arbitrary HTTP response.
-    assert http_request.RESPONSE_LIMIT == 10_000
-    assert "10000 characters" in TRUNCATION_MARKER
+    assert http_request.RESPONSE_LIMIT == HTTP_READ_LIMIT == 5 * 1024 * 1024
+    assert "5,242,880 bytes" in TRUNCATION_MARKER
+    assert "5 MiB" in http_request.DESCRIPTION

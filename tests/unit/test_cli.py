@@ -251,7 +251,9 @@ def test_helpers_keep_output_on_one_readable_line() -> None:
     assert clip("x" * 20, 10) == "xxxxxxx..."
     assert summarize_arguments("not an object") == "not an object"
     assert table(["A", "LONG"], [["xyz", "1"], [None, "2"]]) == ["A    LONG", "xyz  1", "-    2"]
-    assert detail_lines([{"loc": ["body", "name"], "msg": "Field required"}]) == ["body.name: Field required"]
+    assert detail_lines({"errors": [{"loc": ["body", "name"], "msg": "Field required"}]}) == [
+        "body.name: Field required"
+    ]
 
 
 # --- Exit codes ---------------------------------------------------------------------------------
@@ -295,7 +297,7 @@ def test_an_api_error_exits_2_with_its_code_and_message_on_stderr() -> None:
     api = FakeApi()
     error = {"code": "validation_error", "message": "the request is not valid"}
     details = [{"loc": ["body", "name"], "msg": "Field required", "type": "missing"}]
-    api.routes["POST /v1/agents"] = (422, {"error": {**error, "details": details}})
+    api.routes["POST /v1/agents"] = (422, {"error": {**error, "details": {"errors": details}}})
 
     human = cli(api, "agents", "create", "--name", "x")
     machine = cli(api, "agents", "create", "--name", "x", "--json")
@@ -306,7 +308,7 @@ def test_an_api_error_exits_2_with_its_code_and_message_on_stderr() -> None:
         "error: validation_error: the request is not valid",
         "  body.name: Field required",
     ]
-    assert json.loads(machine.err.splitlines()[1])["error"]["details"] == details
+    assert json.loads(machine.err.splitlines()[1])["error"]["details"] == {"errors": details}
 
 
 def test_a_non_contract_error_still_names_a_code() -> None:
@@ -634,3 +636,70 @@ def test_a_server_without_the_follow_route_is_long_polled() -> None:
     code, _ = follow_with(api, never)
 
     assert code == 0
+
+
+def test_runs_list_sends_every_filter_and_repeats_them_for_the_next_page() -> None:
+    api = FakeApi()
+    api.routes["GET /v1/runs"] = (200, {"runs": [finished("succeeded", user_id="ada")], "next_token": "tok"})
+
+    listed = cli(
+        api, "runs", "list", "--user", "ada", "--trigger", "schedule",
+        "--after", "2026-12-01T00:00:00Z", "--before", "2026-12-05T00:00:00Z",
+    )  # fmt: skip
+
+    assert listed.code == 0, listed.err
+    assert dict(api.requests[0].url.params) == {
+        "user_id": "ada",
+        "trigger": "schedule",
+        "created_after": "2026-12-01T00:00:00Z",
+        "created_before": "2026-12-05T00:00:00Z",
+    }
+    assert listed.out.splitlines()[-1].endswith(
+        "runs list --user ada --trigger schedule --after 2026-12-01T00:00:00Z"
+        " --before 2026-12-05T00:00:00Z --next-token tok"
+    )
+    with pytest.raises(SystemExit) as refused:  # not a kind of trigger: argparse's usage error
+        cli(api, "runs", "list", "--trigger", "cron")
+    assert refused.value.code == 2 and len(api.requests) == 1
+
+
+# --- Effects --------------------------------------------------------------------------------------
+
+
+EFFECT_KEY = "effect:" + "a" * 64
+
+
+def test_effects_list_shows_unknown_effects_and_resolve_records_the_outcome() -> None:
+    entry = {
+        "key": EFFECT_KEY,
+        "kind": "effect",
+        "status": "unknown",
+        "tool": "send",
+        "arguments": {"to": "anna@acme.com", "api_token": "********"},
+        "run_id": RUN,
+        "tool_call_id": "call_1",
+        "generation": 1,
+        "claimed_at": "2026-01-01T00:00:00Z",
+        "settled_at": None,
+        "error": {"code": "http_error", "message": "HTTP 502"},
+        "resolution": None,
+    }
+    resolution = {"outcome": "done", "by": "ops", "at": "2026-01-01T01:00:00Z", "note": "seen"}
+    resolution["was"] = "unknown"
+    api = FakeApi(
+        {
+            "GET /v1/effects": (200, {"effects": [entry], "next_token": None}),
+            f"POST /v1/effects/{EFFECT_KEY}/resolve": (
+                200,
+                {**entry, "status": "done", "resolution": resolution},
+            ),
+        }
+    )
+
+    listed = cli(api, "effects", "list", "--run", RUN)
+    resolved = cli(api, "effects", "resolve", EFFECT_KEY, "done", "--note", "seen")
+
+    assert listed.code == 0 and EFFECT_KEY in listed.out and "anna@acme.com" in listed.out
+    assert dict(api.requests[0].url.params) == {"status": "unknown", "run_id": RUN}
+    assert resolved.code == 0 and "is done (by ops)" in resolved.out
+    assert json.loads(api.requests[1].content) == {"outcome": "done", "note": "seen"}

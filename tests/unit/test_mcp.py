@@ -329,3 +329,84 @@ def test_a_slow_name_server_does_not_outlive_the_operations_deadline() -> None:
     # The deadline ended the wait while the resolver was still blocked, not after it answered.
     assert answered == []
     release.set()
+
+
+# --- Allowlists and per-tool permissions (issue 27) ----------------------------------------------
+
+SRV = {"name": "srv", "url": "https://srv.example.com/mcp"}
+EXPOSED = ("mcp__srv__delete", "mcp__srv__lookup", "mcp__srv__search")
+
+
+@pytest.mark.parametrize(
+    ("tools", "declared"),
+    [
+        (None, ["mcp__srv__delete", "mcp__srv__lookup", "mcp__srv__search"]),
+        ({"allow": ["lookup", "renamed"]}, ["mcp__srv__lookup"]),
+        ({"deny": ["delete"]}, ["mcp__srv__lookup", "mcp__srv__search"]),
+        ({"allow": ["lookup", "delete"], "deny": ["delete"]}, ["mcp__srv__lookup"]),
+        ({"allow": []}, []),
+    ],
+)
+def test_only_the_tools_the_filter_admits_are_declared_and_found(
+    tools: dict[str, Any] | None, declared: list[str]
+) -> None:
+    spec = McpServerCreate.model_validate(
+        {"name": "srv", "url": "https://srv.example.com/mcp", "tools": tools}
+    )
+    subject = agent(server("srv", tool("lookup"), tool("search"), tool("delete"), tool_filter=spec.tools))
+
+    assert [d["function"]["name"] for d in declarations(subject)] == declared
+    assert [
+        n for n in ("mcp__srv__delete", "mcp__srv__lookup", "mcp__srv__search") if find(subject, n)
+    ] == declared
+    shown = servers_view(subject)
+    assert sorted(t["name"] for t in shown["tools"] if t["declared"]) == [n.split("__")[-1] for n in declared]
+    assert shown["missing_tools"] == (["renamed"] if tools == {"allow": ["lookup", "renamed"]} else [])
+
+
+def servers_view(subject: Agent) -> dict[str, Any]:
+    (shown,) = [McpServer.model_validate(s).view().model_dump(mode="json") for s in subject.mcp_servers]
+    return shown
+
+
+# (server permissions, server permission, agent default, annotations, trusted) → the decision. The
+# rules in order: the tool's own permission on its server, the server's permission, ask for a
+# destructive tool (deny when the agent denies by default), then the agent's default (allow_reads
+# allows a trusted read-only tool, asks for the rest).
+RULES = [
+    ({"t": "deny"}, "allow", "allow", {"readOnlyHint": True}, True, "deny"),  # 1 beats 2
+    ({"t": "allow"}, "deny", "deny", {}, False, "allow"),  # 1 beats 2, 3 and 4
+    ({"t": "ask"}, "inherit", "allow", {"readOnlyHint": True}, True, "ask"),  # 1 beats 4
+    ({"other": "deny"}, "allow", "deny", {}, False, "allow"),  # another tool's rule: 2 applies
+    ({}, "deny", "allow", {"readOnlyHint": True}, True, "deny"),  # 2 beats 4
+    ({}, "allow", "allow", {}, False, "allow"),  # 2 beats 3
+    ({}, "inherit", "allow", {}, False, "ask"),  # 3: untrusted, so destructive
+    ({}, "inherit", "deny", {}, False, "deny"),  # 3 with a denying agent
+    ({}, "inherit", "allow_reads", {"readOnlyHint": True}, True, "allow"),  # 4: a trusted read
+    ({}, "inherit", "allow_reads", {"readOnlyHint": False, "destructiveHint": False}, True, "ask"),  # 4
+    ({}, "inherit", "allow", {"readOnlyHint": False, "destructiveHint": False}, True, "allow"),  # 4
+]
+
+
+@pytest.mark.parametrize(("permissions", "permission", "default", "hints", "trusted", "decision"), RULES)
+def test_permission_rules_apply_in_order(
+    permissions: dict[str, str],
+    permission: str,
+    default: str,
+    hints: dict[str, Any],
+    trusted: bool,
+    decision: str,
+) -> None:
+    spec = {"permissions": permissions, "permission": permission, "trusted": trusted}
+    subject = agent(server("srv", tool("t", **hints), **spec), default=default)
+
+    ref = find(subject, "mcp__srv__t")
+
+    assert ref is not None and permission_for(subject, ref) == decision
+
+
+def test_per_tool_permissions_take_only_allow_ask_or_deny() -> None:
+    with pytest.raises(ValidationError):
+        McpServerCreate.model_validate(
+            {"name": "srv", "url": "https://srv.example.com/mcp", "permissions": {"t": "inherit"}}
+        )

@@ -179,7 +179,7 @@ def test_a_runs_status_is_its_tasks(status: str, fields: dict[str, Any], task_st
     task = mcp_runs.task_dump(a_run(status, **fields), [])
 
     assert task["status"] == task_status and task["taskId"] == "run_01ARZ3NDEKTSV4RRFFQ69G5FAV"
-    assert task["ttl"] is None and task["createdAt"] == "2026-12-03T12:00:00Z"
+    assert task["ttl"] is None and task["createdAt"] == "2026-12-03T12:00:00.000Z"
     assert ("pollInterval" in task) == (task_status in ("working", "input_required"))
 
 
@@ -188,7 +188,7 @@ def test_a_run_waiting_on_an_approval_is_input_required_saying_what_and_how_to_a
     task = mcp_runs.task_dump(a_run("waiting"), [an_approval({"to": "a@example.com", "cmd": hidden})])
 
     message = task["statusMessage"]
-    assert task["status"] == "input_required" and task["lastUpdatedAt"] == "2026-12-03T12:00:05Z"
+    assert task["status"] == "input_required" and task["lastUpdatedAt"] == "2026-12-03T12:00:05.000Z"
     assert "int_01ARZ3NDEKTSV4RRFFQ69G5FAV_1_0" in message and "send_email" in message
     assert "POST /v1/sessions/interactions/int_01ARZ3NDEKTSV4RRFFQ69G5FAV_1_0/respond" in message
     assert "\\u202e" in message and "\u202e" not in message

@@ -381,7 +381,7 @@ def test_the_authorizer_never_logs_the_key_even_when_told_to_log_events(
     from stepwise.store import keys
 
     secret = "sk-live-5f0c2c1d9a8e4b7f"
-    monkeypatch.setattr(keys, "tenant_for", {secret: "acme"}.get)  # the key table, in memory
+    monkeypatch.setattr(keys, "owner", {secret: ("acme", "ci")}.get)  # the key table, in memory
     monkeypatch.setenv("POWERTOOLS_LOGGER_LOG_EVENT", "true")  # an operator's debugging switch
     _, handler = load_handler("authorizer")
     event = {
@@ -398,7 +398,7 @@ def test_the_authorizer_never_logs_the_key_even_when_told_to_log_events(
         {**event, "headers": {"authorization": f"Bearer {secret}x"}}, context("AuthorizerFunction")
     )
 
-    assert allowed == {"isAuthorized": True, "context": {"tenant_id": "acme"}}
+    assert allowed == {"isAuthorized": True, "context": {"tenant_id": "acme", "key_name": "ci"}}
     assert rejected["context"] == {"auth_error": "invalid_api_key"}
     captured = capsys.readouterr()
     everything = json.dumps(log_lines()) + captured.out + captured.err

@@ -111,3 +111,24 @@ def test_an_agent_without_tools_declares_nothing_until_its_history_holds_a_descr
 
     assert tool_declarations(bare, [{"role": "user", "content": "q"}]) == []
     assert [d["function"]["name"] for d in tool_declarations(bare, shown)] == ["result_read"]
+
+
+def test_a_long_text_is_shown_from_its_start_and_paged_in_characters() -> None:
+    text = "".join(f"line {i}\n" for i in range(20_000))
+
+    shown = json.loads(tables.describe_text(text, "call_1"))
+    first = tables.page_text(text, "call_1", tables.TEXT_HEAD_CHARS, 10**9)
+    last = tables.page_text(text, "call_1", len(text) - 5)
+
+    assert shown["described"] is True and tables.is_description(tables.describe_text(text, "call_1"))
+    assert shown["first_chars"] == text[: tables.TEXT_HEAD_CHARS] and shown["chars"] == len(text)
+    assert f"offset {tables.TEXT_HEAD_CHARS}" in shown["note"]
+    assert first["text"] == text[tables.TEXT_HEAD_CHARS : tables.TEXT_HEAD_CHARS + tables.PAGE_CHARS]
+    assert first["next_offset"] == tables.TEXT_HEAD_CHARS + tables.PAGE_CHARS
+    assert last == {
+        "tool_call_id": "call_1",
+        "total_chars": len(text),
+        "offset": len(text) - 5,
+        "text": text[-5:],
+        "next_offset": None,
+    }

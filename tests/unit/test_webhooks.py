@@ -9,6 +9,7 @@ import pytest
 from pydantic import ValidationError
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
+from stepwise.core.schema import rfc3339
 from stepwise.runs.models import RunCreate
 from stepwise.webhooks import enqueue, retry, signing
 from stepwise.webhooks.models import DEFAULT_EVENTS, RunTarget, WebhookConfig
@@ -91,7 +92,7 @@ def test_the_body_is_the_standard_webhooks_payload_shape() -> None:
 
     assert body == {
         "type": "run_completed",
-        "timestamp": NOW.isoformat(),
+        "timestamp": rfc3339(NOW),
         "data": {
             "run_id": "run_1",
             "agent_id": "agt_1",

@@ -69,7 +69,9 @@ def register(
     secret = spec.auth.client_secret if spec.auth else None
     # The secret goes to the encrypted grant only, never into the agent's item.
     auth = spec.auth.model_copy(update={"client_secret": None}) if spec.auth else None
-    server = McpServer(**spec.model_dump(exclude={"auth"}), auth=auth, created_at=utcnow())
+    server = McpServer(
+        **spec.model_dump(exclude={"auth", "tools"}), auth=auth, tool_filter=spec.tools, created_at=utcnow()
+    )
     if server.auth is not None:
         from stepwise.mcp import authorization  # its SDK models load only where OAuth is used
 
@@ -243,12 +245,27 @@ def discovered(
     if server.auth is not None and token is None:
         raise ValueError("an OAuth server is discovered only with its tenant and agent")
     try:
-        tools = discover(server, timeout=timeout, token=token)
+        tools = discover(_opened(server, tenant_id), timeout=timeout, token=token)
     except McpFailure as exc:
         logger.warning("MCP discovery failed", server=server.name, code=exc.code, error=exc.message)
         return server.model_copy(update={"tools": [], "last_error": exc.message})
     kept, error = _within_limit(tools)
     return server.model_copy(update={"tools": kept, "discovered_at": utcnow(), "last_error": error})
+
+
+def _opened(server: McpServer, tenant_id: str) -> McpServer:
+    """The server as it is connected to: its stored (sealed) header secrets opened, for this discovery
+    only (what is stored of a discovery is its tools, never these headers). A registration is
+    discovered before it is stored, with the headers as given (no tenant then)."""
+    if not tenant_id:
+        return server
+    from stepwise.header_secrets import HeaderUnreadable, open_headers
+    from stepwise.mcp.client import UNAVAILABLE, McpFailure
+
+    try:
+        return server.model_copy(update={"headers": open_headers(tenant_id, server.headers)})
+    except HeaderUnreadable as exc:
+        raise McpFailure(UNAVAILABLE, f"MCP server {server.name}: {exc}") from exc
 
 
 def _within_limit(tools: list[McpTool]) -> tuple[list[McpTool], str | None]:

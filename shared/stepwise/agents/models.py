@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator
 
-from stepwise.core.schema import Strict
+from stepwise.core.schema import Strict, Timestamp
 from stepwise.llm.models import ScriptTurn
 from stepwise.memory.models import MEMORY_TOP_K_LIMIT
 from stepwise.tools.models import DeclaredTool, Tool
@@ -104,8 +103,8 @@ class Agent(AgentCreate):
     model_config = ConfigDict(extra="ignore")
 
     agent_id: str
-    created_at: datetime
-    updated_at: datetime
+    created_at: Timestamp
+    updated_at: Timestamp
     # Lifecycle hooks, kept in the agent's item so a run reads its agent and hooks in one read; managed
     # through /v1/agents/{id}/hooks and parsed by stepwise.hooks (which imports this module).
     hooks: list[dict[str, Any]] = Field(default_factory=list)

@@ -36,7 +36,10 @@ def create(tenant_id: str, agent_id: str, spec: AgentCreate) -> Agent:
     bind()
     now = utcnow()
     agent = Agent(**spec.model_dump(), agent_id=agent_id, created_at=now, updated_at=now)
-    item = AgentItem(tenant_id, agent_id, doc=agent.model_dump(mode="json"), a2a_id=_a2a_id(agent))
+    from stepwise.header_secrets import seal_agent_doc  # KMS only where agents are written
+
+    doc = seal_agent_doc(tenant_id, agent.model_dump(mode="json"))  # header secrets only as ciphertext
+    item = AgentItem(tenant_id, agent_id, doc=doc, a2a_id=_a2a_id(agent))
     check_fits(item, WHAT)
     item.save(condition=AgentItem.agent_id.does_not_exist())
     return agent
@@ -105,7 +108,9 @@ def modify(tenant_id: str, agent_id: str, change: Change) -> Agent:
         if changes is None:
             return current
         agent = Agent.model_validate({**current.model_dump(), **changes, "updated_at": utcnow()})
-        item.doc = agent.model_dump(mode="json")
+        from stepwise.header_secrets import seal_agent_doc  # KMS only where agents are written
+
+        item.doc = seal_agent_doc(tenant_id, agent.model_dump(mode="json"))
         item.a2a_id = _a2a_id(agent)
         check_fits(item, WHAT)
         try:

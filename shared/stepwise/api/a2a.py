@@ -90,6 +90,7 @@ def agent_card(agent_id: AgentId) -> Response[dict[str, Any]]:
         200,
         "A JSON-RPC response (a result or a JSON-RPC error), or an SSE stream of them",
         400,  # a body that is not JSON at all is refused before the door reads it, in the API's shape
+        413,
         content={
             "application/json": {"schema": JSON_RPC_RESPONSE},
             "text/event-stream": {"schema": SSE_RESPONSES},

@@ -166,7 +166,7 @@ def get_weight(agent_id: AgentId) -> Response[weight.AgentWeight]:
     description="The agent's declared tools with their calls over its last `last` runs (newest first); "
     "a tool called but no longer declared shows with `declared: false`. A declared tool nobody calls "
     "costs tokens on every call.",
-    responses=responses(200, "Declared tools and their calls", 404),
+    responses=responses(200, "Declared tools and their calls", 400, 404),
     tags=AGENTS,
 )
 def get_tool_usage(
@@ -209,7 +209,7 @@ def list_tools(agent_id: AgentId) -> Response[dict[str, list[dict[str, Any]]]]:
 @router.delete(
     "/v1/agents/<agent_id>/tools/<name>",
     summary="Remove a tool from an agent",
-    responses=responses(204, "Removed", 404, 409, content={}),
+    responses=responses(204, "Removed", 404, 409, 413, content={}),
     tags=TOOLS,
 )
 def delete_tool(agent_id: AgentId, name: str) -> Response[None]:

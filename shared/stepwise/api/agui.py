@@ -46,6 +46,8 @@ AGUI_EVENT: dict[str, Any] = {
         404,
         409,
         410,
+        413,
+        503,
         content={"text/event-stream": {"schema": AGUI_EVENT}},
     ),
     tags=["protocols"],

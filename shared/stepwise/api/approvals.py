@@ -34,12 +34,16 @@ _PAGE: dict[str, OpenAPIResponseContentSchema | OpenAPIResponseContentModel] = {
 }
 
 
-def _pages(success: str, *outcomes: pages.ResultStatus) -> dict[int, OpenAPIResponse]:
-    """An HTML route's responses: every answer is a page for the human who followed the link."""
+def _pages(
+    success: str, *outcomes: pages.ResultStatus, errors: tuple[int, ...] = ()
+) -> dict[int, OpenAPIResponse]:
+    """An HTML route's responses: every answer is a page for the human who followed the link, but
+    `errors` (which the page does not catch: an answer too large, the run out of reach) in JSON."""
     documented = responses(
         200,
         success,
         404,
+        *errors,
         public=True,
         content=_PAGE,
         described={404: "No such route: the token has characters no link of ours has"},
@@ -160,7 +164,9 @@ def approval_page(token: str) -> Response[str]:
     summary="Decide an approval",
     description="Public: the form of the approval page. Signed, expiring and single use: a second "
     "decision shows 'already decided' (409), an expired or closed request 410, a forged link 403.",
-    responses=_pages("Approved or denied", "error", "already_decided", "expired", "closed", "forged"),
+    responses=_pages(
+        "Approved or denied", "error", "already_decided", "expired", "closed", "forged", errors=(413, 503)
+    ),
     tags=APPROVALS,
     openapi_extensions={**PUBLIC, "requestBody": _DECISION_FORM},
 )
@@ -198,6 +204,8 @@ def decide(token: str) -> Response[str]:
         403,
         404,
         410,
+        413,
+        503,
         public=True,
         described={401: "Slack's signature is missing, wrong or older than 5 minutes"},
     ),

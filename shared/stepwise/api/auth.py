@@ -58,7 +58,18 @@ def authorize(authorization: str | None) -> dict[str, Any]:
     from stepwise.store import keys
 
     scheme, _, token = (authorization or "").strip().partition(" ")
-    tenant = keys.tenant_for(token.strip()) if scheme.lower() == "bearer" and token.strip() else None
-    if tenant is None:
+    found = keys.owner(token.strip()) if scheme.lower() == "bearer" and token.strip() else None
+    if found is None:
         return {"isAuthorized": True, "context": {"auth_error": "invalid_api_key"}}
-    return {"isAuthorized": True, "context": {"tenant_id": tenant}}
+    tenant, name = found
+    # The key's name goes with the request, so what a person does through it (resolving an effect)
+    # records who, without the API reading the key table.
+    return {"isAuthorized": True, "context": {"tenant_id": tenant, "key_name": name}}
+
+
+def key_name_from_event(event: dict[str, Any]) -> str:
+    """The name of the request's API key, as the authorizer put it in the context ("api key" when an
+    authorizer from before names were passed on answered)."""
+    context = ((event.get("requestContext") or {}).get("authorizer") or {}).get("lambda") or {}
+    name = context.get("key_name")
+    return name if isinstance(name, str) and name else "api key"

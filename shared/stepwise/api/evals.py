@@ -72,7 +72,7 @@ def add_cases_from_runs(eval_id: EvalId, body: EvalCasesFromRuns) -> Response[Ev
     description="Runs every case as one EvalRun execution, `concurrency` at a time (default 4, capped by the "
     "tenant's active-run quota), with `overrides` (model, system_prompt, tools, temperature, max_steps, "
     "agent_id, match, live_reads) applied to each case's run; then scores the assertions.",
-    responses=responses(202, "The eval run, started", 400, 404, 503),
+    responses=responses(202, "The eval run, started", 400, 404, 413, 503),
     tags=EVALS,
 )
 def start_eval_run(eval_id: EvalId, body: EvalRunCreate) -> Response[EvalRunAccepted]:

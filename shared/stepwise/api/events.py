@@ -20,6 +20,8 @@ router = APIGatewayHttpRouter()
 RUNS = ["runs"]
 
 STREAM_WAIT = 20.0
+WAIT = "Seconds to wait for events; at most 25 are used (a larger value is clamped, not refused)"
+WAIT_HEADER = "Stepwise-Wait"  # the stream's echo of the wait it used (the events page has `wait`)
 # One Server-Sent Event of the stream, as an SSE parser reads it (OpenAPI 3.1 has no itemSchema yet).
 SSE_EVENT: dict[str, Any] = {
     "type": "object",
@@ -36,18 +38,20 @@ SSE_EVENT: dict[str, Any] = {
 @router.get(
     "/v1/runs/<run_id>/events",
     summary="Read a run's events",
-    description="The events after seq `after`; waits up to `wait` seconds for some to arrive. `next` is "
-    "the `after` of the next call; `done` is true once the run has finished and nothing is left.",
+    description="The events after seq `after`; waits up to `wait` seconds for some to arrive (at most 25: "
+    "a larger `wait` is clamped, and the page's `wait` says what was used). `next` is the `after` of the "
+    "next call; `done` is true once the run has finished and nothing is left.",
     responses=responses(200, "A page of events", 404),
     tags=RUNS,
 )
 def run_events(
     run_id: RunId,
     after: Annotated[int, Query(ge=0)] = 0,
-    wait: Annotated[float, Query(ge=0, le=events.MAX_WAIT)] = 0,
+    wait: Annotated[float, Query(ge=0, description=WAIT)] = 0,
 ) -> Response[events.EventPage]:
-    page = events.read(tenant(router), run_id, after, wait)
-    return json_response(page.model_dump(mode="json"))
+    used = events.capped_wait(wait)
+    page = events.read(tenant(router), run_id, after, used)
+    return json_response(page.model_copy(update={"wait": used}).model_dump(mode="json"))
 
 
 def _last_event_id(value: str | None) -> int:
@@ -64,7 +68,8 @@ def _last_event_id(value: str | None) -> int:
     summary="Stream a run's events (Server-Sent Events)",
     description="The events of `GET /v1/runs/{run_id}/events` as SSE: `id:` is the seq, `event:` the type "
     "and `data:` the event. Each response carries what arrived within `wait` seconds and ends; "
-    "reconnect with `Last-Event-ID` to resume. 204 once the run has finished and nothing is left.",
+    "reconnect with `Last-Event-ID` to resume. 204 once the run has finished and nothing is left. "
+    "A `wait` over 25 is clamped; the `Stepwise-Wait` header says what was used.",
     responses={
         **responses(200, "Events", 400, 404, content={"text/event-stream": {"schema": SSE_EVENT}}),
         **responses(204, "The run has finished and every event was sent", content={}),
@@ -74,7 +79,7 @@ def _last_event_id(value: str | None) -> int:
 def stream(
     run_id: RunId,
     after: Annotated[int | None, Query(ge=0)] = None,
-    wait: Annotated[float, Query(ge=0, le=events.MAX_WAIT)] = STREAM_WAIT,
+    wait: Annotated[float, Query(ge=0, description=WAIT)] = STREAM_WAIT,
     last_event_id: Annotated[
         str | None,
         Header(alias="last-event-id", description="Resume after this seq (when `after` is absent)"),
@@ -84,9 +89,10 @@ def stream(
     arrived within `wait` and ends; EventSource reconnects with Last-Event-ID and resumes exactly
     there. A finished run with nothing left answers 204, which tells EventSource to stop."""
     start_after = after if after is not None else _last_event_id(last_event_id)
-    page = events.read(tenant(router), run_id, start_after, wait)
+    used = events.capped_wait(wait)
+    page = events.read(tenant(router), run_id, start_after, used)
     if page.done and not page.events:
-        return Response(status_code=204)
+        return Response(status_code=204, headers={WAIT_HEADER: _seconds(used)})
     lines = ["retry: 1000", ""]
     for event in page.events:
         data = json.dumps(event.model_dump(mode="json"), ensure_ascii=False)
@@ -95,8 +101,12 @@ def stream(
         status_code=200,
         content_type="text/event-stream",
         body="\n".join(lines) + "\n",
-        headers={"Cache-Control": "no-cache"},
+        headers={"Cache-Control": "no-cache", WAIT_HEADER: _seconds(used)},
     )
+
+
+def _seconds(wait: float) -> str:
+    return f"{wait:g}"
 
 
 @router.post(

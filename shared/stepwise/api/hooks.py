@@ -48,7 +48,7 @@ def list_hooks(agent_id: AgentId) -> Response[HookList]:
 @router.delete(
     "/v1/agents/<agent_id>/hooks/<hook_id>",
     summary="Delete a hook",
-    responses=responses(204, "Deleted", 404, 409, content={}),
+    responses=responses(204, "Deleted", 404, 409, 413, content={}),
     tags=HOOKS,
 )
 def delete_hook(agent_id: AgentId, hook_id: HookId) -> Response[None]:

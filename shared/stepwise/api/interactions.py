@@ -10,8 +10,9 @@ from pydantic import BaseModel, Field
 from stepwise.api.context import tenant
 from stepwise.api.params import InteractionId, RunId, SessionId
 from stepwise.api.responses import json_response, responses
-from stepwise.core.errors import Conflict, NotFound, Unprocessable
+from stepwise.core.errors import ApiError, Conflict, Gone, NotFound, Unprocessable
 from stepwise.core.schema import Strict
+from stepwise.interactions.models import Interaction
 from stepwise.runs import answers
 from stepwise.store import interactions, runs, sessions
 
@@ -40,11 +41,18 @@ class RespondBody(Strict):
     answer: ApprovalAnswer | ClientToolAnswer
 
 
+# What a client may be asked: an approval or a client tool's result; a run paused by its budget or by a
+# provider's circuit waits as an interaction too (POST /v1/runs/{id}/resume answers it). A delegation's
+# wait is never listed (its child run answers it).
+InteractionKind = Literal["approval", "client_tool", "budget", "provider"]
+InteractionStatus = Literal["pending", "answered", "expired"]
+
+
 class InteractionView(BaseModel):
     interaction_id: str
     run_id: str
-    kind: str
-    status: str
+    kind: InteractionKind
+    status: InteractionStatus
     tool_call_id: str
     tool_name: str
     arguments: dict[str, Any]
@@ -63,7 +71,7 @@ class InteractionList(BaseModel):
     tags=INTERACTIONS,
 )
 def list_interactions(
-    session_id: SessionId, status: Annotated[Literal["pending", "answered", "expired"] | None, Query()] = None
+    session_id: SessionId, status: Annotated[InteractionStatus | None, Query()] = None
 ) -> Response[InteractionList]:
     tenant_id = tenant(router)
     sessions.get(tenant_id, session_id)
@@ -114,21 +122,23 @@ def respond(
 @router.post(
     "/v1/runs/<run_id>/approve",
     summary="Decide a run's pending approval",
-    description="Without `tool_call_id`, the run's only pending approval (409 when it has none or several).",
-    responses=responses(200, "The answered approval", 400, 404, 409, 410, 413, 503),
+    description="Without `tool_call_id`, the run's only pending approval (409 `ambiguous_approval` when "
+    "it has several). Answers as `POST /v1/sessions/interactions/{interaction_id}/respond` does: 202 with "
+    "the answered interaction; when the approval (the named one, else the run's latest) is no longer "
+    "pending, 409 `already_answered` if it was decided, 410 `interaction_closed` if it expired; 409 "
+    "`no_pending_approval` when the run never asked for one.",
+    responses=responses(202, "The answered approval", 400, 404, 409, 410, 413, 503),
     tags=INTERACTIONS,
 )
 def approve(run_id: RunId, body: ApproveBody) -> Response[InteractionView]:
     tenant_id = tenant(router)
     runs.get(tenant_id, run_id)
-    pending = [i for i in interactions.for_run(tenant_id, run_id, "pending") if i.kind == "approval"]
+    asked = [i for i in interactions.for_run(tenant_id, run_id) if i.kind == "approval"]
     if body.tool_call_id is not None:
-        pending = [i for i in pending if i.tool_call_id == body.tool_call_id]
+        asked = [i for i in asked if i.tool_call_id == body.tool_call_id]
+    pending = [i for i in asked if i.status == "pending"]
     if not pending:
-        raise Conflict(
-            "the run has no pending approval" + (" for that tool call" if body.tool_call_id else ""),
-            code="no_pending_approval",
-        )
+        raise _not_pending(asked, body.tool_call_id)
     if len(pending) > 1:
         raise Conflict(
             "the run has several pending approvals; name one with tool_call_id",
@@ -137,4 +147,17 @@ def approve(run_id: RunId, body: ApproveBody) -> Response[InteractionView]:
         )
     answer = {"approved": body.approved, "reason": body.reason}
     updated = answers.respond(tenant_id, pending[0].interaction_id, answer, key=None, by="api")
-    return json_response(updated.public())
+    return json_response(updated.public(), 202)
+
+
+def _not_pending(asked: list[Interaction], tool_call_id: str | None) -> ApiError:
+    """Why there is nothing to approve, with the status and code respond answers for the same outcome."""
+    which = " for that tool call" if tool_call_id else ""
+    if not asked:
+        return Conflict(f"the run has no pending approval{which}", code="no_pending_approval")
+    latest = max(asked, key=lambda i: i.created_at)
+    if latest.status == "answered":
+        return Conflict(f"the approval{which} was already answered", code="already_answered")
+    return Gone(
+        f"the approval{which} is {latest.status}; it can no longer be answered", code="interaction_closed"
+    )

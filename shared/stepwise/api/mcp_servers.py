@@ -45,7 +45,10 @@ def _discovery_timeout() -> float:
     description="Discovers the server's tools right away; a discovery that fails is kept as `last_error`. "
     'Header values are never shown again, only their names. With `auth: {type: "oauth"}` the answer '
     "carries an `authorization_url` for a person to open once; the tools are discovered when the "
-    "authorization completes (`status` is `needs_authorization` until then).",
+    'authorization completes (`status` is `needs_authorization` until then). `transport: "sse"` speaks '
+    "the 2024-11-05 HTTP+SSE transport. `tools: {allow?, deny?}` limits the tools the agent declares "
+    "(shown back as `tool_filter`; `missing_tools` lists allowlisted names the server does not offer); "
+    "`permissions: {<tool>: allow|ask|deny}` is checked before the server's `permission`.",
     responses=responses(201, "The server with the tools found", 400, 404, 409, 413),
     tags=MCP,
 )
@@ -63,7 +66,7 @@ def register_mcp_server(agent_id: AgentId, body: McpServerCreate) -> Response[Mc
     responses=responses(200, "The servers", 404),
     tags=MCP,
 )
-def list_mcp_servers(agent_id: str) -> Response[McpServerList]:
+def list_mcp_servers(agent_id: AgentId) -> Response[McpServerList]:
     tenant_id = tenant(router)
     found = store.list_servers(tenant_id, agent_id)
     views = [servers.view(tenant_id, agent_id, s).model_dump(mode="json") for s in found]
@@ -85,7 +88,7 @@ def get_mcp_server(agent_id: AgentId, name: str) -> Response[McpServerView]:
 @router.delete(
     "/v1/agents/<agent_id>/mcp-servers/<name>",
     summary="Remove an MCP server",
-    responses=responses(204, "Removed", 404, 409, content={}),
+    responses=responses(204, "Removed", 404, 409, 413, content={}),
     tags=MCP,
 )
 def delete_mcp_server(agent_id: AgentId, name: str) -> Response[None]:
@@ -96,11 +99,12 @@ def delete_mcp_server(agent_id: AgentId, name: str) -> Response[None]:
 @router.post(
     "/v1/agents/<agent_id>/mcp-servers/<name>/refresh",
     summary="Re-discover an MCP server's tools",
-    responses=responses(200, "The server with the tools found, or `last_error`", 404, 409),
+    responses=responses(200, "The server with the tools found, or `last_error`", 404, 409, 413),
     tags=MCP,
 )
 def refresh_mcp_server(agent_id: AgentId, name: str) -> Response[McpServerView]:
-    """Discover the server's tools now; the answer has the tools found, or `last_error`."""
+    """Discover the server's tools now; the answer has the tools found, or `last_error`. The server's
+    `tool_filter` is kept; `missing_tools` lists allowlisted names it no longer offers."""
     tenant_id = tenant(router)
     server = servers.refresh(tenant_id, agent_id, name, timeout=_discovery_timeout())
     return json_response(servers.view(tenant_id, agent_id, server).model_dump(mode="json"))
@@ -115,7 +119,7 @@ def refresh_mcp_server(agent_id: AgentId, name: str) -> Response[McpServerView]:
     responses=responses(200, "The server with its `authorization_url`", 404),
     tags=MCP,
 )
-def authorize_mcp_server(agent_id: str, name: str) -> Response[McpServerView]:
+def authorize_mcp_server(agent_id: AgentId, name: str) -> Response[McpServerView]:
     tenant_id = tenant(router)
     server = store.get_server(tenant_id, agent_id, name)
     url = servers.start_authorization(
@@ -131,7 +135,7 @@ _CALLBACK_PAGE: dict[str, OpenAPIResponseContentSchema | OpenAPIResponseContentM
 
 def _callback_responses() -> dict[int, OpenAPIResponse]:
     """Every answer is a page for the person the authorization server sent back."""
-    documented = responses(200, "A page: connected", public=True, content=_CALLBACK_PAGE)
+    documented = responses(200, "A page: connected", 409, 413, public=True, content=_CALLBACK_PAGE)
     for status, what in (
         (400, "denied, or the code refused"),
         (403, "not a state Stepwise issued"),

@@ -116,7 +116,7 @@ def _answer(result: Any) -> Response:
     "waits on someone (`incomplete`, with a message naming the interactions to answer), or after 25 s "
     "(`in_progress`); with `background: true`, at once (`queued`). " + STREAMED + " An "
     "`Idempotency-Key` header makes a retried create start no second run.",
-    responses=documented(200, "The response, or its event stream", 400, 404, 409, 429, stream=True),
+    responses=documented(200, "The response, or its event stream", 400, 404, 409, 413, 429, stream=True),
     tags=TAGS,
 )
 def create_response(

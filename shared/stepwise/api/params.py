@@ -43,5 +43,8 @@ NOT_FOUND: dict[str, str] = {
     "trigger_id": "trigger_not_found",
 }
 
+# A path parameter whose name other resources may also use (`key`): its 404 code by path prefix.
+NOT_FOUND_UNDER: dict[str, dict[str, str]] = {"/v1/settings/": {"key": "setting_not_found"}}
+
 AgentIdQuery = Annotated[str | None, Query(pattern=ids.AGENT_ID, description="Only this agent's")]
 SessionIdQuery = Annotated[str | None, Query(pattern=ids.SESSION_ID, description="Only this session's")]

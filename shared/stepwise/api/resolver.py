@@ -12,7 +12,7 @@ from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 
 from stepwise.api.auth import is_public, tenant_from_event
-from stepwise.api.params import NOT_FOUND
+from stepwise.api.params import NOT_FOUND, NOT_FOUND_UNDER
 from stepwise.api.responses import error_response, json_response
 from stepwise.core import safejson
 from stepwise.core.errors import ApiError, Malformed, PayloadTooLarge
@@ -23,6 +23,7 @@ MAX_BODY_BYTES = 1024 * 1024  # well under API Gateway's 10 MB: agent inputs are
 # request can be (6 MB, the envelope included); bigger files go through POST /v1/uploads.
 RUN_BODY_BYTES = 6_000_000
 BODY_LIMITS = {"POST /v1/agents/{agent_id}/runs": RUN_BODY_BYTES}
+DEFAULT_ROUTE = "$default"  # API Gateway's catch-all route key (template.yaml: ApiFunction's UnknownRoute)
 
 logger = Logger(service="stepwise")
 
@@ -65,22 +66,52 @@ def _jsonable_errors(errors: Any) -> list[dict[str, Any]]:
     ]
 
 
+# Powertools adds these to every spec it generates, in a `{detail: [...]}` shape this API never answers
+# (its 422 is the `Error` schema, declared on every route): a generated client would model them for nothing.
+POWERTOOLS_SCHEMAS = ("HTTPValidationError", "ResponseValidationError", "ValidationError")
+
+
+class Resolver(APIGatewayHttpResolver):
+    """Powertools' resolver, with a spec that carries only the schemas it uses (the one at
+    /v1/openapi.json and the one the Swagger UI at /v1/docs embeds are both built here)."""
+
+    def get_openapi_schema(self, **kwargs: Any) -> Any:
+        schema = super().get_openapi_schema(**kwargs)
+        schemas = schema.components.schemas if schema.components is not None else None
+        if schemas:
+            dead = {name: schemas.pop(name) for name in POWERTOOLS_SCHEMAS if name in schemas}
+            rest = schema.model_dump_json(by_alias=True)
+            if any(f'/{name}"' in rest for name in dead):  # still referred to: keep them all
+                schemas.update(dead)
+        return schema
+
+
+# The class every new resolver is: ours, or the local stack's per-thread one
+# (stepwise_local.resolvers.per_thread sets it before serving, as route modules load on first use).
+resolver_class: type[Resolver] = Resolver
+
+
 def new_resolver() -> APIGatewayHttpResolver:
     """A resolver as every function of ours builds it: validating, reading bodies with the JSON depth
     cap (a body nested too deep is a 422 `json_too_deep`, never a RecursionError), our error mapping.
     Powertools' resolver as it is: one request at a time per execution environment (the local stack,
     which serves many on threads, makes its state per thread: stepwise_local.resolvers)."""
-    app = APIGatewayHttpResolver(enable_validation=True, json_body_deserializer=safejson.loads)
+    app = resolver_class(enable_validation=True, json_body_deserializer=safejson.loads)
     install_error_handlers(app)
     return app
 
 
-def _unknown_path_id(errors: Any) -> str | None:
-    """The not-found code when a path id does not have the shape of the ids we issue."""
+def _unknown_path_id(errors: Any, path: str) -> str | None:
+    """The not-found code when a path id (or a setting's key) does not have the shape of the ones we
+    issue (or store)."""
+    codes = dict(NOT_FOUND)
+    for prefix, under in NOT_FOUND_UNDER.items():
+        if path.startswith(prefix):
+            codes.update(under)
     for e in errors:
         loc = tuple(e.get("loc", ()))
         if len(loc) == 2 and loc[0] == "path" and e.get("type") == "string_pattern_mismatch":
-            code = NOT_FOUND.get(str(loc[1]))
+            code = codes.get(str(loc[1]))
             if code is not None:
                 return code
     return None
@@ -102,11 +133,14 @@ def install_error_handlers(app: APIGatewayHttpResolver) -> None:
         errors = exc.errors()
         if any(e.get("type") == "json_invalid" for e in errors):
             return _shaped(app, 400, "malformed_json", "the request body is not valid JSON")
-        unknown = _unknown_path_id(errors)
+        event = getattr(app, "current_event", None)
+        unknown = _unknown_path_id(errors, event.path if event is not None else "")
         if unknown is not None:
             # An id that cannot be ours names nothing: the same 404 as an id that does not exist.
             return _shaped(app, 404, unknown, "no such resource (the id is not one this API issued)")
-        return _shaped(app, 422, "validation_error", "the request is not valid", _jsonable_errors(errors))
+        return _shaped(
+            app, 422, "validation_error", "the request is not valid", {"errors": _jsonable_errors(errors)}
+        )
 
     @app.not_found
     def not_found(_: NotFoundError) -> Response:
@@ -122,6 +156,10 @@ def refused(event: dict[str, Any]) -> dict[str, Any] | None:
     """Checks that need no routing happen first: a request that fails them touches nothing. The
     response to send instead, or None to go on."""
     path = event.get("rawPath", "")
+    if event.get("routeKey") == DEFAULT_ROUTE:
+        # API Gateway matched no route of ours: the contract's 404, without a key check (the route is
+        # public: nothing exists to guard) and without building the resolver (junk traffic stays cheap).
+        return _to_proxy(error_response(404, "route_not_found", "no such route"))
     try:
         limit = BODY_LIMITS.get(str(event.get("routeKey")), MAX_BODY_BYTES)
         if _body_size(event) > limit:

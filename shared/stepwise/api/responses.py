@@ -6,9 +6,9 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
-from stepwise.core.errors import ApiError
+from stepwise.core.errors import ApiError, error_details
 
 JSON = "application/json"
 HTML = "text/html; charset=utf-8"
@@ -22,7 +22,7 @@ def json_response(body: Any, status: int = 200, headers: dict[str, str] | None =
 def error_response(
     status: int, code: str, message: str, details: Any = None, headers: dict[str, str] | None = None
 ) -> Response:
-    body = {"error": {"code": code, "message": message, "details": details}}
+    body = {"error": {"code": code, "message": message, "details": error_details(details)}}
     return json_response(body, status, headers or None)
 
 
@@ -33,10 +33,26 @@ def from_error(exc: ApiError) -> Response:
 # --- OpenAPI ---------------------------------------------------------------------------------------
 
 
+class FieldError(BaseModel):
+    loc: list[str] = Field(description="Where: `body`, `query`, `path` or `header`, then the field's path")
+    msg: str
+    type: str = Field(description="Stable and machine-readable, e.g. `missing`, `string_too_long`")
+
+
+class ErrorDetails(BaseModel):
+    """Always an object: `{}` when there is nothing more to say. A validation error (422) lists the
+    invalid fields under `errors`; other errors name what they are about (`run_id`, `active_run_id`,
+    `quota` and `limit`, `tool_call_ids`…)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    errors: list[FieldError] | None = Field(default=None, description="The invalid fields (422)")
+
+
 class ErrorInfo(BaseModel):
     code: str = Field(description="Stable and machine-readable, e.g. `agent_not_found`")
     message: str = Field(description="For humans; may change")
-    details: Any = Field(default=None, description="More about the error (e.g. the invalid fields), or null")
+    details: ErrorDetails = Field(description="More about the error; always an object")
 
 
 class Error(BaseModel):
@@ -48,13 +64,14 @@ class Error(BaseModel):
 ERRORS: dict[int, str] = {
     400: "Malformed: the body is not JSON, or a value is not one this API issued",
     401: "No API key, or one that is not valid",
-    403: "Forbidden",
+    403: "Forbidden; on any private route `tenant_suspended` when the operator suspended the tenant",
     404: "Not found; an id that belongs to another tenant is a 404 too",
     409: "Conflict with the current state",
     410: "Gone",
     413: "The body is over 1 MiB",
-    422: "Validation error: `details` lists the invalid fields",
+    422: "Validation error: `details.errors` lists the invalid fields",
     429: "A per-tenant quota is reached (`quota_exceeded`); `Retry-After` says when to try again",
+    500: "Something went wrong on our side (`internal_error`); it was logged",
     502: "The model behind the call failed",
     503: "The model is rate limited or unavailable; retry later",
 }
@@ -71,13 +88,15 @@ def responses(
     """A route's documented responses: the success one, then its errors in the contract's shape.
 
     Without `content`, the success body's schema is the route's return annotation (`Response[Model]`);
-    `content={}` documents an empty body (204). A private route can always answer 401, and any route
-    422 (the resolver validates every parameter and body). `described` words an error for this route.
+    `content={}` documents an empty body (204). What every route can answer is added here: any route
+    422 (the resolver validates every parameter and body) and 500 (`internal_error`); a private route
+    401 and 403 (`tenant_suspended`, checked before routing). `described` words an error for this route.
+    tests/contract/test_declared_statuses.py derives the rest from the errors a route's code raises.
     """
     documented: dict[int, OpenAPIResponse] = {status: {"description": description}}
     if content is not None:
         documented[status]["content"] = content
-    for code in sorted({*errors, 422} | (set() if public else {401})):
+    for code in sorted({*errors, 422, 500} | (set() if public else {401, 403})):
         wording = (described or {}).get(code, ERRORS[code])
         documented[code] = {"description": wording, "content": {JSON: {"model": Error}}}
     return documented

@@ -10,7 +10,10 @@ from stepwise.api.context import tenant
 from stepwise.api.params import AgentId, AgentIdQuery, RunId, SessionIdQuery
 from stepwise.api.responses import json_response, responses
 from stepwise.core.errors import ApiError, BadGateway, Unavailable, Unprocessable
+from stepwise.core.ids import USER_ID
+from stepwise.core.schema import Timestamp
 from stepwise.runs import bulk_cancel, cancel, erase, replay, start
+from stepwise.runs.listing import RunFilter
 from stepwise.runs.models import (
     RunAccepted,
     RunCreate,
@@ -19,6 +22,7 @@ from stepwise.runs.models import (
     RunView,
     SyncRunCreate,
     SyncRunResult,
+    Trigger,
 )
 from stepwise.store import runs
 
@@ -50,7 +54,9 @@ SYNC_FAILURES: dict[str, type[ApiError]] = {
         400,
         404,
         409,
+        410,
         413,
+        429,
         503,
         described={413: "The body is over 6 MB, or its inline attachments over 5 MiB: use POST /v1/uploads"},
     ),
@@ -73,7 +79,7 @@ def create_run(
 @router.post(
     "/v1/runs/<run_id>/cancel",
     summary="Cancel a run",
-    responses=responses(200, "The cancelled run", 404, 409),
+    responses=responses(200, "The cancelled run", 404, 409, 503),
     tags=RUNS,
 )
 def cancel_run(run_id: RunId) -> Response[RunView]:
@@ -89,7 +95,7 @@ def cancel_run(run_id: RunId) -> Response[RunView]:
     "included. One request cancels for about ten seconds (at most 200 runs); when more match, "
     "`continuing` is true, `cancelled` counts those this request cancelled, and the rest are cancelled "
     "in the background within moments.",
-    responses=responses(200, "How many runs were cancelled", 400),
+    responses=responses(200, "How many runs were cancelled", 400, 413, 503),
     tags=RUNS,
 )
 def cancel_runs(body: bulk_cancel.CancelFilter) -> Response[bulk_cancel.BulkCancelled]:
@@ -102,7 +108,7 @@ def cancel_runs(body: bulk_cancel.CancelFilter) -> Response[bulk_cancel.BulkCanc
     description="A new run on the same input, citing `replay_of`. 409 with the reason when replaying "
     "could repeat side effects (`force=true` overrides); 410 `input_gone` when the input is no longer "
     "stored (its attachments were deleted or are past retention).",
-    responses=responses(201, "The new run", 404, 409, 410, 503),
+    responses=responses(201, "The new run", 404, 409, 410, 413, 429, 503),
     tags=RUNS,
 )
 def replay_run(run_id: RunId, force: Annotated[bool, Query()] = False) -> Response[RunAccepted]:
@@ -116,7 +122,7 @@ def replay_run(run_id: RunId, force: Annotated[bool, Query()] = False) -> Respon
     description="One model call without tools; answers with the output. 422 `budget_exceeded` when the "
     "input does not fit the agent's token budget, 502 when the model fails, 503 when it is rate limited "
     "or unavailable.",
-    responses=responses(200, "The run's output", 400, 404, 409, 413, 502, 503),
+    responses=responses(200, "The run's output", 400, 404, 409, 410, 413, 429, 502, 503),
     tags=RUNS,
 )
 def run_sync(agent_id: AgentId, body: SyncRunCreate) -> Response[SyncRunResult]:
@@ -130,8 +136,10 @@ def run_sync(agent_id: AgentId, body: SyncRunCreate) -> Response[SyncRunResult]:
 @router.get(
     "/v1/runs",
     summary="List runs",
-    description="Newest first, optionally of one agent or session and with one status; pass `next_token` "
-    "from a page to get the next one.",
+    description="Newest first, optionally of one agent or session, with one status, of one end user, "
+    "started by one kind of trigger, created in a window of time; pass `next_token` from a page to get "
+    "the next one. The window narrows what is read; the status, user and trigger are filters applied to "
+    "what is read, so a page may hold fewer runs than `limit` (even none) and still have a `next_token`.",
     responses=responses(200, "A page of runs", 400),
     tags=RUNS,
 )
@@ -141,7 +149,18 @@ def list_runs(
     status: Annotated[RunStatus | None, Query()] = None,
     limit: Annotated[int, Query(ge=1, le=100)] = runs.PAGE_LIMIT,
     next_token: Annotated[str | None, Query(max_length=2048)] = None,
+    user_id: Annotated[str | None, Query(pattern=USER_ID, description="Only this end user's")] = None,
+    trigger: Annotated[Trigger | None, Query(description="Only runs started this way")] = None,
+    created_after: Annotated[
+        Timestamp | None, Query(description="Only runs created at or after this time (RFC 3339)")
+    ] = None,
+    created_before: Annotated[
+        Timestamp | None, Query(description="Only runs created before this time (RFC 3339)")
+    ] = None,
 ) -> Response[RunList]:
+    where = RunFilter(
+        user_id=user_id, trigger=trigger, created_after=created_after, created_before=created_before
+    )
     page, token = runs.list_runs(
         tenant(router),
         agent_id=agent_id,
@@ -149,6 +168,7 @@ def list_runs(
         status=status,
         limit=limit,
         next_token=next_token,
+        where=where,
     )
     return json_response({"runs": [r.public() for r in page], "next_token": token})
 
@@ -163,7 +183,7 @@ def get_run(run_id: RunId) -> Response[RunView]:
     summary="Delete a run's attachments",
     description="Erases the run's files (every stored version) and their list, for good: a replay of the "
     "run is then 410 `input_gone`. 409 `run_active` while the run is active.",
-    responses=responses(204, "Deleted", 404, 409, content={}),
+    responses=responses(204, "Deleted", 404, 409, 503, content={}),
     tags=RUNS,
 )
 def delete_attachments(run_id: RunId) -> Response[None]:

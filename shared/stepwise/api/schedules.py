@@ -19,7 +19,7 @@ SCHEDULES = ["schedules"]
     summary="Schedule an agent",
     description="`expression` is an EventBridge Scheduler expression (`rate(...)`, `cron(...)`, `at(...)`) "
     "in `timezone`; each firing starts a run on `message`.",
-    responses=responses(201, "The schedule, with its `schedule_id`", 400, 404, 413, 503),
+    responses=responses(201, "The schedule, with its `schedule_id`", 400, 404, 413, 429, 503),
     tags=SCHEDULES,
 )
 def create_schedule(agent_id: AgentId, body: ScheduleCreate) -> Response[Schedule]:

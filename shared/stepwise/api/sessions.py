@@ -1,6 +1,9 @@
 """/v1/sessions/{id}."""
 
+from typing import Annotated
+
 from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.openapi.params import Query
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 
 from stepwise.api.context import tenant
@@ -18,24 +21,34 @@ SESSIONS = ["sessions"]
 @router.get(
     "/v1/sessions/<session_id>",
     summary="Get a session",
-    description="The session with its runs (oldest first) and its messages.",
-    responses=responses(200, "The session", 404),
+    description="The session with a page of its runs and its messages. The first page holds the newest "
+    "`limit` runs (100 by default), oldest first within the page; pass `next_token` for the page of "
+    "older ones, as `GET /v1/runs` pages them. `usage` sums every run of the session, on every page.",
+    responses=responses(200, "The session", 400, 404),
     tags=SESSIONS,
 )
-def get_session(session_id: SessionId) -> Response[SessionView]:
+def get_session(
+    session_id: SessionId,
+    limit: Annotated[int, Query(ge=1, le=100)] = 100,
+    next_token: Annotated[str | None, Query(max_length=2048)] = None,
+) -> Response[SessionView]:
     tenant_id = tenant(router)
     session = sessions.get(tenant_id, session_id)
-    session_runs, token = runs.list_runs(tenant_id, session_id=session_id, limit=100)
-    usage = sum((r.usage for r in session_runs), Usage())
-    while token:  # what the session spent counts every run, beyond the 100 it lists
-        more, token = runs.list_runs(tenant_id, session_id=session_id, limit=100, next_token=token)
-        usage = sum((r.usage for r in more), usage)
+    page, page_token = runs.list_runs(tenant_id, session_id=session_id, limit=limit, next_token=next_token)
+    usage = Usage()
+    token: str | None = None
+    while True:  # what the session spent counts every run, beyond the page it lists
+        every, token = runs.list_runs(tenant_id, session_id=session_id, limit=100, next_token=token)
+        usage = sum((r.usage for r in every), usage)
+        if not token:
+            break
     return json_response(
         {
             **session.model_dump(mode="json"),
             "usage": usage.model_dump(mode="json"),
-            "runs": [r.public() for r in reversed(session_runs)],
+            "runs": [r.public() for r in reversed(page)],
             "messages": sessions.messages(tenant_id, session_id),
+            "next_token": page_token,
         }
     )
 
@@ -44,7 +57,7 @@ def get_session(session_id: SessionId) -> Response[SessionView]:
     "/v1/sessions/<session_id>",
     summary="Delete a session",
     description="409 `session_busy` while one of its runs is active.",
-    responses=responses(204, "Deleted", 404, 409, content={}),
+    responses=responses(204, "Deleted", 400, 404, 409, content={}),
     tags=SESSIONS,
 )
 def delete_session(session_id: SessionId) -> Response[None]:

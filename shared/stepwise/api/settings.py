@@ -47,7 +47,7 @@ ForAgent = Annotated[
         400,
         404,
         413,
-        described={404: "No such route: the key has characters no key has"},
+        described={404: "`setting_not_found` for a key no setting can have; `agent_not_found`"},
     ),
     tags=SETTINGS,
 )

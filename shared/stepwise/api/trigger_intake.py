@@ -42,6 +42,7 @@ def raw_body(event: dict[str, Any]) -> bytes:
     responses=responses(
         202,
         "Recorded and queued",
+        400,
         401,
         404,
         409,
@@ -49,6 +50,7 @@ def raw_body(event: dict[str, Any]) -> bytes:
         503,
         public=True,
         described={
+            400: "The body is not JSON",
             401: "The signature is missing or wrong, or its timestamp is over 5 minutes away",
             409: "The trigger is disabled",
             413: "The body is over 1 MB",

@@ -36,7 +36,7 @@ TRIGGERS = ["triggers"]
     "`hmac-sha256` with `signature_header`). `session`: `new`, or `{by_key: template}` for one session "
     "per key. `gmail`, `outlook` and `ses` answer 422 `trigger_type_unavailable` for now; a "
     "`{workflow_id}` target 422 `workflow_targets_unavailable`.",
-    responses=responses(201, "The trigger, with its `trigger_id`, `url` and `secret`", 400),
+    responses=responses(201, "The trigger, with its `trigger_id`, `url` and `secret`", 400, 413),
     tags=TRIGGERS,
 )
 def create_trigger(body: TriggerCreate) -> Response[TriggerCreated]:
@@ -71,7 +71,7 @@ def get_trigger(trigger_id: TriggerId) -> Response[Trigger]:
     summary="Change a trigger",
     description="Any of `name`, `target`, `message`, `session`, `user_id`, `enabled`, `dedupe_path`. "
     "Deliveries already queued start with the trigger as it is when they are worked.",
-    responses=responses(200, "The changed trigger", 400, 404),
+    responses=responses(200, "The changed trigger", 400, 404, 413),
     tags=TRIGGERS,
 )
 def update_trigger(trigger_id: TriggerId, body: TriggerPatch) -> Response[Trigger]:
@@ -96,7 +96,7 @@ def delete_trigger(trigger_id: TriggerId) -> Response[None]:
     description="A new signing secret (or the one given, e.g. Stripe's), shown only in this response. The "
     "replaced one still verifies until `previous_valid_until` (`previous_valid_seconds`, 24 h by default; "
     "0 revokes it at once).",
-    responses=responses(200, "The new secret, shown once", 400, 404),
+    responses=responses(200, "The new secret, shown once", 400, 404, 413),
     tags=TRIGGERS,
 )
 def rotate_trigger_secret(trigger_id: TriggerId, body: TriggerSecretRotate) -> Response[TriggerSecret]:

@@ -18,7 +18,7 @@ router = APIGatewayHttpRouter()
     f"{UPLOAD_EXPIRES_SECONDS // 60} minutes: PUT the bytes to `url` with exactly `headers`, then start a "
     "run with `attachments: [{upload_id}]`. The run checks the bytes against `content_type` (422 when "
     "they are another type, or none the API takes: PNG, JPEG, GIF, WebP, PDF, CSV, JSON, Markdown, text).",
-    responses=responses(201, "Where to PUT the file", 400, 503),
+    responses=responses(201, "Where to PUT the file", 400, 413, 503),
     tags=["runs"],
 )
 def create_upload(body: UploadCreate) -> Response[UploadTicket]:

@@ -75,7 +75,7 @@ def list_budgets() -> Response[BudgetList]:
     "`fail`s with `budget_exceeded`; past `soft_limit_pct`, `budget_warning` once per period. "
     "`count_keys: deployment` counts only calls paid with the deployment's provider keys. Raising it "
     "resumes the runs it paused.",
-    responses=responses(200, "The budget with its current spend", 400, 404, 422),
+    responses=responses(200, "The budget with its current spend", 400, 404, 413, 422, 503),
     tags=SPEND,
 )
 def put_budget(scope: Scope, body: BudgetSet) -> Response[Budget]:
@@ -96,7 +96,7 @@ def get_budget(scope: Scope) -> Response[Budget]:
     "/v1/budgets/<scope>",
     summary="Delete a budget",
     description="The runs it paused resume.",
-    responses=responses(204, "Deleted", 400, 404, content={}),
+    responses=responses(204, "Deleted", 400, 404, 503, content={}),
     tags=SPEND,
 )
 def delete_budget(scope: Scope) -> Response[None]:
@@ -109,7 +109,7 @@ def delete_budget(scope: Scope) -> Response[None]:
     summary="Resume a run its budget paused",
     description="409 `run_not_paused` for a run not paused on a budget; 409 `budget_exceeded` (with the "
     "budget, its spend and limit in `details`) while a budget still stops it.",
-    responses=responses(200, "The run", 404, 409),
+    responses=responses(200, "The run", 404, 409, 503),
     tags=SPEND,
 )
 def resume_run(run_id: RunId) -> Response[RunView]:

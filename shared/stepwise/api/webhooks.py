@@ -20,11 +20,11 @@ WEBHOOKS = ["webhooks"]
     description="A new `whsec_` secret that signs the tenant's webhook deliveries (Standard Webhooks: "
     "`webhook-id`, `webhook-timestamp`, `webhook-signature`). Shown only in this response. The secret it "
     "replaces keeps signing beside it until `previous_valid_until` (24 hours), so receivers can switch.",
-    responses=responses(200, "The new secret, shown once"),
+    responses=responses(201, "The new secret, shown once (created: creations answer 201)"),
     tags=WEBHOOKS,
 )
 def rotate_secret() -> Response[WebhookSecret]:
-    return json_response(keys.rotate(tenant(router)).model_dump(mode="json"))
+    return json_response(keys.rotate(tenant(router)).model_dump(mode="json"), 201)
 
 
 @router.get(

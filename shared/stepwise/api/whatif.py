@@ -27,7 +27,7 @@ RUNS = ["runs"]
     'The run has `trigger: "what_if"`, `what_if_of` and the counters `served`, `live_reads` and '
     "`divergences`; it lives in a session of its own. 409 `run_active` while the original runs; 410 "
     "`input_gone` when its input or record is no longer stored.",
-    responses=responses(201, "The what-if run", 400, 404, 409, 410, 413, 503),
+    responses=responses(201, "The what-if run", 400, 404, 409, 410, 413, 429, 503),
     tags=RUNS,
 )
 def what_if(run_id: RunId, body: WhatIf) -> Response[RunView]:

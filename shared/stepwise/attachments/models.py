@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, StringConstraints
 
-from stepwise.core.schema import Strict
+from stepwise.core.schema import Strict, Timestamp
 
 UPLOAD_LIMIT = 50 * 1024 * 1024  # bytes of one uploaded file
 # Inline files travel base64 inside the run's JSON body, which the API function receives whole: Lambda
@@ -38,7 +37,7 @@ class UploadTicket(BaseModel):
     url: str
     method: Literal["PUT"] = "PUT"
     headers: dict[str, str] = Field(description="Send exactly these headers with the PUT: they are signed")
-    expires_at: datetime
+    expires_at: Timestamp
 
 
 class UploadRef(Strict):

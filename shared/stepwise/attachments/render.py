@@ -5,10 +5,11 @@ attachments by id (their names and types are read from the run record, so erasin
 them out of every later prompt too) and a tool message lists the images its tool returned, under the
 `stepwise` key, which never reaches a provider. Here, for the current turn (from the last user message
 on, where the model is still working on them), images become image parts when the model supports vision
-(litellm knows) and a description otherwise; PDFs become their text; CSV, JSON and text files are inline
-when small and described (columns, first rows, row count) when large, with `attachment_read` to read
-further. In earlier turns every file is a one-line note: the model saw it then and its answer about it
-stays, so a session never sends a photo again on every call.
+(litellm knows), otherwise the words of the deployment's vision model (`vision`), or else a note; PDFs
+become their text; CSV, JSON and text files are inline when small and described (columns, first rows,
+row count) when large, with `attachment_read` to read further. In earlier turns every file is a one-line
+note: the model saw it then and its answer about it stays, so a session never sends a photo again on
+every call.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from stepwise.attachments import content
+from stepwise.attachments import vision as _vision
 from stepwise.attachments.models import Attachment
 from stepwise.llm.models import TOOL_IMAGES_PREFIX
 
@@ -156,6 +158,11 @@ def _file_parts(
     try:
         if content.is_image(attachment):
             if not vision:
+                described = _vision.describe(tenant_id, run_id, attachment, cache=cache)
+                if described is not None:
+                    return [
+                        _text(f"[{label}: an image, described for you since you cannot see it]\n{described}")
+                    ]
                 return [_text(f"[{label}: an image; this model cannot see images, so it is not shown]")]
             data = base64.b64encode(content.raw(tenant_id, run_id, attachment, cache=cache)).decode()
             url = f"data:{attachment.content_type};base64,{data}"

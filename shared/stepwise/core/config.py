@@ -89,6 +89,8 @@ class Runtime(Environment):
     events_ttl_days: int = Field(default=90, ge=1, alias="STEPWISE_EVENTS_TTL_DAYS")
     # A session's messages expire like run events unless told otherwise; its shell never does.
     messages_ttl_days: int | None = Field(default=None, ge=1, alias="STEPWISE_MESSAGES_TTL_DAYS")
+    # An effect entry must outlive every replay it guards (DECISIONS.md, "Effects").
+    effects_ttl_days: int = Field(default=400, ge=1, alias="STEPWISE_EFFECTS_TTL_DAYS")
 
     # The operator's bound on the models tenants may name: comma-separated glob patterns.
     allowed_models: tuple[str, ...] = Field(default=("*",), alias="STEPWISE_ALLOWED_MODELS")
@@ -263,6 +265,9 @@ class Models(Environment):
     summary_model: str | None = Field(default=None, alias="STEPWISE_SUMMARY_MODEL")
     # Unset, memories are searched by BM25 alone.
     embedding_model: str | None = Field(default=None, alias="STEPWISE_EMBEDDING_MODEL")
+    # Describes images (web_scrape's, a tool's, an attachment's) for a model that cannot see them;
+    # unset, such a model is told an image is there and not shown it.
+    vision_model: str | None = Field(default=None, alias="STEPWISE_VISION_MODEL")
 
     @field_validator("default_model", mode="before")
     @classmethod

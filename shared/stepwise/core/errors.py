@@ -11,6 +11,18 @@ from __future__ import annotations
 from typing import Any
 
 
+def error_details(details: Any) -> dict[str, Any]:
+    """`details` as every error answers it: always an object, so a client reads it one way. Field
+    errors (a list of `{loc, msg, type}`) go under `errors`; nothing is `{}`."""
+    if details is None:
+        return {}
+    if isinstance(details, dict):
+        return details
+    if isinstance(details, list | tuple):
+        return {"errors": list(details)}
+    return {"value": details}
+
+
 class ApiError(Exception):
     status = 500
     code = "internal_error"
@@ -20,7 +32,7 @@ class ApiError(Exception):
         self.message = message
         if code is not None:
             self.code = code
-        self.details = details
+        self.details = error_details(details)
 
     def headers(self) -> dict[str, str]:
         """Headers the error's response carries besides the body (e.g. Retry-After)."""

@@ -33,3 +33,33 @@ def public_hook(hook: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(config, Mapping) and isinstance(config.get("headers"), Mapping):
         shown["config"] = {**config, "headers": mask_headers(config["headers"])}
     return shown
+
+
+# Argument names whose values are credentials, whatever the tool: a person reviewing the effects
+# ledger needs the target (the recipient, the record id), not the token the model was handed.
+_SECRET_NAMES = ("password", "passwd", "secret", "token", "api_key", "apikey", "authorization", "credential")
+ARGUMENTS_LIMIT = 2_000  # characters of JSON of one call's masked arguments an effect entry keeps
+
+
+def mask_arguments(arguments: Any) -> Any:
+    """Tool arguments as the effects ledger shows them: values under secret-looking names masked, at
+    any depth (the rest is what the model wrote, which the run's events show already)."""
+    if isinstance(arguments, Mapping):
+        return {
+            key: MASK
+            if any(name in str(key).lower().replace("-", "_") for name in _SECRET_NAMES)
+            else mask_arguments(value)
+            for key, value in arguments.items()
+        }
+    if isinstance(arguments, list | tuple):
+        return [mask_arguments(value) for value in arguments]
+    return arguments
+
+
+# A header value sealed at rest (stepwise.header_secrets): KMS ciphertext, opened only where a call is
+# made. Told apart by this prefix, so an item written before sealing (a plain value) still reads.
+SEALED_PREFIX = "sw-sealed:v1:"
+
+
+def is_sealed(value: str) -> bool:
+    return value.startswith(SEALED_PREFIX)

@@ -3,12 +3,37 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, PlainSerializer, WithJsonSchema
 
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+def rfc3339(moment: datetime) -> str:
+    """The one way the API writes a time: RFC 3339 in UTC, with `Z` and milliseconds, always
+    (`2026-12-04T05:03:39.377Z`), in bodies, event data and webhook payloads alike. A naive time is
+    taken as UTC (every time we keep is)."""
+    utc = (moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)).astimezone(UTC)
+    return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
+
+
+def json_default(value: object) -> object:
+    """`json.dumps(..., default=json_default)`: times as `rfc3339`, anything else as its str."""
+    return rfc3339(value) if isinstance(value, datetime) else str(value)
+
+
+RFC3339_PATTERN = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$"
+
+# A time in a model the API answers with: read like any datetime, written (in JSON) by rfc3339, and
+# documented in the spec with the exact shape it always has.
+Timestamp = Annotated[
+    datetime,
+    PlainSerializer(rfc3339, return_type=str, when_used="json"),
+    WithJsonSchema({"type": "string", "format": "date-time", "pattern": RFC3339_PATTERN}),
+]
 
 
 class Strict(BaseModel):

@@ -51,6 +51,7 @@ class ApiKeyItem(Model):
     tenant_id = UnicodeAttribute()
     key_prefix = UnicodeAttribute()
     created_at = UTCDateTimeAttribute()
+    name = UnicodeAttribute(null=True)  # what a person called it; records say who acted by it
     revoked_at = UTCDateTimeAttribute(null=True)
 
 
@@ -356,7 +357,11 @@ class EffectItem(Model):
     undone_at = UTCDateTimeAttribute(null=True)
     undone_by = UnicodeAttribute(null=True)
     history = JSONAttribute(null=True)  # earlier generations, newest last
-    expires_at = TTLAttribute(null=True)  # set on "call" entries only
+    # "call" entries expire with the run's events, "effect" entries after EffectsTtlDays (older items
+    # written before that have none, and are kept)
+    expires_at = TTLAttribute(null=True)
+    arguments = JSONAttribute(null=True)  # the current generation's call, masked, for whoever resolves it
+    resolution = JSONAttribute(null=True)  # a person's word on it: {outcome, by, at, note, was}
 
 
 class SettingItem(Model):

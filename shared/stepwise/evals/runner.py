@@ -27,7 +27,7 @@ from stepwise.core import aws, config, ids
 from stepwise.core.errors import ApiError, NotFound, Unavailable, Unprocessable
 from stepwise.core.ids import derived_id, new_id
 from stepwise.core.observability import logger
-from stepwise.core.schema import Strict, utcnow
+from stepwise.core.schema import Strict, Timestamp, json_default, rfc3339, utcnow
 from stepwise.evals import store
 from stepwise.evals.assertions import AssertionResult, Call, Outcome, evaluate
 from stepwise.evals.suites import DISTRIBUTED_ABOVE, Case, EvalSuite, RecordedEvalCase
@@ -114,8 +114,8 @@ class EvalRunView(BaseModel):
     done: int
     concurrency: int
     overrides: dict[str, Any]
-    created_at: datetime
-    finished_at: datetime | None = None
+    created_at: Timestamp
+    finished_at: Timestamp | None = None
     pass_rate: float | None = None
     passed: int | None = None
     cases: list[EvalCaseResult] = Field(default_factory=list)
@@ -591,7 +591,7 @@ def _announce(
         return
     from stepwise.webhooks.enqueue import enqueue_raw
 
-    text = json.dumps({"type": COMPLETED, "timestamp": utcnow().isoformat(), "data": data}, default=str)
+    text = json.dumps({"type": COMPLETED, "timestamp": rfc3339(utcnow()), "data": data}, default=json_default)
     enqueue_raw(tenant_id, eval_run_id, COMPLETED, webhook.url, text, key="completed", at=at)
 
 

@@ -9,7 +9,6 @@ hold cases that are held to different things."""
 from __future__ import annotations
 
 import re
-from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
@@ -18,7 +17,7 @@ from stepwise.attachments.models import MAX_ATTACHMENTS, AttachmentIn
 from stepwise.core import ids
 from stepwise.core.errors import NotFound, Unprocessable
 from stepwise.core.ids import new_id
-from stepwise.core.schema import Strict, utcnow
+from stepwise.core.schema import Strict, Timestamp, utcnow
 from stepwise.evals import store
 from stepwise.llm.models import ScriptTurn
 from stepwise.runs.models import MESSAGE_LIMIT, Run, RunStatus
@@ -198,7 +197,7 @@ class EvalSuite(BaseModel):
     cases: list[Case]
     assertions: list[Assertion]
     webhook: WebhookConfig | None = None
-    created_at: datetime
+    created_at: Timestamp
 
 
 class EvalSuiteSummary(BaseModel):
@@ -206,7 +205,7 @@ class EvalSuiteSummary(BaseModel):
     name: str
     agent_id: str
     cases: int
-    created_at: datetime
+    created_at: Timestamp
 
 
 class EvalSuiteList(BaseModel):
@@ -225,8 +224,8 @@ class EvalCasesFromRuns(Strict):
     agent_id: str | None = Field(default=None, pattern=ids.AGENT_ID)
     status: Literal["succeeded", "failed", "cancelled"] | None = None
     last: int = Field(default=20, ge=1, le=MAX_CASES)
-    created_after: datetime | None = None
-    created_before: datetime | None = None
+    created_after: Timestamp | None = None
+    created_before: Timestamp | None = None
     metadata_key: str | None = Field(default=None, min_length=1, max_length=128)
     run_ids: list[str] | None = Field(default=None, max_length=MAX_CASES)
 

@@ -15,7 +15,7 @@ from pydantic import BaseModel
 from stepwise.approvals import links
 from stepwise.core import aws, config
 from stepwise.core.config import ConfigError
-from stepwise.core.schema import utcnow
+from stepwise.core.schema import Timestamp, utcnow
 from stepwise.follow import delivery, sockets, tokens
 from stepwise.follow import store as followers
 from stepwise.follow.tokens import FollowClaims
@@ -31,7 +31,7 @@ FLUSH_KEY = "stepwise_follow_flush"  # marks the self-invocation that sends a ba
 
 class FollowUrl(BaseModel):
     url: str
-    expires_at: datetime
+    expires_at: Timestamp
 
 
 class Refused(Exception):

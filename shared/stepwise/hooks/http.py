@@ -174,3 +174,8 @@ def _failed(hook: Hook, config: HttpConfig, reason: str) -> HookDecision:
         return HookDecision(action="deny", message=f"hook unavailable: {reason}", hook_id=hook.hook_id)
     note = f"http hook {hook.hook_id} failed open: {reason}"
     return HookDecision(action="allow", message=note, hook_id=hook.hook_id, warnings=[note])
+
+
+# What a hook's failed call decides (closed or open, as the hook says), for callers that fail it before
+# the call (stepwise.runs.hooks, when its stored header secret does not decrypt).
+failed = _failed

@@ -8,13 +8,13 @@ approval outside PreToolUse) is a 422 instead of a silent no-op.
 from __future__ import annotations
 
 import re
-from datetime import datetime
 from typing import Annotated, Any, Literal, get_args
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from stepwise.core.schema import Strict
+from stepwise.core.masking import is_sealed
+from stepwise.core.schema import Strict, Timestamp
 from stepwise.hooks.patterns import compile_pattern
 from stepwise.tools.models import TOOL_NAME
 
@@ -99,7 +99,8 @@ class HttpConfig(Strict):
                 raise ValueError(f"header name {name!r} is not a valid HTTP header name")
             if name.lower() in _RESERVED_HEADERS:
                 raise ValueError(f"header {name!r} is set by Stepwise and cannot be configured")
-            if not _HEADER_VALUE.match(value):
+            # A sealed value (as stored) is ciphertext, checked when it was given in the clear.
+            if not is_sealed(value) and not _HEADER_VALUE.match(value):
                 raise ValueError(f"header {name!r} must be printable ASCII without line breaks")
         return headers
 
@@ -259,7 +260,7 @@ class Hook(HookCreate):
     model_config = ConfigDict(extra="ignore")
 
     hook_id: str
-    created_at: datetime
+    created_at: Timestamp
 
     @classmethod
     def from_item(cls, item: dict[str, Any]) -> Hook:

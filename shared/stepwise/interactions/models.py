@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel
+
+from stepwise.core.schema import Timestamp
 
 
 class NewInteraction(BaseModel):
@@ -49,10 +50,10 @@ class Interaction(BaseModel):
     answer: dict[str, Any] | None = None
     answer_key: str | None = None
     answered_by: str | None = None
-    answered_at: datetime | None = None
+    answered_at: Timestamp | None = None
     delivered: bool = False
-    created_at: datetime
-    deadline: datetime
+    created_at: Timestamp
+    deadline: Timestamp
 
     def public(self) -> dict[str, Any]:
         """As `GET /v1/sessions/{id}/interactions` shows it: never the token, never the digest."""

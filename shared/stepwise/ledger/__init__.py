@@ -18,6 +18,7 @@ An entry moves through these statuses (one conditional write each, so exactly on
                      │ ├──release→ released ─claim→ claimed (generation + 1)
                      │ └──unknown→ unknown ─mark_undone→ undone
                      └──mark_undone→ undone        (a human asserts a crashed claim did not act)
+    claimed | unknown ─confirm_done→ done               (a human checked that it did act)
 
 A claim that finds the key `done` gets the stored result without the tool running (`deduplicated`); one
 that finds it `claimed` or `unknown` gets an `effect_unknown` error, because the earlier attempt may or
@@ -27,6 +28,10 @@ as a new generation. Every HTTP call carries an `Idempotency-Key` header derived
 generation, so a provider that deduplicates does so too, even across a crash between its answer and our
 confirm; a new generation gets a new header, so the provider does not answer a re-run with the undone
 effect's cached response.
+
+A person resolves a `claimed` or `unknown` entry through `POST /v1/effects/{key}/resolve`
+(stepwise.ledger.review): `done` (it did act: later claims are answered `deduplicated`) or `undone` (it
+did not, or was reversed: the next claim runs it again).
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ import json
 import math
 import re
 import unicodedata
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
@@ -44,7 +49,8 @@ from aws_lambda_powertools import Logger
 from pydantic import BaseModel, ConfigDict
 
 from stepwise.core.errors import Conflict, NotFound
-from stepwise.core.schema import utcnow
+from stepwise.core.masking import ARGUMENTS_LIMIT, mask_arguments
+from stepwise.core.schema import rfc3339, utcnow
 from stepwise.tools.base import ToolResult
 from stepwise.tools.models import Effect
 
@@ -64,6 +70,7 @@ Settlement = Literal["done", "unknown", "released"]
 CLAIMABLE: frozenset[str] = frozenset({"undone", "released"})
 SETTLEABLE = "claimed"  # only the claim's own holder settles it, naming its generation
 UNDOABLE: frozenset[str] = frozenset({"done", "claimed", "unknown"})
+CONFIRMABLE: frozenset[str] = frozenset({"claimed", "unknown"})  # what a person may resolve as done
 
 
 class KeyFieldError(ValueError):
@@ -217,6 +224,17 @@ def call_key(scope: CallScope, tool_name: str) -> EffectKey:
     return EffectKey(kind="call", digest=_digest(intent), intent=intent)
 
 
+def public_key(key: str) -> str:
+    """An entry's key as the API shows it and takes it in a path: `effect:<sha256>` (a "#" cannot be in
+    a URL path; the stored `effect#<sha256>` stays the table's sort key)."""
+    return key.replace("#", ":", 1)
+
+
+def ledger_key(public: str) -> str:
+    """The stored key of an entry named either way (`effect:<sha256>` or `effect#<sha256>`)."""
+    return public.replace(":", "#", 1)
+
+
 def idempotency_header(key: EffectKey, generation: int) -> str:
     """The `Idempotency-Key` an HTTP tool sends: stable across retries of one generation of an entry,
     new for the next (a re-run after `undone` must not be answered from the provider's cache)."""
@@ -303,6 +321,21 @@ class Entry(BaseModel):
     undone_at: datetime | None = None
     undone_by: str | None = None
     history: list[dict[str, Any]] = []
+    arguments: dict[str, Any] | None = None  # the current generation's call, masked (`recorded_arguments`)
+    # A person's word on the current generation: {outcome, by, at, note, was} (stepwise.ledger.review).
+    resolution: dict[str, Any] | None = None
+
+
+def recorded_arguments(arguments: dict[str, Any], private: Sequence[str] = ()) -> dict[str, Any]:
+    """A call's arguments as its entry keeps them for the person who may have to resolve it: secrets
+    masked, private key fields left out (the key keeps only their digest: a memory's text must go when
+    its user is forgotten, and entries outlive that), and cut to ARGUMENTS_LIMIT characters of JSON (an
+    entry is an item, paid per KB written)."""
+    masked = mask_arguments({name: value for name, value in arguments.items() if name not in private})
+    if not isinstance(masked, dict):
+        return {}
+    text = canonical(masked)
+    return masked if len(text) <= ARGUMENTS_LIMIT else {"truncated": text[:ARGUMENTS_LIMIT]}
 
 
 class Claim(BaseModel):
@@ -313,7 +346,15 @@ class Claim(BaseModel):
 class LedgerStore(Protocol):
     """Where entries live (stepwise.ledger.store in DynamoDB); every write is conditional."""
 
-    def claim(self, tenant_id: str, key: EffectKey, tool_name: str, run_id: str, tool_call_id: str) -> Claim:
+    def claim(
+        self,
+        tenant_id: str,
+        key: EffectKey,
+        tool_name: str,
+        run_id: str,
+        tool_call_id: str,
+        arguments: dict[str, Any] | None = None,
+    ) -> Claim:
         """Create the entry, or take a claimable one as the next generation; else report the entry."""
         ...
 
@@ -336,11 +377,16 @@ class LedgerStore(Protocol):
         generation are still `was`'s; False when it moved meanwhile."""
         ...
 
+    def write_done(self, tenant_id: str, key: str, done: Entry, *, was: Entry) -> bool:
+        """Write `done`'s status, result and resolution over the entry, only while its status and
+        generation are still `was`'s; False when it moved meanwhile."""
+        ...
+
 
 UNDO_ATTEMPTS = 3  # an entry that changes under us this often is being fought over; report what it is
 
 
-def undone(entry: Entry, by: str, at: datetime) -> Entry:
+def undone(entry: Entry, by: str, at: datetime, note: str | None = None) -> Entry:
     """The entry once its effect is reversed: `undone`, with this generation's summary kept in its
     history (the newest HISTORY_LIMIT), so the next claim starts a new generation."""
     summary = {
@@ -348,16 +394,71 @@ def undone(entry: Entry, by: str, at: datetime) -> Entry:
         "status": entry.status,
         "run_id": entry.run_id,
         "tool_call_id": entry.tool_call_id,
-        "claimed_at": entry.claimed_at.isoformat(),
-        "settled_at": entry.settled_at.isoformat() if entry.settled_at else None,
-        "undone_at": at.isoformat(),
+        "claimed_at": rfc3339(entry.claimed_at),
+        "settled_at": rfc3339(entry.settled_at) if entry.settled_at else None,
+        "undone_at": rfc3339(at),
         "undone_by": by,
     }
+    if note:
+        summary["note"] = note
     history = [*entry.history, summary][-HISTORY_LIMIT:]
-    return entry.model_copy(update={"status": "undone", "undone_at": at, "undone_by": by, "history": history})
+    update = {
+        "status": "undone",
+        "undone_at": at,
+        "undone_by": by,
+        "history": history,
+        "resolution": _resolution("undone", entry, by, at, note),
+    }
+    return entry.model_copy(update=update)
 
 
-def mark_undone(tenant_id: str, key: str, by: str, *, store: LedgerStore) -> Entry:
+def _resolution(outcome: str, entry: Entry, by: str, at: datetime, note: str | None) -> dict[str, Any]:
+    return {"outcome": outcome, "by": by, "at": at.isoformat(), "note": note, "was": entry.status}
+
+
+def confirmed(entry: Entry, by: str, at: datetime, note: str | None = None) -> Entry:
+    """The entry once a person checked that its effect did happen: `done`, with a result that says so,
+    which is what a later claim (a replay) answers `deduplicated` with. What the attempt itself left
+    (the failure that made it unknown) stays in the resolution."""
+    said = f"; their note: {note}" if note else ""
+    result = ToolResult(
+        output=f"{entry.tool_name}: done (an earlier attempt's outcome, confirmed by {by} at "
+        f"{at.isoformat(timespec='seconds')}{said}). It was not run again."
+    )
+    resolution = {**_resolution("done", entry, by, at, note), "left": entry.result}
+    update = {
+        "status": "done",
+        "settled_at": at,
+        "result": result.model_dump(mode="json"),
+        "result_truncated": False,
+        "resolution": resolution,
+    }
+    return entry.model_copy(update=update)
+
+
+def confirm_done(tenant_id: str, key: str, by: str, *, store: LedgerStore, note: str | None = None) -> Entry:
+    """A person checked that a claim left `claimed` or `unknown` did act: later claims are answered
+    with a result saying so (`deduplicated`), never a second run.
+
+    Raises NotFound for a key the tenant has no entry for, Conflict for one not awaiting a word.
+    Confirm a `claimed` entry only once its call is over, as for mark_undone.
+    """
+    for _ in range(UNDO_ATTEMPTS):
+        entry = store.get(tenant_id, key)
+        if entry is None:
+            raise NotFound(f"no ledger entry {key}", code="effect_not_found")
+        if entry.status not in CONFIRMABLE:
+            raise Conflict(
+                f"ledger entry {key} is {entry.status}: only a claimed or unknown one can be resolved done",
+                code="effect_not_resolvable",
+            )
+        after = confirmed(entry, by, utcnow(), note)
+        if store.write_done(tenant_id, key, after, was=entry):
+            return after
+    raise Conflict(f"ledger entry {key} keeps changing; try again", code="effect_contended")
+
+
+def mark_undone(tenant_id: str, key: str, by: str, *, store: LedgerStore, note: str | None = None) -> Entry:
     """A compensating action happened (the email was retracted, the charge refunded), or a human checked
     that a claim left unknown never acted: the next attempt runs again, as a new generation.
 
@@ -372,7 +473,7 @@ def mark_undone(tenant_id: str, key: str, by: str, *, store: LedgerStore) -> Ent
             raise Conflict(
                 f"ledger entry {key} is {entry.status}: nothing to undo", code="effect_not_undoable"
             )
-        after = undone(entry, by, utcnow())
+        after = undone(entry, by, utcnow(), note)
         if store.write_undone(tenant_id, key, after, was=entry):
             return after
     raise Conflict(f"ledger entry {key} keeps changing; try again", code="effect_contended")
@@ -428,8 +529,8 @@ def unknown_outcome(entry: Entry, scope: CallScope) -> ToolResult:
     return ToolResult.failure(
         "effect_unknown",
         f"{entry.tool_name}: {what}. The effect may or may not have happened, so it is not run again. "
-        f"Do not assume either way; a human can check, and mark ledger entry {entry.key} undone if it "
-        "did not happen.",
+        f"Do not assume either way; a human can check, and resolve ledger entry {public_key(entry.key)} "
+        "(POST /v1/effects/{key}/resolve) as done or undone.",
     )
 
 
@@ -439,13 +540,19 @@ def guard(
     arguments: dict[str, Any],
     run: Callable[[str], ToolResult],
     store: LedgerStore,
+    *,
+    before_act: Callable[[], None] | None = None,
 ) -> Guarded:
     """Run `tool` once for its key: `run` gets the Idempotency-Key to send and does the call.
 
     A crash between `run` returning and the settle leaves the entry `claimed`; whoever claims it next
-    gets `effect_unknown`, never a second run.
+    gets `effect_unknown`, never a second run. `before_act` is called once the claim is won and
+    before the tool acts; if it raises, nothing acted, so the claim is released (the next claim takes
+    it as a new generation) and the error goes on.
     """
     if tool.effect == "none":
+        if before_act is not None:
+            before_act()
         return Guarded(result=run(idempotency_header(call_key(scope, tool.name), 1)))
     try:
         # Only builtins declare private key fields; other tools have no such attribute.
@@ -458,7 +565,14 @@ def guard(
     except KeyFieldError as exc:
         return Guarded(result=ToolResult.failure("invalid_arguments", str(exc)))
     ledger = store
-    claim = ledger.claim(scope.tenant_id, key, tool.name, scope.run_id, scope.tool_call_id)
+    claim = ledger.claim(
+        scope.tenant_id,
+        key,
+        tool.name,
+        scope.run_id,
+        scope.tool_call_id,
+        recorded_arguments(arguments, private),
+    )
     entry = claim.entry
     if not claim.won:
         if entry.status == "done" and entry.result is not None:
@@ -470,6 +584,15 @@ def guard(
             )
         return Guarded(result=unknown_outcome(entry, scope), key=key.id, generation=entry.generation)
 
+    if before_act is not None:
+        try:
+            before_act()
+        except BaseException:
+            try:
+                ledger.settle(scope.tenant_id, key.id, entry.generation, "released", None, False)
+            except Exception:  # left claimed, it answers effect_unknown: safe, if not kind
+                logger.exception("could not release ledger entry %s after its call did not act", key.id)
+            raise
     result = run(idempotency_header(key, entry.generation))
     to = settlement(result)
     kept, truncated = stored(result)  # a released or unknown entry keeps the failure, for the humans

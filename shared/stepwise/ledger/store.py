@@ -3,13 +3,15 @@ between statuses by conditional writes only, so of two callers racing for a key 
 
 from __future__ import annotations
 
+import base64
+import json
 from datetime import datetime, timedelta
 from typing import Any
 
 from pynamodb.exceptions import DoesNotExist, PutError, UpdateError
 
-from stepwise.core import config
-from stepwise.core.errors import Conflict
+from stepwise.core import config, safejson
+from stepwise.core.errors import Conflict, Malformed
 from stepwise.core.schema import utcnow
 from stepwise.core.tables import EffectItem, bind, condition_failed
 from stepwise.ledger import (
@@ -40,6 +42,8 @@ def _entry(item: EffectItem) -> Entry:
         undone_at=item.undone_at,
         undone_by=item.undone_by,
         history=item.history or [],
+        arguments=item.arguments,
+        resolution=item.resolution,
     )
 
 
@@ -51,7 +55,14 @@ def get(tenant_id: str, key: str) -> Entry | None:
         return None
 
 
-def claim(tenant_id: str, key: EffectKey, tool_name: str, run_id: str, tool_call_id: str) -> Claim:
+def claim(
+    tenant_id: str,
+    key: EffectKey,
+    tool_name: str,
+    run_id: str,
+    tool_call_id: str,
+    arguments: dict[str, Any] | None = None,
+) -> Claim:
     """Create the entry (one conditional put), or take an `undone` or `released` one as its next
     generation (a conditional update); when the key is held (claimed, done, unknown), report the entry
     as it is."""
@@ -70,6 +81,7 @@ def claim(tenant_id: str, key: EffectKey, tool_name: str, run_id: str, tool_call
         tool_call_id=tool_call_id,
         claimed_at=utcnow(),
         expires_at=_expiry(key),
+        arguments=arguments,
     )
     try:
         item.save(condition=EffectItem.effect_key.does_not_exist())
@@ -77,17 +89,25 @@ def claim(tenant_id: str, key: EffectKey, tool_name: str, run_id: str, tool_call
     except PutError as exc:
         if not condition_failed(exc):
             raise
-    return _take_over(tenant_id, key, tool_name, run_id, tool_call_id)
+    return _take_over(tenant_id, key, tool_name, run_id, tool_call_id, arguments)
 
 
-def _expiry(key: EffectKey) -> datetime | None:
-    # A call entry only guards the retries of its own Step; it goes with the run's events.
-    if key.kind != "call":
-        return None
-    return utcnow() + timedelta(days=config.runtime().events_ttl_days)
+def _expiry(key: EffectKey) -> datetime:
+    # A call entry only guards the retries of its own Step; it goes with the run's events. An effect
+    # entry guards replays of its trigger, which may come long after: EffectsTtlDays (DECISIONS.md).
+    runtime = config.runtime()
+    days = runtime.events_ttl_days if key.kind == "call" else runtime.effects_ttl_days
+    return utcnow() + timedelta(days=days)
 
 
-def _take_over(tenant_id: str, key: EffectKey, tool_name: str, run_id: str, tool_call_id: str) -> Claim:
+def _take_over(
+    tenant_id: str,
+    key: EffectKey,
+    tool_name: str,
+    run_id: str,
+    tool_call_id: str,
+    arguments: dict[str, Any] | None,
+) -> Claim:
     """Report a held key's entry, or claim one that was undone or released (or has just gone) as its
     next generation."""
     for attempt in range(_ATTEMPTS + 1):
@@ -112,10 +132,10 @@ def _take_over(tenant_id: str, key: EffectKey, tool_name: str, run_id: str, tool
             EffectItem.result_truncated.remove(),
             EffectItem.undone_at.remove(),
             EffectItem.undone_by.remove(),
+            EffectItem.resolution.remove(),
+            EffectItem.arguments.set(arguments) if arguments is not None else EffectItem.arguments.remove(),
+            EffectItem.expires_at.set(_expiry(key)),
         ]
-        expires = _expiry(key)
-        if expires is not None:
-            actions.append(EffectItem.expires_at.set(expires))
         try:
             item.update(
                 actions=actions,
@@ -168,6 +188,7 @@ def write_undone(tenant_id: str, key: str, undone: Entry, *, was: Entry) -> bool
                 EffectItem.undone_at.set(undone.undone_at),
                 EffectItem.undone_by.set(undone.undone_by),
                 EffectItem.history.set(undone.history),
+                *_resolved(undone),
             ],
             condition=(EffectItem.status == was.status) & (EffectItem.generation == was.generation),
         )
@@ -176,3 +197,93 @@ def write_undone(tenant_id: str, key: str, undone: Entry, *, was: Entry) -> bool
             raise
         return False
     return True
+
+
+def write_done(tenant_id: str, key: str, done: Entry, *, was: Entry) -> bool:
+    """Write the confirmed entry (stepwise.ledger.confirmed) while its status and generation are `was`'s."""
+    if done.status != "done" or done.result is None:
+        raise ValueError("a confirmed entry is done, with the result later claims are answered with")
+    bind()
+    try:
+        EffectItem(tenant_id, key).update(
+            actions=[
+                EffectItem.status.set("done"),
+                EffectItem.settled_at.set(done.settled_at or utcnow()),
+                EffectItem.result.set(done.result),
+                EffectItem.result_truncated.set(False),
+                *_resolved(done),
+            ],
+            condition=(EffectItem.status == was.status) & (EffectItem.generation == was.generation),
+        )
+    except UpdateError as exc:
+        if not condition_failed(exc):
+            raise
+        return False
+    return True
+
+
+def _resolved(entry: Entry) -> list[Any]:
+    """A person's word on an entry, and its expiry from then: the resolution is what a later replay
+    relies on, so it is kept EffectsTtlDays from when it was given (a call entry keeps its own)."""
+    actions: list[Any] = []
+    if entry.resolution is not None:
+        actions.append(EffectItem.resolution.set(entry.resolution))
+    if entry.kind == "effect":
+        days = config.runtime().effects_ttl_days
+        actions.append(EffectItem.expires_at.set(utcnow() + timedelta(days=days)))
+    return actions
+
+
+PAGE_LIMIT = 50
+
+
+def list_entries(
+    tenant_id: str,
+    *,
+    status: str | None = None,
+    run_id: str | None = None,
+    limit: int = PAGE_LIMIT,
+    next_token: str | None = None,
+) -> tuple[list[Entry], str | None]:
+    """The tenant's entries in key order, optionally of one status and one run. The token is DynamoDB's
+    LastEvaluatedKey, checked to be this listing's for this tenant. The filters run after the read (as
+    the runs listing's status does), so a page may be short, or empty with a next_token: no index by
+    run, since every claim would pay its writes for a listing people rarely ask for."""
+    bind()
+    start = _decode_token(tenant_id, next_token)
+    conditions = [
+        c
+        for c in (
+            EffectItem.status == status if status else None,
+            EffectItem.run_id == run_id if run_id else None,
+        )
+        if c is not None
+    ]
+    condition = None
+    for c in conditions:
+        condition = c if condition is None else condition & c
+    result = EffectItem.query(
+        tenant_id,
+        filter_condition=condition,
+        limit=limit,
+        last_evaluated_key=start,
+    )
+    entries = [_entry(item) for item in result]
+    last = result.last_evaluated_key
+    return entries, base64.urlsafe_b64encode(json.dumps(last).encode()).decode() if last else None
+
+
+def _decode_token(tenant_id: str, token: str | None) -> dict[str, Any] | None:
+    if not token:
+        return None
+    forged = Malformed("next_token is not one this API issued", code="invalid_next_token")
+    try:
+        key = safejson.loads(base64.urlsafe_b64decode(token.encode()))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise forged from exc
+    if not isinstance(key, dict) or set(key) != {"tenant_id", "effect_key"}:
+        raise forged
+    values = {name: value.get("S") if isinstance(value, dict) else None for name, value in key.items()}
+    if values["tenant_id"] != tenant_id or not isinstance(values["effect_key"], str):
+        raise forged
+    return key

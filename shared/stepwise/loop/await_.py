@@ -12,6 +12,7 @@ from pydantic import BaseModel
 
 from stepwise.approvals import notify
 from stepwise.core import observability, tracing
+from stepwise.core.schema import rfc3339
 from stepwise.interactions.models import Interaction
 from stepwise.runs import answers, delegation, events
 from stepwise.runs.models import EventType
@@ -62,7 +63,7 @@ def _handle(wait: WaitEvent) -> dict[str, Any]:
     etype: EventType = "approval_requested" if interaction.kind == "approval" else "client_tool_requested"
     if interaction.kind == "approval":
         data["approval_url"] = notify.approval_link(wait.tenant_id, interaction)
-        data["expires_at"] = interaction.deadline.isoformat()
+        data["expires_at"] = rfc3339(interaction.deadline)
     events.emit(wait.tenant_id, wait.run_id, etype, data)
     run = stores().runs.get(wait.tenant_id, wait.run_id)
     if run.root_run_id:  # a descendant's human wait shows in the stream the app watches, the root's

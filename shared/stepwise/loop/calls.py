@@ -44,6 +44,8 @@ class StepScope:
 
     def tool_scope(self) -> ToolScope:
         """What a tool is given: tenant, agent, run, session and user, never from the model."""
+        from stepwise.llm.client import resolve_model
+
         run = self.run
         return ToolScope(
             tenant_id=self.tenant_id,
@@ -51,6 +53,7 @@ class StepScope:
             run_id=run.run_id,
             session_id=run.session_id,
             user_id=run.user_id,
+            model=resolve_model(self.agent.model),
         )
 
     def call_scope(self, ref: CallRef) -> ledger.CallScope:

@@ -30,6 +30,8 @@ def store_result(
     whole = result.for_model(None)
     stored = stores().results.offload(scope.tenant_id, run.run_id, ref.id, whole)  # beyond what an item holds
     description = _description(scope, ref, result, whole, in_s3=stored is not None)
+    if description is None and limit is not None and len(whole) > limit and result.ok:
+        description = _long_text(scope, ref, whole, in_s3=stored is not None)
     content = description if description is not None else result.for_model(limit)
     message: Message = {"role": "tool", "tool_call_id": ref.id, "content": content}
     if result.files:  # images it returned: stored under the run, shown by stepwise.attachments.render
@@ -57,6 +59,17 @@ def store_result(
 def refuse(scope: StepScope, ref: CallRef, result: ToolResult) -> Refused:
     """The call will not run: its error result is stored now."""
     return Refused(ref, store_result(scope, ref, result), result.error.code if result.error else None)
+
+
+def _long_text(scope: StepScope, ref: CallRef, whole: str, *, in_s3: bool) -> str | None:
+    """What the model reads of a long result that is not a table (a log, a page): the start and a note,
+    the whole kept for result_read to page in characters. None when it can be kept nowhere (then the
+    model gets it cut at the tool's limit, as before). result_read's own pages are never paged again."""
+    if ref.name == registry.RESULT_READ:
+        return None
+    run = scope.run
+    kept = stores().described.save(scope.tenant_id, run.session_id, run.run_id, ref.id, whole, in_s3=in_s3)
+    return tables.describe_text(whole, ref.id) if kept else None
 
 
 def _description(

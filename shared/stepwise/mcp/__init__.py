@@ -39,9 +39,14 @@ def call_tool(
     never raises for what the server does (`mcp_tool_error`, `mcp_unavailable`, `blocked_destination`,
     `invalid_arguments`, `mcp_needs_authorization`). `on_image` keeps each image the tool returns and
     says what the text shows in its place."""
+    from stepwise.header_secrets import HeaderUnreadable, open_headers
     from stepwise.mcp.authorization import token_source
     from stepwise.mcp.client import call_tool as call  # the SDK loads on the first MCP call
     from stepwise.mcp.grants import DynamoGrantStore
 
+    try:  # the header secrets are opened here, where the call is made, and nowhere else
+        server = server.model_copy(update={"headers": open_headers(tenant_id, server.headers)})
+    except HeaderUnreadable as exc:
+        return ToolResult.failure("mcp_unavailable", f"MCP server {server.name}: {exc}")
     token = token_source(DynamoGrantStore(), tenant_id, agent_id, server)
     return call(server, tool_name, arguments, timeout=timeout, token=token, on_image=on_image)

@@ -226,6 +226,10 @@ async def _transport(exchange: _Exchange) -> AsyncIterator[TransportStreams]:
         async with oauth_client(exchange.timeout, exchange.allow_hosts) as http:
             access = await exchange.token.token(http, force=exchange.refreshed)
         headers["Authorization"] = f"Bearer {access}"
+    if server.transport == "sse":
+        async with _sse(exchange, server.url, headers) as streams:
+            yield streams
+        return
     client = guarded_async_client(
         headers=headers,
         timeout=exchange.timeout,
@@ -233,6 +237,33 @@ async def _transport(exchange: _Exchange) -> AsyncIterator[TransportStreams]:
         on_response=exchange.record,
     )
     async with client, streamable_http_client(server.url, http_client=client) as streams:
+        yield streams
+
+
+@asynccontextmanager
+async def _sse(exchange: _Exchange, url: str, headers: dict[str, str]) -> AsyncIterator[TransportStreams]:
+    """The 2024-11-05 HTTP+SSE transport (a GET event stream, and POSTs to the endpoint it names),
+    through the SDK's client on the same guarded HTTP client as streamable HTTP: the SSRF guard, the
+    response limit and the exchange's deadline apply to both connections."""
+    from mcp.client.sse import sse_client
+
+    def guarded(
+        headers: dict[str, str] | None = None, timeout: Any = None, auth: Any = None
+    ) -> Any:  # the SDK's McpHttpClientFactory; its own headers (none today) go on top of ours
+        return guarded_async_client(
+            headers={**base, **(headers or {})},
+            timeout=exchange.timeout,
+            allow_hosts=exchange.allow_hosts,
+            on_response=exchange.record,
+        )
+
+    base = headers
+    async with sse_client(
+        url,
+        timeout=exchange.timeout,
+        sse_read_timeout=exchange.timeout,
+        httpx_client_factory=guarded,
+    ) as streams:
         yield streams
 
 

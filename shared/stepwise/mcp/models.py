@@ -1,6 +1,7 @@
 """MCP servers as the API takes them, as an agent's item stores them, and as a run sees their tools.
 
-A server is registered on an agent with a URL and optional headers (streamable HTTP), or, where the
+A server is registered on an agent with a URL and optional headers (streamable HTTP, or `transport: "sse"`
+for the older HTTP+SSE transport), or, where the
 operator allows it (STEPWISE_ALLOW_STDIO_MCP=true), with a command to spawn (stdio, see
 stepwise.mcp.stdio); its tools are discovered then and on refresh, and cached in the server's entry
 of the agent item, so a run reads them with its agent and never opens a connection to build its tool
@@ -15,8 +16,8 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from stepwise.core.masking import mask_headers
-from stepwise.core.schema import Strict, utcnow
+from stepwise.core.masking import is_sealed, mask_headers
+from stepwise.core.schema import Strict, Timestamp, utcnow
 from stepwise.tools.models import Permission
 
 SERVER_NAME = r"^[a-z0-9_-]{1,32}$"
@@ -26,7 +27,8 @@ MAX_SERVERS = 10  # per agent: the servers and their cached tools share the agen
 TOOLS_CACHE_LIMIT = 32_000  # bytes of JSON of one server's cached tools
 DESCRIPTION_LIMIT = 4096  # characters of a tool description kept
 
-Transport = Literal["streamable_http", "stdio"]
+# "sse": the 2024-11-05 HTTP+SSE transport, for servers that have not moved to streamable HTTP.
+Transport = Literal["streamable_http", "sse", "stdio"]
 _STDIO_FIELDS = ("command", "args", "env")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 # Header names the MCP transport or HTTP itself owns: a configured value would break the session.
@@ -86,6 +88,30 @@ class McpOAuthView(BaseModel):
     client_id: str | None  # the tenant's own, when given; a registered one is not shown
 
 
+ToolPermission = Literal["allow", "ask", "deny"]
+MAX_LISTED_TOOLS = 256  # names in an allow or deny list, and tools with their own permission
+
+
+class McpToolFilter(Strict):
+    """`tools: {allow?, deny?}`: which of the server's tools the agent declares, by the names the server
+    gives them. With `allow`, only those (an exact allowlist); `deny` takes names away from what is left.
+    A server's new tools are not declared while an allowlist is set (they have to be named)."""
+
+    allow: list[str] | None = Field(default=None, max_length=MAX_LISTED_TOOLS)
+    deny: list[str] = Field(default_factory=list, max_length=MAX_LISTED_TOOLS)
+
+    @field_validator("allow", "deny")
+    @classmethod
+    def _names(cls, names: list[str] | None) -> list[str] | None:
+        for name in names or []:
+            if not 1 <= len(name) <= 256:
+                raise ValueError("a tool name has 1 to 256 characters")
+        return names
+
+    def admits(self, name: str) -> bool:
+        return (self.allow is None or name in self.allow) and name not in self.deny
+
+
 class McpServerCreate(Strict):
     """`POST /v1/agents/{agent_id}/mcp-servers`: a remote MCP server speaking streamable HTTP at `url`,
     or (`transport: "stdio"`) a process spawned from `command` and `args` with only `env` added to a
@@ -102,6 +128,12 @@ class McpServerCreate(Strict):
     enabled: bool = True
     # Applies to every tool of the server; `inherit` lets the tools' annotations and the agent decide.
     permission: Permission = "inherit"
+    # One tool's own permission, by the server's name for it: checked before `permission` (Agenta's
+    # `policy.permissions.tools[tool_key]`, then the connection's default).
+    permissions: dict[str, ToolPermission] = Field(default_factory=dict, max_length=MAX_LISTED_TOOLS)
+    # Which tools are declared at all (McpToolFilter); stored as `tool_filter`, since a stored server's
+    # `tools` are the ones discovered.
+    tools: McpToolFilter | None = None
     # Whether the server's annotations are believed (see McpToolRef). A server is somebody else's code:
     # by default its hints can only add caution, never take it away.
     trusted: bool = False
@@ -172,7 +204,8 @@ class McpServerCreate(Strict):
                 raise ValueError(f"{name!r} is not a valid header name")
             if name.lower() in RESERVED_HEADERS:
                 raise ValueError(f"header {name!r} is set by the MCP transport and cannot be configured")
-            if not _HEADER_VALUE.match(value):
+            # A sealed value (as stored) is ciphertext, checked when it was given in the clear.
+            if not is_sealed(value) and not _HEADER_VALUE.match(value):
                 raise ValueError(f"header {name!r}: the value must be printable ASCII, at most 4096 chars")
         return headers
 
@@ -208,9 +241,10 @@ class McpServer(McpServerCreate):
 
     model_config = ConfigDict(extra="ignore")
 
-    created_at: datetime
-    tools: list[McpTool] = Field(default_factory=list)
-    discovered_at: datetime | None = None  # the last discovery that reached the server
+    created_at: Timestamp
+    tools: list[McpTool] = Field(default_factory=list)  # type: ignore[assignment]  # the filter is tool_filter
+    tool_filter: McpToolFilter | None = None
+    discovered_at: Timestamp | None = None  # the last discovery that reached the server
     last_error: str | None = None  # why the last discovery failed (or was cut short); None when it did not
 
     def status(self, needs_authorization: bool = False) -> ServerStatus:
@@ -218,6 +252,18 @@ class McpServer(McpServerCreate):
         if self.auth is not None and needs_authorization:
             return "needs_authorization"
         return "failing" if self.last_error is not None else "ready"
+
+    def declared(self, tool: McpTool) -> bool:
+        """Whether the agent declares this discovered tool (its server's allow and deny lists)."""
+        return self.tool_filter is None or self.tool_filter.admits(tool.name)
+
+    def missing_tools(self) -> list[str]:
+        """Allowlisted names the server did not offer at its last discovery (after a rename, say): they
+        stay on the list, so the tool comes back if the server offers it again. None before a discovery."""
+        if self.tool_filter is None or self.tool_filter.allow is None or self.discovered_at is None:
+            return []
+        offered = {t.name for t in self.tools}
+        return [name for name in self.tool_filter.allow if name not in offered]
 
     def stale(self, max_age: timedelta = STALE_AFTER, now: datetime | None = None) -> bool:
         return self.discovered_at is None or (now or utcnow()) - self.discovered_at > max_age
@@ -233,18 +279,24 @@ class McpServer(McpServerCreate):
         if self.auth is not None:
             auth = McpOAuthView(type="oauth", scopes=self.auth.scopes, client_id=self.auth.client_id)
         return McpServerView(
-            **self.model_dump(exclude={"headers", "env", "tools", "auth"}),
+            **self.model_dump(exclude={"headers", "env", "tools", "auth", "tool_filter"}),
+            tool_filter=self.tool_filter,
+            missing_tools=self.missing_tools(),
             auth=auth,
             status=self.status(needs_authorization),
             authorization_url=authorization_url,
             headers=mask_headers(self.headers),
             env=mask_headers(self.env),  # the same secrets in another place: API keys, tokens
-            tools=[McpToolView(**t.model_dump(), exposed_name=names[t.name]) for t in self.tools],
+            tools=[
+                McpToolView(**t.model_dump(), exposed_name=names[t.name], declared=self.declared(t))
+                for t in self.tools
+            ],
         )
 
 
 class McpToolView(McpTool):
     exposed_name: str  # the function name the model calls it by
+    declared: bool = True  # False: the server offers it, the server's `tools` filter leaves it out
 
 
 class McpServerView(BaseModel):
@@ -259,10 +311,16 @@ class McpServerView(BaseModel):
     env: dict[str, str]
     enabled: bool
     permission: Permission
+    permissions: dict[str, ToolPermission] = Field(default_factory=dict)
     trusted: bool
-    created_at: datetime
+    created_at: Timestamp
     tools: list[McpToolView]
-    discovered_at: datetime | None
+    # The `tools: {allow, deny}` the server was registered with (`tools` here lists what it offers).
+    tool_filter: McpToolFilter | None = None
+    missing_tools: list[str] = Field(
+        default_factory=list, description="Allowlisted names the server no longer offers"
+    )
+    discovered_at: Timestamp | None
     last_error: str | None
     auth: McpOAuthView | None = None
     status: ServerStatus

@@ -23,7 +23,7 @@ def _exposed(agent: ServerOwner) -> Iterator[tuple[str, McpServer, McpTool]]:
         names = exposed_names(server.name, [t.name for t in server.tools])
         seen: set[str] = set()
         for tool in server.tools:
-            if tool.name not in seen:
+            if tool.name not in seen and server.declared(tool):
                 seen.add(tool.name)
                 yield names[tool.name], server, tool
 
@@ -58,6 +58,12 @@ def find(agent: ServerOwner, name: str) -> McpToolRef | None:
 
 
 def _permission(agent: ServerOwner, ref: McpToolRef) -> Permission:
+    """The rules in order (then stepwise.loop.gating.permission_for resolves `inherit` with the agent's
+    default): the tool's own permission on its server, the server's permission, `ask` for a destructive
+    tool (`deny` when the agent denies by default)."""
+    own = ref.server.permissions.get(ref.tool.name)
+    if own is not None:
+        return own
     if ref.server.permission != "inherit":
         return ref.server.permission
     if ref.destructive:  # as McpToolRef judges it: an untrusted server's tools all are

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 
 from pydantic import BaseModel, Field
+
+from stepwise.core.schema import Timestamp
 
 MAX_PER_USER = 2_000  # memories one user of one agent may hold; memory_save past it is `memory_full`
 CONTENT_LIMIT = 2_000  # characters of one memory: a fact or a preference, not a document
@@ -26,7 +27,7 @@ class Memory(BaseModel):
     memory_id: str
     content: str
     tags: list[str] = Field(default_factory=list)
-    created_at: datetime
+    created_at: Timestamp
     source_run_id: str | None = None  # the run whose memory_save wrote it
     # For hybrid search (STEPWISE_EMBEDDING_MODEL): the content's embedding, computed once at save.
     embedding: list[float] | None = Field(default=None, exclude=True)

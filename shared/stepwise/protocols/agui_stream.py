@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic.alias_generators import to_camel
 
+from stepwise.core.schema import rfc3339
 from stepwise.interactions.models import Interaction
 from stepwise.llm.models import Usage
 from stepwise.runs import eventlog, progress
@@ -283,7 +284,7 @@ def _interrupt(stream: Stream, waiting: Interaction) -> dict[str, Any]:
         message=prompt,
         tool_call_id=waiting.tool_call_id,
         response_schema=schema,
-        expires_at=waiting.deadline.isoformat(),
+        expires_at=rfc3339(waiting.deadline),
         subagent_run_id=waiting.run_id if waiting.run_id != stream.root_id else None,
         metadata={
             "stepwise": {

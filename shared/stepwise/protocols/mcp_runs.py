@@ -11,6 +11,7 @@ import mcp_types as types
 from pydantic import BaseModel
 
 from stepwise.approvals import display
+from stepwise.core.schema import rfc3339
 from stepwise.interactions.models import Interaction
 from stepwise.runs import progress
 from stepwise.runs.models import Run, RunEvent
@@ -132,4 +133,4 @@ def with_ttl(dumped: dict[str, Any], key: str | None) -> dict[str, Any]:
 
 
 def iso(moment: datetime) -> str:
-    return moment.isoformat().replace("+00:00", "Z")
+    return rfc3339(moment)

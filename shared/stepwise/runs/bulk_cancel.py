@@ -28,7 +28,7 @@ from pydantic import BaseModel, Field
 from stepwise.core import aws, config
 from stepwise.core.errors import Conflict, NotFound
 from stepwise.core.ids import AGENT_ID, USER_ID
-from stepwise.core.schema import Strict, utcnow
+from stepwise.core.schema import Strict, Timestamp, utcnow
 from stepwise.runs.cancel import cancel
 from stepwise.runs.models import Run, RunStatus
 from stepwise.runs.ports import stores
@@ -51,7 +51,7 @@ class CancelFilter(Strict):
     agent_id: str | None = Field(default=None, pattern=AGENT_ID)
     user_id: str | None = Field(default=None, pattern=USER_ID)
     status: ActiveStatus | None = None
-    created_before: datetime | None = None
+    created_before: Timestamp | None = None
 
     def statuses(self) -> list[RunStatus]:
         return [self.status] if self.status else ["queued", "running", "waiting"]
@@ -73,7 +73,7 @@ class Continuation(BaseModel):
 
     tenant_id: str
     filter: CancelFilter
-    cutoff: datetime
+    cutoff: Timestamp
 
 
 def _matching(tenant_id: str, wanted: CancelFilter, cutoff: datetime) -> Any:

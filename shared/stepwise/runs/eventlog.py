@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from stepwise.core.schema import utcnow
 from stepwise.runs.models import Head, RunEvent
@@ -31,6 +31,14 @@ class EventPage(BaseModel):
     events: list[RunEvent]
     next: int
     done: bool
+    wait: float = Field(
+        default=0.0, description="The seconds this read could wait: the `wait` asked for, capped at 25"
+    )
+
+
+def capped_wait(wait: float) -> float:
+    """The wait a read uses: a larger one is clamped to MAX_WAIT (API Gateway would cut it off)."""
+    return min(max(wait, 0.0), MAX_WAIT)
 
 
 def _contiguous(events: list[RunEvent], after: int, run_done: bool) -> list[RunEvent]:
@@ -65,7 +73,7 @@ def _abandoned(head: Head) -> bool:
 def read(tenant_id: str, run_id: str, after: int = 0, wait: float = 0.0, *, known: bool = False) -> EventPage:
     """Events with seq > after; when there are none yet, wait up to `wait` seconds for some. `known`:
     the caller has read this tenant's run already, so a log with no event yet needs no proof of it."""
-    deadline = time.monotonic() + min(max(wait, 0.0), MAX_WAIT)
+    deadline = time.monotonic() + capped_wait(wait)
     while True:
         head = stores().events.head(tenant_id, run_id)
         if head is None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, Field, field_validator
@@ -13,7 +12,7 @@ from stepwise.agents.models import DEFAULT_MAX_STEPS, MAX_STEPS_LIMIT
 from stepwise.attachments.models import MAX_ATTACHMENTS, Attachment, AttachmentIn
 from stepwise.core.errors import Conflict
 from stepwise.core.ids import SESSION_ID, USER_ID
-from stepwise.core.schema import Strict
+from stepwise.core.schema import Strict, Timestamp
 from stepwise.llm.models import ScriptTurn, Usage
 from stepwise.sessions.models import Session
 from stepwise.webhooks.models import RunTarget, WebhookConfig
@@ -21,6 +20,12 @@ from stepwise.webhooks.models import RunTarget, WebhookConfig
 RunStatus = Literal["queued", "running", "waiting", "succeeded", "failed", "cancelled", "timed_out"]
 TERMINAL_STATUSES: frozenset[str] = frozenset({"succeeded", "failed", "cancelled", "timed_out"})
 ACTIVE_STATUSES: frozenset[str] = frozenset(get_args(RunStatus)) - TERMINAL_STATUSES
+# What kind of thing started a run (RunView.trigger): "api" for a run whose trigger id carries none of
+# the other kinds as its "<kind>:" prefix.
+# The last four are tenants' triggers (stepwise.triggers), whose intent key is "<type>:<trigger id>/<key>".
+Trigger = Literal["api", "schedule", "event", "delegation", "what_if", "webhook", "gmail", "outlook", "ses"]
+TRIGGER_TYPES = ("webhook", "gmail", "outlook", "ses")
+PREFIXED_TRIGGERS: tuple[str, ...] = tuple(t for t in get_args(Trigger) if t != "api")
 
 EventType = Literal[
     "run_started",
@@ -50,9 +55,6 @@ EventType = Literal[
     "run_resumed",
 ]
 
-
-# Runs that tenants' triggers start (stepwise.triggers): their intent key is "<type>:<trigger id>/<key>".
-TRIGGER_TYPES = ("webhook", "gmail", "outlook", "ses")
 MESSAGE_LIMIT = 100_000  # characters; a message is stored in one DynamoDB item (400 KB)
 
 
@@ -144,9 +146,9 @@ class Run(BaseModel):
     webhook: WebhookConfig | None = None
     attachments: list[Attachment] = Field(default_factory=list)
     # When DELETE /v1/runs/{id}/attachments erased the run's files (the list goes with them).
-    attachments_erased_at: datetime | None = None
-    created_at: datetime
-    finished_at: datetime | None = None
+    attachments_erased_at: Timestamp | None = None
+    created_at: Timestamp
+    finished_at: Timestamp | None = None
     # Delegation: a child run of an agent tool call knows its parent, the tree's root and its depth (the
     # root is 0); the parent knows its children and what they spent (`descendants_usage`).
     parent_run_id: str | None = None
@@ -182,7 +184,7 @@ class Run(BaseModel):
     def trigger(self) -> str:
         """What kind of thing started the run, from its trigger id."""
         kind, _, _ = (self.trigger_id or "").partition(":")
-        return kind if kind in ("schedule", "event", "delegation", "what_if", *TRIGGER_TYPES) else "api"
+        return kind if kind in PREFIXED_TRIGGERS else "api"
 
     @property
     def started_by(self) -> str | None:
@@ -244,7 +246,7 @@ class RunEvent(BaseModel):
     seq: int
     type: EventType
     data: dict[str, Any] = Field(default_factory=dict)
-    at: datetime
+    at: Timestamp
 
 
 class RunView(BaseModel):
@@ -267,12 +269,10 @@ class RunView(BaseModel):
     metadata: dict[str, Any]
     webhook: WebhookConfig | None = None
     attachments: list[Attachment]
-    attachments_erased_at: datetime | None
-    created_at: datetime
-    finished_at: datetime | None
-    trigger: Literal[
-        "api", "schedule", "event", "delegation", "what_if", "webhook", "gmail", "outlook", "ses"
-    ]
+    attachments_erased_at: Timestamp | None
+    created_at: Timestamp
+    finished_at: Timestamp | None
+    trigger: Trigger
     # What started it: the trigger's id (`trg_…`) for a run a trigger started; otherwise the run's intent
     # (its own id for an API call, "schedule:<id>@<time>", ...).
     trigger_id: str | None = None
@@ -322,10 +322,11 @@ class Appended:
 class Head:
     last_seq: int  # the last sequence number handed out (its event may still be in flight)
     done: bool  # the last event handed out is terminal
-    moved_at: datetime | None
+    moved_at: Timestamp | None
 
 
 class SessionView(Session):
     usage: Usage  # every run of the session, summed (cost null when any run's is unknown)
     runs: list[RunView]
     messages: list[dict[str, Any]]
+    next_token: str | None = None  # the page of older runs, as GET /v1/runs pages them

@@ -19,7 +19,7 @@ cannot see each other's.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # annotations only: every handler module imports this one, an
     from stepwise.agents.models import Agent
     from stepwise.interactions.models import Interaction, NewInteraction
     from stepwise.ledger import LedgerStore
+    from stepwise.runs.listing import RunFilter
     from stepwise.runs.models import Appended, EventType, Head, Run, RunEvent, RunStatus
     from stepwise.runs.state import RunContext
     from stepwise.sessions.models import Earlier, Session
@@ -87,9 +88,23 @@ class RunStore(Protocol):
         status: RunStatus | None = None,
         limit: int = ...,
         next_token: str | None = None,
+        where: RunFilter = ...,
     ) -> tuple[list[Run], str | None]:
-        """Newest first, a page at a time (the token is the next page's; None after the last)."""
+        """Newest first, a page at a time (the token is the next page's; None after the last), of the
+        runs `where` lets through (user, trigger, creation window)."""
         ...
+
+
+@dataclass(frozen=True)
+class SessionMessage:
+    """A message of the run's conversation written in the same request as its context (where the
+    context must never point at calls whose message is not stored)."""
+
+    session_id: str
+    run_id: str
+    step: int
+    slot: str
+    message: Message
 
 
 class RunContextStore(Protocol):
@@ -99,8 +114,11 @@ class RunContextStore(Protocol):
         """The context, a fresh one (version 0) before the first Step."""
         ...
 
-    def save(self, tenant_id: str, run_id: str, context: RunContext) -> RunContext:
-        """Write over `context.version`; RunStateError when the stored version differs or the run ended."""
+    def save(
+        self, tenant_id: str, run_id: str, context: RunContext, messages: Sequence[SessionMessage] = ()
+    ) -> RunContext:
+        """Write over `context.version`; RunStateError when the stored version differs or the run ended.
+        `messages` land with it or not at all (one transaction)."""
         ...
 
     def mark_ended(self, tenant_id: str, run_id: str) -> None: ...

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from stepwise.core.schema import Strict, utcnow
+from stepwise.core.schema import Strict, Timestamp, utcnow
 from stepwise.runs.models import MESSAGE_LIMIT, _fits_an_item
 from stepwise.schedules import expressions
 from stepwise.schedules.expressions import At
@@ -57,8 +57,8 @@ class Schedule(BaseModel):
     timezone: str
     message: str
     enabled: bool
-    created_at: datetime  # whole seconds: a rate counts from here, and Scheduler's StartDate is this
-    next_run: datetime | None = None  # computed when the schedule is read; None once it cannot fire
+    created_at: Timestamp  # whole seconds: a rate counts from here, and Scheduler's StartDate is this
+    next_run: Timestamp | None = None  # computed when the schedule is read; None once it cannot fire
 
     def with_next_run(self, now: datetime | None = None) -> Schedule:
         """This schedule with `next_run`, its first fire time at or after `now` (none when disabled)."""
@@ -88,7 +88,7 @@ class ScheduleDelivery(BaseModel):
     tenant_id: str = Field(min_length=1)
     agent_id: str = Field(min_length=1)
     schedule_id: str = Field(min_length=1)
-    scheduled_time: datetime
+    scheduled_time: Timestamp
 
     @field_validator("scheduled_time")
     @classmethod
@@ -106,7 +106,7 @@ class EventDelivery(BaseModel):
     id: str = Field(min_length=1)
     detail_type: str = Field(alias="detail-type")
     source: str
-    time: datetime
+    time: Timestamp
     detail: Any = None
 
     @model_validator(mode="before")

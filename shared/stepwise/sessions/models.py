@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, Field
+
+from stepwise.core.schema import Timestamp
 
 
 class Session(BaseModel):
     session_id: str
     agent_id: str
     user_id: str | None = None  # set by the session's first run; every later run is that user's
-    created_at: datetime
+    created_at: Timestamp
     # Runs whose messages make up the history the model sees, in order.
     completed_runs: list[str] = Field(default_factory=list)
     active_run_id: str | None = None

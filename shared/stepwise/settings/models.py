@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime
 
 from pydantic import BaseModel, Field
 
-from stepwise.core.schema import Strict
+from stepwise.core.schema import Strict, Timestamp
 
 # Environment-variable style (EXA_API_KEY, DATABASE_URL), or a model provider's key that a model call
 # uses instead of the deployment's (`providers.openai.api_key`, stepwise.settings.providers). The one
@@ -57,7 +56,7 @@ class SettingInfo(BaseModel):
     setting it is (only a provider's key may be an agent's), else it is the tenant's."""
 
     key: str
-    updated_at: datetime
+    updated_at: Timestamp
     agent_id: str | None = None
 
 

@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from pynamodb.exceptions import DoesNotExist, TransactWriteError, UpdateError
+from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
 from pynamodb.transactions import TransactWrite
 
@@ -28,7 +29,16 @@ from stepwise.core.tables import (
     tenant_key,
 )
 from stepwise.llm.models import ScriptTurn, Usage
-from stepwise.runs.models import ACTIVE_STATUSES, TERMINAL_STATUSES, Run, RunError, RunExists, RunStatus
+from stepwise.runs.listing import NO_FILTER, RunFilter, trigger_prefix
+from stepwise.runs.models import (
+    ACTIVE_STATUSES,
+    PREFIXED_TRIGGERS,
+    TERMINAL_STATUSES,
+    Run,
+    RunError,
+    RunExists,
+    RunStatus,
+)
 from stepwise.store import run_context
 from stepwise.webhooks.models import RunTarget, WebhookConfig
 
@@ -247,6 +257,14 @@ def _decode_token(token: str | None, expected: dict[str, str]) -> dict[str, Any]
     return key
 
 
+# A filtered listing (a status, or an agent within a session) fills its page from bounded reads:
+# DynamoDB's Limit counts the runs read, not the ones that match, so one query per page would give short
+# or empty pages. At most FILTER_READS queries of FILTER_PAGE runs each per page (1,000 runs, about as
+# many RCUs as those items' size in 8 KiB units, eventually consistent reads).
+FILTER_PAGE = 100
+FILTER_READS = 10
+
+
 def list_runs(
     tenant_id: str,
     *,
@@ -255,8 +273,13 @@ def list_runs(
     status: RunStatus | None = None,
     limit: int = PAGE_LIMIT,
     next_token: str | None = None,
+    where: RunFilter = NO_FILTER,
 ) -> tuple[list[Run], str | None]:
-    """Newest first. The token is DynamoDB's LastEvaluatedKey; a status filter may give short pages."""
+    """Newest first. The token is DynamoDB's LastEvaluatedKey. The time window is a key condition on
+    the run id (stepwise.runs.listing); the status, user, trigger (and, with both a session and an
+    agent, the agent) are filters, applied together. A filtered page holds up to `limit` runs, read in
+    bounded steps (`_filled`): its token is set when another match exists, or when the read budget ran
+    out first (the next page goes on from there)."""
     bind()
     expected = {"tenant_id": tenant_id}  # a page of an index also carries the index's key
     if session_id:
@@ -264,21 +287,81 @@ def list_runs(
     elif agent_id:
         expected["agent_key"] = tenant_key(tenant_id, agent_id)
     start = _decode_token(next_token, expected)
-    condition = RunItem.status == status if status else None
-    query_args: dict[str, Any] = {
-        "scan_index_forward": False,
-        "limit": limit,
-        "filter_condition": condition,
-        "last_evaluated_key": start,
-    }
-    if session_id:
-        result = RunItem.by_session.query(tenant_key(tenant_id, session_id), **query_args)
-    elif agent_id:
-        result = RunItem.by_agent.query(tenant_key(tenant_id, agent_id), **query_args)
+    id_range = where.id_range()
+    if id_range is None:
+        return [], None
+    key_condition = _id_condition(*id_range)
+    condition = _filter(status, where)
+    if session_id and agent_id:
+        by_agent = RunItem.agent_key == tenant_key(tenant_id, agent_id)
+        condition = by_agent if condition is None else condition & by_agent
+
+    def query(**args: Any) -> Any:
+        if session_id:
+            return RunItem.by_session.query(tenant_key(tenant_id, session_id), key_condition, **args)
+        if agent_id:
+            return RunItem.by_agent.query(tenant_key(tenant_id, agent_id), key_condition, **args)
+        return RunItem.query(tenant_id, key_condition, **args)
+
+    if condition is None:
+        result = query(scan_index_forward=False, limit=limit, last_evaluated_key=start)
+        items, last_key = list(result), result.last_evaluated_key
     else:
-        result = RunItem.query(tenant_id, **query_args)
-    runs = _with_contexts(tenant_id, [_to_model(item) for item in same_tenant(result, tenant_id)])
-    return runs, _encode_token(result.last_evaluated_key)
+        items, last_key = _filled(query, condition, limit, start)
+    runs = _with_contexts(tenant_id, [_to_model(item) for item in same_tenant(items, tenant_id)])
+    return runs, _encode_token(last_key)
+
+
+def _filled(
+    query: Any, condition: Any, limit: int, start: dict[str, Any] | None
+) -> tuple[list[RunItem], dict[str, Any] | None]:
+    """Up to `limit` matches, newest first, from at most FILTER_READS queries, and the key to go on
+    from: the last one listed when another match was seen (one more is read to know), None when the
+    runs ran out, DynamoDB's last key when the budget did."""
+    pages = query(
+        scan_index_forward=False,
+        filter_condition=condition,
+        page_size=FILTER_PAGE,
+        last_evaluated_key=start,
+    ).page_iter
+    found: list[tuple[RunItem, dict[str, Any]]] = []
+    for read, page in enumerate(pages, start=1):
+        for raw in page.get("Items", []):
+            if len(found) == limit:  # another match: the page ends at the last one listed
+                return [item for item, _ in found], found[-1][1]
+            found.append((RunItem.from_raw_data(raw), {name: raw[name] for name in pages.key_names}))
+        if read >= FILTER_READS:
+            break
+    return [item for item, _ in found], pages.last_evaluated_key
+
+
+def _id_condition(low: str | None, high: str | None) -> Condition | None:
+    if low is not None and high is not None:
+        return RunItem.run_id.between(low, high)
+    if low is not None:
+        return RunItem.run_id >= low
+    return RunItem.run_id <= high if high is not None else None
+
+
+def _filter(status: RunStatus | None, where: RunFilter) -> Condition | None:
+    conditions: list[Condition] = []
+    if status:
+        conditions.append(RunItem.status == status)
+    if where.user_id:
+        conditions.append(RunItem.user_id == where.user_id)
+    if where.trigger:
+        prefix = trigger_prefix(where.trigger)
+        if prefix is not None:
+            conditions.append(RunItem.trigger_id.startswith(prefix))
+        else:  # "api": a trigger id with none of the other kinds' prefixes (or none at all)
+            for other in PREFIXED_TRIGGERS:
+                conditions.append(~RunItem.trigger_id.startswith(f"{other}:"))
+    if not conditions:
+        return None
+    combined = conditions[0]
+    for condition in conditions[1:]:
+        combined &= condition
+    return combined
 
 
 def erase_attachments(tenant_id: str, run_id: str) -> bool:

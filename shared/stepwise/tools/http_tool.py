@@ -6,6 +6,7 @@ slow or huge or failing response) becomes a ToolResult failure the model can rea
 
 from __future__ import annotations
 
+import codecs
 import json
 from collections.abc import Callable
 from typing import Any
@@ -22,9 +23,20 @@ from stepwise.net.ssrf import AllowHosts, guarded_client
 from stepwise.tools.base import ToolResult
 from stepwise.tools.models import HttpTool
 
-HTTP_RESPONSE_LIMIT = 10_000  # characters of an endpoint's response the tool result keeps
+# Bytes of an endpoint's answer read and kept whole: a big answer is a table to describe or a text to
+# page (stepwise.loop.results keeps it whole in S3 for result_read), not something to cut before anyone
+# looked at it. Under the outbound guard's RESPONSE_LIMIT (8 MiB), so the guard never trips first.
+HTTP_READ_LIMIT = 5 * 1024 * 1024
+ERROR_BODY_LIMIT = 10_000  # characters of a failing answer's body quoted in its error: a diagnosis, not data
 USER_AGENT = "stepwise/0.1"
-TRUNCATION_MARKER = f"\n…[truncated: response exceeded {HTTP_RESPONSE_LIMIT} characters]"
+
+
+def truncation_marker(limit: int | None = None) -> str:
+    """What ends a body cut at `limit` bytes (None: the read limit in force)."""
+    return f"\n…[truncated: the response exceeded {limit or HTTP_READ_LIMIT:,} bytes]"
+
+
+TRUNCATION_MARKER = truncation_marker(HTTP_READ_LIMIT)
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
@@ -93,10 +105,15 @@ def call_http_tool(
     except httpx.HTTPError as exc:
         return ToolResult.failure("http_error", f"{tool.name}: {type(exc).__name__}: {exc}")
 
-    if truncated:
-        text += TRUNCATION_MARKER
     if not response.is_success:
+        if len(text) > ERROR_BODY_LIMIT:
+            text = (
+                text[:ERROR_BODY_LIMIT]
+                + f"\n…[truncated: {len(text) - ERROR_BODY_LIMIT:,} characters omitted]"
+            )
         return ToolResult.failure("http_error", f"HTTP {response.status_code}: {text}")
+    if truncated:
+        text += truncation_marker()
     if not truncated and _is_json(response):
         try:
             return ToolResult(output=safejson.loads(text))
@@ -147,19 +164,25 @@ def _drop_secrets_off_origin(
 
 
 def _read_capped(response: httpx.Response) -> tuple[str, bool]:
-    """Up to HTTP_RESPONSE_LIMIT characters of the body, and whether there was more.
+    """The body as text, up to HTTP_READ_LIMIT bytes of it, and whether there was more.
 
     Streams, and stops reading at the limit, so a huge body is never downloaded (the guarded client
-    bounds decoding and time; this bounds what is kept).
+    bounds decoding and time; this bounds what is kept). A character cut by the limit is dropped.
     """
-    parts: list[str] = []
-    size = 0
-    for chunk in response.iter_text():
-        parts.append(chunk)
-        size += len(chunk)
-        if size > HTTP_RESPONSE_LIMIT:
-            return "".join(parts)[:HTTP_RESPONSE_LIMIT], True
-    return "".join(parts), False
+    limit = HTTP_READ_LIMIT  # read when called, so a test can lower it
+    body = bytearray()
+    truncated = False
+    for chunk in response.iter_bytes():
+        body += chunk
+        if len(body) > limit:
+            del body[limit:]
+            truncated = True
+            break
+    try:
+        decoder = codecs.getincrementaldecoder(response.encoding or "utf-8")(errors="replace")
+    except LookupError:  # a charset Python does not know: read it as UTF-8
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    return decoder.decode(bytes(body), final=not truncated), truncated
 
 
 def _is_json(response: httpx.Response) -> bool:

@@ -37,7 +37,13 @@ def run(
     from stepwise.tools.http_tool import call_http_tool  # httpx loads only where tools run
 
     if isinstance(tool, HttpTool):
-        return call_http_tool(tool, arguments, idempotency_key=idempotency_key)
+        from stepwise.header_secrets import HeaderUnreadable, open_headers
+
+        try:  # the header secrets are opened here, where the call is made, and nowhere else
+            sent = tool.model_copy(update={"headers": open_headers(scope.tenant_id, tool.headers)})
+        except HeaderUnreadable as exc:
+            return ToolResult.failure("invalid_tool", f"{tool.name}: {exc}")
+        return call_http_tool(sent, arguments, idempotency_key=idempotency_key)
     from stepwise.settings.accessor import tenant_settings
 
     if isinstance(tool, CodeTool):

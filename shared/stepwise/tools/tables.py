@@ -34,6 +34,9 @@ MARKER = '{"described": true'  # how a description's text begins (see `is_descri
 CSV_DELIMITERS = ",;\t|"
 
 RESULT_READ = "result_read"  # the builtin that pages through a described result
+# Long text that is not a table (a log, a page): the model reads its start and pages on in characters.
+TEXT_HEAD_CHARS = 10_000  # what HTTP tools used to show of any answer, before they kept it whole
+TEXT_PAGE_DEFAULT = 10_000
 Format = Literal["json records", "json rows", "csv"]
 
 
@@ -102,6 +105,41 @@ def describe(text: str, tool_call_id: str) -> str | None:
     )
     rendered = json.dumps(described, ensure_ascii=False, default=str)
     return rendered if len(rendered) * 2 <= len(text) else None
+
+
+def describe_text(text: str, tool_call_id: str) -> str:
+    """What the model reads instead of a long text that is not a table: its first TEXT_HEAD_CHARS
+    characters and a note on how to read the rest (the loop decides when: past the tool's limit)."""
+    head = text[:TEXT_HEAD_CHARS]
+    described = {
+        "described": True,
+        "tool_call_id": tool_call_id,
+        "format": "text",
+        "chars": len(text),
+        "first_chars": head,
+        "note": (
+            f"A text of {len(text):,} characters, shown from the start to save context: these are the "
+            f"first {len(head):,}. The whole result is stored: call result_read with tool_call_id "
+            f'"{tool_call_id}", offset {len(head)} and limit (in characters, at most {PAGE_CHARS:,}) to '
+            "read on."
+        ),
+    }
+    return json.dumps(described, ensure_ascii=False)
+
+
+def page_text(
+    text: str, tool_call_id: str, offset: int = 0, limit: int = TEXT_PAGE_DEFAULT
+) -> dict[str, Any]:
+    """Characters offset..offset+limit of a stored text (at most PAGE_CHARS)."""
+    limit = max(1, min(limit, PAGE_CHARS))
+    end = min(offset + limit, len(text))
+    return {
+        "tool_call_id": tool_call_id,
+        "total_chars": len(text),
+        "offset": offset,
+        "text": text[offset:end],
+        "next_offset": end if end < len(text) else None,
+    }
 
 
 def is_description(content: Any) -> bool:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from stepwise.core.ids import AGENT_ID
-from stepwise.core.schema import Strict
+from stepwise.core.schema import Strict, Timestamp
 from stepwise.runs.models import MESSAGE_LIMIT
 from stepwise.triggers import templates
 from stepwise.triggers.verify import Scheme
@@ -133,10 +132,10 @@ class Trigger(BaseModel):
     signature_header: str | None = None
     dedupe_path: str | None = None
     url: str | None = None  # the public intake path of a webhook trigger
-    created_at: datetime
-    updated_at: datetime
-    secret_created_at: datetime | None = None
-    previous_secret_valid_until: datetime | None = None
+    created_at: Timestamp
+    updated_at: Timestamp
+    secret_created_at: Timestamp | None = None
+    previous_secret_valid_until: Timestamp | None = None
     refused: TriggerRefusals = Field(default_factory=TriggerRefusals)
 
     def stored(self) -> dict[str, Any]:
@@ -154,20 +153,20 @@ class TriggerList(BaseModel):
 
 class TriggerSecret(BaseModel):
     secret: str
-    created_at: datetime
-    previous_valid_until: datetime | None = None
+    created_at: Timestamp
+    previous_valid_until: Timestamp | None = None
 
 
 class TriggerDelivery(BaseModel):
     delivery_id: str
     status: DeliveryStatus
-    received_at: datetime
+    received_at: Timestamp
     dedupe_key: str | None = None
     run_id: str | None = None
     duplicate_of: str | None = None
     reason: str | None = None
     attempts: int = 0
-    updated_at: datetime | None = None
+    updated_at: Timestamp | None = None
 
 
 class TriggerDeliveryList(BaseModel):

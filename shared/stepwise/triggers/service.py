@@ -61,8 +61,7 @@ def create(tenant_id: str, body: TriggerCreate) -> TriggerCreated:
     secret = body.secret or verify.new_secret(body.verification or "standard-webhooks")
     parts, _ = crypto.encrypt(tenant_id, secret_context(trigger_id), secret)
     store.create(tenant_id, trigger, parts)
-    created = store.get(tenant_id, trigger_id)
-    return TriggerCreated(**created.model_dump(), secret=secret)
+    return TriggerCreated(**store.shown(trigger).model_dump(), secret=secret)
 
 
 def get(tenant_id: str, trigger_id: str) -> Trigger:

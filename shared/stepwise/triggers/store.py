@@ -41,6 +41,11 @@ def to_model(item: TriggerItem) -> Trigger:
         stale=int(item.refused_stale or 0),
         too_large=int(item.refused_too_large or 0),
     )
+    return shown(trigger)
+
+
+def shown(trigger: Trigger) -> Trigger:
+    """The trigger as the API shows it: a webhook trigger with its public intake path."""
     if trigger.type == "webhook":
         trigger.url = f"/v1/triggers/{trigger.trigger_id}/in"
     return trigger

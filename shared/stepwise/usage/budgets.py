@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from stepwise.core.errors import Malformed
 from stepwise.core.ids import USER_ID
-from stepwise.core.schema import Strict
+from stepwise.core.schema import Strict, Timestamp
 
 Period = Literal["day", "month"]
 OnExceed = Literal["pause", "fail"]
@@ -57,7 +57,7 @@ class Budget(BudgetSet):
     period_key: str  # the current period: "2026-12-04" or "2026-12"
     spend: Spend = Field(default_factory=Spend)
     warned: bool = False  # budget_warning was emitted this period
-    updated_at: datetime | None = None
+    updated_at: Timestamp | None = None
 
     def over(self) -> str | None:
         """The limit that is reached ("max_cost_usd" or "max_billable_tokens"), None while under."""

@@ -17,7 +17,7 @@ from pynamodb.exceptions import PynamoDBException
 from stepwise.core import aws, config
 from stepwise.core.ids import derived_id
 from stepwise.core.observability import logger
-from stepwise.core.schema import utcnow
+from stepwise.core.schema import json_default, rfc3339, utcnow
 from stepwise.webhooks import store
 from stepwise.webhooks.models import DeliveryRecord, RunTarget
 from stepwise.webhooks.retry import WINDOW
@@ -48,7 +48,7 @@ def body(run: RunTarget, event: str, data: dict[str, Any], now: datetime) -> str
 
 def _dumps(event: str, now: datetime, data: dict[str, Any]) -> str:
     return json.dumps(
-        {"type": event, "timestamp": now.isoformat(), "data": data}, ensure_ascii=False, default=str
+        {"type": event, "timestamp": rfc3339(now), "data": data}, ensure_ascii=False, default=json_default
     )
 
 

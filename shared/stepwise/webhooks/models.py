@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any, Literal, get_args
 
 import httpx
 from pydantic import BaseModel, Field, field_validator
 
-from stepwise.core.schema import Strict
+from stepwise.core.schema import Strict, Timestamp
 
 WebhookEvent = Literal[
     "run_completed",
@@ -73,7 +72,7 @@ class RunTarget(BaseModel):
 class Attempt(BaseModel):
     """One try at a delivery: when, how long, and what came back (a status code, or why none did)."""
 
-    at: datetime
+    at: Timestamp
     duration_ms: int
     status_code: int | None = None
     error: str | None = None
@@ -90,10 +89,10 @@ class Delivery(BaseModel):
     attempts: int
     last_status_code: int | None = None
     last_error: str | None = None
-    created_at: datetime
-    next_attempt_at: datetime | None = None
-    delivered_at: datetime | None = None
-    gives_up_at: datetime
+    created_at: Timestamp
+    next_attempt_at: Timestamp | None = None
+    delivered_at: Timestamp | None = None
+    gives_up_at: Timestamp
     history: list[Attempt] = Field(default_factory=list)
 
 
@@ -106,8 +105,8 @@ class WebhookSecret(BaseModel):
     (beside the new one) until `previous_valid_until`, so receivers can switch without missing any."""
 
     secret: str
-    created_at: datetime
-    previous_valid_until: datetime | None = None
+    created_at: Timestamp
+    previous_valid_until: Timestamp | None = None
 
 
 class DeliveryRecord(Delivery):

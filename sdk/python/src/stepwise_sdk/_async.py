@@ -7,6 +7,7 @@ import os
 import time
 import uuid
 from collections.abc import AsyncIterator, Mapping
+from datetime import datetime
 from types import TracebackType
 from typing import Any, Literal, TypeVar
 
@@ -35,6 +36,10 @@ from stepwise_sdk.models import (
     BulkCancelled,
     Comparison,
     DeliveryList,
+    EffectList,
+    EffectOutcome,
+    EffectStatus,
+    EffectView,
     EvalCasesAdded,
     EvalRunAccepted,
     EvalRunList,
@@ -120,6 +125,8 @@ class AsyncStepwise:
         self.responses = Responses(self)
         self.usage = UsageReader(self)
         self.budgets = Budgets(self)
+        self.effects = Effects(self)
+
         self.triggers = Triggers(self)
 
     async def send(self, call: Call[T]) -> T:
@@ -235,14 +242,29 @@ class Runs(_Resource):
         status: RunStatus | None = None,
         limit: int | None = None,
         next_token: str | None = None,
+        user_id: str | None = None,
+        trigger: Literal["api", "schedule", "event", "delegation", "what_if"] | None = None,
+        created_after: datetime | str | None = None,
+        created_before: datetime | str | None = None,
     ) -> RunList:
-        """A page of runs, newest first; pass the page's `next_token` for the next one."""
+        """A page of runs, newest first; pass the page's `next_token` for the next one. `user_id`,
+        `trigger`, `status` filter what is read, so a page may be short (even empty) with a token;
+        `created_after` (inclusive) and `created_before` (exclusive) narrow what is read."""
         params = {
             "agent_id": agent_id,
             "session_id": session_id,
             "status": status,
             "limit": limit,
             "next_token": next_token,
+            "user_id": user_id,
+            "trigger": trigger,
+            # a datetime goes as RFC 3339 (one with no zone is read as UTC by the API)
+            "created_after": created_after.isoformat()
+            if isinstance(created_after, datetime)
+            else created_after,
+            "created_before": (
+                created_before.isoformat() if isinstance(created_before, datetime) else created_before
+            ),
         }
         return await self._client.send(op.LIST_RUNS.call(params=params))
 
@@ -327,8 +349,16 @@ class AsyncEventStream(AsyncIterator[RunEvent]):
 
 
 class Sessions(_Resource):
-    async def get(self, session_id: str) -> SessionView:
-        return await self._client.send(op.GET_SESSION.call({"session_id": session_id}))
+    async def get(
+        self,
+        session_id: str,
+        *,
+        limit: int | None = None,
+        next_token: str | None = None,
+    ) -> SessionView:
+        """The session with a page of its runs (the newest first page; `next_token` for older ones)."""
+        params = {"limit": limit, "next_token": next_token}
+        return await self._client.send(op.GET_SESSION.call({"session_id": session_id}, params=params))
 
     async def delete(self, session_id: str) -> None:
         await self._client.send(op.DELETE_SESSION.call({"session_id": session_id}))
@@ -566,6 +596,28 @@ class Responses(_Resource):
 
     async def cancel(self, response_id: str) -> OpenAIResponse:
         return await self._client.send(op.CANCEL_RESPONSE.call({"response_id": response_id}))
+
+
+class Effects(_Resource):
+    """The effects ledger: effects a run may or may not have performed wait for a person's word."""
+
+    async def list(
+        self,
+        *,
+        status: EffectStatus | None = None,
+        run_id: str | None = None,
+        limit: int | None = None,
+        next_token: str | None = None,
+    ) -> EffectList:
+        """A page of entries; filters apply after the read, so follow `next_token` until it is None."""
+        params = {"status": status, "run_id": run_id, "limit": limit, "next_token": next_token}
+        return await self._client.send(op.LIST_EFFECTS.call(params=params))
+
+    async def resolve(self, key: str, outcome: EffectOutcome, note: str | None = None) -> EffectView:
+        """`done`: it happened (a replay answers `deduplicated`); `undone`: it did not (a replay performs
+        it again). `key` as listed (`effect:<sha256>`)."""
+        body = {"outcome": outcome, "note": note}
+        return await self._client.send(op.RESOLVE_EFFECT.call({"key": key}, body=body))
 
 
 class Triggers(_Resource):

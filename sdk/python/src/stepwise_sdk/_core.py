@@ -86,7 +86,7 @@ class Call(Generic[T]):
             raise InvalidResponse(
                 f"{self.operation.method} {self.path} answered {response.status_code} with a body that "
                 f"does not match the spec: {exc.error_count()} problem(s)",
-                details=exc.errors(include_url=False, include_input=False),
+                details={"errors": exc.errors(include_url=False, include_input=False)},
             ) from None
         return parsed
 

@@ -23,6 +23,9 @@ from stepwise_sdk.models import (
     CancelFilter,
     Comparison,
     DeliveryList,
+    EffectList,
+    EffectResolve,
+    EffectView,
     EvalCasesAdded,
     EvalCasesFromRuns,
     EvalRunAccepted,
@@ -170,6 +173,8 @@ PUT_BUDGET = Operation[Budget]("PUT", "/v1/budgets/{scope}", Budget, BudgetSet)
 GET_BUDGET = Operation[Budget]("GET", "/v1/budgets/{scope}", Budget)
 DELETE_BUDGET = Operation[None]("DELETE", "/v1/budgets/{scope}", None)
 RESUME_RUN = Operation[RunView]("POST", "/v1/runs/{run_id}/resume", RunView)
+LIST_EFFECTS = Operation[EffectList]("GET", "/v1/effects", EffectList)
+RESOLVE_EFFECT = Operation[EffectView]("POST", "/v1/effects/{key}/resolve", EffectView, EffectResolve)
 
 CREATE_TRIGGER = Operation[TriggerCreated]("POST", "/v1/triggers", TriggerCreated, TriggerCreate)
 LIST_TRIGGERS = Operation[TriggerList]("GET", "/v1/triggers", TriggerList)

@@ -17,19 +17,34 @@ class StepwiseError(Exception):
 
     code: str = "stepwise_error"
 
-    def __init__(self, message: str, *, code: str | None = None, details: Any = None) -> None:
+    def __init__(
+        self, message: str, *, code: str | None = None, details: dict[str, Any] | None = None
+    ) -> None:
         super().__init__(f"{code or self.code}: {message}")
         self.message = message
         if code is not None:
             self.code = code
-        self.details = details
+        # Always an object, as the API answers it: `{}` when there is nothing more to say.
+        self.details: dict[str, Any] = dict(details or {})
+
+    @property
+    def field_errors(self) -> list[dict[str, Any]]:
+        """A 422's invalid fields (`details.errors`: `[{loc, msg, type}]`); empty for any other error."""
+        errors = self.details.get("errors")
+        return list(errors) if isinstance(errors, list) else []
 
 
 class ApiStatusError(StepwiseError):
     """The API answered with a status of 400 or above."""
 
     def __init__(
-        self, status: int, code: str, message: str, *, details: Any = None, response: httpx.Response
+        self,
+        status: int,
+        code: str,
+        message: str,
+        *,
+        details: dict[str, Any] | None = None,
+        response: httpx.Response,
     ) -> None:
         super().__init__(message, code=code, details=details)
         self.status = status
@@ -65,7 +80,7 @@ class PayloadTooLargeError(ApiStatusError):
 
 
 class UnprocessableError(ApiStatusError):
-    """422: validation failed; `details` lists the invalid fields."""
+    """422: validation failed; `field_errors` (`details.errors`) lists the invalid fields."""
 
 
 class RateLimitError(ApiStatusError):
@@ -97,7 +112,7 @@ class ApiTimeoutError(ApiConnectionError):
 
 
 class InvalidResponse(StepwiseError):
-    """A success answer whose body is not the shape the spec gives it (`details`: pydantic's errors)."""
+    """A success answer whose body is not the shape the spec gives it (`details.errors`: pydantic's)."""
 
     code = "invalid_response"
 
@@ -135,7 +150,7 @@ def error_from(response: httpx.Response) -> ApiStatusError:
             status,
             str(error["code"]),
             str(error.get("message", "")),
-            details=error.get("details"),
+            details=error.get("details") if isinstance(error.get("details"), dict) else None,
             response=response,
         )
     message = body.get("message") if isinstance(body, dict) else None

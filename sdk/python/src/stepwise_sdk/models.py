@@ -294,10 +294,23 @@ class ClientToolAnswer(Model):
     output: Any = None
 
 
+class FieldError(Model):
+    loc: list[str]
+    msg: str
+    type: str
+
+
+class ErrorDetails(Model):
+    """Always an object; a 422 lists the invalid fields under `errors`, other errors name what they are
+    about (`run_id`, `quota` and `limit`…) as extra fields."""
+
+    errors: list[FieldError] | None = None
+
+
 class ErrorInfo(Model):
     code: str
     message: str
-    details: Any = None
+    details: ErrorDetails
 
 
 class Error(Model):
@@ -317,6 +330,7 @@ class EventPage(Model):
     events: list[RunEvent]
     next: int
     done: bool
+    wait: float = 0.0  # the seconds the read could wait: the `wait` asked for, capped at 25
 
 
 class FollowUrl(Model):
@@ -421,8 +435,8 @@ class Attachment(Model):
 class InteractionView(Model):
     interaction_id: str
     run_id: str
-    kind: str
-    status: str
+    kind: Literal["approval", "client_tool", "budget", "provider"]
+    status: Literal["pending", "answered", "expired"]
     tool_call_id: str
     tool_name: str
     arguments: dict[str, Any]
@@ -451,12 +465,19 @@ class McpOAuthView(Model):
     client_id: str | None
 
 
+class McpToolFilter(Model):
+    """Which of a server's tools the agent declares: only `allow` (when given), minus `deny`."""
+
+    allow: list[str] | None = None
+    deny: list[str] = Field(default_factory=list)
+
+
 class McpServerCreate(Request):
     """A remote MCP server speaking streamable HTTP at `url`, or (`transport: "stdio"`, when the operator
     allows it) a process spawned from `command` and `args` with `env`."""
 
     name: str
-    transport: Literal["streamable_http", "stdio"] = "streamable_http"
+    transport: Literal["streamable_http", "sse", "stdio"] = "streamable_http"
     url: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
     command: str | None = None
@@ -464,6 +485,8 @@ class McpServerCreate(Request):
     env: dict[str, str] = Field(default_factory=dict)
     enabled: bool = True
     permission: Permission = "inherit"
+    permissions: dict[str, Literal["allow", "ask", "deny"]] = Field(default_factory=dict)
+    tools: McpToolFilter | None = None
     trusted: bool = False
     auth: McpOAuth | None = None
 
@@ -474,13 +497,14 @@ class McpToolView(Model):
     input_schema: dict[str, Any] = Field(default_factory=dict)
     annotations: dict[str, Any] = Field(default_factory=dict)
     exposed_name: str
+    declared: bool = True
 
 
 class McpServerView(Model):
     """A server as the API shows it: header and environment names with their values masked."""
 
     name: str
-    transport: Literal["streamable_http", "stdio"]
+    transport: Literal["streamable_http", "sse", "stdio"]
     url: str | None
     headers: dict[str, str]
     command: str | None
@@ -488,9 +512,12 @@ class McpServerView(Model):
     env: dict[str, str]
     enabled: bool
     permission: Permission
+    permissions: dict[str, Literal["allow", "ask", "deny"]] = Field(default_factory=dict)
     trusted: bool
     created_at: datetime
     tools: list[McpToolView]
+    tool_filter: McpToolFilter | None = None
+    missing_tools: list[str] = Field(default_factory=list)  # allowlisted names the server no longer offers
     discovered_at: datetime | None
     last_error: str | None
     auth: McpOAuthView | None = None
@@ -620,6 +647,7 @@ class SessionView(Model):
     usage: Usage
     runs: list[RunView]
     messages: list[dict[str, Any]]
+    next_token: str | None = None
 
 
 class SettingInfo(Model):
@@ -1171,6 +1199,47 @@ class Budget(Model):
 
 class BudgetList(Model):
     budgets: list[Budget]
+
+
+EffectStatus = Literal["claimed", "done", "unknown", "undone", "released"]
+EffectOutcome = Literal["done", "undone"]
+
+
+class Resolution(Model):
+    """A person's word on an effect: who (the API key's name), when, and from which status."""
+
+    outcome: Literal["done", "undone"]
+    by: str
+    at: datetime
+    note: str | None = None
+    was: str
+
+
+class EffectView(Model):
+    """An entry of the effects ledger; `key` is what `effects.resolve` takes."""
+
+    key: str
+    kind: Literal["effect", "call"]
+    status: EffectStatus
+    tool: str
+    arguments: dict[str, Any] | None
+    run_id: str
+    tool_call_id: str
+    generation: int
+    claimed_at: datetime
+    settled_at: datetime | None
+    error: dict[str, Any] | None
+    resolution: Resolution | None
+
+
+class EffectList(Model):
+    effects: list[EffectView]
+    next_token: str | None
+
+
+class EffectResolve(Request):
+    outcome: Literal["done", "undone"]
+    note: str | None = None
 
 
 # --- Triggers ---------------------------------------------------------------------------------------

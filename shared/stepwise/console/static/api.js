@@ -85,4 +85,6 @@ export const api = {
       body: { answer },
       headers: { "Idempotency-Key": idempotencyKey },
     }),
+  effects: (query, signal) => call("GET", "effects", { query, signal }),
+  resolveEffect: (effectKey, body) => call("POST", `effects/${part(effectKey)}/resolve`, { body }),
 };

@@ -1,13 +1,18 @@
 // The console's views, one per hash route: #/agents, #/agents/<id>, #/runs, #/runs/<id>,
 // #/sessions/<id>, #/compare/<a>/<b>, #/evals, #/evals/<id>, #/evals/<id>/<eval_run_id> (evals.js), #/usage.
-// Ids live in the hash; the API key never does (it stays in session storage).
+// Ids and the runs list's filters (#/runs?status=…, filters.js) live in the hash; the API key never does
+// (it stays in session storage).
 
 import { ApiError, api, key } from "./api.js";
 import { compareView } from "./compare.js";
-import { add, cost, facts, h, json, link, mono, replace, status, tokens, when } from "./dom.js";
+import { add, cost, facts, h, json, link, mono, replace, runTime, status, tokens, when } from "./dom.js";
+import { unknownEffectsView } from "./effects.js";
 import { evalRunView, evalView, evalsView } from "./evals.js";
+import { filterForm, filtering, readFilters, toQuery } from "./filters.js";
+import { agentName, agentRef, copyButton, knownAgents, ready, rememberAgents } from "./names.js";
 import { TERMINAL, Timeline } from "./timeline.js";
 import { usageView } from "./usage.js";
+import { waterfall } from "./waterfall.js";
 
 const main = document.getElementById("main");
 const nav = document.getElementById("nav");
@@ -20,9 +25,26 @@ document.getElementById("sign-out").addEventListener("click", () => {
   route();
 });
 window.addEventListener("hashchange", route);
+document.getElementById("find").addEventListener("submit", find);
 route();
 
-function route() {
+// The search box: a run or session id (pasted with spaces or as a console link) opens its page.
+function find(event) {
+  event.preventDefault();
+  const input = document.getElementById("find-id");
+  const id = input.value.trim().split("/").pop();
+  const kind = { run: "runs", ses: "sessions", agt: "agents" }[id.split("_")[0]];
+  if (!kind || !/^[a-z]+_[0-9A-Za-z]+$/.test(id)) {
+    input.setCustomValidity("A run id (run_…) or a session id (ses_…)");
+    input.reportValidity();
+    return;
+  }
+  input.setCustomValidity("");
+  input.value = "";
+  window.location.hash = `#/${kind}/${encodeURIComponent(id)}`;
+}
+
+async function route() {
   view?.abort();
   view = new AbortController();
   const signal = view.signal;
@@ -32,22 +54,25 @@ function route() {
   }
   nav.hidden = false;
   let name, id, other;
+  const [path, search] = window.location.hash.replace(/^#\/?/, "").split("?");
   try {
-    [name, id, other] = window.location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
+    [name, id, other] = path.split("/").map(decodeURIComponent);
   } catch (err) {
     failed(err, signal); // a hand-edited hash that is not valid percent-encoding (URIError)
     return;
   }
+  await ready(); // agents' names, once per page load, before the first view names any
+  if (signal.aborted) return;
   const show = {
     agents: () => (id ? agentView(id, signal) : agentsView(signal)),
-    runs: () => (id ? runView(id, signal) : runsView(signal)),
+    runs: () => (id ? runView(id, signal) : runsView(readFilters(search), signal)),
     sessions: () => sessionView(id, signal),
     compare: () => compareView(main, id, other, signal),
     evals: () =>
       other ? evalRunView(main, id, other, signal) : id ? evalView(main, id, signal) : evalsView(main, signal),
     usage: () => usageView(main, signal),
   }[name || "runs"];
-  (show ?? (() => runsView(signal)))().catch((err) => failed(err, signal));
+  (show ?? (() => runsView(readFilters(""), signal)))().catch((err) => failed(err, signal));
 }
 
 function failed(err, signal) {
@@ -101,7 +126,7 @@ function signIn(note) {
         if (!value) return;
         key.set(value);
         try {
-          await api.agents();
+          rememberAgents((await api.agents()).agents); // the key's tenant's agents, named from here on
         } catch (err) {
           key.clear();
           message.textContent =
@@ -128,6 +153,7 @@ function signIn(note) {
 async function agentsView(signal) {
   replace(main, h("h1", {}, "Agents"), h("p", { class: "note" }, "Loading…"));
   const { agents } = await api.agents(signal);
+  rememberAgents(agents);
   const list = h("ul", { class: "cards" });
   for (const agent of agents) {
     add(
@@ -137,7 +163,7 @@ async function agentsView(signal) {
         { class: "card agent" },
         h("h2", {}, link(agent.name, "agents", agent.agent_id)),
         facts([
-          ["id", mono(agent.agent_id)],
+          ["id", [mono(agent.agent_id), copyButton(agent.agent_id)]],
           ["model", agent.model ?? "default"],
           ["tools", (agent.tools ?? []).map((t) => t.name).join(", ") || "none"],
           ["created", when(agent.created_at)],
@@ -159,7 +185,7 @@ async function agentView(agentId, signal) {
       "div",
       { class: "card" },
       facts([
-        ["id", mono(agent.agent_id)],
+        ["id", [mono(agent.agent_id), copyButton(agent.agent_id)]],
         ["model", agent.model ?? "default"],
         ["max steps", agent.max_steps],
         ["tools", (agent.tools ?? []).map((t) => `${t.name} (${t.type ?? "builtin"})`).join(", ") || "none"],
@@ -174,25 +200,35 @@ async function agentView(agentId, signal) {
 
 // --- runs ---------------------------------------------------------------------------------------
 
-async function runsView(signal) {
+async function runsView(filters, signal) {
   const runs = h("section", {});
-  replace(main, h("h1", {}, "Runs"), runs);
-  await runTable(runs, {}, signal);
+  const agents = knownAgents();
+  if (filters.agent && !agents.some(([agentId]) => agentId === filters.agent)) {
+    agents.push([filters.agent, agentName(filters.agent)]); // a deleted agent's runs stay listable
+  }
+  replace(main, h("h1", {}, "Runs"), filterForm(filters, agents), runs);
+  await runTable(runs, toQuery(filters), signal, filtering(filters));
 }
 
-// Runs newest first (the API's order), a page at a time.
-async function runTable(container, query, signal) {
+// Runs newest first (the API's order), a page at a time. A filter the API applies after reading may
+// leave a page empty with a token: up to five such pages are read on before the button is offered.
+async function runTable(container, query, signal, filtered = false) {
   const list = h("ul", { class: "runs" });
   const more = h("button", { type: "button", class: "quiet", hidden: true }, "Older runs");
   const refresh = h("button", { type: "button", class: "quiet" }, "Refresh");
   replace(container, h("div", { class: "tools" }, refresh), list, more);
   let token = null;
   const load = async () => {
-    const page = await api.runs({ ...query, next_token: token ?? undefined }, signal);
-    for (const run of page.runs) add(list, runRow(run));
-    token = page.next_token;
+    for (let read = 0; read < 5; read++) {
+      const page = await api.runs({ ...query, next_token: token ?? undefined }, signal);
+      for (const run of page.runs) add(list, runRow(run));
+      token = page.next_token;
+      if (page.runs.length || !token) break;
+    }
     more.hidden = !token;
-    if (!list.children.length) add(list, h("li", { class: "note" }, "No runs yet."));
+    if (!list.children.length) {
+      add(list, h("li", { class: "note" }, filtered ? "No runs match these filters." : "No runs yet."));
+    }
   };
   more.addEventListener("click", () => load().catch((err) => failed(err, signal)));
   refresh.addEventListener("click", () => {
@@ -211,9 +247,12 @@ function runRow(run) {
     h(
       "div",
       { class: "line meta" },
-      h("span", {}, `agent ${run.agent_id}`),
+      agentRef(run.agent_id),
+      run.user_id ? h("span", { class: "user" }, `user ${run.user_id}`) : null,
+      run.trigger && run.trigger !== "api" ? h("span", { class: "trigger" }, run.trigger) : null,
       h("span", { class: "cost" }, cost(run)),
       h("span", {}, `${run.steps} steps`),
+      h("span", { class: "duration", title: run.finished_at ? "created to finished" : "running so far" }, runTime(run)),
       h("span", {}, when(run.created_at)),
     ),
     h("p", { class: "input" }, run.input),
@@ -227,22 +266,34 @@ async function runView(runId, signal) {
   const timeline = new Timeline(runId);
   const live = h("p", { class: "note live" }, "Following…");
   const waits = new Set(); // interactions the stream asked for (a descendant's included)
+  const chart = h("div", { class: "chart-box" });
   replace(
     main,
-    h("p", { class: "crumbs" }, link("Runs", "runs"), " / ", link(run.agent_id, "agents", run.agent_id)),
-    h("h1", {}, "Run ", mono(runId)),
+    h("p", { class: "crumbs" }, link("Runs", "runs"), " / ", agentRef(run.agent_id)),
+    h("h1", {}, "Run ", mono(runId), copyButton(runId)),
     header,
     pending,
+    h("h2", {}, "Waterfall"),
+    chart,
     h("h2", {}, "Timeline"),
     timeline.el,
     live,
   );
   const showHeader = () => replace(header, runFacts(run));
+  // Drawn again after each page of events, at the column's width (text stays legible on a phone).
+  const draw = () => {
+    const now = run.finished_at ? Date.parse(run.finished_at) : Date.now();
+    const end = Math.max(now, timeline.spans.last ?? now);
+    replace(chart, timeline.spans.all.length ? waterfall(timeline.spans, chart.clientWidth || 360, end) : h("p", { class: "note" }, "No steps yet."));
+  };
   const showPending = () => pendingView(pending, run, waits, signal, () => showPending());
   showHeader();
 
   let after = 0;
   let first = true;
+  // While the run is active its open bars grow every second, between pages of the long poll.
+  const ticking = setInterval(() => !run.finished_at && timeline.spans.open.size && draw(), 1000);
+  signal.addEventListener("abort", () => clearInterval(ticking), { once: true });
   while (!signal.aborted) {
     let page;
     try {
@@ -278,9 +329,13 @@ async function runView(runId, signal) {
       run = await api.run(runId, signal);
       showHeader();
     }
+    draw();
     if (page.done) {
+      clearInterval(ticking);
       live.textContent = `The run ended: ${run.status}.`;
       await showPending();
+      live.after(h("section", { class: "pending", "aria-label": "Unknown effects" })); // effects.js fills it
+      await unknownEffectsView(live.nextElementSibling, runId, signal);
       return;
     }
   }
@@ -290,8 +345,10 @@ function runFacts(run) {
   return [
     facts([
       ["status", status(run.status)],
-      ["agent", link(run.agent_id, "agents", run.agent_id)],
-      ["session", link(run.session_id, "sessions", run.session_id)],
+      ["agent", agentRef(run.agent_id)],
+      ["session", [link(run.session_id, "sessions", run.session_id), copyButton(run.session_id)]],
+      ["user", run.user_id],
+      ["trigger", run.trigger],
       ["parent", run.parent_run_id ? link(run.parent_run_id, "runs", run.parent_run_id) : null],
       [
         "children",
@@ -314,6 +371,7 @@ function runFacts(run) {
       ],
       ["started", when(run.created_at)],
       ["finished", run.finished_at ? when(run.finished_at) : null],
+      ["duration", h("span", { class: "duration" }, run.finished_at ? runTime(run) : `${runTime(run)} so far`)],
     ]),
     h("h3", {}, "Input"),
     h("p", { class: "input" }, run.input),
@@ -438,13 +496,13 @@ async function sessionView(sessionId, signal) {
   const messages = h("ol", { class: "conversation" }, session.messages.map(message));
   replace(
     main,
-    h("p", { class: "crumbs" }, link("Runs", "runs"), " / ", link(session.agent_id, "agents", session.agent_id)),
-    h("h1", {}, "Session ", mono(session.session_id)),
+    h("p", { class: "crumbs" }, link("Runs", "runs"), " / ", agentRef(session.agent_id)),
+    h("h1", {}, "Session ", mono(session.session_id), copyButton(session.session_id)),
     h(
       "div",
       { class: "card" },
       facts([
-        ["agent", link(session.agent_id, "agents", session.agent_id)],
+        ["agent", agentRef(session.agent_id)],
         ["user", session.user_id],
         ["active run", session.active_run_id ? link(session.active_run_id, "runs", session.active_run_id) : null],
         ["cost", h("span", { class: "cost" }, cost(session))],

@@ -73,3 +73,20 @@ export function facts(pairs) {
   }
   return list;
 }
+
+// How long something took, in the unit that reads best: 850 ms, 12.3 s, 4 m 05 s, 2 h 03 m.
+export function duration(ms) {
+  if (ms === null || ms === undefined || Number.isNaN(ms)) return "—";
+  if (ms < 1000) return `${Math.max(Math.round(ms), 0)} ms`;
+  const s = ms / 1000;
+  if (s < 60) return `${s.toFixed(1)} s`;
+  const pad = (n) => String(Math.floor(n)).padStart(2, "0");
+  if (s < 3600) return `${Math.floor(s / 60)} m ${pad(s % 60)} s`;
+  return `${Math.floor(s / 3600)} h ${pad((s % 3600) / 60)} m`;
+}
+
+// A run's wall time: created to finished, or to now while it is active.
+export function runTime(run) {
+  const end = run.finished_at ? Date.parse(run.finished_at) : Date.now();
+  return duration(end - Date.parse(run.created_at));
+}

@@ -4,6 +4,7 @@
 
 import { api } from "./api.js";
 import { add, dollars, facts, h, link, mono, replace, status, when } from "./dom.js";
+import { agentRef } from "./names.js";
 
 const SVG = "http://www.w3.org/2000/svg";
 const CHART = { width: 640, height: 180, pad: 28, max: 20 }; // the latest `max` eval runs
@@ -70,7 +71,7 @@ export async function evalsView(main, signal) {
         h("h2", {}, link(suite.name, "evals", suite.eval_id)),
         facts([
           ["id", mono(suite.eval_id)],
-          ["agent", link(suite.agent_id, "agents", suite.agent_id)],
+          ["agent", agentRef(suite.agent_id)],
           ["cases", suite.cases],
           ["created", when(suite.created_at)],
         ]),
@@ -111,7 +112,7 @@ export async function evalView(main, evalId, signal) {
       { class: "card" },
       facts([
         ["id", mono(suite.eval_id)],
-        ["agent", link(suite.agent_id, "agents", suite.agent_id)],
+        ["agent", agentRef(suite.agent_id)],
         ["cases", suite.cases.length],
         ["assertions", suite.assertions.map((a) => a.type).join(", ") || "per case only"],
       ]),

@@ -1,7 +1,9 @@
 // One run's events as a timeline: steps, the model's text as it streams, tool calls with their arguments
 // and results, waits and their answers, delegations (linking the child run), compaction and errors.
 
-import { add, dollars, h, json, link, mono, tokens } from "./dom.js";
+import { add, dollars, duration, h, json, link, mono, tokens } from "./dom.js";
+import { agentRef } from "./names.js";
+import { Spans } from "./waterfall.js";
 
 export const TERMINAL = new Set(["run_completed", "run_failed", "run_cancelled"]);
 
@@ -15,7 +17,7 @@ function errorText(error) {
 }
 
 const RENDER = {
-  run_started: (d) => ["Run started", ` on agent ${d.agent_id ?? "?"}, up to ${d.max_steps ?? "?"} steps`],
+  run_started: (d) => ["Run started on agent ", agentRef(d.agent_id), `, up to ${d.max_steps ?? "?"} steps`],
   tool_call: (d) => ["Tool call ", call(d)],
   tool_result: (d) =>
     d.error
@@ -42,7 +44,9 @@ const RENDER = {
   delegation_started: (d) => [
     "Delegated ",
     mono(d.tool_name),
-    ` to agent ${d.agent_id ?? "?"}: child run `,
+    " to agent ",
+    agentRef(d.agent_id),
+    ": child run ",
     d.child_run_id ? link(d.child_run_id, "runs", d.child_run_id) : "?",
   ],
   delegation_completed: (d) => [
@@ -55,7 +59,7 @@ const RENDER = {
       `${d.shortened_tool_results ?? 0} tool results shortened, ${d.summarized_messages ?? 0} messages summarized`,
   ],
   step_completed: (d) => [
-    `Step ${d.step ?? ""} done (${d.action ?? ""}): ${tokens(d.usage)}`,
+    `Model answered (${d.action ?? ""}): ${tokens(d.usage)}`,
     d.usage?.cost_usd !== undefined ? `, ${dollars(d.usage.cost_usd)}` : null,
   ],
   run_completed: (d) => [
@@ -68,18 +72,37 @@ const RENDER = {
 
 const ERRORS = new Set(["run_failed", "hook_blocked"]);
 
+// What the span an event ends says: how long it took (and the model's time to its first token).
+function took(span) {
+  if (!span) return null;
+  const first = span.first ? `, first token after ${duration(span.first - span.start)}` : "";
+  return h("span", { class: "took" }, ` · ${duration(span.end - span.start)}${first}`);
+}
+
+// The duration goes on the event's first line, before any block (its JSON, its answer).
+function placed(parts, extra) {
+  const flat = [parts].flat(Infinity);
+  if (!extra) return flat;
+  const block = flat.findIndex((p) => p instanceof Element && (p.tagName === "PRE" || p.tagName === "P"));
+  flat.splice(block < 0 ? flat.length : block, 0, extra);
+  return flat;
+}
+
 export class Timeline {
   constructor(runId) {
     this.runId = runId;
     this.el = h("ol", { class: "timeline" });
-    this.steps = new Map(); // step -> {list, text, streamed}
+    this.steps = new Map(); // step -> {list, text, streamed, head}
     this.current = this.el;
+    this.spans = new Spans(runId);
   }
 
   add(event) {
     const data = event.data ?? {};
+    const closed = this.spans.add(event);
     if (event.type === "step_started") {
       this.current = this.step(data.step).list;
+      this.heads();
       return;
     }
     if (event.type === "chunk") {
@@ -96,9 +119,19 @@ export class Timeline {
       data.run_id && data.run_id !== this.runId
         ? h("span", { class: "from" }, "in run ", link(data.run_id, "runs", data.run_id), ": ")
         : null,
-      render(data),
+      placed(render(data), took(closed)),
     );
     add(this.current, item);
+    this.heads();
+  }
+
+  // The current step's header: how long it has taken so far and what its model call cost.
+  heads() {
+    const span = this.spans.step;
+    const step = span && this.steps.get(span.step);
+    if (!step) return;
+    const cost = span.cost !== null && span.cost !== undefined ? ` · ${dollars(span.cost)}` : "";
+    step.head.textContent = `${duration(span.end - span.start)}${cost}`;
   }
 
   step(number) {
@@ -106,8 +139,9 @@ export class Timeline {
     if (!step) {
       const list = h("ol", { class: "step-events" });
       const text = h("p", { class: "text", hidden: true });
-      add(this.el, h("li", { class: "step", "data-step": number }, h("h3", {}, `Step ${number}`), text, list));
-      step = { list, text, streamed: "" };
+      const head = h("span", { class: "step-took" });
+      add(this.el, h("li", { class: "step", "data-step": number }, h("h3", {}, `Step ${number} `, head), text, list));
+      step = { list, text, streamed: "", head };
       this.steps.set(number, step);
     }
     return step;

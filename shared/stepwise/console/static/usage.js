@@ -3,7 +3,8 @@
 // style-src does not govern), and the same rows as a table beneath it.
 
 import { api } from "./api.js";
-import { add, dollars, h, mono } from "./dom.js";
+import { add, dollars, h } from "./dom.js";
+import { agentName, agentRef } from "./names.js";
 
 const SVG = "http://www.w3.org/2000/svg";
 const DAYS = 30;
@@ -61,7 +62,7 @@ export function chart(rows, now = new Date()) {
         svg(
           "rect",
           { x: LEFT + i * step + 1, y, width: Math.max(step - 2, 1), height, fill: PALETTE[k % PALETTE.length] },
-          svg("title", {}, `${date} · ${agent} · ${dollars(value)}`),
+          svg("title", {}, `${date} · ${agentName(agent)} · ${dollars(value)}`),
         ),
       );
     });
@@ -71,7 +72,7 @@ export function chart(rows, now = new Date()) {
   });
   const legend = h("ul", { class: "legend" });
   agents.forEach((agent, k) => {
-    add(legend, h("li", {}, svg("svg", { width: 10, height: 10 }, svg("rect", { width: 10, height: 10, fill: PALETTE[k % PALETTE.length] })), " ", mono(agent)));
+    add(legend, h("li", {}, svg("svg", { width: 10, height: 10 }, svg("rect", { width: 10, height: 10, fill: PALETTE[k % PALETTE.length] })), " ", agentRef(agent)));
   });
   return [figure, legend];
 }
@@ -85,7 +86,7 @@ function table(rows) {
         "tr",
         {},
         h("td", {}, r.day),
-        h("td", {}, mono(r.agent_id)),
+        h("td", {}, agentRef(r.agent_id)),
         h("td", {}, r.input_tokens),
         h("td", {}, r.cached_tokens),
         h("td", {}, r.output_tokens),

@@ -44,6 +44,7 @@ class ToolScope:
     run_id: str
     session_id: str
     user_id: str | None = None  # the run's end user: what the memory tools are scoped to
+    model: str | None = None  # the agent's model: web_scrape fetches images only for one that can use them
 
 
 class Settings(Protocol):

@@ -150,7 +150,8 @@ def execute(
         return ToolResult.failure("not_configured", "DATABASE_URL is not a valid SQLAlchemy URL")
     try:
         flavor = flavor_of(url)
-        sql = check(query, Allowlist(access, flavor))
+        allowlist = Allowlist(access, flavor)
+        sql = check(query, allowlist)
         target = checked_url(url, tenant_id)
         engine = engine_for(target, resolver)
     except Refused as refused:
@@ -194,8 +195,125 @@ def execute(
             if not read_only:
                 connection.commit()
     except SQLAlchemyError as exc:
-        return ToolResult.failure("database_error", _describe(exc, url))
+        message = _describe(exc, url)
+        if _is_sql_error(exc):  # the one in-tool repair: the schema of what the statement named
+            message += _schema_hint(engine, target, allowlist, sql)
+        return ToolResult.failure("database_error", message)
     return ToolResult(output=output)
+
+
+def describe_schema(
+    *,
+    tool: str,
+    tenant_id: str,
+    settings: Settings,
+    access: TableAccess,
+    table: str | None,
+    resolver: Resolver = system_resolver,
+) -> ToolResult:
+    """database_schema's answer: the allowed tables' schema (`_schema`), or one table's."""
+    from stepwise.tools.builtin import _schema
+    from stepwise.tools.builtin._names import name_parts
+
+    raw_url = setting(settings, DATABASE_URL_SETTING)
+    if raw_url is None:
+        return not_configured(tool, DATABASE_URL_SETTING)
+    try:
+        url = make_url(raw_url)
+    except (ArgumentError, ValueError):
+        return ToolResult.failure("not_configured", "DATABASE_URL is not a valid SQLAlchemy URL")
+    try:
+        flavor = flavor_of(url)
+        allowlist = Allowlist(access, flavor)
+        target = checked_url(url, tenant_id)
+        engine = engine_for(target, resolver)
+    except Refused as refused:
+        return ToolResult.failure(refused.code, refused.message)
+    wanted: tuple[str, str] | None = None
+    if table is not None:
+        parts = [allowlist.fold(part) for part in name_parts(table, flavor.dialect)]
+        if not 1 <= len(parts) <= 2:
+            return ToolResult.failure("invalid_arguments", f"table: {table!r} is not a table name")
+        wanted = (
+            (flavor.schema_of_unqualified(parts[0]), parts[0]) if len(parts) == 1 else (parts[0], parts[1])
+        )
+    try:
+        connection = engine.connect()
+    except BlockedDestination:
+        return ToolResult.failure("blocked_destination", BLOCKED_MESSAGE)
+    except (SQLAlchemyError, OSError) as exc:
+        _log.warning("database connect failed: %s", _describe(exc, url))
+        return ToolResult.failure("database_error", CONNECT_FAILED)
+    try:
+        with connection, _bounded(connection, flavor, read_only=True):
+            schema = _schema.read(connection, target, allowlist)
+    except SQLAlchemyError as exc:
+        return ToolResult.failure("database_error", _describe(exc, url))
+    if wanted is None:
+        return ToolResult(output=_schema.render(schema, flavor))
+    if wanted not in schema:
+        listing = ", ".join(schema[key].shown for key in sorted(schema)) or "none"
+        return ToolResult.failure(
+            "unknown_table", f"no allowed table {table} (the allowed tables: {listing})"
+        )
+    return ToolResult(output=_schema.render(schema, flavor, only=[wanted]))
+
+
+# MySQL's and MariaDB's error numbers for a statement the model can fix: unknown column, table or
+# function, syntax, ambiguous or ungrouped column, wrong column count, a derived table without alias...
+_MYSQL_SQL_ERRORS = frozenset(
+    {1052, 1054, 1055, 1056, 1058, 1060, 1064, 1066, 1109, 1111, 1136, 1140, 1146, 1222, 1241, 1247, 1248}
+    | {1305, 1327, 1582, 1630}
+)
+
+
+def _is_sql_error(exc: SQLAlchemyError) -> bool:
+    """Whether the database refused the statement itself (a name, the syntax, grouping), not a timeout,
+    a lock or a lost connection: only then does the schema help."""
+    origin = exc.orig if isinstance(exc, DBAPIError) else None
+    if origin is None:
+        return False
+    sqlstate = getattr(origin, "sqlstate", None)
+    if isinstance(sqlstate, str):  # PostgreSQL: class 42 is "syntax error or access rule violation"
+        return sqlstate.startswith("42")
+    if isinstance(origin, sqlite3.OperationalError):
+        text = str(origin)
+        return text.startswith(("no such", "ambiguous column", "near ")) or "syntax error" in text
+    code = origin.args[0] if origin.args else None
+    return isinstance(code, int) and code in _MYSQL_SQL_ERRORS
+
+
+def _schema_hint(engine: Engine, url: URL, allowlist: Allowlist, sql: str) -> str:
+    """The schema of the tables the failed statement names, for the error the model reads ("" when it
+    cannot be read: the driver's message stands alone)."""
+    import sqlglot
+    from sqlglot import exp
+    from sqlglot.errors import SqlglotError
+
+    from stepwise.tools.builtin import _schema
+    from stepwise.tools.builtin._sql import tables_touched
+
+    flavor = allowlist.flavor
+    try:
+        named: set[tuple[str, str]] = set()
+        for table in tables_touched(sqlglot.parse_one(sql, read=flavor.dialect), allowlist.fold):
+            name = allowlist.fold(table.this)
+            db = table.args.get("db")
+            schema_name = (
+                allowlist.fold(db) if isinstance(db, exp.Identifier) else flavor.schema_of_unqualified(name)
+            )
+            named.add((schema_name, name))
+        with engine.connect() as connection, _bounded(connection, flavor, read_only=True):
+            schema = _schema.read(connection, url, allowlist)
+    except (SQLAlchemyError, SqlglotError, Refused, OSError, BlockedDestination):
+        return ""
+    found = sorted(key for key in named if key in schema)
+    parts = []
+    if found:
+        parts.append("The tables it names:\n" + _schema.render(schema, flavor, only=found))
+    if len(found) < len(named) or not found:
+        parts.append("Tables you may use:\n" + _schema.render(schema, flavor))
+    return "\n" + "\n".join(parts)
 
 
 def _returns_rows(sql: str, dialect: str) -> bool:

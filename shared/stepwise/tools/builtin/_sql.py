@@ -127,6 +127,19 @@ class Allowlist:
         }
         self.listing = ", ".join(access.allowed_tables + [f"{s}.*" for s in access.allowed_schemas])
 
+    @property
+    def tables(self) -> frozenset[tuple[str, str]]:
+        """The allowed tables by name, as (schema, table), folded as the database folds them."""
+        return frozenset(self._tables)
+
+    @property
+    def schemas(self) -> frozenset[str]:
+        """The schemas all of whose non-catalog tables are allowed, folded."""
+        return frozenset(self._schemas)
+
+    def fold(self, identifier: exp.Identifier) -> str:
+        return self._fold(identifier)
+
     def check(self, table: exp.Table) -> None:
         shown = exp.table_name(table, dialect=self.flavor.dialect)
         if table.args.get("catalog") is not None:

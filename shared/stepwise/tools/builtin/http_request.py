@@ -6,8 +6,9 @@ unless STEPWISE_ALLOW_HOSTS exempts them. A tenant can narrow the tool further w
 
 The result is `{status, headers, body}` for any HTTP status (a 404 is an answer the model can act on,
 not a failure of the tool): `headers` keeps only content-type, content-length and location; `body` is
-parsed JSON when the response says it is JSON and was not cut, else text cut at 10,000 characters with
-a visible marker (the limit the custom HTTP tools use, and their marker).
+parsed JSON when the response says it is JSON and was not cut, else text; it is read up to 5 MiB (the
+limit the custom HTTP tools use, with their marker beyond it), and the loop describes a big table or
+pages a long text (stepwise.loop.results), as for any tool.
 """
 
 from __future__ import annotations
@@ -28,17 +29,17 @@ from stepwise.tools.base import ToolResult
 from stepwise.tools.builtin import Settings, ToolScope, input_schema
 from stepwise.tools.builtin._provider import http_url
 from stepwise.tools.http_tool import (
-    HTTP_RESPONSE_LIMIT,
-    TRUNCATION_MARKER,
+    HTTP_READ_LIMIT,
     USER_AGENT,
     _drop_secrets_off_origin,
     _is_json,
     _read_capped,
+    truncation_marker,
 )
 
 NAME = "http_request"
 Method = Literal["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"]
-RESPONSE_LIMIT = HTTP_RESPONSE_LIMIT  # characters of the body kept: 10,000
+RESPONSE_LIMIT = HTTP_READ_LIMIT  # bytes of the body read; a big one is described or paged by the loop
 RESPONSE_HEADERS = ("content-type", "content-length", "location")
 TIMEOUT_SECONDS = 30.0
 # Framing headers belong to the HTTP client: a model-written Content-Length or Host would only corrupt
@@ -49,8 +50,8 @@ _HEADER_VALUE = re.compile(r"[\t\x20-\x7e]*")
 
 DESCRIPTION = (
     "Send an HTTP request to a public http(s) URL and read the response: its status, its content-type, "
-    "content-length and location headers, and its body (parsed when it is JSON), cut at "
-    f"{RESPONSE_LIMIT:,} characters. Internal and private network addresses are refused."
+    "content-length and location headers, and its body (parsed when it is JSON), read up to "
+    f"{RESPONSE_LIMIT // (1024 * 1024)} MiB. Internal and private network addresses are refused."
 )
 
 
@@ -156,7 +157,7 @@ def send(
     except httpx.HTTPError as exc:
         return ToolResult.failure("http_error", f"{type(exc).__name__}: {exc}")
 
-    body: Any = text + TRUNCATION_MARKER if truncated else text
+    body: Any = text + truncation_marker() if truncated else text
     if not truncated and text and _is_json(response):
         with contextlib.suppress(ValueError):  # a body that only claims to be JSON stays text
             body = safejson.loads(text)

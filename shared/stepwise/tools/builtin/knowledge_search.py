@@ -3,14 +3,23 @@
 Each selected knowledge base is asked with Bedrock Agent Runtime's `Retrieve`:
 
     retrieve(knowledgeBaseId=id, retrievalQuery={"text": query},
-             retrievalConfiguration={"vectorSearchConfiguration": {"numberOfResults": top_k}})
+             retrievalConfiguration={"vectorSearchConfiguration": {
+                 "numberOfResults": top_k,
+                 "overrideSearchType"?: "SEMANTIC" | "HYBRID",
+                 "filter"?: <RetrievalFilter>}})
     → {"retrievalResults": [{"content": {"text"}, "location": {"type", "s3Location": {"uri"}, ...},
                              "score", "metadata"}]}
 
-The results of all of them are merged, sorted by score (best first) and cut to `top_k`, each
-`{knowledge_base, text, score, source}` where `source` is the chunk's location (an S3 URI, a web URL...).
-When some knowledge bases fail and others answer, the answer carries `errors` beside the results; when
-all fail, the call fails with `knowledge_base_error` (`rate_limited` when Bedrock throttles).
+`search_type` comes from the model's arguments, else the base's config, else Bedrock decides (hybrid
+where the vector store supports it). The filter (`_kb`: equals, in, andAll) is the base's configured
+`filter` (its scope: folders, tags) ANDed with the model's `filter`, so the model can narrow a scope but
+never widen it.
+
+The results of all of them are merged, sorted by score (best first), cut to `top_k` and numbered
+`[D1]…[Dn]`, each `{id, knowledge_base, text, score, source}` where `source` is the chunk's location (an
+S3 URI, a web URL...), and the answer carries `cite`, a one-line instruction to cite them by id. When
+some knowledge bases fail and others answer, the answer carries `errors` beside the results; when all
+fail, the call fails with `knowledge_base_error` (`rate_limited` when Bedrock throttles).
 
 Knowledge bases belong to tenants. A knowledge base is searched only when it carries the tag
 `stepwise:tenant` equal to the calling tenant, read with bedrock-agent's GetKnowledgeBase and
@@ -39,15 +48,23 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_vali
 from stepwise.core import aws
 from stepwise.tools.base import ToolResult
 from stepwise.tools.builtin import Settings, ToolScope, input_schema
+from stepwise.tools.builtin._kb import FILTER_DESCRIPTION, check_filter, combined
 
 NAME = "knowledge_search"
 DEFAULT_TOP_K = 5
 MAX_TOP_K = 20
 DESCRIPTION = (
     "Search the knowledge bases linked to this agent with a natural-language query and get the most "
-    "relevant passages, best first, as {results: [{knowledge_base, text, score, source}]}. With several "
-    "knowledge bases, `knowledge_base_names` limits the search to some of them."
+    "relevant passages, best first, as {results: [{id, knowledge_base, text, score, source}], cite}: "
+    "cite a passage by its id ([D1], [D2]...) where you use it. With several knowledge bases, "
+    "`knowledge_base_names` limits the search to some of them; `search_type` hybrid also matches exact "
+    "words (names, codes), semantic only meaning; `filter` narrows by the documents' metadata."
 )
+CITE = (
+    "Cite the passages you use by their id in square brackets, e.g. [D1], right after the statement they "
+    "support; each id's source is its `source`. Do not cite passages you did not use."
+)
+SearchType = Literal["semantic", "hybrid"]
 
 
 class Arguments(BaseModel):
@@ -58,6 +75,15 @@ class Arguments(BaseModel):
         None, min_length=1, description="Only these knowledge bases (default: all linked ones)."
     )
     top_k: int = Field(DEFAULT_TOP_K, ge=1, le=MAX_TOP_K)
+    search_type: SearchType | None = Field(
+        None, description="hybrid: meaning and exact words; semantic: meaning only (default: the base's)."
+    )
+    filter: dict[str, Any] | None = Field(None, description=FILTER_DESCRIPTION)
+
+    @field_validator("filter")
+    @classmethod
+    def _filter(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        return None if value is None else check_filter(value)
 
 
 INPUT_SCHEMA: dict[str, Any] = input_schema(Arguments)
@@ -75,6 +101,15 @@ class KnowledgeBase(BaseModel):
     name: str = Field(min_length=1, max_length=100)
     id: str = Field(pattern=r"^[0-9a-zA-Z]{10}$", description="the Bedrock knowledge base id")
     description: str = ""
+    search_type: SearchType | None = Field(default=None, description="the default when the model names none")
+    filter: dict[str, Any] | None = Field(
+        default=None, description="the base's scope: every search of it is limited to what this matches"
+    )
+
+    @field_validator("filter")
+    @classmethod
+    def _filter(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        return None if value is None else check_filter(value)
 
 
 class Config(BaseModel):
@@ -183,18 +218,83 @@ def run(
     scope: ToolScope,
     settings: Settings,
     config: Config,
-    client_factory: ClientFactory = bedrock_client,
+    client_factory: ClientFactory | None = None,
     owners: KnowledgeBaseOwners | None = None,
 ) -> ToolResult:
+    refused, searchable, errors, throttled = allowed_bases(
+        config, arguments.knowledge_base_names, scope=scope, owners=owners
+    )
+    if refused is not None:
+        return refused
     by_name = {base.name: base for base in config.knowledge_bases}
-    selected = list(dict.fromkeys(arguments.knowledge_base_names or by_name))
+    top_k = arguments.top_k
+    client = (client_factory or bedrock_client)(config.region)
+    results: list[tuple[float, int, int, dict[str, Any]]] = []  # sort key, then the result
+    failed = 0
+    for order, name in enumerate(searchable):
+        base = by_name[name]
+        try:
+            answer = client.retrieve(
+                knowledgeBaseId=base.id,
+                retrievalQuery={"text": arguments.query},
+                retrievalConfiguration={"vectorSearchConfiguration": _vector_search(arguments, base)},
+            )
+        except (ClientError, BotoCoreError) as exc:
+            throttled = throttled or _throttled(exc)
+            errors.append({"knowledge_base": name, "message": _describe(exc)})
+            failed += 1
+            continue
+        for rank, item in enumerate(answer.get("retrievalResults", [])):
+            result = _result(name, item)
+            results.append((-(result["score"] or 0.0), order, rank, result))
+
+    if failed == len(searchable):  # every base failed, one way or another
+        summary = "; ".join(f"{e['knowledge_base']}: {e['message']}" for e in errors)
+        return ToolResult.failure("rate_limited" if throttled else "knowledge_base_error", summary)
+    results.sort(key=lambda entry: entry[:3])
+    numbered = [{"id": f"D{i}", **entry[3]} for i, entry in enumerate(results[:top_k], start=1)]
+    output: dict[str, Any] = {"results": numbered}
+    if numbered:
+        output["cite"] = CITE
+    if errors:
+        output["errors"] = errors
+    return ToolResult(output=output)
+
+
+def _vector_search(arguments: Arguments, base: KnowledgeBase) -> dict[str, Any]:
+    search: dict[str, Any] = {"numberOfResults": arguments.top_k}
+    search_type = arguments.search_type or base.search_type
+    if search_type is not None:
+        search["overrideSearchType"] = search_type.upper()
+    where = combined(base.filter, arguments.filter)
+    if where is not None:
+        search["filter"] = where
+    return search
+
+
+def allowed_bases(
+    config: Config,
+    names: list[str] | None,
+    *,
+    scope: ToolScope,
+    owners: KnowledgeBaseOwners | None = None,
+) -> tuple[ToolResult | None, list[str], list[dict[str, str]], bool]:
+    """Which of the named bases (default: all linked) may be read by this tenant: (the failure that refuses
+    the whole call, or None; the bases to read; the bases whose owner could not be checked, as errors;
+    whether Bedrock throttled). Shared by every knowledge-base builtin, so the tag binding is one rule."""
+    by_name = {base.name: base for base in config.knowledge_bases}
+    selected = list(dict.fromkeys(names or by_name))
     unknown = [name for name in selected if name not in by_name]
     if unknown:
-        return ToolResult.failure(
-            "unknown_knowledge_base",
-            f"no knowledge base named {', '.join(unknown)} (known: {', '.join(by_name)})",
+        return (
+            ToolResult.failure(
+                "unknown_knowledge_base",
+                f"no knowledge base named {', '.join(unknown)} (known: {', '.join(by_name)})",
+            ),
+            [],
+            [],
+            False,
         )
-    top_k = arguments.top_k
 
     errors: list[dict[str, str]] = []
     throttled = False
@@ -209,37 +309,21 @@ def run(
             continue
         (searchable if owner == scope.tenant_id else foreign).append(name)
     if foreign:
-        return ToolResult.failure(
+        refused = ToolResult.failure(
             "knowledge_base_not_allowed",
             f"knowledge base {', '.join(foreign)} is not bound to this tenant: a Bedrock knowledge base is "
             f"searched only when it is tagged {TENANT_TAG}={scope.tenant_id}",
         )
-
-    client = client_factory(config.region)
-    results: list[tuple[float, int, int, dict[str, Any]]] = []  # sort key, then the result
-    for order, name in enumerate(searchable):
-        try:
-            answer = client.retrieve(
-                knowledgeBaseId=by_name[name].id,
-                retrievalQuery={"text": arguments.query},
-                retrievalConfiguration={"vectorSearchConfiguration": {"numberOfResults": top_k}},
-            )
-        except (ClientError, BotoCoreError) as exc:
-            throttled = throttled or _throttled(exc)
-            errors.append({"knowledge_base": name, "message": _describe(exc)})
-            continue
-        for rank, item in enumerate(answer.get("retrievalResults", [])):
-            result = _result(name, item)
-            results.append((-(result["score"] or 0.0), order, rank, result))
-
-    if len(errors) == len(selected):
+        return refused, [], errors, throttled
+    if not searchable:
         summary = "; ".join(f"{e['knowledge_base']}: {e['message']}" for e in errors)
-        return ToolResult.failure("rate_limited" if throttled else "knowledge_base_error", summary)
-    results.sort(key=lambda entry: entry[:3])
-    output: dict[str, Any] = {"results": [entry[3] for entry in results[:top_k]]}
-    if errors:
-        output["errors"] = errors
-    return ToolResult(output=output)
+        return (
+            ToolResult.failure("rate_limited" if throttled else "knowledge_base_error", summary),
+            [],
+            errors,
+            throttled,
+        )
+    return None, searchable, errors, throttled
 
 
 def _throttled(exc: Exception) -> bool:

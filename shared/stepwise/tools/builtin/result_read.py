@@ -19,8 +19,8 @@ NAME = tables.RESULT_READ
 # Short on purpose: every agent with tools declares it on every call (stepwise.loop.prompt), and the
 # description it reads names the tool_call_id and how to page.
 DESCRIPTION = (
-    "Read rows of a tool result that was described instead of shown in full; next_offset is null "
-    "after the last row."
+    "Read rows or text characters of a tool result that was described instead of shown in full; "
+    "next_offset is null at the end."
 )
 
 
@@ -28,9 +28,12 @@ class Arguments(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     tool_call_id: str = Field(min_length=1, max_length=256, description="As given in the description.")
-    offset: int | None = Field(None, ge=0, description="First row (0-based), default 0.")
+    offset: int | None = Field(None, ge=0, description="First row or character (0-based), default 0.")
     limit: int | None = Field(
-        None, ge=1, le=tables.MAX_PAGE, description=f"Rows, default {tables.DEFAULT_PAGE}."
+        None,
+        ge=1,
+        le=tables.PAGE_CHARS,
+        description=f"Rows (max {tables.MAX_PAGE}) or characters (max {tables.PAGE_CHARS}).",
     )
 
 
@@ -55,8 +58,14 @@ def run(arguments: Arguments, *, scope: ToolScope, settings: Settings, config: C
         )
     offset = arguments.offset or 0
     answer = tables.page(text, tool_call_id, offset, arguments.limit or tables.DEFAULT_PAGE)
-    if answer is None:  # stored because it was a table: only a change of the table rules gets here
-        return ToolResult.failure("result_not_a_table", f"the result of {tool_call_id!r} is not a table")
+    if answer is None:  # long text, not a table: paged in characters
+        if offset and offset >= len(text):
+            return ToolResult.failure(
+                "offset_out_of_range", f"offset {offset}: the result has {len(text):,} characters"
+            )
+        return ToolResult(
+            output=tables.page_text(text, tool_call_id, offset, arguments.limit or tables.TEXT_PAGE_DEFAULT)
+        )
     if offset and offset >= answer["total_rows"]:
         return ToolResult.failure(
             "offset_out_of_range", f"offset {offset}: the result has {answer['total_rows']} rows"

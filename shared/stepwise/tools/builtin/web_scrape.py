@@ -17,8 +17,11 @@ asked (that matters for a self-hosted Firecrawl inside a VPC, and keeps the tool
 http_request's). The check is advisory, as `check_url` says; the fetch itself is Firecrawl's.
 
 `include_images`: false (the default) replaces markdown image tags by their alt text, which saves tokens
-the model cannot use; true keeps them and adds `images`, the page's image URLs (inline data: images are
-never kept). There is no vision analysis of the images here.
+the model cannot use; true keeps them and adds `images`, the page's image URLs with their alt text
+(inline data: images are never kept), and the first five are fetched and shown to the model
+(`_page_images`: through the SSRF guard, within the attachment image limits; image parts for a vision
+model, a vision model's description for one that cannot see, else only the list). A URL that is itself
+an image is fetched directly, without Firecrawl (and without needing its key).
 
 The result holds at most 200,000 characters of page content, shared in order by markdown, html and links;
 each cut carries a visible marker. `FIRECRAWL_BASE_URL` (environment) replaces the base URL, for tests and
@@ -36,6 +39,7 @@ from stepwise.core.config import Providers, providers
 from stepwise.net.ssrf import AllowHosts, BlockedDestination, check_url
 from stepwise.tools.base import ToolResult
 from stepwise.tools.builtin import Settings, ToolScope, input_schema
+from stepwise.tools.builtin._page_images import collect, fetch, looks_like_image, usable
 from stepwise.tools.builtin._provider import (
     base_url,
     cap,
@@ -64,7 +68,8 @@ _MARKDOWN_IMAGE = re.compile(r"!\[([^\]]*)\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")
 
 DESCRIPTION = (
     "Read a web page as clean markdown (main content only), and optionally its HTML or its links. "
-    f"Content is cut at {CONTENT_LIMIT:,} characters. Set include_images to keep image references."
+    f"Content is cut at {CONTENT_LIMIT:,} characters. Set include_images to see the page's images (the "
+    "first five are shown to you) and list their URLs. A URL of an image is shown as that image."
 )
 
 
@@ -81,7 +86,7 @@ class Arguments(BaseModel):
         description="What to return: markdown (default), html, links.",
     )
     include_images: bool = Field(
-        False, description="Keep image references in the markdown and list the page's image URLs."
+        False, description="Show the page's first images and list their URLs (and alt text)."
     )
 
 
@@ -96,7 +101,7 @@ class Config(BaseModel):
 
 
 def run(arguments: Arguments, *, scope: ToolScope, settings: Settings, config: Config) -> ToolResult:
-    return scrape(arguments, settings=settings)
+    return scrape(arguments, settings=settings, scope=scope)
 
 
 def scrape(
@@ -105,15 +110,22 @@ def scrape(
     settings: Settings,
     timeout: float = TIMEOUT_SECONDS,
     allow_hosts: AllowHosts = None,
+    scope: ToolScope | None = None,
 ) -> ToolResult:
     """Scrape the page through Firecrawl. `allow_hosts` None reads STEPWISE_ALLOW_HOSTS; it applies to
-    both the page's URL and Firecrawl's."""
+    both the page's URL and Firecrawl's, and to the images fetched. Without `scope` (no run to keep
+    images under) images are only listed."""
     try:
-        check_url(http_url(arguments.url), allow_hosts)
+        url = http_url(arguments.url)
+        check_url(url, allow_hosts)
     except ValueError as exc:
         return ToolResult.failure("invalid_arguments", str(exc))
     except BlockedDestination as exc:
         return ToolResult.failure(exc.code, exc.message)
+    if looks_like_image(url):
+        direct = _image_itself(arguments.url, scope, allow_hosts)
+        if direct is not None:
+            return direct
     api_key = setting(settings, API_KEY_SETTING)
     if api_key is None:
         return not_configured(NAME, API_KEY_SETTING)
@@ -128,7 +140,32 @@ def scrape(
     )
     if not answer.ok:
         return answer
-    return scrape_result(answer.output, arguments)
+    result = scrape_result(answer.output, arguments)
+    images = result.output.get("images") if result.ok else None
+    if not images or scope is None or not usable(scope):
+        return result
+    listed, kept = collect(images, page_url=result.output["url"], scope=scope, allow_hosts=allow_hosts)
+    return ToolResult(output={**result.output, "images": listed}, files=kept)
+
+
+def _image_itself(url: str, scope: ToolScope | None, allow_hosts: AllowHosts) -> ToolResult | None:
+    """The answer for a URL whose bytes are an image, or None to scrape it as a page after all."""
+    fetched = fetch(url, allow_hosts)
+    if isinstance(fetched, str):
+        return None  # not an image after all, or not fetchable: the scraper says what it finds
+    data, content_type = fetched
+    output: dict[str, Any] = {"url": url, "content_type": content_type, "size": len(data)}
+    if scope is None or not usable(scope):
+        output["note"] = "this URL is an image; you cannot see images and no vision model describes them"
+        return ToolResult(output=output)
+    from stepwise.attachments.intake import keep_tool_image
+
+    attachment = keep_tool_image(scope.tenant_id, scope.run_id, NAME, content_type, data)
+    if attachment is None:
+        output["note"] = "this URL is an image too large to be shown"
+        return ToolResult(output=output)
+    output["images"] = [{"url": url, "alt": "", "shown": f"image 1 ({content_type}, {len(data)} bytes)"}]
+    return ToolResult(output=output, files=[attachment])
 
 
 def firecrawl_request(arguments: Arguments) -> dict[str, Any]:
