@@ -40,7 +40,7 @@ ROUTES = (
     routes("health", "/v1/health"),
     routes("effects", "/v1/effects", "/v1/effects/*/resolve"),
     routes("triggers", "/v1/triggers", "/v1/triggers/*", "/v1/triggers/*/deliveries", "/v1/triggers/*/secret"),  # noqa: E501
-    routes("trigger_intake", "/v1/triggers/*/in"),  # served by the trigger intake function; here for the spec
+    routes("trigger_intake", "/v1/triggers/*/in", "/v1/integrations/ses"),  # the intake function serves these
 )
 # fmt: on
 

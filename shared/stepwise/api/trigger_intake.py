@@ -1,4 +1,5 @@
-"""POST /v1/triggers/{trigger_id}/in: the public intake of webhook triggers (stepwise.triggers.intake).
+"""POST /v1/triggers/{trigger_id}/in: the public intake of webhook triggers (stepwise.triggers.intake),
+and POST /v1/integrations/ses, SES's mail through SNS (stepwise.triggers.ses).
 Served by TriggerIntakeFunction, whose rights are its table, its queue and its secrets' decryption
 alone; in the API's resolver too, for the spec."""
 
@@ -11,8 +12,9 @@ from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 from stepwise.api.auth import PUBLIC
 from stepwise.api.params import TriggerId
 from stepwise.api.responses import json_response, responses
-from stepwise.triggers import intake
+from stepwise.triggers import intake, ses
 from stepwise.triggers.models import TriggerDeliveryAccepted
+from stepwise.triggers.ses import SnsAccepted
 
 router = APIGatewayHttpRouter()
 
@@ -23,6 +25,11 @@ _BODY: dict[str, Any] = {
             "schema": {"anyOf": [{"type": "object"}, {"type": "array"}], "description": "The sender's event"}
         }
     },
+}
+
+_SNS_BODY: dict[str, Any] = {
+    "required": True,
+    "content": {"text/plain": {"schema": {"type": "string", "description": "An SNS message (JSON)"}}},
 }
 
 
@@ -64,3 +71,33 @@ def deliver_to_trigger(trigger_id: TriggerId) -> Response[TriggerDeliveryAccepte
     headers = {k.lower(): v for k, v in (event.headers or {}).items()}
     answer = intake.accept(trigger_id, headers, raw_body(event.raw_event))
     return json_response(answer.body.model_dump(mode="json"), answer.status)
+
+
+@router.post(
+    "/v1/integrations/ses",
+    summary="Mail received by SES, from SNS",
+    description="Public: the SNS signature is the credential (verified against Amazon's certificate; the "
+    "topic must be the inbound mail topic). A subscription confirmation is confirmed; a `Received` "
+    "notification becomes one delivery per `ses` trigger among its recipients, deduplicated by SES's "
+    "message id, and is queued.",
+    responses=responses(
+        200,
+        "Verified; the deliveries it queued",
+        400,
+        401,
+        403,
+        413,
+        503,
+        public=True,
+        described={
+            401: "The SNS signature is missing or does not verify",
+            403: "Not the inbound mail topic, or not stored where the receipt rule stores mail",
+            503: "The signing certificate or the queue cannot be reached now; SNS retries",
+        },
+    ),
+    tags=["triggers"],
+    openapi_extensions={**PUBLIC, "requestBody": _SNS_BODY},
+)
+def receive_ses_mail() -> Response[SnsAccepted]:
+    answer = ses.accept(raw_body(router.current_event.raw_event))
+    return json_response(answer.model_dump(mode="json"))

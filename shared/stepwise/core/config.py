@@ -169,6 +169,22 @@ class TriggerQueue(Environment):
     deliveries_ttl_days: int = Field(default=30, ge=1, alias="TRIGGER_DELIVERIES_TTL_DAYS")
 
 
+class InboundMail(Environment):
+    """Email triggers through SES (stepwise.triggers.ses): the domain whose addresses tenants' `ses`
+    triggers claim (SesInboundDomain; empty, no `ses` triggers), the SNS topic the receipt rule notifies
+    (only its messages are taken), and where SNS signing certificates may come from: Amazon's SNS hosts
+    over HTTPS. The last is a setting for the tests alone, which serve a test certificate on loopback."""
+
+    ses_domain: str | None = Field(default=None, alias="STEPWISE_SES_DOMAIN")
+    ses_topic_arn: str | None = Field(default=None, alias="STEPWISE_SES_TOPIC_ARN")
+    sns_cert_url: str = Field(
+        default=r"^https://sns\.[a-z0-9-]+\.amazonaws\.com(\.cn)?/[^?#]+\.pem$",
+        alias="STEPWISE_SNS_CERT_URL_PATTERN",
+    )
+
+    _blank = field_validator("ses_domain", "ses_topic_arn", mode="before")(_blank_is_none)
+
+
 class EvalMachine(Environment):
     """The EvalRun state machine: the API starts an eval run's execution on it."""
 
@@ -477,6 +493,10 @@ def follow() -> Follow:
 
 def storage() -> Storage:
     return _load(Storage)
+
+
+def inbound_mail() -> InboundMail:
+    return _load(InboundMail)
 
 
 def providers() -> Providers:

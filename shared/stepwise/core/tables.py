@@ -697,6 +697,20 @@ class TriggerKeyItem(Model):
     expires_at = TTLAttribute(null=True)
 
 
+class TriggerAddressItem(Model):
+    """An inbound address an email trigger claimed (pk = "addr#<address>", sk = "address"): how a
+    message SES received finds its trigger, and why two triggers cannot claim one address."""
+
+    class Meta:
+        table_name = "TriggersTable"
+
+    pk = UnicodeAttribute(hash_key=True)
+    sk = UnicodeAttribute(range_key=True)
+    trigger_id = UnicodeAttribute()
+    # Not `tenant_id`: an item carrying that attribute would appear in the triggers' by_tenant index.
+    owner = UnicodeAttribute()
+
+
 class TriggerItem(Model):
     """A trigger (pk = its trigger id, sk = "trigger"). The public intake route knows only the trigger id,
     so the id is the partition key (like ApiKeysTable's key hash); `tenant_id` is checked on
@@ -754,6 +768,7 @@ def bind() -> None:
         (TriggerItem, names.triggers),
         (TriggerDeliveryItem, names.triggers),
         (TriggerKeyItem, names.triggers),
+        (TriggerAddressItem, names.triggers),
     ):
         meta: Any = model.Meta
         meta.table_name = name

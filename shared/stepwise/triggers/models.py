@@ -14,7 +14,10 @@ from stepwise.triggers.verify import Scheme
 
 TriggerType = Literal["webhook", "gmail", "outlook", "ses"]
 # Served now; the others are accepted by the model and refused by the service until their intake lands.
-SERVED_TYPES: frozenset[str] = frozenset({"webhook"})
+SERVED_TYPES: frozenset[str] = frozenset({"webhook", "ses"})
+EMAIL_TYPES: frozenset[str] = frozenset({"gmail", "outlook", "ses"})
+# An address as SES receives it: a plain local part (letters, digits, . _ + -) at a domain.
+ADDRESS = r"^[a-z0-9][a-z0-9._+-]{0,63}@[a-z0-9.-]{1,253}$"
 DeliveryStatus = Literal["received", "retrying", "started", "deduplicated", "refused", "failed"]
 HEADER = r"^[A-Za-z0-9-]{1,64}$"
 DEDUPE_PATH = r"^\$?\.?[A-Za-z0-9_\-]+(\.[A-Za-z0-9_\-]+)*$"
@@ -71,12 +74,25 @@ class TriggerCreate(Strict):
         description="A JSON path in the body, e.g. `event.id`",
     )
     secret: str | None = Field(default=None, min_length=16, max_length=256, description=SECRET_HINT)
+    address: str | None = Field(
+        default=None,
+        max_length=320,
+        pattern=ADDRESS,
+        description="ses: the address at the operator's SesInboundDomain that starts it (lower case); "
+        "default `<trigger id>@<domain>`",
+    )
+    allow_automated: bool = Field(
+        default=False,
+        description="email: also start on Auto-Submitted, bulk and list mail (never on the mailbox's own)",
+    )
 
     _message = field_validator("message")(_template)
     _user = field_validator("user_id")(_template)
 
     @model_validator(mode="after")
     def _consistent(self) -> TriggerCreate:
+        if self.address is not None and self.type != "ses":
+            raise ValueError(f"address applies to ses triggers, not {self.type}")
         if self.type == "webhook":
             self.verification = self.verification or "standard-webhooks"
             if self.verification == "hmac-sha256" and not self.signature_header:
@@ -97,6 +113,7 @@ class TriggerPatch(Strict):
     user_id: str | None = Field(default=None, min_length=1, max_length=1024)
     enabled: bool | None = None
     dedupe_path: str | None = Field(default=None, max_length=256, pattern=DEDUPE_PATH)
+    allow_automated: bool | None = None
 
     _message = field_validator("message")(_template)
     _user = field_validator("user_id")(_template)
@@ -132,6 +149,8 @@ class Trigger(BaseModel):
     signature_header: str | None = None
     dedupe_path: str | None = None
     url: str | None = None  # the public intake path of a webhook trigger
+    address: str | None = None  # an ses trigger's inbound address
+    allow_automated: bool = False
     created_at: Timestamp
     updated_at: Timestamp
     secret_created_at: Timestamp | None = None

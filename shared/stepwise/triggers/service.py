@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from stepwise.core.errors import NotFound, Unprocessable
+from stepwise.core import config
+from stepwise.core.errors import Conflict, NotFound, Unprocessable
 from stepwise.core.ids import new_id
 from stepwise.core.schema import utcnow
 from stepwise.runs.ports import stores
@@ -47,16 +48,42 @@ def check_target(tenant_id: str, target: TriggerTarget) -> None:
         raise Unprocessable(f"agent {agent_id} does not exist", code="target_not_found") from None
 
 
+def inbound_address(trigger_id: str, address: str | None) -> str:
+    """An ses trigger's address: the one asked for, at the operator's domain, else `<trigger id>@domain`."""
+    domain = config.inbound_mail().ses_domain
+    if not domain:
+        raise Unprocessable(
+            "ses triggers need the operator's inbound domain (SesInboundDomain); none is set",
+            code="ses_not_configured",
+        )
+    domain = domain.lower()
+    chosen = address or f"{trigger_id.lower()}@{domain}"
+    if chosen.rpartition("@")[2] != domain:
+        raise Unprocessable(f"an ses trigger's address is at {domain}", code="address_outside_domain")
+    return chosen
+
+
 def create(tenant_id: str, body: TriggerCreate) -> TriggerCreated:
     if body.type not in SERVED_TYPES:
         raise Unprocessable(
-            f"{body.type} triggers are not available yet; webhook triggers are",
+            f"{body.type} triggers are not available yet; webhook and ses triggers are",
             code="trigger_type_unavailable",
         )
     check_target(tenant_id, body.target)
     now = utcnow()
     trigger_id = new_id("trg")
     fields = body.model_dump(exclude={"secret"})
+    if body.type == "ses":
+        fields["address"] = inbound_address(trigger_id, body.address)
+        trigger = Trigger(**fields, trigger_id=trigger_id, created_at=now, updated_at=now)
+        if not store.claim_address(tenant_id, trigger_id, str(trigger.address)):
+            raise Conflict(f"{trigger.address} is another trigger's address", code="address_taken")
+        try:
+            store.create(tenant_id, trigger, None)
+        except BaseException:
+            store.release_address(trigger_id, str(trigger.address))
+            raise
+        return TriggerCreated(**store.shown(trigger).model_dump())
     trigger = Trigger(**fields, trigger_id=trigger_id, created_at=now, updated_at=now, secret_created_at=now)
     secret = body.secret or verify.new_secret(body.verification or "standard-webhooks")
     parts, _ = crypto.encrypt(tenant_id, secret_context(trigger_id), secret)
@@ -90,7 +117,10 @@ def update(tenant_id: str, trigger_id: str, patch: TriggerPatch) -> Trigger:
 
 
 def delete(tenant_id: str, trigger_id: str) -> None:
+    trigger = store.get(tenant_id, trigger_id)
     store.delete(tenant_id, trigger_id)
+    if trigger.address:
+        store.release_address(trigger_id, trigger.address)
 
 
 def rotate(tenant_id: str, trigger_id: str, body: TriggerSecretRotate) -> TriggerSecret:

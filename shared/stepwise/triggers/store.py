@@ -17,6 +17,7 @@ from stepwise.core import config
 from stepwise.core.errors import NotFound
 from stepwise.core.schema import utcnow
 from stepwise.core.tables import (
+    TriggerAddressItem,
     TriggerDeliveryItem,
     TriggerItem,
     TriggerKeyItem,
@@ -128,6 +129,46 @@ def delete(tenant_id: str, trigger_id: str) -> None:
         if condition_failed(exc):
             raise not_found(trigger_id) from exc
         raise
+
+
+# --- Inbound addresses (email triggers) --------------------------------------------------------------
+
+ADDRESS_SK = "address"
+
+
+def claim_address(tenant_id: str, trigger_id: str, address: str) -> bool:
+    """Make `address` the trigger's; False when another trigger has it."""
+    bind()
+    item = TriggerAddressItem(f"addr#{address}", ADDRESS_SK, trigger_id=trigger_id, owner=tenant_id)
+    try:
+        item.save(condition=TriggerAddressItem.pk.does_not_exist())
+    except PutError as exc:
+        if condition_failed(exc):
+            return False
+        raise
+    return True
+
+
+def release_address(trigger_id: str, address: str) -> None:
+    """Free `address`, only while it is still this trigger's."""
+    bind()
+    try:
+        TriggerAddressItem(f"addr#{address}", ADDRESS_SK).delete(
+            condition=TriggerAddressItem.trigger_id == trigger_id
+        )
+    except DeleteError as exc:
+        if not condition_failed(exc):
+            raise
+
+
+def address_owner(address: str) -> tuple[str, str] | None:
+    """(tenant id, trigger id) of the trigger that claimed `address`, or None."""
+    bind()
+    try:
+        item = TriggerAddressItem.get(f"addr#{address}", ADDRESS_SK)
+    except DoesNotExist:
+        return None
+    return str(item.owner), str(item.trigger_id)
 
 
 def count_refusal(trigger_id: str, reason: str) -> None:

@@ -15,6 +15,7 @@ queue.
 
 from __future__ import annotations
 
+import json
 from datetime import UTC
 from typing import Any
 
@@ -27,8 +28,8 @@ from stepwise.core.errors import ApiError, Conflict, Forbidden, ModelNotAllowed,
 from stepwise.core.ids import derived_id
 from stepwise.core.observability import logger
 from stepwise.runs.models import AgentPaused, RunExists
-from stepwise.triggers import intake, store, targets, templates
-from stepwise.triggers.models import SessionByKey, Trigger
+from stepwise.triggers import intake, mail, store, targets, templates
+from stepwise.triggers.models import EMAIL_TYPES, SessionByKey, Trigger
 
 RETRY_BASE = 10  # seconds before the second attempt; doubled each time
 RETRY_CEILING = 900  # seconds: no backoff is longer
@@ -87,6 +88,20 @@ def handle_message(message: Message, attempts: int) -> int | None:
     key = delivery.dedupe_key or f"delivery:{delivery_id}"
     raw, headers = intake.unpack(delivery.payload or b"")
     body = intake.parse(raw.encode())
+    files: list[mail.Part] = []
+    if trigger.type in EMAIL_TYPES:
+        try:
+            email = _email(trigger, body)
+        except FileNotFoundError:
+            store.settle(trigger_id, delivery_id, "refused", attempts=attempts, reason="message_gone")
+            return None
+        except Exception as exc:  # noqa: BLE001 - a mailbox or storage failure is retried
+            return _retry(trigger_id, delivery_id, attempts, exc)
+        skip = mail.skip_reason(email, trigger.address, allow_automated=trigger.allow_automated)
+        if skip is not None:
+            store.settle(trigger_id, delivery_id, "refused", attempts=attempts, reason=skip)
+            return None
+        body, raw, files = email.event(), json.dumps(email.event()), email.attachments
     received = delivery.received_at.astimezone(UTC)
     meta = {
         "$event": raw,
@@ -98,7 +113,7 @@ def handle_message(message: Message, attempts: int) -> int | None:
     run_id = derived_id("run", received, "trigger", tenant_id, trigger_id, key)
     try:
         start = _start_of(tenant_id, trigger, body, meta, run_id, key, delivery_id)
-        targets.start(start)
+        targets.start(start, files)
     except RunExists:
         logger.info("trigger delivery was started before", extra={"run_id": run_id})
     except (NotFound, ModelNotAllowed, AgentPaused, Forbidden, Unprocessable, ValidationError) as exc:
@@ -119,6 +134,15 @@ def handle_message(message: Message, attempts: int) -> int | None:
         return _retry(trigger_id, delivery_id, attempts, exc)
     store.settle(trigger_id, delivery_id, "started", attempts=attempts, run_id=run_id)
     return None
+
+
+def _email(trigger: Trigger, stored: Any) -> mail.Email:
+    """The message a delivery of an email trigger names, from where its intake left it."""
+    from stepwise.triggers import ses  # only email deliveries need S3 and MIME parsing
+
+    if not isinstance(stored, dict):
+        raise FileNotFoundError("the delivery names no message")
+    return ses.load(stored)
 
 
 def _retry(trigger_id: str, delivery_id: str, attempts: int, exc: Exception) -> int:
