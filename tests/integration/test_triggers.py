@@ -118,7 +118,8 @@ def test_create_read_change_and_delete_a_trigger(stack: LocalStack, agent_id: st
     ("fields", "code"),
     [
         ({"type": "gmail"}, "trigger_type_unavailable"),
-        ({"type": "ses"}, "trigger_type_unavailable"),
+        ({"type": "outlook"}, "trigger_type_unavailable"),
+        ({"type": "ses"}, "ses_not_configured"),
         ({"target": {"workflow_id": "wf_1"}}, "workflow_targets_unavailable"),
         ({"target": {"agent_id": "agt_" + "0" * 26}}, "target_not_found"),
         ({"message": "{{oops"}, "validation_error"),
@@ -185,8 +186,8 @@ def test_a_crash_between_intake_and_start_makes_exactly_one_run(
     trigger = create(stack, agent_id)
     real_start, crashed = targets.start, list[str]()
 
-    def crash_once(start: targets.Start) -> str:
-        run_id = real_start(start)
+    def crash_once(start: targets.Start, files: Any = None) -> str:
+        run_id = real_start(start, files)
         if start.metadata["trigger_id"] == trigger["trigger_id"] and not crashed:
             crashed.append(run_id)
             raise RuntimeError("the worker died after the start")
@@ -208,10 +209,10 @@ def test_a_start_that_keeps_failing_is_retried_then_failed(
     trigger = create(stack, agent_id)
     real_start = targets.start
 
-    def broken(start: targets.Start) -> str:
+    def broken(start: targets.Start, files: Any = None) -> str:
         if start.metadata["trigger_id"] == trigger["trigger_id"]:
             raise RuntimeError("the agent's start is unavailable")
-        return real_start(start)
+        return real_start(start, files)
 
     monkeypatch.setattr(targets, "start", broken)
     monkeypatch.setenv("TRIGGER_MAX_ATTEMPTS", "2")
