@@ -62,7 +62,7 @@ class FakeSns:
             ["Timestamp"] + (["Token"] if message["Type"] != "Notification" else []) + ["TopicArn", "Type"]
         )
         text = "".join(f"{name}\n{message[name]}\n" for name in names)
-        digest = hashes.SHA1() if version == "1" else hashes.SHA256()  # noqa: S303 - SNS's version 1
+        digest = hashes.SHA1() if version == "1" else hashes.SHA256()
         signature = self.key.sign(text.encode(), padding.PKCS1v15(), digest)
         return {
             **message,
