@@ -29,7 +29,22 @@ _BODY: dict[str, Any] = {
 
 _SNS_BODY: dict[str, Any] = {
     "required": True,
-    "content": {"text/plain": {"schema": {"type": "string", "description": "An SNS message (JSON)"}}},
+    "content": {
+        "application/json": {
+            "schema": {
+                "type": "object",
+                "description": "An SNS message (SNS sends it as text/plain)",
+                "properties": {
+                    "Type": {"type": "string"},
+                    "MessageId": {"type": "string"},
+                    "TopicArn": {"type": "string"},
+                    "Message": {"type": "string"},
+                    "Signature": {"type": "string"},
+                    "SigningCertURL": {"type": "string"},
+                },
+            }
+        }
+    },
 }
 
 

@@ -34,9 +34,17 @@ TRIGGERS = ["triggers"]
     "each time an event arrives. `type` `webhook` gets a public `url` and a signing `secret`, shown only in "
     "this response, checked as `verification` says (`standard-webhooks` by default, `github`, `stripe`, "
     "`hmac-sha256` with `signature_header`). `session`: `new`, or `{by_key: template}` for one session "
-    "per key. `gmail`, `outlook` and `ses` answer 422 `trigger_type_unavailable` for now; a "
+    "per key. `ses` gets the inbound `address` (at the operator's SesInboundDomain) whose mail starts it. "
+    "`gmail` and `outlook` answer 422 `trigger_type_unavailable` for now; a "
     "`{workflow_id}` target 422 `workflow_targets_unavailable`.",
-    responses=responses(201, "The trigger, with its `trigger_id`, `url` and `secret`", 400, 413),
+    responses=responses(
+        201,
+        "The trigger, with its `trigger_id`, and its `url` and `secret` or its `address`",
+        400,
+        409,
+        413,
+        described={409: "The address is another trigger's"},
+    ),
     tags=TRIGGERS,
 )
 def create_trigger(body: TriggerCreate) -> Response[TriggerCreated]:

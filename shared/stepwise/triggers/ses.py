@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import Any
 
 import httpx
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from stepwise.core import config, s3
 from stepwise.core.errors import Forbidden, Unauthorized, Unavailable
@@ -40,8 +40,8 @@ class SnsAccepted(BaseModel):
     """What the SES route answers SNS: how many of the message's recipients became deliveries."""
 
     type: str
-    deliveries: list[str] = []
-    deduplicated: list[str] = []
+    deliveries: list[str] = Field(default_factory=list)
+    deduplicated: list[str] = Field(default_factory=list)
     ignored: int = 0
 
 

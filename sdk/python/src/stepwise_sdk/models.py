@@ -1273,6 +1273,8 @@ class TriggerCreate(Request):
     signature_header: str | None = None
     dedupe_path: str | None = None
     secret: str | None = None
+    address: str | None = None
+    allow_automated: bool = False
 
 
 class TriggerPatch(Request):
@@ -1283,6 +1285,7 @@ class TriggerPatch(Request):
     user_id: str | None = None
     enabled: bool | None = None
     dedupe_path: str | None = None
+    allow_automated: bool | None = None
 
 
 class TriggerRefusals(Model):
@@ -1304,6 +1307,8 @@ class Trigger(Model):
     signature_header: str | None = None
     dedupe_path: str | None = None
     url: str | None = None
+    address: str | None = None
+    allow_automated: bool = False
     created_at: datetime
     updated_at: datetime
     secret_created_at: datetime | None = None
@@ -1347,6 +1352,15 @@ class TriggerDelivery(Model):
 class TriggerDeliveryList(Model):
     deliveries: list[TriggerDelivery]
     next_token: str | None = None
+
+
+class SnsAccepted(Model):
+    """What the SES route answers SNS (the SDK never calls it; the spec's component, modelled)."""
+
+    type: str
+    deliveries: list[str] = Field(default_factory=list)
+    deduplicated: list[str] = Field(default_factory=list)
+    ignored: int = 0
 
 
 class TriggerDeliveryAccepted(Model):
