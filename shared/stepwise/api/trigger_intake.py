@@ -13,8 +13,7 @@ from stepwise.api.auth import PUBLIC
 from stepwise.api.params import TriggerId
 from stepwise.api.responses import json_response, responses
 from stepwise.triggers import intake, ses
-from stepwise.triggers.models import TriggerDeliveryAccepted
-from stepwise.triggers.ses import SnsAccepted
+from stepwise.triggers.models import MailAccepted, TriggerDeliveryAccepted
 
 router = APIGatewayHttpRouter()
 
@@ -113,6 +112,53 @@ def deliver_to_trigger(trigger_id: TriggerId) -> Response[TriggerDeliveryAccepte
     tags=["triggers"],
     openapi_extensions={**PUBLIC, "requestBody": _SNS_BODY},
 )
-def receive_ses_mail() -> Response[SnsAccepted]:
+def receive_ses_mail() -> Response[MailAccepted]:
     answer = ses.accept(raw_body(router.current_event.raw_event))
+    return json_response(answer.model_dump(mode="json"))
+
+
+_PUSH_BODY: dict[str, Any] = {
+    "required": True,
+    "content": {
+        "application/json": {
+            "schema": {
+                "type": "object",
+                "description": "A Pub/Sub push: `message.data` is Gmail's {emailAddress, historyId}, base64",
+                "properties": {"message": {"type": "object"}, "subscription": {"type": "string"}},
+            }
+        }
+    },
+}
+
+
+@router.post(
+    "/v1/integrations/gmail/push",
+    summary="Gmail's changes, from Pub/Sub",
+    description="Public: the push's OIDC token (Authorization: Bearer) is the credential: signed by Google, "
+    "issuer accounts.google.com, audience GmailPushAudience. The mailbox's gmail trigger gets one delivery "
+    "per push (deduplicated by Pub/Sub's message id); its worker reads the new messages.",
+    responses=responses(
+        200,
+        "Verified; the delivery it queued",
+        400,
+        401,
+        403,
+        413,
+        503,
+        public=True,
+        described={
+            401: "The OIDC token is missing, not Google's, for another audience, or expired",
+            403: "Gmail pushes are not configured here",
+            503: "Google's keys or the queue cannot be reached now; Pub/Sub retries",
+        },
+    ),
+    tags=["triggers"],
+    openapi_extensions={**PUBLIC, "requestBody": _PUSH_BODY},
+)
+def receive_gmail_push() -> Response[MailAccepted]:
+    from stepwise.triggers import gmail  # PyJWT: this route's alone
+
+    event = router.current_event
+    headers = {k.lower(): v for k, v in (event.headers or {}).items()}
+    answer = gmail.accept_push(headers.get("authorization"), raw_body(event.raw_event))
     return json_response(answer.model_dump(mode="json"))

@@ -1,15 +1,18 @@
 """/v1/triggers: create, list, read, change, delete triggers, rotate a webhook trigger's secret, and
 list what reached it (stepwise.triggers). The public intake is stepwise.api.trigger_intake."""
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Query
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 
+from stepwise.api.auth import PUBLIC
 from stepwise.api.context import tenant
 from stepwise.api.params import TriggerId
-from stepwise.api.responses import json_response, responses
+from stepwise.api.responses import HTML, json_response, responses
+from stepwise.core import config
+from stepwise.core.errors import Conflict, NotFound
 from stepwise.core.ids import DELIVERY_ID
 from stepwise.triggers import service
 from stepwise.triggers.models import (
@@ -25,6 +28,16 @@ from stepwise.triggers.models import (
 
 router = APIGatewayHttpRouter()
 TRIGGERS = ["triggers"]
+GMAIL_CALLBACK = "/v1/integrations/gmail/oauth/callback"
+
+
+def _public_url() -> str:
+    """The API's origin, which the OAuth callback is under (as MCP servers' callback is)."""
+    configured = config.links().public_url
+    if configured:
+        return configured
+    domain = router.current_event.request_context.domain_name
+    return f"https://{domain}" if domain else ""
 
 
 @router.post(
@@ -35,7 +48,8 @@ TRIGGERS = ["triggers"]
     "this response, checked as `verification` says (`standard-webhooks` by default, `github`, `stripe`, "
     "`hmac-sha256` with `signature_header`). `session`: `new`, or `{by_key: template}` for one session "
     "per key. `ses` gets the inbound `address` (at the operator's SesInboundDomain) whose mail starts it. "
-    "`gmail` and `outlook` answer 422 `trigger_type_unavailable` for now; a "
+    "`gmail` answers an `authorization_url` a person opens to let it read the mailbox. "
+    "`outlook` answers 422 `trigger_type_unavailable` for now; a "
     "`{workflow_id}` target 422 `workflow_targets_unavailable`.",
     responses=responses(
         201,
@@ -48,7 +62,7 @@ TRIGGERS = ["triggers"]
     tags=TRIGGERS,
 )
 def create_trigger(body: TriggerCreate) -> Response[TriggerCreated]:
-    created = service.create(tenant(router), body)
+    created = service.create(tenant(router), body, callback_url=_public_url() + GMAIL_CALLBACK)
     return json_response(created.model_dump(mode="json"), 201)
 
 
@@ -127,3 +141,74 @@ def list_trigger_deliveries(
 ) -> Response[TriggerDeliveryList]:
     found, token = service.deliveries(tenant(router), trigger_id, limit, next_token)
     return json_response({"deliveries": [d.model_dump(mode="json") for d in found], "next_token": token})
+
+
+_PAGE: dict[str, Any] = {HTML: {"schema": {"type": "string"}}}
+
+
+@router.get(
+    GMAIL_CALLBACK,
+    summary="OAuth callback of gmail triggers",
+    description="Public: where Google sends the person back with `code` and `state` (single use, valid 10 "
+    "minutes; the MCP OAuth store's). The code is exchanged, the mailbox read and watched. An HTML page: "
+    "200 connected, 400 denied or refused, 403 a state we never issued, 409 a mailbox another trigger has, "
+    "410 a state used or expired.",
+    responses={
+        **responses(200, "A page: connected", 413, public=True, content=_PAGE),
+        **{
+            status: {"description": f"A page: {what}", "content": _PAGE}
+            for status, what in (
+                (400, "denied, or the code refused"),
+                (403, "not a state Stepwise issued"),
+                (404, "the trigger was deleted"),
+                (409, "the mailbox is another trigger's"),
+                (410, "the state was used already or expired"),
+            )
+        },
+    },
+    tags=TRIGGERS,
+    openapi_extensions=PUBLIC,
+)
+def gmail_oauth_callback() -> Response[str]:
+    from stepwise.mcp.authorization import StateRejected, take
+    from stepwise.mcp.grants import DynamoGrantStore
+    from stepwise.mcp.oauth import OAuthFailure
+    from stepwise.triggers import gmail
+
+    query = router.current_event.query_string_parameters or {}
+    state, code = query.get("state"), query.get("code")
+    if not state:
+        return _page(400, "Not connected", "This link has no state, so it cannot be matched to a request.")
+    try:
+        record = take(DynamoGrantStore(), state)
+        if not gmail.is_gmail_state(record):
+            return _page(403, "Not connected", "This authorization was not started by a gmail trigger.")
+        if not code:
+            reason = query.get("error_description") or query.get("error") or "no code was returned"
+            return _page(400, "Not connected", f"Google did not authorize: {reason}.")
+        trigger = gmail.connect(record, code)
+    except StateRejected as exc:
+        if exc.problem == "unknown":
+            return _page(403, "Not connected", "This authorization was not started by Stepwise.")
+        used = "was used already" if exc.problem == "used" else "has expired"
+        return _page(410, "Not connected", f"This authorization link {used}: start it again.")
+    except OAuthFailure as exc:
+        return _page(400, "Not connected", exc.message)
+    except NotFound:
+        return _page(404, "Not connected", "The trigger was deleted before the authorization completed.")
+    except Conflict as exc:
+        return _page(409, "Not connected", exc.message)
+    return _page(
+        200, "Connected", f"{trigger.address} starts its trigger from now on. You can close this page."
+    )
+
+
+def _page(status: int, title: str, message: str) -> Response[str]:
+    from stepwise.approvals import pages
+
+    return Response(
+        status_code=status,
+        content_type=HTML,
+        body=pages.notice_page(title, message),
+        headers=pages.PAGE_HEADERS,
+    )

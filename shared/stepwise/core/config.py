@@ -185,6 +185,22 @@ class InboundMail(Environment):
     _blank = field_validator("ses_domain", "ses_topic_arn", mode="before")(_blank_is_none)
 
 
+class Gmail(Environment):
+    """Gmail triggers (stepwise.triggers.gmail): the operator's Google OAuth client, the Pub/Sub topic
+    mailboxes are watched on (GmailPubSubTopic) and the audience its push subscription's OIDC tokens
+    carry. Google's endpoints are settings for the tests alone, which serve fakes on loopback."""
+
+    client_id: str | None = Field(default=None, alias="GOOGLE_CLIENT_ID")
+    pubsub_topic: str | None = Field(default=None, alias="GMAIL_PUBSUB_TOPIC")
+    push_audience: str | None = Field(default=None, alias="GMAIL_PUSH_AUDIENCE")
+    auth_url: str = Field(default="https://accounts.google.com/o/oauth2/v2/auth", alias="GOOGLE_AUTH_URL")
+    token_url: str = Field(default="https://oauth2.googleapis.com/token", alias="GOOGLE_TOKEN_URL")
+    api_url: str = Field(default="https://gmail.googleapis.com", alias="GMAIL_API_URL")
+    certs_url: str = Field(default="https://www.googleapis.com/oauth2/v3/certs", alias="GOOGLE_CERTS_URL")
+
+    _blank = field_validator("client_id", "pubsub_topic", "push_audience", mode="before")(_blank_is_none)
+
+
 class EvalMachine(Environment):
     """The EvalRun state machine: the API starts an eval run's execution on it."""
 
@@ -388,6 +404,8 @@ class SecretVariables(Environment):
     openai_api_key_arn: str | None = Field(default=None, alias="OPENAI_API_KEY_ARN")
     anthropic_api_key: str | None = Field(default=None, alias="ANTHROPIC_API_KEY")
     anthropic_api_key_arn: str | None = Field(default=None, alias="ANTHROPIC_API_KEY_ARN")
+    google_client_secret: str | None = Field(default=None, alias="GOOGLE_CLIENT_SECRET")
+    google_client_secret_arn: str | None = Field(default=None, alias="GOOGLE_CLIENT_SECRET_ARN")
 
     def get(self, variable: str) -> str | None:
         """The value of `variable`, one of this model's (`<NAME>` or `<NAME>_ARN`); None when unset."""
@@ -497,6 +515,10 @@ def storage() -> Storage:
 
 def inbound_mail() -> InboundMail:
     return _load(InboundMail)
+
+
+def gmail() -> Gmail:
+    return _load(Gmail)
 
 
 def providers() -> Providers:

@@ -731,6 +731,10 @@ class TriggerItem(Model):
     refused_signature = NumberAttribute(null=True)  # a bad or missing signature
     refused_stale = NumberAttribute(null=True)  # a timestamp over 5 minutes from now
     refused_too_large = NumberAttribute(null=True)  # a body over 1 MB
+    # A mailbox trigger's position in its mailbox (Gmail's history id): where the next read starts.
+    cursor = UnicodeAttribute(null=True)
+    # When a mailbox trigger's watch (or subscription) ends: the renewal sweep's filter.
+    watch_expires_at = UTCDateTimeAttribute(null=True)
 
     by_tenant = TriggersByTenant()
 

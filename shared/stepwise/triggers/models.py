@@ -14,7 +14,7 @@ from stepwise.triggers.verify import Scheme
 
 TriggerType = Literal["webhook", "gmail", "outlook", "ses"]
 # Served now; the others are accepted by the model and refused by the service until their intake lands.
-SERVED_TYPES: frozenset[str] = frozenset({"webhook", "ses"})
+SERVED_TYPES: frozenset[str] = frozenset({"webhook", "ses", "gmail"})
 EMAIL_TYPES: frozenset[str] = frozenset({"gmail", "outlook", "ses"})
 # An address as SES receives it: a plain local part (letters, digits, . _ + -) at a domain.
 ADDRESS = r"^[a-z0-9][a-z0-9._+-]{0,63}@[a-z0-9.-]{1,253}$"
@@ -149,8 +149,11 @@ class Trigger(BaseModel):
     signature_header: str | None = None
     dedupe_path: str | None = None
     url: str | None = None  # the public intake path of a webhook trigger
-    address: str | None = None  # an ses trigger's inbound address
+    address: str | None = None  # an ses trigger's inbound address; a gmail trigger's mailbox
     allow_automated: bool = False
+    # gmail: null until a person authorized the mailbox (then `address` is it) and its watch is set.
+    connected: bool | None = None
+    watch_expires_at: Timestamp | None = None
     created_at: Timestamp
     updated_at: Timestamp
     secret_created_at: Timestamp | None = None
@@ -164,6 +167,9 @@ class Trigger(BaseModel):
 
 class TriggerCreated(Trigger):
     secret: str | None = Field(default=None, description="Shown only in this response")
+    authorization_url: str | None = Field(
+        default=None, description="gmail: where a person authorizes the mailbox (valid 10 minutes)"
+    )
 
 
 class TriggerList(BaseModel):
@@ -191,6 +197,15 @@ class TriggerDelivery(BaseModel):
 class TriggerDeliveryList(BaseModel):
     deliveries: list[TriggerDelivery]
     next_token: str | None = None
+
+
+class MailAccepted(BaseModel):
+    """What a mail route answers its sender (SNS, Pub/Sub): the deliveries it queued."""
+
+    type: str
+    deliveries: list[str] = Field(default_factory=list)
+    deduplicated: list[str] = Field(default_factory=list)
+    ignored: int = 0
 
 
 class TriggerDeliveryAccepted(BaseModel):

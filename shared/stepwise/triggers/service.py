@@ -63,10 +63,10 @@ def inbound_address(trigger_id: str, address: str | None) -> str:
     return chosen
 
 
-def create(tenant_id: str, body: TriggerCreate) -> TriggerCreated:
+def create(tenant_id: str, body: TriggerCreate, *, callback_url: str = "") -> TriggerCreated:
     if body.type not in SERVED_TYPES:
         raise Unprocessable(
-            f"{body.type} triggers are not available yet; webhook and ses triggers are",
+            f"{body.type} triggers are not available yet; webhook, ses and gmail triggers are",
             code="trigger_type_unavailable",
         )
     check_target(tenant_id, body.target)
@@ -84,6 +84,14 @@ def create(tenant_id: str, body: TriggerCreate) -> TriggerCreated:
             store.release_address(trigger_id, str(trigger.address))
             raise
         return TriggerCreated(**store.shown(trigger).model_dump())
+    if body.type == "gmail":
+        from stepwise.triggers import gmail
+
+        gmail.check_configured()
+        trigger = Trigger(**fields, trigger_id=trigger_id, created_at=now, updated_at=now, connected=False)
+        store.create(tenant_id, trigger, None)
+        url = gmail.authorize(tenant_id, trigger, callback_url)
+        return TriggerCreated(**store.shown(trigger).model_dump(), authorization_url=url)
     trigger = Trigger(**fields, trigger_id=trigger_id, created_at=now, updated_at=now, secret_created_at=now)
     secret = body.secret or verify.new_secret(body.verification or "standard-webhooks")
     parts, _ = crypto.encrypt(tenant_id, secret_context(trigger_id), secret)
@@ -120,7 +128,8 @@ def delete(tenant_id: str, trigger_id: str) -> None:
     trigger = store.get(tenant_id, trigger_id)
     store.delete(tenant_id, trigger_id)
     if trigger.address:
-        store.release_address(trigger_id, trigger.address)
+        key = f"gmail:{trigger.address}" if trigger.type == "gmail" else trigger.address
+        store.release_address(trigger_id, key)
 
 
 def rotate(tenant_id: str, trigger_id: str, body: TriggerSecretRotate) -> TriggerSecret:

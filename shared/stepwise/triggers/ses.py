@@ -20,7 +20,6 @@ from datetime import datetime
 from typing import Any
 
 import httpx
-from pydantic import BaseModel, Field
 
 from stepwise.core import config, s3
 from stepwise.core.errors import Forbidden, Unauthorized, Unavailable
@@ -31,25 +30,17 @@ from stepwise.net.outbound import OutboundRefused
 from stepwise.net.ssrf import guarded_client
 from stepwise.triggers import intake, sns, store
 from stepwise.triggers.mail import Email, parse
+from stepwise.triggers.models import MailAccepted
 
 PREFIX = "inbound/ses/"  # where the receipt rule's S3 action stores messages in the storage bucket
 MAX_MESSAGE = 40 * 1024 * 1024  # bytes: SES stores messages of up to 40 MB in S3
-
-
-class SnsAccepted(BaseModel):
-    """What the SES route answers SNS: how many of the message's recipients became deliveries."""
-
-    type: str
-    deliveries: list[str] = Field(default_factory=list)
-    deduplicated: list[str] = Field(default_factory=list)
-    ignored: int = 0
 
 
 def _refused(reason: str) -> Unauthorized:
     return Unauthorized(reason, code="bad_signature")
 
 
-def accept(raw: bytes, *, now: datetime | None = None) -> SnsAccepted:
+def accept(raw: bytes, *, now: datetime | None = None) -> MailAccepted:
     """Verify one SNS post and queue a delivery per trigger address among the message's recipients."""
     try:
         message = json.loads(raw)
@@ -69,9 +60,9 @@ def accept(raw: bytes, *, now: datetime | None = None) -> SnsAccepted:
     kind = str(message["Type"])
     if kind == "SubscriptionConfirmation":
         _confirm(str(message["SubscribeURL"]), str(message["SigningCertURL"]))
-        return SnsAccepted(type=kind)
+        return MailAccepted(type=kind)
     if kind != "Notification":
-        return SnsAccepted(type=kind)
+        return MailAccepted(type=kind)
     return _notification(json.loads(str(message["Message"])), now or utcnow(), kind)
 
 
@@ -88,8 +79,8 @@ def _confirm(url: str, cert_url: str) -> None:
         raise
 
 
-def _notification(ses: dict[str, Any], now: datetime, kind: str) -> SnsAccepted:
-    answer = SnsAccepted(type=kind)
+def _notification(ses: dict[str, Any], now: datetime, kind: str) -> MailAccepted:
+    answer = MailAccepted(type=kind)
     if ses.get("notificationType") != "Received":
         return answer
     receipt, mail = ses.get("receipt") or {}, ses.get("mail") or {}

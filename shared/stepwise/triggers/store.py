@@ -87,9 +87,12 @@ def list_for(tenant_id: str) -> list[Trigger]:
 def save(tenant_id: str, trigger: Trigger) -> None:
     """Replace the trigger's document; only while it is still this tenant's."""
     bind()
+    actions: list[Any] = [TriggerItem.doc.set(trigger.stored())]
+    if trigger.watch_expires_at is not None:
+        actions.append(TriggerItem.watch_expires_at.set(trigger.watch_expires_at))
     try:
         TriggerItem(trigger.trigger_id, SK).update(
-            actions=[TriggerItem.doc.set(trigger.stored())], condition=TriggerItem.tenant_id == tenant_id
+            actions=actions, condition=TriggerItem.tenant_id == tenant_id
         )
     except UpdateError as exc:
         if condition_failed(exc):
@@ -129,6 +132,38 @@ def delete(tenant_id: str, trigger_id: str) -> None:
         if condition_failed(exc):
             raise not_found(trigger_id) from exc
         raise
+
+
+def start_cursor(trigger_id: str, cursor: str) -> None:
+    """The mailbox position reading starts from, unless reading has started already."""
+    bind()
+    try:
+        TriggerItem(trigger_id, SK).update(
+            actions=[TriggerItem.cursor.set(cursor)],
+            condition=TriggerItem.pk.exists() & TriggerItem.cursor.does_not_exist(),
+        )
+    except UpdateError as exc:
+        if not condition_failed(exc):
+            raise
+
+
+def advance_cursor(trigger_id: str, cursor: str) -> None:
+    """Where the next read starts. Two readers racing may leave the older position: the next read then
+    overlaps, and the messages' dedupe markers keep that from starting anything twice."""
+    bind()
+    try:
+        TriggerItem(trigger_id, SK).update(
+            actions=[TriggerItem.cursor.set(cursor)], condition=TriggerItem.pk.exists()
+        )
+    except UpdateError as exc:
+        if not condition_failed(exc):
+            raise
+
+
+def watched_before(moment: datetime) -> list[TriggerItem]:
+    """Mailbox triggers whose watch ends before `moment` (a Scan: the daily renewal sweep only)."""
+    bind()
+    return list(TriggerItem.scan(filter_condition=TriggerItem.watch_expires_at < moment))
 
 
 # --- Inbound addresses (email triggers) --------------------------------------------------------------

@@ -89,9 +89,11 @@ def handle_message(message: Message, attempts: int) -> int | None:
     raw, headers = intake.unpack(delivery.payload or b"")
     body = intake.parse(raw.encode())
     files: list[mail.Part] = []
+    if trigger.type == "gmail" and isinstance(body, dict) and body.get("kind") == "push":
+        return _fan_out(tenant_id, trigger, item.cursor, delivery_id, attempts)
     if trigger.type in EMAIL_TYPES:
         try:
-            email = _email(trigger, body)
+            email = _email(tenant_id, trigger, body)
         except FileNotFoundError:
             store.settle(trigger_id, delivery_id, "refused", attempts=attempts, reason="message_gone")
             return None
@@ -136,13 +138,38 @@ def handle_message(message: Message, attempts: int) -> int | None:
     return None
 
 
-def _email(trigger: Trigger, stored: Any) -> mail.Email:
+def _email(tenant_id: str, trigger: Trigger, stored: Any) -> mail.Email:
     """The message a delivery of an email trigger names, from where its intake left it."""
-    from stepwise.triggers import ses  # only email deliveries need S3 and MIME parsing
-
     if not isinstance(stored, dict):
         raise FileNotFoundError("the delivery names no message")
+    if trigger.type == "gmail":
+        from stepwise.triggers import gmail  # the OAuth and Gmail calls: mailbox deliveries only
+
+        return gmail.load(tenant_id, trigger, stored)
+    from stepwise.triggers import ses  # only email deliveries need S3 and MIME parsing
+
     return ses.load(stored)
+
+
+def _fan_out(
+    tenant_id: str, trigger: Trigger, cursor: str | None, delivery_id: str, attempts: int
+) -> int | None:
+    """A Gmail push: the mailbox's new messages become deliveries of their own (each starts one run)."""
+    from stepwise.triggers import gmail
+
+    try:
+        created = gmail.fan_out(tenant_id, trigger, cursor)
+    except Unprocessable as exc:
+        store.settle(
+            trigger.trigger_id, delivery_id, "refused", attempts=attempts, reason=f"{exc.code}: {exc.message}"
+        )
+        return None
+    except Exception as exc:  # noqa: BLE001 - the mailbox unreachable or a token refused: retried
+        return _retry(trigger.trigger_id, delivery_id, attempts, exc)
+    # `started` with no run of its own: what it started are the message deliveries it names.
+    why = f"new messages: {', '.join(created)}" if created else "no new messages"
+    store.settle(trigger.trigger_id, delivery_id, "started", attempts=attempts, reason=why[:500])
+    return None
 
 
 def _retry(trigger_id: str, delivery_id: str, attempts: int, exc: Exception) -> int:

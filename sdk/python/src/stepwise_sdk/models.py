@@ -1354,8 +1354,8 @@ class TriggerDeliveryList(Model):
     next_token: str | None = None
 
 
-class SnsAccepted(Model):
-    """What the SES route answers SNS (the SDK never calls it; the spec's component, modelled)."""
+class MailAccepted(Model):
+    """What a mail route answers SNS or Pub/Sub (the SDK never calls it; the spec's component, modelled)."""
 
     type: str
     deliveries: list[str] = Field(default_factory=list)
