@@ -17,6 +17,12 @@ wiring.install()  # this process's stores: DynamoDB's, built on first use
 @metrics.log_metrics
 @observability.traced
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    if event.get("renew") == "watches":  # the daily schedule: mailbox watches near their end
+        from stepwise.triggers import gmail
+
+        renewed = gmail.renew_due()
+        logger.info("watches renewed", extra={"triggers": renewed})
+        return {"renewed": renewed}
     from stepwise.triggers import worker
 
     return worker.handle(event, context)
