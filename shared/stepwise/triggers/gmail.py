@@ -36,6 +36,7 @@ import httpx
 from stepwise.core import config, credentials
 from stepwise.core.errors import Conflict, Forbidden, Unauthorized, Unavailable, Unprocessable
 from stepwise.core.ids import new_id
+from stepwise.core.observability import logger
 from stepwise.core.schema import utcnow
 from stepwise.net.outbound import OutboundRefused
 from stepwise.net.ssrf import guarded_client
@@ -61,10 +62,17 @@ def address_key(mailbox: str) -> str:
     return f"gmail:{mailbox.lower()}"
 
 
+def _created(trigger: Trigger) -> datetime:
+    """The trigger's creation time as stored (milliseconds): the grant's key must be the same before
+    and after the trigger's document has been written and read back."""
+    at = trigger.created_at
+    return at.replace(microsecond=at.microsecond // 1000 * 1000)
+
+
 def grant_key(trigger: Trigger) -> GrantKey:
     from stepwise.mcp.authorization import GrantKey
 
-    return GrantKey(trigger.trigger_id, SERVER, trigger.created_at)
+    return GrantKey(trigger.trigger_id, SERVER, _created(trigger))
 
 
 def _store() -> Any:
@@ -120,7 +128,7 @@ def authorize(tenant_id: str, trigger: Trigger, redirect_uri: str) -> str:
             tenant_id=tenant_id,
             agent_id=trigger.trigger_id,
             server=SERVER,
-            server_created_at=trigger.created_at,
+            server_created_at=_created(trigger),
             pending=Pending(code_verifier=pkce.code_verifier, redirect_uri=redirect_uri),
             expires_at=utcnow() + STATE_TTL,
         ),
@@ -186,14 +194,21 @@ def renew(tenant_id: str, trigger: Trigger) -> Trigger:
 
 
 def renew_due(now: datetime | None = None) -> list[str]:
-    """Renew every connected gmail trigger whose watch ends within RENEW_WITHIN; the ids renewed."""
+    """Renew every connected gmail trigger whose watch ends within RENEW_WITHIN; the ids renewed. One
+    that fails (its grant revoked, Google unreachable) is logged and tried again the next day, while
+    its watch lasts; the others are renewed regardless."""
     moment = now or utcnow()
     renewed = []
     for item in store.watched_before(moment + RENEW_WITHIN):
         trigger = store.to_model(item)
-        if trigger.type == "gmail" and trigger.connected:
+        if trigger.type != "gmail" or not trigger.connected or not trigger.enabled:
+            continue
+        try:
             renew(item.tenant_id, trigger)
-            renewed.append(trigger.trigger_id)
+        except Exception:  # noqa: BLE001 - one mailbox's failure must not stop the others' renewal
+            logger.exception("watch not renewed", extra={"trigger_id": trigger.trigger_id})
+            continue
+        renewed.append(trigger.trigger_id)
     return renewed
 
 
