@@ -68,6 +68,9 @@ EVERY_KIND = {
 }
 
 
+UNTIL_SAID = {"until": {"path": "nodes.say.output", "equals": "x"}}
+
+
 def _scopes(machine: dict[str, Any]) -> list[dict[str, Any]]:
     found = [machine]
     for state in machine["States"].values():
@@ -120,8 +123,15 @@ def test_every_node_kind_compiles_to_valid_asl() -> None:
     checks.check(tree)
 
     definition = compiler.compile_definition(tree, function_arn=FUNCTION)
+    # Composites at the root and leaves as a loop's or a map's whole body compile to other shapes.
+    others = [
+        {"id": "each", "type": "map", "over": "input.items", "node": agent("one", timeout_seconds=5)},
+        {"id": "again", "type": "loop", "max_iterations": 2, "node": agent("say"), **UNTIL_SAID},
+    ]
 
-    assert_valid_asl(definition)
+    assert_valid_asl(
+        definition, *(compiler.compile_definition(root(o), function_arn=FUNCTION) for o in others)
+    )
     states = definition["States"]["Workflow"]["Branches"][0]["States"]
     assert (
         states["fan"]["Type"] == "Map"
@@ -328,3 +338,22 @@ def test_the_cli_runs_a_workflow_and_follows_its_nodes() -> None:
     assert "> score[3] run run_2" in outcome.out and "! score[3] failed: timed_out: late" in outcome.out
     assert json.loads(api.requests[0].content) == {"input": {"items": [1]}, "version": 2}
     assert cli(api, "workflows", "run", "wfl_1", "--input", "{nope").code != 0
+
+
+def test_an_output_schema_is_the_model_s_response_format_where_the_provider_takes_one() -> None:
+    from stepwise.llm import client
+
+    schema = {"type": "object", "properties": {"kind": {"type": "string"}}, "required": ["kind"]}
+
+    def request(model: str, response_format: dict[str, Any] | None) -> dict[str, Any]:
+        return client._request(model, None, None, None, None, "sk-test", response_format)
+
+    assert request("gpt-4o-mini", schema)["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "output", "schema": schema, "strict": False},
+    }
+    # One without structured output (the node's message asks for the JSON, and it is validated after),
+    # the scripted model, and a run without an output schema get none.
+    assert "response_format" not in request("gpt-3.5-turbo", schema)
+    assert "response_format" not in request("scripted", schema)
+    assert "response_format" not in request("gpt-4o-mini", None)

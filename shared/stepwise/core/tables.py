@@ -169,6 +169,7 @@ class RunItem(Model):
     # A task token the run's ending sends back (an eval case: the EvalRun execution waits on it).
     callback_token = UnicodeAttribute(null=True)
     tree_budgets = JSONAttribute(null=True)  # ancestors' max_tokens_budget this run counts against
+    response_format = JSONAttribute(null=True)  # a workflow node's output_schema, for the model's answer
     created_at = UTCDateTimeAttribute()
     finished_at = UTCDateTimeAttribute(null=True)
 

@@ -97,15 +97,18 @@ def complete(
     on_text: TextSink | None = None,
     max_tokens: int | None = None,
     api_key: str | None = None,
+    response_format: dict[str, Any] | None = None,
 ) -> ModelTurn:
     """One model turn, streamed: `on_text` gets each text delta as it arrives, across continuations.
 
     `tools` None (or empty) withholds tools; `script` only reaches the scripted model; `max_tokens`
     caps each request, not the stitched answer; `api_key` (a tenant's or an agent's own) replaces the
-    deployment's. Raises RateLimited, ProviderUnavailable, ContextTooLong or ModelError, also when the
-    stream breaks after some text was delivered.
+    deployment's. `response_format` (a JSON Schema) asks for an answer that matches it, from providers
+    that take one (litellm.supports_response_schema); the others get none. Raises RateLimited,
+    ProviderUnavailable, ContextTooLong or ModelError, also when the stream breaks after some text was
+    delivered.
     """
-    request = _request(model, tools, temperature, script, max_tokens, api_key)
+    request = _request(model, tools, temperature, script, max_tokens, api_key, response_format)
     turn = _stream(request, messages, model, on_text)
     usage = turn.usage
     if turn.empty:
@@ -143,6 +146,7 @@ def _request(
     script: list[ScriptTurn] | None,
     max_tokens: int | None,
     api_key: str | None = None,
+    response_format: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The litellm.completion arguments for `model`, all but the messages."""
     # litellm never rejects `stream_options` (utils.PROVIDER_UNVALIDATED_PARAMS) and forwards it only to
@@ -175,6 +179,11 @@ def _request(
         points = cache_points(model)
         if points:
             request["cache_control_injection_points"] = points
+        if response_format is not None and _supports_schema(model):
+            # Not strict: OpenAI's strict mode refuses most schemas users write (every property
+            # required, no additionalProperties); the answer is validated after, as for any provider.
+            schema = {"name": "output", "schema": response_format, "strict": False}
+            request["response_format"] = {"type": "json_schema", "json_schema": schema}
     if tools:
         request["tools"] = tools
     if temperature is not None:
@@ -182,6 +191,13 @@ def _request(
     if max_tokens is not None:
         request["max_tokens"] = max_tokens
     return request
+
+
+def _supports_schema(model: str) -> bool:
+    try:
+        return bool(_litellm().supports_response_schema(model=model))
+    except Exception:  # noqa: BLE001 - a model litellm cannot place takes no response_format
+        return False
 
 
 def provider_of(model: str) -> str | None:

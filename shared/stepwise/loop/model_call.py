@@ -213,6 +213,7 @@ def call_model(
                 tools=declarations or None,
                 temperature=agent.temperature,
                 script=run.script or agent.script,
+                response_format=run.response_format,
                 on_text=chunks,
                 api_key=paying.api_key,
             )

@@ -161,6 +161,9 @@ class Run(BaseModel):
     root_run_id: str | None = None
     depth: int = 0
     parent_interaction_id: str | None = None  # the parent's wait that this run's ending answers
+    # The JSON Schema its answer must match (a workflow's agent node with `output_schema`): passed as
+    # the model's response_format where the provider supports one (stepwise.llm.client).
+    response_format: dict[str, Any] | None = None
     root_session_id: str | None = None  # where the tree's human waits are listed
     children: list[str] = Field(default_factory=list)
     descendants_usage: Usage = Field(default_factory=Usage)
@@ -250,6 +253,7 @@ class Run(BaseModel):
                 "what_if",
                 "what_if_calls",
                 "callback_token",
+                "response_format",
             },
         )
         shown["root_run_id"] = self.root_run_id or self.run_id

@@ -90,6 +90,7 @@ def _to_model(item: RunItem) -> Run:
         what_if_calls=dict(item.what_if_calls or {}),
         callback_token=item.callback_token,
         tree_budgets=list(item.tree_budgets or []),
+        response_format=item.response_format,
     )
 
 
@@ -130,6 +131,7 @@ def _new_item(tenant_id: str, run: Run) -> RunItem:
         what_if=run.what_if,
         callback_token=run.callback_token,
         tree_budgets=run.tree_budgets or None,
+        response_format=run.response_format,
     )
 
 

@@ -226,7 +226,14 @@ def start_node(event: dict[str, Any]) -> None:
     )
     _update_context(task.tenant_id, task.run_id, child=child_id)
     child = _record_child(
-        task.tenant_id, workflow, node.agent_id, child_id, message, f"{NODE_TRIGGER}{origin}/{key}", token
+        task.tenant_id,
+        workflow,
+        node.agent_id,
+        child_id,
+        message,
+        f"{NODE_TRIGGER}{origin}/{key}",
+        token,
+        response_format=node.output_schema,
     )
     events.emit(
         task.tenant_id,
@@ -241,7 +248,15 @@ def start_node(event: dict[str, Any]) -> None:
 
 
 def _record_child(
-    tenant_id: str, workflow: Run, agent_id: str, run_id: str, message: str, trigger: str, token: str
+    tenant_id: str,
+    workflow: Run,
+    agent_id: str,
+    run_id: str,
+    message: str,
+    trigger: str,
+    token: str,
+    *,
+    response_format: dict[str, Any] | None = None,
 ) -> Run:
     """The node's run in a fresh session, a child of the workflow run, recorded once."""
     from stepwise.runs.models import RunExists
@@ -267,6 +282,7 @@ def _record_child(
         root_run_id=workflow.root_run_id or workflow.run_id,
         depth=workflow.depth + 1,
         callback_token=token,
+        response_format=response_format,
     )
     runs.check_fits(tenant_id, child)
     stores().sessions.create(tenant_id, session_id, agent_id, active_run_id=run_id, user_id=workflow.user_id)
