@@ -28,13 +28,14 @@ from stepwise.loop.calls import Paused, Ready, Refused, Resolved, Settled, StepS
 from stepwise.loop.model_call import call_model, check_doom_loop
 from stepwise.loop.results import store_result
 from stepwise.loop.working import Working
-from stepwise.runs import events, suspension
+from stepwise.runs import events, late, suspension
 from stepwise.runs.hooks import fire
 from stepwise.runs.models import Run
 from stepwise.runs.ports import stores
 from stepwise.runs.state import (
     CallRef,
     CircuitProbe,
+    ContextMovedOn,
     RunContext,
     RunState,
     StepEvent,
@@ -281,6 +282,13 @@ def step(state: RunState) -> RunState:
     try:
         with events.batched(state.tenant_id, state.run_id):
             return _step(state)
+    except ContextMovedOn as moved:
+        # The run ended (a cancel) while this Step waited on the model: the answer was paid all the
+        # same, so it is counted on the ended run, its tree and the usage counters.
+        working.forget(state.tenant_id, state.run_id)
+        if moved.spent:
+            late.count(state.tenant_id, state.run_id, moved.context.unsaved, moved.context.unbilled)
+        raise
     except BaseException:
         # The cached conversation may hold what this attempt added before it failed: a retry starts
         # from what the store holds.

@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # annotations only: every handler module imports this one, an
     from stepwise.agents.models import Agent
     from stepwise.interactions.models import Interaction, NewInteraction
     from stepwise.ledger import LedgerStore
+    from stepwise.llm.models import Usage
     from stepwise.runs.listing import RunFilter
     from stepwise.runs.models import Appended, EventType, Head, Run, RunEvent, RunStatus
     from stepwise.runs.state import RunContext
@@ -79,6 +80,15 @@ class RunStore(Protocol):
         """Move the run to `to` only from one of `allowed_from` (False otherwise), with `fields`."""
         ...
 
+    def add_usage(self, tenant_id: str, run_id: str, usage: Usage, lines: list[dict[str, Any]]) -> bool:
+        """Add a late model call's spend to an ended run's counters, its usage lines counted in the same
+        write; False when the run is gone or not ended."""
+        ...
+
+    def add_descendants_usage(self, tenant_id: str, run_id: str, usage: Usage) -> bool:
+        """Add to an ended run's `descendants_usage`; False when the run is gone or still active."""
+        ...
+
     def list_runs(
         self,
         tenant_id: str,
@@ -106,7 +116,9 @@ class RunContextStore(Protocol):
         """Write over `context.version`; RunStateError when the stored version differs or the run ended."""
         ...
 
-    def mark_ended(self, tenant_id: str, run_id: str) -> None: ...
+    def mark_ended(self, tenant_id: str, run_id: str) -> RunContext:
+        """Fence every later write out; the context as it stood when marked."""
+        ...
 
 
 class SessionStore(Protocol):
