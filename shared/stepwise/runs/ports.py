@@ -316,6 +316,19 @@ class SpendStore(Protocol):
     def load(self, tenant_id: str, run: Run) -> tuple[Agent, Any]: ...
 
 
+class ShareStore(Protocol):
+    """A tenant's step shares (stepwise.store.shares): which runs hold one, each until its lease ends."""
+
+    def take(self, tenant_id: str, run_id: str, *, limit: int, until: int, now: int) -> bool:
+        """Hold a share for `run_id` until epoch second `until` (again, when it holds one already);
+        False when `limit` runs hold one, counting no lease that ended before `now`."""
+        ...
+
+    def give_back(self, tenant_id: str, run_id: str) -> None:
+        """Let go of the run's share, if it holds one."""
+        ...
+
+
 @dataclass(frozen=True)
 class Stores:
     runs: RunStore
@@ -330,6 +343,7 @@ class Stores:
     followers: Followers
     pushes: PushNotifier | None = None  # none in tests that do not exercise A2A push notifications
     spend: SpendStore | None = None  # none: no budgets are checked and the agent is read alone
+    shares: ShareStore | None = None  # none: a tenant's concurrent steps are not bounded
 
 
 _current: ContextVar[Stores | None] = ContextVar("stepwise_stores", default=None)

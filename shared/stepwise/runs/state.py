@@ -51,6 +51,8 @@ class RunState(BaseModel):
     action: StepAction = "start"
     wait: Wait | None = None
     waits: list[Wait] = Field(default_factory=list)
+    # When the step share the run holds between two steps ends (epoch seconds; stepwise.runs.shares).
+    share_until: int | None = None
 
 
 class SyncAnswer(BaseModel):
