@@ -95,3 +95,20 @@ def test_a_flooding_tenant_holds_its_share_and_the_other_tenant_finishes(
     assert [r["status"] for r in a_ended] == ["succeeded"] * FLOOD
     assert flooded() == FLOOD
     assert used(A_TENANT) == used(B_TENANT) == 0  # every share given back
+
+
+def test_shares_are_bounded_reentrant_and_a_crashed_steps_lease_ends(stack: LocalStack) -> None:
+    tenant = "fair-leases"
+    assert shares.take(tenant, "run_1", limit=2, until=1_000, now=500)
+    assert shares.take(tenant, "run_2", limit=2, until=1_000, now=500)
+    assert not shares.take(tenant, "run_3", limit=2, until=1_000, now=500)  # the share is full
+    assert shares.take(tenant, "run_1", limit=2, until=2_000, now=600)  # a retried step renews its own
+    assert shares.take("fair-leases-other", "run_3", limit=2, until=1_000, now=500)  # tenants apart
+    assert used(tenant) == 2
+    # run_2's Step was killed and never gave its share back: once its lease ended, it is dropped.
+    assert shares.take(tenant, "run_3", limit=2, until=3_000, now=1_500)
+    assert used(tenant) == 2
+    shares.give_back(tenant, "run_1")
+    shares.give_back(tenant, "run_2")  # dropped already: nothing more is given back
+    shares.give_back(tenant, "run_3")
+    assert used(tenant) == 0

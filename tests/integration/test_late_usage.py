@@ -90,7 +90,9 @@ def test_a_child_answer_after_its_root_was_cancelled_counts_on_the_root_tree(
     released = threading.Event()
     child = agent(stack, "late-child")
     parent = agent(
-        stack, "late-parent", tools=[{"type": "agent", "name": "ask", "description": "Ask.", "agent_id": child}]
+        stack,
+        "late-parent",
+        tools=[{"type": "agent", "name": "ask", "description": "Ask.", "agent_id": child}],
     )
     model.tool_calls([("ask", {"message": "hi"})]).usage(30, 3)  # the root's one call
     held_answer(model, released, (100, 7))  # the child's, answered after the cancel

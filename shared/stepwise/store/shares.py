@@ -15,6 +15,7 @@ from pynamodb.exceptions import UpdateError
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.operand import Path
 
+from stepwise.core import aws, config
 from stepwise.core.tables import StepShareItem, bind, condition_failed
 
 SHARES = "steps"
@@ -80,7 +81,11 @@ def _renew(tenant_id: str, run_id: str, until: int) -> bool:
 def _leases(tenant_id: str) -> dict[str, int]:
     """Every holder's lease (eventually consistent: a stale view only means a refused step, which the
     state machine retries)."""
-    found = StepShareItem._get_connection().get_item(tenant_id, range_key=SHARES)
+    # A plain client: pynamodb reads only the attributes a model declares, and holders are named at
+    # run time.
+    found = aws.client("dynamodb").get_item(
+        TableName=config.tables().quotas, Key={"tenant_id": {"S": tenant_id}, "quota": {"S": SHARES}}
+    )
     item = found.get("Item") or {}
     return {name: int(value["N"]) for name, value in item.items() if name.startswith(HOLDER) and "N" in value}
 
