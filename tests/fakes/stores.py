@@ -710,6 +710,29 @@ class FakeFollowers:
         self.pushed.append((tenant_id, run_id))
 
 
+class FakeShares:
+    """A tenant's step shares: holders and their lease ends, as stepwise.store.shares keeps them."""
+
+    def __init__(self) -> None:
+        self.holders: dict[str, dict[str, int]] = {}  # tenant -> run -> lease end
+        self.lock = threading.Lock()
+
+    def take(self, tenant_id: str, run_id: str, *, limit: int, until: int, now: int) -> bool:
+        with self.lock:
+            held = self.holders.setdefault(tenant_id, {})
+            if run_id not in held and len(held) >= limit:
+                for ended in [run for run, lease in held.items() if lease <= now]:
+                    del held[ended]
+                if len(held) >= limit:
+                    return False
+            held[run_id] = until
+        return True
+
+    def give_back(self, tenant_id: str, run_id: str) -> None:
+        with self.lock:
+            self.holders.get(tenant_id, {}).pop(run_id, None)
+
+
 @dataclass
 class FakeStores:
     """One of each fake, wired as the real stores are (a run's counters read through its context)."""
@@ -722,6 +745,7 @@ class FakeStores:
     events: FakeEventLog = field(default_factory=FakeEventLog)
     results: FakeResults = field(default_factory=FakeResults)
     followers: FakeFollowers = field(default_factory=FakeFollowers)
+    shares: FakeShares | None = None  # none: steps are not bounded per tenant, as without the table
     runs: FakeRuns = field(init=False)
     described: FakeDescribed = field(init=False)
 
@@ -741,4 +765,5 @@ class FakeStores:
             results=self.results,
             described=self.described,
             followers=self.followers,
+            shares=self.shares,
         )
