@@ -111,3 +111,39 @@ def test_a_child_answer_after_its_root_was_cancelled_counts_on_the_root_tree(
     child_run = wait_for_run(stack, root["children"][0])
     assert child_run["status"] == "cancelled" and child_run["usage"]["input_tokens"] == 100
     assert counted(stack, child) == {"input_tokens": 100, "output_tokens": 7, "model_calls": 1}
+
+
+def test_a_child_stopped_with_its_cancelled_root_counts_on_the_root_tree(
+    stack: LocalStack, model: FakeOpenAI
+) -> None:
+    ask_user = {
+        "type": "client",
+        "name": "ask_user",
+        "description": "Ask the person.",
+        "input_schema": {"type": "object", "properties": {"q": {"type": "string"}}},
+    }
+    child = agent(stack, "stopped-child", tools=[ask_user])
+    parent = agent(
+        stack,
+        "stopped-parent",
+        tools=[{"type": "agent", "name": "ask", "description": "Ask.", "agent_id": child}],
+    )
+    model.tool_calls([("ask", {"message": "hi"})]).usage(30, 3)  # the root's call
+    model.tool_calls([("ask_user", {"q": "which?"})]).usage(50, 5)  # the child's: it then waits
+    root_id = start(stack, parent)
+
+    def child_waiting() -> str:
+        _, _, root = stack.invoke_api("GET", f"/v1/runs/{root_id}")
+        assert root["children"], root
+        _, _, kid = stack.invoke_api("GET", f"/v1/runs/{root['children'][0]}")
+        assert kid["status"] == "waiting", kid["status"]
+        return str(kid["run_id"])
+
+    child_id = eventually(child_waiting, what="the child to wait on its client tool")
+    status, _, cancelled = stack.invoke_api("POST", f"/v1/runs/{root_id}/cancel")
+    assert status == 200, cancelled
+
+    assert wait_for_run(stack, child_id)["status"] == "cancelled"
+    _, _, root = stack.invoke_api("GET", f"/v1/runs/{root_id}")
+    assert root["usage"]["input_tokens"] == 30
+    assert root["total_usage"]["input_tokens"] == 80 and root["total_usage"]["output_tokens"] == 8
