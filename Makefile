@@ -89,8 +89,15 @@ run: $(STAMP)
 	$(PY) -m stepwise_local
 
 # Every core runs tests (pytest-xdist); a module's tests stay on one worker (loadscope), so a module's
-# fixtures (a served stack, a browser) start once.
-test: lint contract $(CHROMIUM) postgres mariadb nodejs $(CONFORMANCE_STAMP)
+# fixtures (a served stack, a browser) start once. Lint and the contract checks run beside the tests,
+# not before them: the integration tests spend much of their time waiting on the stack (executions,
+# polls, fake servers), and the checks fill those idle cores instead of adding their own time. Each
+# target's output is printed whole when it ends (--output-sync); any failure fails `make test`.
+test: $(STAMP) $(SAM_STAMP) $(CHECKOV_STAMP) $(CHROMIUM) postgres mariadb nodejs $(CONFORMANCE_STAMP)
+	@$(MAKE) --no-print-directory -j3 --output-sync=target lint contract pytest-all
+
+.PHONY: pytest-all
+pytest-all: $(STAMP)
 	$(PY) -m pytest tests -n auto --dist loadscope
 
 unit: $(STAMP)

@@ -50,6 +50,7 @@ BENCHMARKS = [
     "package_sizes",
     "tokens",
     "console_weight",
+    "first_token",
 ]
 RESULTS = Path(__file__).resolve().parent / "results"
 NAME_WIDTH = 64

@@ -6,9 +6,11 @@ part of cold start this code controls. Each function's module is imported in a n
 StepFunction should pay for it (DESIGN.md; tests/unit/test_imports.py guards the API side). These
 imports use the venv's warm bytecode.
 
-Then the model step as Lambda loads it (bench/import_trees.py: a copy of its code and layers with no
-bytecode, then the same copy compiled): its handler module next to a minimal Powertools Lambda in the
-same run (the goal: at most twice the minimal's), and litellm, each without and with bytecode.
+Then every function as Lambda loads it (bench/import_trees.py: a copy of the code and layers with no
+bytecode, then the same copy compiled as `make package` ships it): each handler module next to a
+minimal Powertools Lambda measured in the same rounds (the goal: at most twice the minimal's, from
+source and with bytecode); the API function's first requests (what a resource's first request imports
+on top: its route module, stepwise.api.routing); and litellm, which the model step's first call loads.
 """
 
 from __future__ import annotations
@@ -251,44 +253,55 @@ def run() -> Section:
         "deferred_litellm_ms": deferred,
         "deferred_modules": DEFERRED,
     }
-    model = next((fn for fn in functions if fn["function"] == MODEL_STEP), None)
-    if model is not None:
-        section.details["lambda_tree"] = _lambda_tree(section, model)
+    if any(fn["function"] == MODEL_STEP for fn in functions):
+        section.details["lambda_tree"] = _lambda_tree(section, functions)
     return section
 
 
-def _lambda_tree(section: Section, model: dict[str, Any]) -> dict[str, Any]:
-    """The model step's handler and litellm, from a Lambda-shaped copy without and then with bytecode."""
-    env = _child_env(model)
+# What the API function's first request for a resource imports on top of its handler module: the
+# resolver and that resource's route module (stepwise.api.routing), for the lightest and the heaviest.
+API_FUNCTION = "ApiFunction"
+FIRST_REQUESTS = {
+    "GET /v1/health": ["stepwise.api.resolver", "stepwise.api.health"],
+    "GET /v1/agents": ["stepwise.api.resolver", "stepwise.api.agents"],
+}
+
+
+def _lambda_tree(section: Section, functions: list[dict[str, Any]]) -> dict[str, Any]:
+    """Every function's handler module, and the model step's litellm, from a Lambda-shaped copy without
+    and then with bytecode, each against the minimal Powertools Lambda measured in the same rounds."""
+    distinct: dict[tuple[str, str], dict[str, Any]] = {}
+    for fn in functions:
+        distinct.setdefault((fn["code_dir"], fn["module"]), fn)
+    tree_dirs = {fn["function"]: Path(fn["code_dir"]).name for fn in distinct.values()}
+    model = next(fn for fn in functions if fn["function"] == MODEL_STEP)
+    api = next((fn for fn in functions if fn["function"] == API_FUNCTION), None)
     out: dict[str, Any] = {}
     with import_trees.lambda_tree() as root:
         for compiled in (False, True):
-            label = "with bytecode" if compiled else "without bytecode"
+            label = "from source" if not compiled else "with bytecode"
             if compiled:
-                shipped = import_trees.shipped_bytecode()
+                shipped = import_trees.shipped_bytecode(tree_dirs)
                 out["compiled"] = len(shipped) if shipped else "all"
                 out["compileall_exit"] = import_trees.compile_tree(root, shipped)
                 label = f"with bytecode ({'as shipped' if shipped else 'every module'})"
-            # One discarded round first (the page cache), then minimal and model step alternately.
+            # One discarded round first (the page cache), then the minimal and each function in turn.
             minimal: list[float] = []
-            handler: list[dict[str, Any]] = []
+            handler: dict[str, list[dict[str, Any]]] = {name: [] for name in tree_dirs}
             for n in range(TREE_REPEATS + 1):
-                one = import_trees.import_once(root, "minimal", "minimal_app", env)
-                two = import_trees.import_once(root, "task", model["module"], env)
-                if "error" in one or "error" in two:
-                    raise RuntimeError(f"import from the Lambda-shaped copy failed: {one} {two}")
+                one = import_trees.import_once(root, "minimal", "minimal_app", _child_env(model))
+                if "error" in one:
+                    raise RuntimeError(f"import from the Lambda-shaped copy failed: {one}")
                 if n:
                     minimal.append(one["ms"])
-                    handler.append(two)
-            litellm = [
-                import_trees.import_once(root, "task", model["module"], env, DEFERRED)
-                for _ in range(TREE_LITELLM_REPEATS + 1)
-            ][1:]
-            if errors := [s["error"] for s in litellm if "error" in s]:
-                raise RuntimeError(f"litellm from the Lambda-shaped copy failed: {errors[0]}")
-            floor, own = median(minimal), median([h["ms"] for h in handler])
-            ratio = own / floor
-            first_call = [s["then_ms"] for s in litellm]
+                for fn in distinct.values():
+                    code = f"functions/{tree_dirs[fn['function']]}"
+                    two = import_trees.import_once(root, code, fn["module"], _child_env(fn))
+                    if "error" in two:
+                        raise RuntimeError(f"import of {fn['function']} from the Lambda-shaped copy: {two}")
+                    if n:
+                        handler[fn["function"]].append(two)
+            floor = median(minimal)
             section.add(
                 f"minimal Powertools Lambda import, {label}",
                 floor,
@@ -296,15 +309,44 @@ def _lambda_tree(section: Section, model: dict[str, Any]) -> dict[str, Any]:
                 f"Logger + Metrics + a trivial handler; {min(minimal):,.0f}–{max(minimal):,.0f}",
                 digits=0,
             )
-            section.add(
-                f"{MODEL_STEP} handler import, {label}",
-                own,
-                "ms",
-                f"{ratio:.2f}× the minimal's (goal ≤ {GOAL_RATIO:.0f}×); OpenTelemetry SDK "
-                f"{'IMPORTED' if any(h['otel_sdk'] for h in handler) else 'no'}; litellm "
-                f"{'IMPORTED' if any(h['litellm'] for h in handler) else 'no'}",
-                digits=0,
-            )
+            rows: dict[str, Any] = {}
+            for name, samples in handler.items():
+                own = median([h["ms"] for h in samples])
+                ratio = own / floor
+                section.add(
+                    f"{name} handler import, {label}",
+                    own,
+                    "ms",
+                    f"{ratio:.2f}× the minimal's (goal ≤ {GOAL_RATIO:.0f}×)"
+                    + ("" if ratio <= GOAL_RATIO else " MISSED")
+                    + f"; litellm {'IMPORTED' if any(h['litellm'] for h in samples) else 'no'}",
+                    digits=0,
+                )
+                rows[name] = {"handler_ms": [h["ms"] for h in samples], "ratio_to_minimal": ratio}
+            requests: dict[str, list[float]] = {}
+            if api is not None:
+                code = f"functions/{tree_dirs[api['function']]}"
+                for request, modules in FIRST_REQUESTS.items():
+                    timed = [
+                        import_trees.import_once(root, code, api["module"], _child_env(api), modules)
+                        for _ in range(TREE_LITELLM_REPEATS + 1)
+                    ][1:]
+                    requests[request] = [t["then_ms"] for t in timed if "then_ms" in t]
+                    section.add(
+                        f"{API_FUNCTION} first {request}: its imports, {label}",
+                        median(requests[request]),
+                        "ms",
+                        f"{' + '.join(modules)} on top of the handler module; median of "
+                        f"{len(requests[request])}",
+                        digits=0,
+                    )
+            litellm = [
+                import_trees.import_once(root, "task", model["module"], _child_env(model), DEFERRED)
+                for _ in range(TREE_LITELLM_REPEATS + 1)
+            ][1:]
+            if errors := [s["error"] for s in litellm if "error" in s]:
+                raise RuntimeError(f"litellm from the Lambda-shaped copy failed: {errors[0]}")
+            first_call = [s["then_ms"] for s in litellm]
             section.add(
                 f"{MODEL_STEP} first call: import {' + '.join(DEFERRED)}, {label}",
                 median(first_call),
@@ -314,16 +356,19 @@ def _lambda_tree(section: Section, model: dict[str, Any]) -> dict[str, Any]:
             )
             out[label] = {
                 "minimal_ms": minimal,
-                "handler_ms": [h["ms"] for h in handler],
-                "ratio_to_minimal": ratio,
+                "functions": rows,
+                "handler_ms": rows[MODEL_STEP]["handler_ms"],
+                "ratio_to_minimal": rows[MODEL_STEP]["ratio_to_minimal"],
+                "worst_ratio": max(r["ratio_to_minimal"] for r in rows.values()),
+                "api_first_requests_ms": requests,
                 "litellm_ms": first_call,
-                "otel_sdk_at_import": any(h["otel_sdk"] for h in handler),
             }
     section.notes.append(
-        "without/with bytecode: the model step's code and layers copied into a Lambda-shaped tree with no "
-        f"__pycache__, imported by `python -I -S -B` (median of {TREE_REPEATS}; litellm of "
-        f"{TREE_LITELLM_REPEATS}), then the same after compileall --invalidation-mode unchecked-hash by "
-        "this interpreter of the modules the last make package shipped bytecode for (dist/stage; every "
-        "module without a build)."
+        "from source / with bytecode: every function's code and the model step's layers copied into a "
+        "Lambda-shaped tree with no __pycache__, imported by `python -I -S -B` (median of "
+        f"{TREE_REPEATS}, the minimal Powertools Lambda in the same rounds; litellm and the API's first "
+        f"requests of {TREE_LITELLM_REPEATS}), then the same after compileall --invalidation-mode "
+        "unchecked-hash by this interpreter of the modules the last make package shipped bytecode for "
+        "(dist/stage; every module without a build)."
     )
     return out

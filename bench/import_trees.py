@@ -88,11 +88,14 @@ def _copy_dists(dest: Path) -> None:
 
 @contextmanager
 def lambda_tree() -> Iterator[Path]:
-    """A temporary `task/` + `opt/python/` tree of the model step with no bytecode at all."""
+    """A temporary `task/` + `opt/python/` tree of the model step with no bytecode at all, and every
+    function's own code under `functions/<dir>/` (the other functions' layers are a subset of the model
+    step's: what they import from it is what they would import from their own)."""
     with tempfile.TemporaryDirectory(prefix="stepwise-bench-") as tmp:
         root = Path(tmp)
         ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
         shutil.copytree(ROOT / "functions" / "step", root / "task", ignore=ignore)
+        shutil.copytree(ROOT / "functions", root / "functions", ignore=ignore)
         (root / "minimal").mkdir()
         (root / "minimal" / "minimal_app.py").write_text(MINIMAL_APP)
         _copy_dists(root / "opt" / "python")
@@ -104,14 +107,19 @@ STAGE = ROOT / "dist" / "stage"
 MODEL_STEP = "StepFunction"
 
 
-def shipped_bytecode() -> list[str] | None:
-    """The model step's sources that the last `make package` shipped bytecode for, as paths in the
-    Lambda-shaped tree (`task/...`, `opt/python/...`); None without a build (or one without bytecode)."""
+def shipped_bytecode(functions: dict[str, str] | None = None) -> list[str] | None:
+    """The sources that the last `make package` shipped bytecode for, as paths in the Lambda-shaped tree
+    (`task/...` the model step's code, `functions/<dir>/...` each function's of `functions`, logical id
+    → its directory under functions/, and `opt/python/...` the layers'); None without a build (or one
+    without bytecode)."""
     layers = STAGE / "layers"
     trees = [("task", STAGE / "functions" / MODEL_STEP)]
+    trees += [(f"functions/{d}", STAGE / "functions" / name) for name, d in (functions or {}).items()]
     trees += [("opt/python", p / "python") for p in sorted(layers.iterdir())] if layers.is_dir() else []
     found = []
     for prefix, tree in trees:
+        if not tree.is_dir():
+            continue
         for pyc in tree.rglob("__pycache__/*.cpython-312.pyc"):
             source = pyc.parent.parent / (pyc.name.removesuffix(".cpython-312.pyc") + ".py")
             found.append(f"{prefix}/{source.relative_to(tree).as_posix()}")

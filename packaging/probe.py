@@ -13,7 +13,8 @@ loopback (where the fake model server is) and, during init, every socket at all:
            fake (text, tool call, rate limit), and litellm's offline token counting.
 
 MODE `loaded`: the file of every module a function loads, for packaging/bytecode.py to compile: the
-handler module's import, and for the model step (SPEC["model"]) the whole `smoke` run as well.
+handler module's import and what its first call imports (`first_call`), and for the model step
+(SPEC["model"]) the whole `smoke` run as well.
 """
 
 from __future__ import annotations
@@ -144,11 +145,37 @@ def smoke(spec: dict[str, Any], guard: NetGuard) -> dict[str, Any]:
     return out
 
 
+def first_call(handler: types.ModuleType) -> None:
+    """What a handler imports on its first call rather than at init: the modules its file names in
+    function-local imports, and for the API function every route module of its routes table (loaded per
+    resource, on the first request for it). All of it is loaded on Lambda sooner or later, so all of it
+    gets bytecode."""
+    import ast
+
+    source = Path(str(handler.__file__)).read_text()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            base = importlib.import_module(node.module)
+            for alias in node.names:
+                if not hasattr(base, alias.name):  # a submodule, not an attribute
+                    importlib.import_module(f"{node.module}.{alias.name}")
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                importlib.import_module(alias.name)
+    routes = sys.modules.get("stepwise.api.app")
+    if routes is not None:
+        routes.build()  # imports every route module and the resolver, as the spec's routes do
+    light = sys.modules.get("stepwise.api.light")
+    if light is not None:
+        light.build()
+
+
 def loaded(spec: dict[str, Any], guard: NetGuard) -> dict[str, Any]:
     if spec.get("model"):
         smoke(spec, guard)
+        first_call(sys.modules[spec["handler_module"]])
     else:
-        importlib.import_module(spec["handler_module"])
+        first_call(importlib.import_module(spec["handler_module"]))
     files = {getattr(module, "__file__", None) for module in list(sys.modules.values())}
     return {"files": sorted(f for f in files if isinstance(f, str))}
 

@@ -10,7 +10,10 @@ call can reach:
   shipped code names and botocore's request examples (BOTOCORE_SERVICES below), `.pyi`, console scripts;
 - code (`code=True`), each an explicit list of modules proven unloaded: the LiteLLM proxy server's own
   modules (PROXY_SERVER), googleapis-common-protos (GOOGLEAPIS) and OTLP's messages and exporters for
-  metrics, logs and profiles (OTLP_OTHER_SIGNALS). Every build measures what the functions load and
+  metrics, logs and profiles (OTLP_OTHER_SIGNALS), SQLAlchemy's test harness and the dialects the
+  database tools refuse (SQLALCHEMY_UNUSED), and SQLAlchemy's Cython accelerators, whose pure-Python
+  modules ship beside them and load instead (SQLALCHEMY_ACCELERATORS: the only native modules a rule
+  removes). Every build measures what the functions load and
   fails if a rule removed any of it; tests/unit/test_packaging.py exports a span through the OTLP
   exporter and fails if a rule removed a module that loads; no other rule may remove a `.py` or native
   module (the same test checks every file of every layer distribution, as installed in the venv, and
@@ -124,6 +127,25 @@ OTLP_OTHER_SIGNALS: dict[str, str] = {
     "opentelemetry/exporter/otlp/proto/http/_log_exporter/": "the OTLP/HTTP log exporter",
     "opentelemetry/exporter/otlp/proto/http/metric_exporter/": "the OTLP/HTTP metric exporter",
 }
+# SQLAlchemy (core layer: the database tools) beyond what they can reach. The tools refuse every URL
+# but sqlite, postgresql and mysql before an engine exists (stepwise.tools.builtin._db_target: FLAVORS),
+# so no other dialect is ever loaded; SQLAlchemy's test harness is loaded only by its own pytest plugin
+# (and the dialects' provision.py modules, which only that plugin imports).
+SQLALCHEMY_UNUSED: dict[str, str] = {
+    "sqlalchemy/testing/": "0.8 MiB: SQLAlchemy's test harness and pytest plugin",
+    "sqlalchemy/dialects/mssql/": "0.2 MiB: the SQL Server dialect, a backend the tools refuse",
+    "sqlalchemy/dialects/oracle/": "0.3 MiB: the Oracle dialect, a backend the tools refuse",
+}
+# SQLAlchemy's Cython accelerators (10.1 MiB of aarch64 native code): each is compiled from the pure-
+# Python module that ships next to it (`engine/_result_cy.py` beside `engine/_result_cy.cpython-312-
+# aarch64-linux-gnu.so`), which Python imports instead when the .so is absent: the same code,
+# interpreted (SQLAlchemy reports it as `HAS_CYEXTENSION = False` and runs). The database tools run one
+# statement per tool call, where the accelerators' speed does not show; the model step's 250 MiB does.
+# tests/unit/test_packaging.py runs queries with these modules loaded from their .py files.
+SQLALCHEMY_ACCELERATORS = (
+    "engine/_processors_cy", "engine/_result_cy", "engine/_row_cy", "engine/_util_cy",
+    "sql/_cache_key_cy", "sql/_util_cy", "util/_collections_cy", "util/_immutabledict_cy",
+)  # fmt: skip
 # The AWS services whose botocore models stay (botocore/data/<service>/): every service that any code a
 # layer ships names in a string literal (stepwise's clients; litellm's Bedrock, SageMaker, STS, KMS,
 # secret managers and loggers; Powertools' utilities; botocore's own STS/SSO credential and token
@@ -174,6 +196,19 @@ RULES: tuple[Rule, ...] = (
     *(
         Rule(path, ("core",), f"OTLP {what}: Stepwise exports traces only", code=True)
         for path, what in OTLP_OTHER_SIGNALS.items()
+    ),
+    *(
+        Rule(path, ("core",), f"{why} (no function can load it)", code=True)
+        for path, why in SQLALCHEMY_UNUSED.items()
+    ),
+    *(
+        Rule(
+            f"sqlalchemy/{name}.*.so",
+            ("core",),
+            "a Cython accelerator: its pure-Python module ships beside it and is imported instead",
+            code=True,
+        )
+        for name in SQLALCHEMY_ACCELERATORS
     ),
     Rule(
         "botocore/data/*/",

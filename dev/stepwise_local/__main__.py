@@ -6,6 +6,7 @@ import contextlib
 import logging
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -36,17 +37,24 @@ def main() -> int:
     if state is not None:
         os.environ.setdefault("STEPWISE_SQLITE_DIR", str(state / "sqlite"))
 
+    # The follow WebSocket API listens on its own port, next to the HTTP API's unless told otherwise.
+    # Presigned upload URLs go to the loopback S3 endpoint, next to them too.
+    # Ports first, before anything heavy is imported: a busy one is one line, never a traceback.
+    try:
+        follow_port = side_port(FOLLOW_PORT_ENV, port + 1, "the follow WebSocket API")
+        os.environ[S3_PORT_ENV] = str(side_port(S3_PORT_ENV, port + 2, "the uploads' S3 endpoint"))
+        if not is_free(port):
+            raise BusyPort(f"error: port {port} is in use by another process; set PORT to a free one")
+    except BusyPort as exc:
+        print(exc, file=sys.stderr)
+        return 2
+
     from stepwise_local.demo import seed_demo_agent, serve_demo_tools
     from stepwise_local.gateway import serve
     from stepwise_local.stack import LocalStack
 
-    # The follow WebSocket API listens on its own port, next to the HTTP API's unless told otherwise.
-    # Presigned upload URLs go to the loopback S3 endpoint, next to them too.
-    os.environ.setdefault("STEPWISE_LOCAL_S3_PORT", str(port + 2))
     try:
-        stack = LocalStack.start(
-            follow_port=int(os.environ.get("STEPWISE_FOLLOW_PORT") or port + 1), state_dir=state
-        )
+        stack = LocalStack.start(follow_port=follow_port, state_dir=state)
     except StateError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -98,6 +106,41 @@ Ctrl-C to stop.
     server.shutdown()
     tools.shutdown()
     stack.stop()
+    return 0
+
+
+FOLLOW_PORT_ENV = "STEPWISE_FOLLOW_PORT"
+S3_PORT_ENV = "STEPWISE_LOCAL_S3_PORT"
+
+
+class BusyPort(Exception):
+    """A port the developer chose is taken: one line that says which variable to change."""
+
+
+def is_free(port: int) -> bool:
+    """Whether 127.0.0.1:`port` can be bound now (0 always can: the system picks one)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def side_port(variable: str, default: int, what: str) -> int:
+    """The port for a listener beside the HTTP API's: the one `variable` names, which must be free (a
+    developer who chose it wants it), else `default` (PORT + 1 or + 2) when free, else 0: the system
+    picks a free one, the banner shows it, and a line here says why. Two stacks side by side (PORT and
+    PORT + 1) therefore both start."""
+    chosen = os.environ.get(variable)
+    if chosen:
+        if not is_free(int(chosen)):
+            taken = f"error: port {chosen} ({variable}) is in use by another process"
+            raise BusyPort(f"{taken}; set {variable} to a free one")
+        return int(chosen)
+    if is_free(default):
+        return default
+    print(f"port {default} is in use: {what} takes a free port instead ({variable} chooses one)", flush=True)
     return 0
 
 

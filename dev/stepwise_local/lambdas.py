@@ -8,6 +8,7 @@ tests/integration/test_moto_seam.py fails loudly if the seam moves.
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import json
 import logging
@@ -62,6 +63,25 @@ class FunctionError(Exception):
     def __init__(self, payload: dict[str, Any]) -> None:
         super().__init__(payload.get("errorMessage", ""))
         self.payload = payload
+
+
+def _named_imports(path: Path) -> list[str]:
+    """The modules a handler file imports anywhere (at its top and inside its functions)."""
+    names = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.append(node.module)
+            names += [f"{node.module}.{a.name}" for a in node.names if _is_module(f"{node.module}.{a.name}")]
+        elif isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+    return names
+
+
+def _is_module(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 class Throttled(Exception):
@@ -137,6 +157,17 @@ class LocalLambdas:
         initialised. Loading up front takes that race away."""
         for spec in self._specs.values():
             self._handler(spec)
+        # Handlers import their domain on their first call (light at init, as on Lambda); here that
+        # first call would be on many threads at once, so the modules they name are imported now too,
+        # and the API's route modules (which it loads per resource on first use).
+        for path in {
+            s.code_dir / f"{s.handler.rpartition('.')[0].replace('.', '/')}.py" for s in self._specs.values()
+        }:
+            for name in _named_imports(path):
+                importlib.import_module(name)
+        from stepwise.api import app
+
+        app.build()
 
     def invoke(self, name_or_arn: str, event: Any) -> Any:
         """Call a function like Lambda does: JSON in, JSON out; an exception becomes FunctionError."""

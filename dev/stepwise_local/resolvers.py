@@ -18,8 +18,9 @@ import threading
 from collections.abc import Mapping
 from typing import Any, cast
 
-from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
 from aws_lambda_powertools.event_handler.api_gateway import ResponseBuilder, Route
+
+from stepwise.api.resolver import Resolver
 
 
 class _Request(threading.local):
@@ -34,7 +35,7 @@ class _Request(threading.local):
 _request = _Request()
 
 
-class PerThreadResolver(APIGatewayHttpResolver):
+class PerThreadResolver(Resolver):
     """Powertools' HTTP API resolver with its per-request state kept per thread (see above)."""
 
     _build_lock = threading.Lock()
@@ -86,11 +87,13 @@ class PerThreadResolver(APIGatewayHttpResolver):
 
 
 def per_thread() -> None:
-    """Make the resolvers of the API and the light events function per thread (before serving)."""
-    from stepwise.api import app, light
+    """Make the resolvers of the API and the light events function per thread (before serving): the
+    ones already built, and every one built later (the API builds one per set of route modules, on the
+    first request for them: stepwise.api.routing)."""
+    from stepwise.api import app, light, resolver
 
-    for build in (app.build, light.build):
-        resolver = build()
-        if not isinstance(resolver, PerThreadResolver):
+    resolver.resolver_class = PerThreadResolver
+    for built in [*app.API.built(), light.build()]:
+        if not isinstance(built, PerThreadResolver):
             # Same layout, only properties and two overrides added: the instance keeps its routes.
-            resolver.__class__ = PerThreadResolver
+            built.__class__ = PerThreadResolver

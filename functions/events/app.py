@@ -7,15 +7,15 @@ from typing import Any
 
 from aws_lambda_powertools.logging import correlation_paths
 
-from stepwise.api import light
 from stepwise.api.auth import known_tenant
 from stepwise.core import observability
 from stepwise.core.observability import logger
-from stepwise.follow import handlers
 from stepwise.store import wiring
 
 metrics = observability.metrics()
 wiring.install()  # this process's stores: DynamoDB's, built on first use
+# The domain is imported by the first call, not at init: the module stays as light as a minimal
+# Powertools handler (tests/unit/test_imports.py; bench/cold_imports.py measures both).
 
 
 # log_event=False: the follow URL's token is a credential, and events carry API keys.
@@ -25,6 +25,9 @@ wiring.install()  # this process's stores: DynamoDB's, built on first use
 @metrics.log_metrics
 @observability.traced
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    from stepwise.api import light
+    from stepwise.follow import handlers
+
     kind = handlers.kind(event)
     if kind == "authorize":
         return handlers.authorize(event)

@@ -5,12 +5,12 @@ from typing import Any
 
 from stepwise.core import observability
 from stepwise.core.observability import logger
-from stepwise.runs import bulk_cancel, reconcile
 from stepwise.store import wiring
-from stepwise.usage import circuits, service
 
 metrics = observability.metrics()
 wiring.install()  # this process's stores: DynamoDB's, built on first use
+# The domain is imported by the first call, not at init: the module stays as light as a minimal
+# Powertools handler (tests/unit/test_imports.py; bench/cold_imports.py measures both).
 
 # Stop sweeping this long before the Lambda's own timeout, so the report still gets out.
 SWEEP_MARGIN_SECONDS = 10.0
@@ -20,6 +20,9 @@ SWEEP_MARGIN_SECONDS = 10.0
 @metrics.log_metrics
 @observability.traced
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    from stepwise.runs import bulk_cancel, reconcile
+    from stepwise.usage import circuits, service
+
     budget = context.get_remaining_time_in_millis() / 1000 - SWEEP_MARGIN_SECONDS
     if bulk_cancel.is_continuation(event):  # a bulk cancel too large for its request goes on here
         return bulk_cancel.go_on(event, seconds=max(budget, 1.0), function=context.invoked_function_arn)

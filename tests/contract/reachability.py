@@ -26,6 +26,15 @@ SHARED = ROOT / "shared"
 # returns is followed at the call: `load(name).run`, `getattr(load(name), "X")`, `module = load(name)`
 # then `module.run`; anything else makes every such module escape.
 LOADER = ("stepwise.tools.builtin.catalog", "load")
+# The API's routes table loads its modules by name (stepwise.api.routing): the modules that import
+# reaches are the ones the table names.
+ROUTES_LOADER = "stepwise.api.routing"
+
+
+@cache
+def route_modules() -> tuple[str, ...]:
+    table = importlib.import_module("stepwise.api.app")
+    return tuple(f"stepwise.api.{line.module}" for line in table.ROUTES)
 
 
 @cache
@@ -544,6 +553,9 @@ class Walker:
             [name] = node.args[:1] or [None]
             if isinstance(name, ast.Constant) and str(name.value).startswith("stepwise"):
                 self.escape(str(name.value))
+            elif self.module.name == ROUTES_LOADER:
+                for target in route_modules():
+                    self.escape(target)
             elif not (isinstance(name, ast.Constant) or self.module.name == LOADER[0]):
                 self.reach.problems.append(
                     f"{self.reach.current}: a stepwise module imported by a computed name"

@@ -6,6 +6,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -35,11 +36,19 @@ CHROMIUM_FLAGS = [
 
 @pytest.fixture(scope="session")
 def local_stack() -> Iterator[tuple[str, str]]:
+    port = free_port()
+    # PORT + 1 is held here, as by a second stack side by side: the follow WebSocket API falls back to a
+    # free port (and says so), which the CLI's follow tests then use through POST /v1/runs/{id}/follow.
+    follow_holder = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        follow_holder.bind(("127.0.0.1", port + 1))
+        follow_holder.listen()
+    except OSError:
+        pass  # another process holds it already: taken either way
     env = {
         **os.environ,
-        "PORT": str(free_port()),
-        "STEPWISE_FOLLOW_PORT": str(free_port()),  # not PORT + 1, which another process may hold
-        "STEPWISE_LOCAL_S3_PORT": str(free_port()),  # likewise for PORT + 2
+        "PORT": str(port),
+        "STEPWISE_LOCAL_S3_PORT": str(free_port()),  # not PORT + 2, which another process may hold
         "STEPWISE_LOCAL_API_KEYS": f"{OTHER_KEY}:other",
         "POWERTOOLS_LOG_LEVEL": "WARNING",
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",
@@ -47,7 +56,7 @@ def local_stack() -> Iterator[tuple[str, str]]:
         "STEPWISE_LOCAL_STATE": "memory",  # the e2e stack remembers nothing, and writes nothing here
     }
     # The tests know the stack's configuration: nothing a developer's shell sets may change it.
-    for name in ("STEPWISE_LOCAL_API_KEY", "STEPWISE_MODEL", "SLACK_SIGNING_SECRET"):
+    for name in ("STEPWISE_LOCAL_API_KEY", "STEPWISE_MODEL", "SLACK_SIGNING_SECRET", "STEPWISE_FOLLOW_PORT"):
         env.pop(name, None)
     proc = subprocess.Popen(
         [sys.executable, "-m", "stepwise_local"],
@@ -85,8 +94,12 @@ def local_stack() -> Iterator[tuple[str, str]]:
         base = re.search(r"base URL\s+(http://\S+)", banner)
         demo = re.search(r"demo agent\s+(agt_\S+)", banner)
         assert base and demo, banner
+        follow = re.search(r"follow\s+ws://127\.0\.0\.1:(\d+)/", banner)
+        assert follow and int(follow.group(1)) != port + 1, banner
+        assert f"port {port + 1} is in use: the follow WebSocket API takes a free port instead" in banner
         yield base.group(1), demo.group(1)
     finally:
+        follow_holder.close()
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
             try:

@@ -163,6 +163,8 @@ def test_code_rules_are_the_reviewed_lists_and_remove_python_modules_only() -> N
         **{f"litellm/proxy/{name}_endpoints/": ("model", "litellm") for name in trim.PROXY_ROUTES},
         **{f"google/{name}/": ("core", "googleapis-common-protos") for name in trim.GOOGLEAPIS},
         **{path: ("core", _otel_dist(path)) for path in trim.OTLP_OTHER_SIGNALS},
+        **{path: ("core", "sqlalchemy") for path in trim.SQLALCHEMY_UNUSED},
+        **{f"sqlalchemy/{name}.*.so": ("core", "sqlalchemy") for name in trim.SQLALCHEMY_ACCELERATORS},
     }
     code = [rule for rule in trim.RULES if rule.code]
 
@@ -178,7 +180,12 @@ def test_code_rules_are_the_reviewed_lists_and_remove_python_modules_only() -> N
         assert rule.layers == (layer,), rule.pattern
         removed = removed_from[layer, dist].get(rule.pattern, [])
         assert removed, f"{rule.pattern} matches nothing in {dist}: stale"
-        assert not [f for f in removed if ".so" in f.rsplit("/", 1)[-1]], rule.pattern
+        native = [f for f in removed if ".so" in f.rsplit("/", 1)[-1]]
+        if rule.pattern.endswith(".*.so"):  # an accelerator: its pure-Python module ships beside it
+            shipped = {f.as_posix() for f in metadata.distribution(dist).files or []}
+            assert native and all(f"{f.split('.', 1)[0]}.py" in shipped for f in native), rule.pattern
+        else:
+            assert not native, rule.pattern
     assert trim.removed_by("litellm/proxy/_types.py", "model") is None  # `import litellm` loads it
     assert (
         trim.removed_by("litellm/proxy/guardrails/exception_utils.py", "model") is None
@@ -197,6 +204,48 @@ def _otel_dist(path: str) -> str:
             else "opentelemetry-exporter-otlp-proto-common"
         )
     )
+
+
+# SQLAlchemy as the trimmed core layer has it: every Cython accelerator a rule removes is loaded from
+# the pure-Python module beside it (a finder ahead of the .so), then a query runs through an engine.
+_SQLALCHEMY_WITHOUT_ACCELERATORS = """
+import importlib.abc, importlib.util, json, sys
+from pathlib import Path
+ACCELERATORS = {names!r}
+base = Path(importlib.util.find_spec("sqlalchemy").origin).parent
+
+class PurePython(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        rel = name.removeprefix("sqlalchemy.").replace(".", "/")
+        if name.startswith("sqlalchemy.") and rel in ACCELERATORS:
+            return importlib.util.spec_from_file_location(name, base / (rel + ".py"))
+        return None
+
+sys.meta_path.insert(0, PurePython())
+from sqlalchemy import create_engine, text
+from sqlalchemy.util import _has_cython
+engine = create_engine("sqlite://")
+with engine.begin() as conn:
+    conn.execute(text("create table t (id integer primary key, name text)"))
+    conn.execute(text("insert into t (name) values (:a), (:b)"), {{"a": "x", "b": "y"}})
+    rows = [tuple(r) for r in conn.execute(text("select id, name from t order by id"))]
+    mapped = [dict(r) for r in conn.execute(text("select name from t where id = 2")).mappings()]
+files = [getattr(m, "__file__", None) or "" for m in list(sys.modules.values())]
+loaded = sorted(f for f in files if "_cy." in f)
+print(json.dumps([_has_cython.HAS_CYEXTENSION, rows, mapped, loaded]))
+"""
+
+
+def test_sqlalchemy_runs_without_the_accelerators_a_rule_removes() -> None:
+    probe = _SQLALCHEMY_WITHOUT_ACCELERATORS.format(names=list(trim.SQLALCHEMY_ACCELERATORS))
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    has_cython, rows, mapped, loaded = json.loads(out.stdout.strip().splitlines()[-1])
+
+    assert has_cython is False
+    assert rows == [[1, "x"], [2, "y"]] and mapped == [{"name": "y"}]
+    assert len(loaded) == len(trim.SQLALCHEMY_ACCELERATORS) and all(f.endswith("_cy.py") for f in loaded)
 
 
 # A fresh interpreter with tracing on, as a function with OTEL_EXPORTER_OTLP_ENDPOINT set runs it: one span

@@ -86,12 +86,17 @@ class Resolver(APIGatewayHttpResolver):
         return schema
 
 
+# The class every new resolver is: ours, or the local stack's per-thread one
+# (stepwise_local.resolvers.per_thread sets it before serving, as route modules load on first use).
+resolver_class: type[Resolver] = Resolver
+
+
 def new_resolver() -> APIGatewayHttpResolver:
     """A resolver as every function of ours builds it: validating, reading bodies with the JSON depth
     cap (a body nested too deep is a 422 `json_too_deep`, never a RecursionError), our error mapping.
     Powertools' resolver as it is: one request at a time per execution environment (the local stack,
     which serves many on threads, makes its state per thread: stepwise_local.resolvers)."""
-    app = Resolver(enable_validation=True, json_body_deserializer=safejson.loads)
+    app = resolver_class(enable_validation=True, json_body_deserializer=safejson.loads)
     install_error_handlers(app)
     return app
 
