@@ -107,7 +107,9 @@ class FakeRunContexts:
         for m in messages:  # landed with the context (a transaction in DynamoDB)
             assert self.sessions is not None, "FakeStores wires the sessions in"
             self.sessions.put_message(tenant_id, m.session_id, m.run_id, m.step, m.slot, m.message)
-        return context.model_copy(update={"version": context.version + 1, "unbilled": [], "unsaved": Usage()})
+        return context.model_copy(
+            update={"version": context.version + 1, "unbilled": [], "unsaved_usage": Usage()}
+        )
 
     def mark_ended(self, tenant_id: str, run_id: str) -> RunContext:
         with self.lock:  # an update creates the item when there is none, as DynamoDB's does

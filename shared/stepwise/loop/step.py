@@ -308,7 +308,7 @@ def step(state: RunState) -> RunState:
         # same, so it is counted on the ended run, its tree and the usage counters.
         working.forget(state.tenant_id, state.run_id)
         if moved.spent:
-            late.count(state.tenant_id, state.run_id, moved.context.unsaved, moved.context.unbilled)
+            late.count(state.tenant_id, state.run_id, moved.context.unsaved_usage, moved.context.unbilled)
         raise
     except BaseException:
         # The cached conversation may hold what this attempt added before it failed: a retry starts

@@ -182,7 +182,7 @@ class RunContext(BaseModel):
     unbilled: list[dict[str, Any]] = Field(default_factory=list)
     # What the model calls made since the last write spent: paid whether or not that write succeeds
     # (a run cancelled mid-call still counts it, stepwise.runs.late). Never stored.
-    unsaved: Usage = Field(default_factory=Usage)
+    unsaved_usage: Usage = Field(default_factory=Usage)
     # How many run-level pauses (loop.parking) the run has taken: each one's interaction id is new.
     parks: int = 0
 
@@ -193,12 +193,12 @@ class RunContext(BaseModel):
 
 # What a context write leaves out of the stored body: its key and fence, and what rides on it only
 # until the write (the lines it counts, the spend it carries).
-TRANSIENT = frozenset({"version", "ended", "unbilled", "unsaved"})
+TRANSIENT = frozenset({"version", "ended", "unbilled", "unsaved_usage"})
 
 
 class ContextMovedOn(RunStateError):
     """A context write found the run ended or another Step's version. It carries the context it could
-    not write: what that context spent (`unsaved`, `unbilled`) was paid all the same."""
+    not write: what that context spent (`unsaved_usage`, `unbilled`) was paid all the same."""
 
     def __init__(self, message: str, context: RunContext) -> None:
         super().__init__(message)
@@ -206,4 +206,4 @@ class ContextMovedOn(RunStateError):
 
     @property
     def spent(self) -> bool:
-        return bool(self.context.unbilled) or self.context.unsaved != Usage()
+        return bool(self.context.unbilled) or self.context.unsaved_usage != Usage()

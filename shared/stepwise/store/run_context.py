@@ -99,7 +99,7 @@ def save(
         if reasons and reasons[0] is not None and reasons[0].code == "ConditionalCheckFailed":
             raise _moved_on(run_id, context) from exc
         raise
-    return context.model_copy(update={"version": version + 1, "unbilled": [], "unsaved": Usage()})
+    return context.model_copy(update={"version": version + 1, "unbilled": [], "unsaved_usage": Usage()})
 
 
 def _moved_on(run_id: str, context: RunContext) -> ContextMovedOn:
