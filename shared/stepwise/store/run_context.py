@@ -79,7 +79,7 @@ def save(
     try:
         if lines or messages:
             with TransactWrite(connection=connection()) as tx:
-                tx.update(item, actions=actions, condition=condition)  # first: its failure is reasons[0]
+                tx.update(item, actions=actions, condition=condition)  # the first update
                 if lines:
                     from stepwise.usage import counters
 
@@ -95,8 +95,9 @@ def save(
             raise _moved_on(run_id, context) from exc
         raise
     except TransactWriteError as exc:
-        reasons = exc.cancellation_reasons
-        if reasons and reasons[0] is not None and reasons[0].code == "ConditionalCheckFailed":
+        # pynamodb sends puts before updates: the context's update comes after the messages.
+        reasons, at = exc.cancellation_reasons, len(messages)
+        if len(reasons) > at and reasons[at] is not None and reasons[at].code == "ConditionalCheckFailed":
             raise _moved_on(run_id, context) from exc
         raise
     return context.model_copy(update={"version": version + 1, "unbilled": [], "unsaved_usage": Usage()})
