@@ -97,7 +97,8 @@ def save(
     except TransactWriteError as exc:
         # pynamodb sends puts before updates: the context's update comes after the messages.
         reasons, at = exc.cancellation_reasons, len(messages)
-        if len(reasons) > at and reasons[at] is not None and reasons[at].code == "ConditionalCheckFailed":
+        reason = reasons[at] if len(reasons) > at else None
+        if reason is not None and reason.code == "ConditionalCheckFailed":
             raise _moved_on(run_id, context) from exc
         raise
     return context.model_copy(update={"version": version + 1, "unbilled": [], "unsaved_usage": Usage()})
