@@ -15,7 +15,8 @@ import logging
 import threading
 import traceback
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -83,6 +84,10 @@ def _is_module(name: str) -> bool:
         return False
 
 
+class Throttled(Exception):
+    """An invocation past a function's reserved concurrency (Lambda's TooManyRequestsException)."""
+
+
 class LocalLambdas:
     """The template's functions, importable and invocable by logical id or by name/ARN."""
 
@@ -93,6 +98,35 @@ class LocalLambdas:
         self._modules: dict[Path, ModuleType] = {}
         self._lock = threading.Lock()
         self.invocations: dict[str, int] = {f.logical_id: 0 for f in functions}
+        self._reserved: dict[str, int] = {}
+        self._running: dict[str, int] = {}
+
+    @contextmanager
+    def reserved(self, logical_id: str, concurrency: int) -> Iterator[None]:
+        """Within this block the function runs at most `concurrency` invocations at once and throttles
+        the rest, as ReservedConcurrentExecutions does in AWS (Step Functions sees
+        Lambda.TooManyRequestsException). Off by default: the local stack runs every invocation."""
+        with self._lock:
+            self._reserved[logical_id] = concurrency
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._reserved.pop(logical_id, None)
+
+    @contextmanager
+    def _slot(self, logical_id: str) -> Iterator[None]:
+        with self._lock:
+            cap = self._reserved.get(logical_id)
+            running = self._running.get(logical_id, 0)
+            if cap is not None and running >= cap:
+                raise Throttled(f"{logical_id}: {running} of {cap} reserved executions under way")
+            self._running[logical_id] = running + 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._running[logical_id] -= 1
 
     def logical_id(self, name_or_arn: str) -> str:
         name = name_or_arn.split(":function:")[-1].split(":")[0]
@@ -139,7 +173,11 @@ class LocalLambdas:
         """Call a function like Lambda does: JSON in, JSON out; an exception becomes FunctionError."""
         logical = self.logical_id(name_or_arn)
         spec = self._specs[logical]
-        self.invocations[logical] += 1
+        with self._slot(logical):  # Throttled when past its reserved concurrency (see `reserved`)
+            self.invocations[logical] += 1
+            return self._invoke(spec, logical, event)
+
+    def _invoke(self, spec: FunctionSpec, logical: str, event: Any) -> Any:
         context = LambdaContext(logical, spec.memory, self._arn_of(logical))
         try:
             result = self._handler(spec)(json.loads(json.dumps(event)), context)
@@ -179,6 +217,12 @@ def install_moto_seam(lambdas: LocalLambdas) -> Callable[[], None]:
             return b""
         try:
             payload = json.dumps(lambdas.invoke(function_name, event)).encode()
+        except Throttled as err:  # Lambda's own refusal, not the function's error: a 429 to the caller
+            from moto.core.exceptions import JsonRESTError
+
+            refused = JsonRESTError("TooManyRequestsException", str(err))
+            refused.code = 429
+            raise refused from err
         except FunctionError as err:
             response_headers["x-amz-function-error"] = "Unhandled"
             payload = json.dumps(err.payload).encode()
@@ -277,5 +321,7 @@ def _swallow(lambdas: LocalLambdas, name: str, event: Any) -> None:
     """An async (Event) invocation: Lambda reports its failure to nobody but the logs."""
     try:
         lambdas.invoke(name, event)
+    except Throttled as err:  # Lambda would queue and retry an async event; here it is only logged
+        log.warning("async invocation of %s throttled: %s", name, err)
     except FunctionError as err:
         log.warning("async invocation of %s failed: %s", name, err.payload.get("errorMessage"))

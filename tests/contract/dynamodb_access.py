@@ -72,6 +72,10 @@ AMBIGUOUS = {"update", "delete"}
 UNRESOLVED: dict[tuple[str, str, str, str], str | None] = {
     # the usage counters' module, handed the transaction (its own calls are derived where they are)
     ("stepwise.store.run_context", "save", "counters", "count"): None,
+    ("stepwise.store.runs", "add_usage", "counters", "count"): None,
+    # a holder's attribute path (stepwise.store.shares): `exists()` is a condition, not Model.exists
+    ("stepwise.store.shares", "give_back", "holder", "exists"): None,
+    ("stepwise.store.shares", "_renew", "holder", "exists"): None,
     # The circuit's item as read, or a new one when none is stored yet (stepwise.usage.circuits).
     ("stepwise.usage.circuits", "_enqueue", "item", "update"): "CircuitItem",
     # A message written with the context, in its transaction (stepwise.store.sessions.message_item).
@@ -97,7 +101,8 @@ EXTERNAL = {
 # Definitions that use a plain boto3 DynamoDB client, declared by hand: (module, definition) -> the
 # (config.tables() field, action) pairs they need. Only for what pynamodb cannot express: one
 # BatchGetItem across tables (the Step's agent with its budgets, stepwise.usage.standing) and reading
-# attributes named at run time (a budget's spend per period, stepwise.usage.budgets).
+# attributes named at run time (a budget's spend per period, stepwise.usage.budgets; a tenant's step
+# share holders, stepwise.store.shares).
 RAW_CLIENTS: dict[tuple[str, str], set[tuple[str, str]]] = {
     ("stepwise.usage.standing", "batch_get"): {
         ("agents", "BatchGetItem"),
@@ -105,6 +110,7 @@ RAW_CLIENTS: dict[tuple[str, str], set[tuple[str, str]]] = {
         ("run_events", "BatchGetItem"),
     },
     ("stepwise.usage.service", "_raw"): {("quotas", "Query")},
+    ("stepwise.store.shares", "_leases"): {("quotas", "GetItem")},
 }
 
 

@@ -27,7 +27,7 @@ from pynamodb.exceptions import TransactWriteError
 
 from stepwise.agents.models import Agent, AgentCreate
 from stepwise.core import config, quotas
-from stepwise.core.errors import AgentGone, Conflict, NotFound, RunStateError
+from stepwise.core.errors import AgentGone, Conflict, NotFound
 from stepwise.core.schema import utcnow
 from stepwise.interactions.models import Interaction, NewInteraction
 from stepwise.ledger import (
@@ -54,7 +54,7 @@ from stepwise.runs.models import (
     RunStatus,
 )
 from stepwise.runs.ports import SessionMessage, Stores
-from stepwise.runs.state import RunContext
+from stepwise.runs.state import TRANSIENT, ContextMovedOn, RunContext
 from stepwise.sessions.models import Earlier, Session
 from stepwise.store.described import INLINE_BYTES
 from stepwise.store.runs import check_fits as run_fits
@@ -96,21 +96,26 @@ class FakeRunContexts:
         with self.lock:
             item = self.items.setdefault((tenant_id, run_id), {})
             if item.get("ended") or item.get("version", 0) != context.version:
-                raise RunStateError(
+                raise ContextMovedOn(
                     f"run {run_id} moved on without this step (ended, or another step wrote version "
-                    f"{context.version + 1}); this step stops"
+                    f"{context.version + 1}); this step stops",
+                    context,
                 )
             # Stored as JSON, as the item is: a caller's later change to its copy never leaks in.
-            item["context"] = context.model_dump(mode="json", exclude={"version", "ended"})
+            item["context"] = context.model_dump(mode="json", exclude=set(TRANSIENT))
             item["version"] = context.version + 1
         for m in messages:  # landed with the context (a transaction in DynamoDB)
             assert self.sessions is not None, "FakeStores wires the sessions in"
             self.sessions.put_message(tenant_id, m.session_id, m.run_id, m.step, m.slot, m.message)
-        return context.model_copy(update={"version": context.version + 1})
+        return context.model_copy(
+            update={"version": context.version + 1, "unbilled": [], "unsaved_usage": Usage()}
+        )
 
-    def mark_ended(self, tenant_id: str, run_id: str) -> None:
+    def mark_ended(self, tenant_id: str, run_id: str) -> RunContext:
         with self.lock:  # an update creates the item when there is none, as DynamoDB's does
-            self.items.setdefault((tenant_id, run_id), {})["ended"] = True
+            item = self.items.setdefault((tenant_id, run_id), {})
+            item["ended"] = True
+            return self._model(item)
 
 
 class FakeRuns:
@@ -122,6 +127,7 @@ class FakeRuns:
         self.contexts = contexts
         self.items: dict[tuple[str, str], Run] = {}
         self.active: dict[str, int] = {}  # tenant -> active-run slots taken
+        self.late_lines: list[dict[str, Any]] = []  # usage lines of model calls paid after their run ended
         self.lock = threading.Lock()
 
     def list_runs(
@@ -247,6 +253,24 @@ class FakeRuns:
                 update["finished_at"] = utcnow()
                 self.active[tenant_id] = self.active.get(tenant_id, 0) - 1  # its slot goes back, once
             self.items[(tenant_id, run_id)] = run.model_copy(update=update)
+        return True
+
+    def add_usage(self, tenant_id: str, run_id: str, usage: Usage, lines: list[dict[str, Any]]) -> bool:
+        with self.lock:
+            run = self.items.get((tenant_id, run_id))
+            if run is None or not run.done:
+                return False
+            self.items[(tenant_id, run_id)] = run.model_copy(update={"usage": run.usage + usage})
+            self.late_lines.extend(lines)  # counted in the adapter's transaction; kept here for tests
+        return True
+
+    def add_descendants_usage(self, tenant_id: str, run_id: str, usage: Usage) -> bool:
+        with self.lock:
+            run = self.items.get((tenant_id, run_id))
+            if run is None or not run.done:
+                return False
+            total = run.descendants_usage + usage
+            self.items[(tenant_id, run_id)] = run.model_copy(update={"descendants_usage": total})
         return True
 
 
@@ -694,6 +718,29 @@ class FakeFollowers:
         self.pushed.append((tenant_id, run_id))
 
 
+class FakeShares:
+    """A tenant's step shares: holders and their lease ends, as stepwise.store.shares keeps them."""
+
+    def __init__(self) -> None:
+        self.holders: dict[str, dict[str, int]] = {}  # tenant -> run -> lease end
+        self.lock = threading.Lock()
+
+    def take(self, tenant_id: str, run_id: str, *, limit: int, until: int, now: int) -> bool:
+        with self.lock:
+            held = self.holders.setdefault(tenant_id, {})
+            if run_id not in held and len(held) >= limit:
+                for ended in [run for run, lease in held.items() if lease <= now]:
+                    del held[ended]
+                if len(held) >= limit:
+                    return False
+            held[run_id] = until
+        return True
+
+    def give_back(self, tenant_id: str, run_id: str) -> None:
+        with self.lock:
+            self.holders.get(tenant_id, {}).pop(run_id, None)
+
+
 @dataclass
 class FakeStores:
     """One of each fake, wired as the real stores are (a run's counters read through its context)."""
@@ -706,6 +753,7 @@ class FakeStores:
     events: FakeEventLog = field(default_factory=FakeEventLog)
     results: FakeResults = field(default_factory=FakeResults)
     followers: FakeFollowers = field(default_factory=FakeFollowers)
+    shares: FakeShares | None = None  # none: steps are not bounded per tenant, as without the table
     runs: FakeRuns = field(init=False)
     described: FakeDescribed = field(init=False)
 
@@ -726,4 +774,5 @@ class FakeStores:
             results=self.results,
             described=self.described,
             followers=self.followers,
+            shares=self.shares,
         )

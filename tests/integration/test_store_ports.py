@@ -22,10 +22,12 @@ from stepwise.core.errors import AgentGone, Conflict, NotFound, PayloadTooLarge,
 from stepwise.core.schema import utcnow
 from stepwise.interactions.models import NewInteraction, digest
 from stepwise.ledger import store as effects
+from stepwise.llm.models import Usage
 from stepwise.runs import ports
 from stepwise.runs.listing import RunFilter
 from stepwise.runs.models import ACTIVE_STATUSES, Head, Run, RunExists, RunStatus
-from stepwise.runs.state import RunContext
+from stepwise.runs.ports import SessionMessage
+from stepwise.runs.state import ContextMovedOn, RunContext
 from stepwise.sessions.models import ASSISTANT_SLOT, USER_SLOT, Earlier, tool_slot
 from stepwise.store import described, events, interactions, run_context, runs, sessions
 from stepwise.store.described import INLINE_BYTES
@@ -156,6 +158,21 @@ def test_an_ended_run_refuses_every_later_context_write(backend: Backend, tenant
     backend.run_context.mark_ended(tenant, "run_2")  # ended before its first step
     with pytest.raises(RunStateError):
         backend.run_context.save(tenant, "run_2", RunContext())
+
+
+def test_a_refused_write_with_messages_carries_what_it_spent(backend: Backend, tenant: str) -> None:
+    """The model's turn rides in the context's transaction (puts go before updates): the refusal is
+    still the context's, and it hands back the context with the spend it could not write."""
+    saved = backend.run_context.save(tenant, "run_1", RunContext(steps=1))
+    marked = backend.run_context.mark_ended(tenant, "run_1")
+    assert (marked.ended, marked.version, marked.steps) == (True, 1, 1)
+    spent = saved.model_copy(update={"unsaved_usage": Usage(input_tokens=100, output_tokens=7)})
+    turn = SessionMessage("ses_1", "run_1", 1, ASSISTANT_SLOT, {"role": "assistant", "content": "late"})
+
+    with pytest.raises(ContextMovedOn) as refused:
+        backend.run_context.save(tenant, "run_1", spent, [turn])
+
+    assert refused.value.spent and refused.value.context.unsaved_usage.input_tokens == 100
 
 
 # --- Runs ----------------------------------------------------------------------------------------

@@ -121,6 +121,9 @@ class Quotas(Environment):
     max_active_runs: int = Field(default=100, ge=1, alias="STEPWISE_MAX_ACTIVE_RUNS")
     max_schedules: int = Field(default=100, ge=1, alias="STEPWISE_MAX_SCHEDULES")
     max_workflows: int = Field(default=20, ge=1, alias="STEPWISE_MAX_WORKFLOWS")
+    # Concurrent model steps one tenant may hold (stepwise.runs.shares); 0: no bound. The default is
+    # 40% of StepReservedConcurrency's 50 and a fifth of MaxActiveRuns' 100.
+    step_share: int = Field(default=20, ge=0, alias="STEPWISE_STEP_SHARE")
 
 
 class Secrets(Environment):

@@ -126,6 +126,13 @@ class ProviderUnavailable(StepError):
     code = "provider_unavailable"
 
 
+class TenantStepsBusy(StepError):
+    """The tenant's share of concurrent steps is taken (stepwise.runs.shares): the ASL retries with
+    backoff and jitter, so the run waits its turn while other tenants' runs go on."""
+
+    code = "tenant_busy"
+
+
 class ModelError(StepError):
     """The model call failed in a way retrying cannot fix (bad request, auth, unknown model)."""
 

@@ -393,6 +393,20 @@ class QuotaItem(Model):
     used = NumberAttribute(default=0)
 
 
+class StepShareItem(Model):
+    """A tenant's model steps under way (quota = "steps"): `used` counts the runs holding one of the
+    tenant's step shares, and each holder is an attribute of its own, `h#<run id>`, holding the epoch
+    second its lease ends (stepwise.store.shares writes them by path: pynamodb declares no dynamic
+    names), moved in the same update as the count."""
+
+    class Meta:
+        table_name = "QuotasTable"
+
+    tenant_id = UnicodeAttribute(hash_key=True)
+    quota = UnicodeAttribute(range_key=True)
+    used = NumberAttribute(default=0)
+
+
 class UsageCounterItem(Model):
     """A tenant's usage in one hour, for one (agent, model or billed tool action, user): atomic counters
     moved in the same transaction as the run context's write that takes the usage line
@@ -778,6 +792,7 @@ def bind() -> None:
         (SettingItem, names.settings),
         (QuotaItem, names.quotas),
         (UsageCounterItem, names.quotas),
+        (StepShareItem, names.quotas),
         (BudgetItem, names.quotas),
         (ParkedItem, names.quotas),
         (TreeSpendItem, names.run_events),

@@ -266,6 +266,7 @@ def call_model(
         update={
             "steps": step,
             "usage": context.usage + turn.usage,
+            "unsaved_usage": context.unsaved_usage + turn.usage,
             "prompt_tokens": turn.usage.input_tokens if exact else 0,
             "counted_messages": len(messages) if exact else 0,
         }

@@ -28,13 +28,14 @@ from stepwise.loop.calls import Paused, Ready, Refused, Resolved, Settled, StepS
 from stepwise.loop.model_call import call_model, check_doom_loop
 from stepwise.loop.results import store_result
 from stepwise.loop.working import Working
-from stepwise.runs import events, suspension
+from stepwise.runs import events, late, shares, suspension
 from stepwise.runs.hooks import fire
 from stepwise.runs.models import Run
 from stepwise.runs.ports import stores
 from stepwise.runs.state import (
     CallRef,
     CircuitProbe,
+    ContextMovedOn,
     RunContext,
     RunState,
     StepEvent,
@@ -302,6 +303,13 @@ def step(state: RunState) -> RunState:
     try:
         with events.batched(state.tenant_id, state.run_id):
             return _step(state)
+    except ContextMovedOn as moved:
+        # The run ended (a cancel) while this Step waited on the model: the answer was paid all the
+        # same, so it is counted on the ended run, its tree and the usage counters.
+        working.forget(state.tenant_id, state.run_id)
+        if moved.spent:
+            late.count(state.tenant_id, state.run_id, moved.context.unsaved_usage, moved.context.unbilled)
+        raise
     except BaseException:
         # The cached conversation may hold what this attempt added before it failed: a retry starts
         # from what the store holds.
@@ -478,8 +486,20 @@ def handle(event: dict[str, Any]) -> dict[str, Any]:
         case CircuitProbe(probe=spec):  # the reconciler's sweep tries an open circuit's provider
             return {"ok": circuits.probe_call(spec)}
         case RunState() as state:
-            return step(state).model_dump()
+            return _shared_step(state).model_dump()
     raise AssertionError("unreachable: StepEvent is a closed union")
+
+
+def _shared_step(state: RunState) -> RunState:
+    """A step of the run's execution, within one of its tenant's step shares (stepwise.runs.shares):
+    kept while the run goes on, given back when it pauses (its ending gives it back otherwise)."""
+    until = shares.enter(state.tenant_id, state.run_id, state.share_until)
+    taken = step(state)
+    if taken.action == "continue":
+        return taken.model_copy(update={"share_until": until})
+    if taken.action in ("wait", "waits"):
+        shares.leave(state.tenant_id, state.run_id)
+    return taken
 
 
 def sync_answer(tenant_id: str, run_id: str) -> Run:

@@ -101,6 +101,11 @@ def report(tenant_id: str, child: Run) -> None:
     }
     if store.interactions.answer(tenant_id, child.parent_interaction_id, outcome, key=None, by=child.run_id):
         answers.deliver(tenant_id, child.parent_interaction_id)
+    elif child.parent_run_id is not None and ended.total_usage != Usage():
+        # The parent ended first and stopped this child with it (its wait was closed): what the child
+        # spent still counts in the parent's tree total. One level only: the parent's own report, which
+        # comes after its children's, carries it further up.
+        store.runs.add_descendants_usage(tenant_id, child.parent_run_id, ended.total_usage)
 
 
 def outcome_usage(outcome: dict[str, Any]) -> Usage:

@@ -15,7 +15,7 @@ from aws_lambda_powertools import Logger
 from stepwise.core import aws, observability, tracing
 from stepwise.core.errors import NotFound
 from stepwise.interactions.models import Interaction
-from stepwise.runs import delegation, events
+from stepwise.runs import delegation, events, late, shares
 from stepwise.runs.hooks import fire
 from stepwise.runs.models import ACTIVE_STATUSES, EventType, Run, RunError, RunStatus
 from stepwise.runs.ports import stores
@@ -70,7 +70,13 @@ def end_run(
     if not store.runs.transition(tenant_id, run_id, status, allowed_from=ACTIVE_STATUSES, **fields):
         _hand_on(tenant_id, run.session_id, run_id)
         return False
-    store.run_context.mark_ended(tenant_id, run_id)
+    marked = store.run_context.mark_ended(tenant_id, run_id)
+    if marked.version > context.version:
+        # A Step wrote between this ending's read and the fence (its model call had just answered):
+        # what it spent is in its context, not in the counters just copied onto the run. Its usage
+        # lines were counted with that write.
+        late.count(tenant_id, run_id, late.minus(marked.usage, context.usage), [])
+    shares.leave(tenant_id, run_id)  # a step share it held between steps or in a failed one
     tracing.run_ended(tenant_id, run, status, usage=context.usage, error_code=error.code if error else None)
     waited = store.interactions.for_run(tenant_id, run_id, "pending")
     for pending in waited:

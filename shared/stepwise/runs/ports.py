@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # annotations only: every handler module imports this one, an
     from stepwise.agents.models import Agent
     from stepwise.interactions.models import Interaction, NewInteraction
     from stepwise.ledger import LedgerStore
+    from stepwise.llm.models import Usage
     from stepwise.runs.listing import RunFilter
     from stepwise.runs.models import Appended, EventType, Head, Run, RunEvent, RunStatus
     from stepwise.runs.state import RunContext
@@ -79,6 +80,15 @@ class RunStore(Protocol):
         """Move the run to `to` only from one of `allowed_from` (False otherwise), with `fields`."""
         ...
 
+    def add_usage(self, tenant_id: str, run_id: str, usage: Usage, lines: list[dict[str, Any]]) -> bool:
+        """Add a late model call's spend to an ended run's counters, its usage lines counted in the same
+        write; False when the run is gone or not ended."""
+        ...
+
+    def add_descendants_usage(self, tenant_id: str, run_id: str, usage: Usage) -> bool:
+        """Add to an ended run's `descendants_usage`; False when the run is gone or still active."""
+        ...
+
     def list_runs(
         self,
         tenant_id: str,
@@ -121,7 +131,9 @@ class RunContextStore(Protocol):
         `messages` land with it or not at all (one transaction)."""
         ...
 
-    def mark_ended(self, tenant_id: str, run_id: str) -> None: ...
+    def mark_ended(self, tenant_id: str, run_id: str) -> RunContext:
+        """Fence every later write out; the context as it stood when marked."""
+        ...
 
 
 class SessionStore(Protocol):
@@ -319,6 +331,19 @@ class SpendStore(Protocol):
     def load(self, tenant_id: str, run: Run) -> tuple[Agent, Any]: ...
 
 
+class ShareStore(Protocol):
+    """A tenant's step shares (stepwise.store.shares): which runs hold one, each until its lease ends."""
+
+    def take(self, tenant_id: str, run_id: str, *, limit: int, until: int, now: int) -> bool:
+        """Hold a share for `run_id` until epoch second `until` (again, when it holds one already);
+        False when `limit` runs hold one, counting no lease that ended before `now`."""
+        ...
+
+    def give_back(self, tenant_id: str, run_id: str) -> None:
+        """Let go of the run's share, if it holds one."""
+        ...
+
+
 @dataclass(frozen=True)
 class Stores:
     runs: RunStore
@@ -333,6 +358,7 @@ class Stores:
     followers: Followers
     pushes: PushNotifier | None = None  # none in tests that do not exercise A2A push notifications
     spend: SpendStore | None = None  # none: no budgets are checked and the agent is read alone
+    shares: ShareStore | None = None  # none: a tenant's concurrent steps are not bounded
 
 
 _current: ContextVar[Stores | None] = ContextVar("stepwise_stores", default=None)

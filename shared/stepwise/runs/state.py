@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Discriminator, Field, Tag
 
 from stepwise.agents.models import DEFAULT_MAX_STEPS
-from stepwise.core.errors import step_error_code
+from stepwise.core.errors import RunStateError, step_error_code
 from stepwise.llm.models import Usage
 from stepwise.runs.models import RunError
 
@@ -51,6 +51,8 @@ class RunState(BaseModel):
     action: StepAction = "start"
     wait: Wait | None = None
     waits: list[Wait] = Field(default_factory=list)
+    # When the step share the run holds between two steps ends (epoch seconds; stepwise.runs.shares).
+    share_until: int | None = None
 
 
 class SyncAnswer(BaseModel):
@@ -178,9 +180,30 @@ class RunContext(BaseModel):
     # Usage lines not yet counted, as plain dicts (stepwise.usage.counters reads them): the next
     # context write counts them in its own transaction and clears them. Never stored.
     unbilled: list[dict[str, Any]] = Field(default_factory=list)
+    # What the model calls made since the last write spent: paid whether or not that write succeeds
+    # (a run cancelled mid-call still counts it, stepwise.runs.late). Never stored.
+    unsaved_usage: Usage = Field(default_factory=Usage)
     # How many run-level pauses (loop.parking) the run has taken: each one's interaction id is new.
     parks: int = 0
 
     @property
     def pending_calls(self) -> list[CallRef]:
         return self.calls[self.next_call :]
+
+
+# What a context write leaves out of the stored body: its key and fence, and what rides on it only
+# until the write (the lines it counts, the spend it carries).
+TRANSIENT = frozenset({"version", "ended", "unbilled", "unsaved_usage"})
+
+
+class ContextMovedOn(RunStateError):
+    """A context write found the run ended or another Step's version. It carries the context it could
+    not write: what that context spent (`unsaved_usage`, `unbilled`) was paid all the same."""
+
+    def __init__(self, message: str, context: RunContext) -> None:
+        super().__init__(message)
+        self.context = context
+
+    @property
+    def spent(self) -> bool:
+        return bool(self.context.unbilled) or self.context.unsaved_usage != Usage()

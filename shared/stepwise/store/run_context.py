@@ -16,11 +16,11 @@ from pynamodb.expressions.update import Action
 from pynamodb.transactions import TransactWrite
 
 from stepwise.core import config
-from stepwise.core.errors import RunStateError
 from stepwise.core.schema import utcnow
 from stepwise.core.tables import CONTEXT_SEQ, RunContextItem, bind, condition_failed, connection, tenant_key
+from stepwise.llm.models import Usage
 from stepwise.runs.ports import SessionMessage
-from stepwise.runs.state import RunContext
+from stepwise.runs.state import TRANSIENT, ContextMovedOn, RunContext
 from stepwise.store import sessions
 
 
@@ -64,7 +64,7 @@ def save(
     bind()
     version = context.version
     lines = context.unbilled
-    body = context.model_dump(mode="json", exclude={"version", "ended", "unbilled"})
+    body = context.model_dump(mode="json", exclude=set(TRANSIENT))
     expires = utcnow() + timedelta(days=config.runtime().events_ttl_days)
     condition = RunContextItem.ended.does_not_exist()
     condition &= (
@@ -79,7 +79,7 @@ def save(
     try:
         if lines or messages:
             with TransactWrite(connection=connection()) as tx:
-                tx.update(item, actions=actions, condition=condition)  # first: its failure is reasons[0]
+                tx.update(item, actions=actions, condition=condition)  # the first update
                 if lines:
                     from stepwise.usage import counters
 
@@ -92,24 +92,32 @@ def save(
             item.update(actions=actions, condition=condition)
     except UpdateError as exc:
         if condition_failed(exc):
-            raise _moved_on(run_id, version) from exc
+            raise _moved_on(run_id, context) from exc
         raise
     except TransactWriteError as exc:
-        reasons = exc.cancellation_reasons
-        if reasons and reasons[0] is not None and reasons[0].code == "ConditionalCheckFailed":
-            raise _moved_on(run_id, version) from exc
+        # pynamodb sends puts before updates: the context's update comes after the messages.
+        reasons, at = exc.cancellation_reasons, len(messages)
+        reason = reasons[at] if len(reasons) > at else None
+        if reason is not None and reason.code == "ConditionalCheckFailed":
+            raise _moved_on(run_id, context) from exc
         raise
-    return context.model_copy(update={"version": version + 1, "unbilled": []})
+    return context.model_copy(update={"version": version + 1, "unbilled": [], "unsaved_usage": Usage()})
 
 
-def _moved_on(run_id: str, version: int) -> RunStateError:
-    return RunStateError(
+def _moved_on(run_id: str, context: RunContext) -> ContextMovedOn:
+    return ContextMovedOn(
         f"run {run_id} moved on without this step (ended, or another step wrote version "
-        f"{version + 1}); this step stops"
+        f"{context.version + 1}); this step stops",
+        context,
     )
 
 
-def mark_ended(tenant_id: str, run_id: str) -> None:
-    """The run has ended: any Step still running for it fails its next write."""
+def mark_ended(tenant_id: str, run_id: str) -> RunContext:
+    """The run has ended: any Step still running for it fails its next write. Returns the context as
+    it stood when marked (the update's own answer, no read): a Step's write that landed after its
+    ending read the context is in it."""
     bind()
-    RunContextItem(_key(tenant_id, run_id), CONTEXT_SEQ).update(actions=[RunContextItem.ended.set(True)])
+    item = RunContextItem(_key(tenant_id, run_id), CONTEXT_SEQ)
+    item.update(actions=[RunContextItem.ended.set(True)])  # pynamodb sets the item from ALL_NEW
+    context = RunContext.model_validate(item.context or {})
+    return context.model_copy(update={"version": int(item.version or 0), "ended": True})

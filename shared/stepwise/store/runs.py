@@ -427,3 +427,73 @@ def transition(
             return False
         raise
     return True
+
+
+def add_usage(tenant_id: str, run_id: str, usage: Usage, lines: list[dict[str, Any]]) -> bool:
+    """Add what a late model call spent to an ended run's counters (ADD: no read, and no race with
+    another late addition), counting its usage lines in the same transaction, as the context write it
+    missed would have. False when the run is gone or not ended (its context still counts for it)."""
+    bind()
+    actions: list[Action] = [
+        RunItem.input_tokens.add(usage.input_tokens),
+        RunItem.output_tokens.add(usage.output_tokens),
+        RunItem.cached_tokens.add(usage.cached_tokens),
+        RunItem.cache_write_tokens.add(usage.cache_write_tokens),
+    ]
+    if usage.cost_usd is None:  # an unpriced call: the run's total is no longer known
+        actions.append(RunItem.cost_usd.remove())
+    elif usage.cost_usd:
+        actions.append(RunItem.cost_usd.add(usage.cost_usd))
+    condition = RunItem.run_id.exists() & RunItem.status.is_in(*TERMINAL_STATUSES)
+    item = RunItem(tenant_id, run_id)
+    try:
+        if lines:
+            from stepwise.usage import counters
+
+            with TransactWrite(connection=connection()) as tx:
+                tx.update(item, actions=actions, condition=condition)
+                counters.count(tx, tenant_id, lines)
+        else:
+            item.update(actions=actions, condition=condition)
+    except UpdateError as exc:
+        if condition_failed(exc):
+            return False
+        raise
+    except TransactWriteError as exc:
+        if quotas.refused_by(exc, 0):
+            return False
+        raise
+    return True
+
+
+def add_descendants_usage(tenant_id: str, run_id: str, usage: Usage) -> bool:
+    """Add to an ended run's `descendants_usage` (a JSON attribute: read, then written on condition
+    that it is unchanged, again on a lost race). False when the run is gone or still active: an
+    active run's counters are its context's, which only its own Steps write."""
+    bind()
+    for _ in range(8):
+        try:
+            item = RunItem.get(
+                tenant_id, run_id, consistent_read=True, attributes_to_get=["status", "descendants_usage"]
+            )
+        except DoesNotExist:
+            return False
+        if item.status not in TERMINAL_STATUSES:
+            return False
+        before = item.descendants_usage
+        after = (Usage.model_validate(before or {}) + usage).model_dump(mode="json")
+        condition = RunItem.status.is_in(*TERMINAL_STATUSES) & (
+            RunItem.descendants_usage.does_not_exist()
+            if before is None
+            else RunItem.descendants_usage == before
+        )
+        try:
+            RunItem(tenant_id, run_id).update(
+                actions=[RunItem.descendants_usage.set(after)], condition=condition
+            )
+        except UpdateError as exc:
+            if condition_failed(exc):
+                continue  # another addition won: read it again
+            raise
+        return True
+    raise RuntimeError(f"run {run_id}: descendants_usage kept changing under eight additions")

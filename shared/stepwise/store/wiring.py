@@ -28,7 +28,7 @@ def dynamodb() -> Stores:
     from stepwise.agents import store as agents
     from stepwise.follow import delivery as followers
     from stepwise.ledger import store as effects
-    from stepwise.store import described, events, interactions, run_context, runs, sessions
+    from stepwise.store import described, events, interactions, run_context, runs, sessions, shares
     from stepwise.tools import results
     from stepwise.usage import standing
 
@@ -45,6 +45,7 @@ def dynamodb() -> Stores:
         followers=followers,
         pushes=A2APushes(),
         spend=standing,
+        shares=shares,
     )
 
 
