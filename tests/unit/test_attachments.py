@@ -140,3 +140,10 @@ def test_a_semicolon_csv_is_read_in_its_dialect() -> None:
     described = render.describe(attachment("text/csv"), "id;name\n" + rows)
     assert "A CSV of 100 rows and 2 columns: id, name." in described
     assert "19,x19" in described and "20,x20" not in described
+
+
+def test_a_deeply_nested_json_file_is_described_not_a_failed_run() -> None:
+    # Review finding 4: json.loads raised RecursionError here, which failed the run.
+    body = "[" * 100_000 + "]" * 100_000
+    described = render.describe(attachment("application/json"), body)
+    assert described.startswith(f"{len(body)} characters, 1 lines.")

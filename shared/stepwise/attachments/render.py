@@ -15,13 +15,13 @@ every call.
 from __future__ import annotations
 
 import base64
-import json
 from collections.abc import Callable
 from typing import Any
 
 from stepwise.attachments import content
 from stepwise.attachments import vision as _vision
 from stepwise.attachments.models import Attachment
+from stepwise.core import safejson
 from stepwise.llm.models import TOOL_IMAGES_PREFIX
 
 EXTENSION = "stepwise"  # the stored messages' own key, stripped before they are sent
@@ -189,7 +189,8 @@ def describe(attachment: Attachment, body: str) -> str:
     shape = ""
     if attachment.content_type == "application/json":
         try:
-            parsed = json.loads(body)
+            # safejson: a file nested thousands deep is described, not a RecursionError that fails the run.
+            parsed = safejson.loads(body)
         except ValueError:
             parsed = None
         if isinstance(parsed, dict):
