@@ -240,6 +240,37 @@ def test_a_pre_registered_client_is_used_and_its_secret_never_shown(stack: Local
         fake.close()
 
 
+@pytest.mark.parametrize("pre_registered", [True, False])
+def test_reauthorizing_under_another_issuer_sends_it_no_old_token_or_secret(
+    stack: LocalStack, pre_registered: bool
+) -> None:
+    # Review finding 1: the old grant's tokens (and the tenant's secret) went to the new issuer's /token.
+    fake, other = FakeOAuthMcpServer(), FakeOAuthMcpServer()
+    try:
+        auth = {"client_id": "tenant-app", "client_secret": "tenant-secret"} if pre_registered else {}
+        if pre_registered:
+            fake.add_client("tenant-app", "tenant-secret")
+        agent_id = authorized(stack, fake, **auth)
+
+        # When the server's metadata now names another authorization server and a person re-authorizes
+        fake.authorization_server = other.origin
+        status, _, again = stack.invoke_api("POST", f"/v1/agents/{agent_id}/mcp-servers/linear/authorize")
+
+        if pre_registered:  # the tenant's client belongs to the first issuer: refused, nothing sent
+            assert status == 422 and "auth.client_id" in again["error"]["message"], again
+        else:  # a new client is registered there, and the old tokens are not carried over to it
+            assert status == 200 and len(other.clients) == 1, again
+        fake.revoke()  # the next call's 401 makes the token source refresh at once
+        result = call(agent_id)
+
+        assert other.token_requests == []
+        if not pre_registered:
+            assert result.error is not None and result.error.code == "mcp_needs_authorization"
+    finally:
+        fake.close()
+        other.close()
+
+
 def test_an_authorization_server_without_registration_needs_a_client_id(stack: LocalStack) -> None:
     fake = FakeOAuthMcpServer(registration=False)
     try:

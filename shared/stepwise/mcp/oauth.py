@@ -126,7 +126,11 @@ async def start(
     prior: Grant | None = None,
 ) -> Started:
     """Discover, register (or reuse `prior`'s client, or the tenant's `client_id`), and build the URL
-    a person opens to authorize. `scopes` None follows the MCP scope selection strategy."""
+    a person opens to authorize. `scopes` None follows the MCP scope selection strategy.
+
+    A client belongs to the authorization server it was registered with: `prior`'s client is reused only
+    with the same issuer, and the tenant's `client_id` is refused once the server names another issuer
+    than the one it was first authorized with (its secret is never sent anywhere else)."""
     challenge = await _challenge(http, server_url)
     www_scope = extract_scope_from_www_auth(challenge)
     prm_urls = build_protected_resource_metadata_discovery_urls(
@@ -162,8 +166,14 @@ async def start(
     ):
         scope = union_scopes(scope, www_scope)
 
+    if client_id is not None and prior is not None and not same_issuer(prior, metadata):
+        raise OAuthFailure(
+            DISCOVERY_FAILED,
+            f"the server now names the authorization server {metadata.issuer}, not the one auth.client_id "
+            "was registered with: register the server again with a client of the new one",
+        )
     client = _given_client(client_id, client_secret, redirect_uri, metadata)
-    if client is None and prior is not None and _same_issuer(prior, metadata):
+    if client is None and prior is not None and same_issuer(prior, metadata):
         client = prior.client
     if client is None:
         client = await _register(http, metadata, server_url, redirect_uri, scope)
@@ -274,8 +284,12 @@ def _given_client(
     )
 
 
-def _same_issuer(prior: Grant, metadata: OAuthMetadata) -> bool:
-    return prior.metadata is not None and str(prior.metadata.issuer) == str(metadata.issuer)
+def same_issuer(prior: Grant, metadata: OAuthMetadata | None) -> bool:
+    return (
+        prior.metadata is not None
+        and metadata is not None
+        and str(prior.metadata.issuer) == str(metadata.issuer)
+    )
 
 
 async def _register(
