@@ -131,7 +131,11 @@ class FakeOAuthMcpServer(FakeMcpServer):
         body = await request.json()
         client_id, secret = f"client-{secrets.token_hex(4)}", secrets.token_urlsafe(16)
         with self._auth_lock:
-            self.clients[client_id] = {"client_secret": secret, "redirect_uris": body["redirect_uris"]}
+            self.clients[client_id] = {
+                "client_secret": secret,
+                "redirect_uris": body["redirect_uris"],
+                "client_name": body.get("client_name"),
+            }
         return JSONResponse(
             {
                 **body,

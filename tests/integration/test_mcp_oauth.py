@@ -101,8 +101,8 @@ def test_registration_authorization_and_calls_end_to_end(stack: LocalStack, fake
     assert query["code_challenge_method"] == "S256" and len(query["code_challenge"]) == 43
     assert query["resource"] == fake.url and query["scope"] == " ".join(SCOPES)
     assert query["redirect_uri"].endswith(CALLBACK) and len(query["state"]) >= 43
-    # registered dynamically, as a confidential client
-    assert query["client_id"] in fake.clients
+    # registered dynamically, as a confidential client, under the tenant's name (not a shared one)
+    assert fake.clients[query["client_id"]]["client_name"] == DEFAULT_TENANT
 
     # When the person approves and the authorization server sends them back
     status, page = callback(stack, approve(body["authorization_url"]))

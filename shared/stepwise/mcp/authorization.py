@@ -148,6 +148,9 @@ def authorize(
             client_id=server.auth.client_id if server.auth else None,
             client_secret=secret,
             prior=prior.grant if prior else None,
+            # The tenant's own name, not a "Stepwise" every tenant shares: the person consenting sees
+            # whose app asks, and one tenant's client cannot pass for another's.
+            client_name=tenant_id,
         ),
         allow_hosts=allow_hosts,
         timeout=timeout,

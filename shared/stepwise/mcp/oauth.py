@@ -124,9 +124,11 @@ async def start(
     client_id: str | None = None,
     client_secret: str | None = None,
     prior: Grant | None = None,
+    client_name: str = CLIENT_NAME,
 ) -> Started:
     """Discover, register (or reuse `prior`'s client, or the tenant's `client_id`), and build the URL
-    a person opens to authorize. `scopes` None follows the MCP scope selection strategy.
+    a person opens to authorize. `scopes` None follows the MCP scope selection strategy. A registered
+    client is named `client_name`: the tenant's, so a consent screen says whose app asks.
 
     A client belongs to the authorization server it was registered with: `prior`'s client is reused only
     with the same issuer, and the tenant's `client_id` is refused once the server names another issuer
@@ -176,7 +178,7 @@ async def start(
     if client is None and prior is not None and same_issuer(prior, metadata):
         client = prior.client
     if client is None:
-        client = await _register(http, metadata, server_url, redirect_uri, scope)
+        client = await _register(http, metadata, server_url, redirect_uri, scope, client_name)
 
     pkce = PKCEParameters.generate()
     state = secrets.token_urlsafe(32)
@@ -293,7 +295,12 @@ def same_issuer(prior: Grant, metadata: OAuthMetadata | None) -> bool:
 
 
 async def _register(
-    http: httpx2.AsyncClient, metadata: OAuthMetadata, server_url: str, redirect_uri: str, scope: str | None
+    http: httpx2.AsyncClient,
+    metadata: OAuthMetadata,
+    server_url: str,
+    redirect_uri: str,
+    scope: str | None,
+    client_name: str,
 ) -> OAuthClientInformationFull:
     if metadata.registration_endpoint is None:
         raise OAuthFailure(
@@ -304,7 +311,7 @@ async def _register(
     supported = metadata.token_endpoint_auth_methods_supported or ["client_secret_basic"]
     method = next((m for m in _AUTH_METHODS if m in supported), "client_secret_basic")
     client_metadata = OAuthClientMetadata(
-        client_name=CLIENT_NAME,
+        client_name=client_name,
         redirect_uris=[redirect_uri],  # pydantic parses the URL
         grant_types=GRANT_TYPES,
         response_types=["code"],
