@@ -38,6 +38,7 @@ BENCHMARKS = [
     "spend",
     "delegation",
     "eval_suites",
+    "workflows",
     "following",
     "door_a2a",
     "door_mcp",
@@ -50,6 +51,7 @@ BENCHMARKS = [
     "package_sizes",
     "tokens",
     "console_weight",
+    "first_token",
 ]
 RESULTS = Path(__file__).resolve().parent / "results"
 NAME_WIDTH = 64

@@ -39,6 +39,7 @@ ROUTES = (
     routes("openai_responses", "/v1/responses/**", routers=("router", "cancel_router")),
     routes("health", "/v1/health"),
     routes("effects", "/v1/effects", "/v1/effects/*/resolve"),
+    routes("workflows", "/v1/workflows/**"),
 )
 # fmt: on
 

@@ -58,6 +58,7 @@ INTERACTION_ID = rf"^int_{_ULID}_[0-9]{{1,4}}_[0-9]{{1,4}}$"
 MEMORY_ID = rf"^mem_{_ULID}$"
 EVAL_ID = rf"^eval_{_ULID}$"
 EVAL_RUN_ID = rf"^evr_{_ULID}$"
+WORKFLOW_ID = rf"^wfl_{_ULID}$"
 # The app's id for its end user: never "#" (it goes into keys after the tenant and agent, see
 # stepwise.memory.store), and nothing a URL or a log line would need to escape.
 USER_ID = r"^[A-Za-z0-9_.@:-]{1,128}$"

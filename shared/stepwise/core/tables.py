@@ -649,6 +649,24 @@ class McpAuthItem(Model):
     expires_at = TTLAttribute(null=True)
 
 
+class WorkflowItem(Model):
+    """A tenant's workflows and what their runs did, tenant first: a workflow's head (sk = "wf#<id>",
+    its latest version's definition), each published version (sk = "wf#<id>#v#<000n>", with its state
+    machine), and each node a workflow run ran (sk = "node#<run_id>#<node key>", the child run and how
+    it ended: a replay reuses the succeeded ones)."""
+
+    class Meta:
+        table_name = "WorkflowsTable"
+
+    tenant_id = UnicodeAttribute(hash_key=True)
+    sk = UnicodeAttribute(range_key=True)
+    kind = UnicodeAttribute()  # workflow | version | node
+    status = UnicodeAttribute(null=True)  # a node's: running | succeeded | failed
+    data = JSONAttribute()
+    created_at = UTCDateTimeAttribute()
+    updated_at = UTCDateTimeAttribute(null=True)
+
+
 @cache
 def bind() -> None:
     """Point the models at the tables named in the environment (once per process)."""
@@ -679,6 +697,7 @@ def bind() -> None:
         (MemoryItem, names.memories),
         (MemoryHeadItem, names.memories),
         (EvalItem, names.evals),
+        (WorkflowItem, names.workflows),
     ):
         meta: Any = model.Meta
         meta.table_name = name

@@ -71,6 +71,16 @@ from stepwise_sdk.models import (
     UsageRows,
     WebhookSecret,
     WhatIf,
+    WorkflowAsl,
+    WorkflowCreate,
+    WorkflowList,
+    WorkflowRunAccepted,
+    WorkflowRunCreate,
+    WorkflowSchedule,
+    WorkflowScheduleCreate,
+    WorkflowScheduleList,
+    WorkflowVersions,
+    WorkflowView,
 )
 
 CREATE_AGENT = Operation[Agent]("POST", "/v1/agents", Agent, AgentCreate)
@@ -167,6 +177,28 @@ DELETE_BUDGET = Operation[None]("DELETE", "/v1/budgets/{scope}", None)
 RESUME_RUN = Operation[RunView]("POST", "/v1/runs/{run_id}/resume", RunView)
 LIST_EFFECTS = Operation[EffectList]("GET", "/v1/effects", EffectList)
 RESOLVE_EFFECT = Operation[EffectView]("POST", "/v1/effects/{key}/resolve", EffectView, EffectResolve)
+
+CREATE_WORKFLOW = Operation[WorkflowView]("POST", "/v1/workflows", WorkflowView, WorkflowCreate)
+LIST_WORKFLOWS = Operation[WorkflowList]("GET", "/v1/workflows", WorkflowList)
+GET_WORKFLOW = Operation[WorkflowView]("GET", "/v1/workflows/{workflow_id}", WorkflowView)
+PUBLISH_WORKFLOW = Operation[WorkflowView]("PUT", "/v1/workflows/{workflow_id}", WorkflowView, WorkflowCreate)
+DELETE_WORKFLOW = Operation[None]("DELETE", "/v1/workflows/{workflow_id}", None)
+LIST_WORKFLOW_VERSIONS = Operation[WorkflowVersions](
+    "GET", "/v1/workflows/{workflow_id}/versions", WorkflowVersions
+)
+GET_WORKFLOW_ASL = Operation[WorkflowAsl]("GET", "/v1/workflows/{workflow_id}/asl", WorkflowAsl)
+RUN_WORKFLOW = Operation[WorkflowRunAccepted](
+    "POST", "/v1/workflows/{workflow_id}/runs", WorkflowRunAccepted, WorkflowRunCreate
+)
+CREATE_WORKFLOW_SCHEDULE = Operation[WorkflowSchedule](
+    "POST", "/v1/workflows/{workflow_id}/schedules", WorkflowSchedule, WorkflowScheduleCreate
+)
+LIST_WORKFLOW_SCHEDULES = Operation[WorkflowScheduleList](
+    "GET", "/v1/workflows/{workflow_id}/schedules", WorkflowScheduleList
+)
+DELETE_WORKFLOW_SCHEDULE = Operation[None](
+    "DELETE", "/v1/workflows/{workflow_id}/schedules/{schedule_id}", None
+)
 
 ALL: tuple[Operation[object], ...] = tuple(
     value for value in list(globals().values()) if isinstance(value, Operation)
