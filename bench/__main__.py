@@ -45,6 +45,7 @@ BENCHMARKS = [
     "door_agui",
     "door_responses",
     "webhooks",
+    "triggers",
     "circuits",
     "streaming",
     "attachments",

@@ -27,6 +27,7 @@ from stepwise_cli import (
     runs,
     schedules,
     settings,
+    triggers,
     usage,
     workflows,
 )
@@ -86,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
         effects,
         migrate,
         workflows,
+        triggers,
     ):
         module.register(commands, common)
     return parser

@@ -69,12 +69,8 @@ def register(
     secret = spec.auth.client_secret if spec.auth else None
     # The secret goes to the encrypted grant only, never into the agent's item.
     auth = spec.auth.model_copy(update={"client_secret": None}) if spec.auth else None
-    now = utcnow()
-    # In milliseconds, as the agent's item keeps it (RFC 3339): the grant and the pending authorization
-    # are keyed by this time, and must name the server read back from the store, not a finer one.
-    created_at = now.replace(microsecond=now.microsecond // 1000 * 1000)
     server = McpServer(
-        **spec.model_dump(exclude={"auth", "tools"}), auth=auth, tool_filter=spec.tools, created_at=created_at
+        **spec.model_dump(exclude={"auth", "tools"}), auth=auth, tool_filter=spec.tools, created_at=utcnow()
     )
     if server.auth is not None:
         from stepwise.mcp import authorization  # its SDK models load only where OAuth is used

@@ -22,7 +22,11 @@ TERMINAL_STATUSES: frozenset[str] = frozenset({"succeeded", "failed", "cancelled
 ACTIVE_STATUSES: frozenset[str] = frozenset(get_args(RunStatus)) - TERMINAL_STATUSES
 # What kind of thing started a run (RunView.trigger): "api" for a run whose trigger id carries none of
 # the other kinds as its "<kind>:" prefix.
-Trigger = Literal["api", "schedule", "event", "delegation", "what_if", "workflow"]
+# The last four are tenants' triggers (stepwise.triggers), whose intent key is "<type>:<trigger id>/<key>".
+Trigger = Literal[
+    "api", "schedule", "event", "delegation", "what_if", "workflow", "webhook", "gmail", "outlook", "ses"
+]
+TRIGGER_TYPES = ("webhook", "gmail", "outlook", "ses")
 PREFIXED_TRIGGERS: tuple[str, ...] = tuple(t for t in get_args(Trigger) if t != "api")
 
 EventType = Literal[
@@ -56,7 +60,6 @@ EventType = Literal[
     "node_completed",
     "node_failed",
 ]
-
 
 MESSAGE_LIMIT = 100_000  # characters; a message is stored in one DynamoDB item (400 KB)
 
@@ -202,6 +205,12 @@ class Run(BaseModel):
         workflow_id, _, version = (self.trigger_id or "").removeprefix("workflow:").partition("@")
         return workflow_id, int(version or 0)
 
+    def started_by(self) -> str | None:
+        """The trigger resource that started the run (`trg_…`), for a run a trigger started; else None.
+        Its intent key (`trigger_id`, "<type>:<trigger id>/<dedupe key>") names the delivery too."""
+        kind, _, rest = (self.trigger_id or "").partition(":")
+        return rest.partition("/")[0] if kind in TRIGGER_TYPES else None
+
     @property
     def total_usage(self) -> Usage:
         return self.usage + self.descendants_usage
@@ -248,6 +257,8 @@ class Run(BaseModel):
             shown["what_if"] = {k: v for k, v in (self.what_if or {}).items() if k != "session_id"}
         if self.kind == "workflow":
             shown["workflow_id"], shown["workflow_version"] = self.workflow_ref
+        if self.started_by is not None:
+            shown["trigger_id"] = self.started_by  # the trigger resource; its delivery is in metadata
         return {
             **shown,
             "kind": self.kind,
@@ -290,6 +301,9 @@ class RunView(BaseModel):
     kind: Literal["agent", "workflow"] = "agent"
     workflow_id: str | None = None  # a workflow run's workflow and the version it ran
     workflow_version: int | None = None
+    # What started it: the trigger's id (`trg_…`) for a run a trigger started; otherwise the run's intent
+    # (its own id for an API call, "schedule:<id>@<time>", ...).
+    trigger_id: str | None = None
     parent_run_id: str | None
     root_run_id: str
     depth: int

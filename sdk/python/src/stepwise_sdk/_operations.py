@@ -66,6 +66,14 @@ from stepwise_sdk.models import (
     Tool,
     ToolList,
     ToolUsage,
+    Trigger,
+    TriggerCreate,
+    TriggerCreated,
+    TriggerDeliveryList,
+    TriggerList,
+    TriggerPatch,
+    TriggerSecret,
+    TriggerSecretRotate,
     UploadCreate,
     UploadTicket,
     UsageRows,
@@ -198,6 +206,17 @@ LIST_WORKFLOW_SCHEDULES = Operation[WorkflowScheduleList](
 )
 DELETE_WORKFLOW_SCHEDULE = Operation[None](
     "DELETE", "/v1/workflows/{workflow_id}/schedules/{schedule_id}", None
+)
+CREATE_TRIGGER = Operation[TriggerCreated]("POST", "/v1/triggers", TriggerCreated, TriggerCreate)
+LIST_TRIGGERS = Operation[TriggerList]("GET", "/v1/triggers", TriggerList)
+GET_TRIGGER = Operation[Trigger]("GET", "/v1/triggers/{trigger_id}", Trigger)
+UPDATE_TRIGGER = Operation[Trigger]("PATCH", "/v1/triggers/{trigger_id}", Trigger, TriggerPatch)
+DELETE_TRIGGER = Operation[None]("DELETE", "/v1/triggers/{trigger_id}", None)
+ROTATE_TRIGGER_SECRET = Operation[TriggerSecret](
+    "POST", "/v1/triggers/{trigger_id}/secret", TriggerSecret, TriggerSecretRotate
+)
+LIST_TRIGGER_DELIVERIES = Operation[TriggerDeliveryList](
+    "GET", "/v1/triggers/{trigger_id}/deliveries", TriggerDeliveryList
 )
 
 ALL: tuple[Operation[object], ...] = tuple(

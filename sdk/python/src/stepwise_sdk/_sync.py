@@ -71,6 +71,11 @@ from stepwise_sdk.models import (
     Tool,
     ToolList,
     ToolUsage,
+    Trigger,
+    TriggerCreated,
+    TriggerDeliveryList,
+    TriggerList,
+    TriggerSecret,
     UploadTicket,
     UsageRows,
     WebhookSecret,
@@ -129,6 +134,8 @@ class Stepwise:
         self.usage = UsageReader(self)
         self.budgets = Budgets(self)
         self.effects = Effects(self)
+
+        self.triggers = Triggers(self)
 
     def send(self, call: Call[T]) -> T:
         """Sends `call`, again while the retry policy allows, and parses the answer."""
@@ -669,3 +676,40 @@ class Effects(_Resource):
         it again). `key` as listed (`effect:<sha256>`)."""
         body = {"outcome": outcome, "note": note}
         return self._client.send(op.RESOLVE_EFFECT.call({"key": key}, body=body))
+
+
+class Triggers(_Resource):
+    """Triggers: a webhook (or, later, a mailbox) starts an agent with a message rendered from the event."""
+
+    def create(self, body: Body = None, /, **fields: Any) -> TriggerCreated:
+        """`type` ("webhook"), `target` ({"agent_id": ...}), `message` (a template such as
+        "{{action}} on {{repository.full_name}}"), and optionally `session` ("new" or {"by_key": template}),
+        `user_id` (a template), `enabled`, `verification`, `signature_header`, `dedupe_path`, `secret`.
+        The answer's `secret` is shown only this once; the sender posts to its `url`."""
+        return self._client.send(op.CREATE_TRIGGER.call(body=merge(body, fields)))
+
+    def list(self) -> TriggerList:
+        return self._client.send(op.LIST_TRIGGERS.call())
+
+    def get(self, trigger_id: str) -> Trigger:
+        return self._client.send(op.GET_TRIGGER.call({"trigger_id": trigger_id}))
+
+    def update(self, trigger_id: str, body: Body = None, /, **fields: Any) -> Trigger:
+        call = op.UPDATE_TRIGGER.call({"trigger_id": trigger_id}, body=merge(body, fields))
+        return self._client.send(call)
+
+    def delete(self, trigger_id: str) -> None:
+        self._client.send(op.DELETE_TRIGGER.call({"trigger_id": trigger_id}))
+
+    def rotate_secret(self, trigger_id: str, body: Body = None, /, **fields: Any) -> TriggerSecret:
+        """A new secret (or the given `secret`); the old one verifies for `previous_valid_seconds` more."""
+        call = op.ROTATE_TRIGGER_SECRET.call({"trigger_id": trigger_id}, body=merge(body, fields))
+        return self._client.send(call)
+
+    def deliveries(
+        self, trigger_id: str, *, limit: int | None = None, next_token: str | None = None
+    ) -> TriggerDeliveryList:
+        """A page of what reached the trigger, newest first; pass `next_token` for the next page."""
+        params = {"limit": limit, "next_token": next_token}
+        call = op.LIST_TRIGGER_DELIVERIES.call({"trigger_id": trigger_id}, params=params)
+        return self._client.send(call)

@@ -611,10 +611,22 @@ class RunView(Model):
     attachments_erased_at: datetime | None
     created_at: datetime
     finished_at: datetime | None
-    trigger: Literal["api", "schedule", "event", "delegation", "what_if", "workflow"]
+    trigger: Literal[
+        "api",
+        "schedule",
+        "event",
+        "delegation",
+        "what_if",
+        "workflow",
+        "webhook",
+        "gmail",
+        "outlook",
+        "ses",
+    ]
     kind: Literal["agent", "workflow"] = "agent"
     workflow_id: str | None = None  # a workflow run's workflow and the version it ran
     workflow_version: int | None = None
+    trigger_id: str | None = None  # the trigger (`trg_…`) that started it, for a run a trigger started
     parent_run_id: str | None
     root_run_id: str
     depth: int
@@ -1342,3 +1354,131 @@ class EffectList(Model):
 class EffectResolve(Request):
     outcome: Literal["done", "undone"]
     note: str | None = None
+
+
+# --- Triggers ---------------------------------------------------------------------------------------
+
+TriggerType = Literal["webhook", "gmail", "outlook", "ses"]
+Verification = Literal["standard-webhooks", "github", "stripe", "hmac-sha256"]
+
+
+class TriggerTarget(Model):
+    """What a trigger starts: `agent_id` (a `workflow_id` once workflows are available)."""
+
+    agent_id: str | None = None
+    workflow_id: str | None = None
+
+
+class SessionByKey(Model):
+    """One session per rendered key, e.g. `{"by_key": "{{thread_id}}"}`."""
+
+    by_key: str
+
+
+class TriggerCreate(Request):
+    type: TriggerType
+    name: str | None = None
+    target: TriggerTarget
+    message: str
+    session: Literal["new"] | SessionByKey = "new"
+    user_id: str | None = None
+    enabled: bool = True
+    verification: Verification | None = None
+    signature_header: str | None = None
+    dedupe_path: str | None = None
+    secret: str | None = None
+    address: str | None = None
+    allow_automated: bool = False
+
+
+class TriggerPatch(Request):
+    name: str | None = None
+    target: TriggerTarget | None = None
+    message: str | None = None
+    session: Literal["new"] | SessionByKey | None = None
+    user_id: str | None = None
+    enabled: bool | None = None
+    dedupe_path: str | None = None
+    allow_automated: bool | None = None
+
+
+class TriggerRefusals(Model):
+    bad_signature: int = 0
+    stale: int = 0
+    too_large: int = 0
+
+
+class Trigger(Model):
+    trigger_id: str
+    type: TriggerType
+    name: str | None = None
+    target: TriggerTarget
+    message: str
+    session: Literal["new"] | SessionByKey = "new"
+    user_id: str | None = None
+    enabled: bool = True
+    verification: Verification | None = None
+    signature_header: str | None = None
+    dedupe_path: str | None = None
+    url: str | None = None
+    address: str | None = None
+    allow_automated: bool = False
+    created_at: datetime
+    updated_at: datetime
+    secret_created_at: datetime | None = None
+    previous_secret_valid_until: datetime | None = None
+    refused: TriggerRefusals = Field(default_factory=TriggerRefusals)
+
+
+class TriggerCreated(Trigger):
+    """The new trigger with its signing `secret`, shown only here."""
+
+    secret: str | None = None
+
+
+class TriggerList(Model):
+    triggers: list[Trigger]
+
+
+class TriggerSecretRotate(Request):
+    secret: str | None = None
+    previous_valid_seconds: int = 86_400
+
+
+class TriggerSecret(Model):
+    secret: str
+    created_at: datetime
+    previous_valid_until: datetime | None = None
+
+
+class TriggerDelivery(Model):
+    delivery_id: str
+    status: Literal["received", "retrying", "started", "deduplicated", "refused", "failed"]
+    received_at: datetime
+    dedupe_key: str | None = None
+    run_id: str | None = None
+    duplicate_of: str | None = None
+    reason: str | None = None
+    attempts: int = 0
+    updated_at: datetime | None = None
+
+
+class TriggerDeliveryList(Model):
+    deliveries: list[TriggerDelivery]
+    next_token: str | None = None
+
+
+class MailAccepted(Model):
+    """What a mail route answers SNS or Pub/Sub (the SDK never calls it; the spec's component, modelled)."""
+
+    type: str
+    deliveries: list[str] = Field(default_factory=list)
+    deduplicated: list[str] = Field(default_factory=list)
+    ignored: int = 0
+
+
+class TriggerDeliveryAccepted(Model):
+    delivery_id: str
+    status: Literal["received", "deduplicated"]
+    deduplicated: bool = False
+    duplicate_of: str | None = None
