@@ -28,15 +28,30 @@ def png(width: int = 2, height: int = 2, *, padding: int = 0) -> bytes:
 def pdf(text: str) -> bytes:
     """A one-page PDF that shows `text` in Helvetica (the xref table's offsets computed, so strict
     readers take it too)."""
-    stream = f"BT /F1 12 Tf 72 720 Td ({text}) Tj ET".encode()
+    return pdf_of([f"BT /F1 12 Tf 72 720 Td ({text}) Tj ET".encode()])
+
+
+def pdf_of(streams: list[bytes], *, compress: bool = False) -> bytes:
+    """A PDF with one page per content stream (Flate-compressed with `compress`, as a hostile file's
+    would be: a few KB can then hold megabytes of operators)."""
+    font = 3 + 2 * len(streams)  # the last object
     objects = [
         b"<< /Type /Catalog /Pages 2 0 R >>",
-        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
-        b"/Resources << /Font << /F1 5 0 R >> >> >>",
-        b"<< /Length " + str(len(stream)).encode() + b" >>\nstream\n" + stream + b"\nendstream",
-        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+        b"<< /Type /Pages /Kids ["
+        + b" ".join(f"{3 + 2 * i} 0 R".encode() for i in range(len(streams)))
+        + f"] /Count {len(streams)} >>".encode(),
     ]
+    for i, stream in enumerate(streams):
+        body = zlib.compress(stream, 9) if compress else stream
+        flate = b" /Filter /FlateDecode" if compress else b""
+        objects.append(
+            f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents {4 + 2 * i} 0 R ".encode()
+            + f"/Resources << /Font << /F1 {font} 0 R >> >> >>".encode()
+        )
+        objects.append(
+            b"<< /Length " + str(len(body)).encode() + flate + b" >>\nstream\n" + body + b"\nendstream"
+        )
+    objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
     out = bytearray(b"%PDF-1.4\n")
     offsets = []
     for number, body in enumerate(objects, start=1):

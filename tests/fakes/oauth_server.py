@@ -5,7 +5,8 @@ clicks), and a token endpoint that checks PKCE (S256), the client's secret (clie
 redirect URI and the resource indicator, and issues expiring access tokens and refresh tokens.
 
 Knobs for tests: `access_ttl` (seconds an access token lives), `revoke()` (every token stops working, as
-when a user disconnects the app), `required_scope` (tools/call needs it, else 403 insufficient_scope).
+when a user disconnects the app), `required_scope` (tools/call needs it, else 403 insufficient_scope),
+`authorization_server` (the origin its protected-resource metadata names, when not its own).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class FakeOAuthMcpServer(FakeMcpServer):
         self.access_ttl = access_ttl
         self.registration = registration
         self.required_scope: str | None = None
+        self.authorization_server: str | None = None
         self.clients: dict[str, dict[str, Any]] = {}
         self.codes: dict[str, dict[str, Any]] = {}
         self.access: dict[str, tuple[float, str]] = {}  # token -> (expires at, scope)
@@ -103,7 +105,11 @@ class FakeOAuthMcpServer(FakeMcpServer):
 
     async def _prm(self, request: Request) -> Response:
         return JSONResponse(
-            {"resource": self.url, "authorization_servers": [self.origin], "scopes_supported": SCOPES}
+            {
+                "resource": self.url,
+                "authorization_servers": [self.authorization_server or self.origin],
+                "scopes_supported": SCOPES,
+            }
         )
 
     async def _metadata(self, request: Request) -> Response:
@@ -125,7 +131,11 @@ class FakeOAuthMcpServer(FakeMcpServer):
         body = await request.json()
         client_id, secret = f"client-{secrets.token_hex(4)}", secrets.token_urlsafe(16)
         with self._auth_lock:
-            self.clients[client_id] = {"client_secret": secret, "redirect_uris": body["redirect_uris"]}
+            self.clients[client_id] = {
+                "client_secret": secret,
+                "redirect_uris": body["redirect_uris"],
+                "client_name": body.get("client_name"),
+            }
         return JSONResponse(
             {
                 **body,

@@ -108,6 +108,20 @@ def test_an_upload_is_put_presigned_then_copied_under_the_run_hashed(stack: Loca
     assert tags == [{"Key": "stepwise-retention", "Value": "run"}]  # what the lifecycle rule selects
 
 
+def test_an_upload_is_used_once_and_gone_once_a_run_has_copied_it(stack: LocalStack) -> None:
+    # Review finding 6: erasing a run's files left its upload readable for a day, and nameable again.
+    upload_id = upload(stack, "notes.txt", "text/plain", b"private notes\n")
+    agent_id = agent(stack)
+
+    status, accepted = start(stack, agent_id, attachments=[{"upload_id": upload_id}])
+
+    assert status == 202, accepted
+    assert keys_under(stack, f"tenants/local/uploads/{upload_id}") == []
+    status, again = start(stack, agent_id, attachments=[{"upload_id": upload_id}])
+    assert status == 422 and again["error"]["code"] == "upload_not_found", again
+    wait_for_run(stack, accepted["run_id"])
+
+
 def test_a_put_other_than_the_signed_one_is_refused(stack: LocalStack) -> None:
     body = {"name": "a.png", "content_type": "image/png", "size": 70}
     _, _, ticket = stack.invoke_api("POST", "/v1/uploads", body)

@@ -101,8 +101,8 @@ def test_registration_authorization_and_calls_end_to_end(stack: LocalStack, fake
     assert query["code_challenge_method"] == "S256" and len(query["code_challenge"]) == 43
     assert query["resource"] == fake.url and query["scope"] == " ".join(SCOPES)
     assert query["redirect_uri"].endswith(CALLBACK) and len(query["state"]) >= 43
-    # registered dynamically, as a confidential client
-    assert query["client_id"] in fake.clients
+    # registered dynamically, as a confidential client, under the tenant's name (not a shared one)
+    assert fake.clients[query["client_id"]]["client_name"] == DEFAULT_TENANT
 
     # When the person approves and the authorization server sends them back
     status, page = callback(stack, approve(body["authorization_url"]))
@@ -238,6 +238,37 @@ def test_a_pre_registered_client_is_used_and_its_secret_never_shown(stack: Local
         assert call(agent_id).output == "found: issue"
     finally:
         fake.close()
+
+
+@pytest.mark.parametrize("pre_registered", [True, False])
+def test_reauthorizing_under_another_issuer_sends_it_no_old_token_or_secret(
+    stack: LocalStack, pre_registered: bool
+) -> None:
+    # Review finding 1: the old grant's tokens (and the tenant's secret) went to the new issuer's /token.
+    fake, other = FakeOAuthMcpServer(), FakeOAuthMcpServer()
+    try:
+        auth = {"client_id": "tenant-app", "client_secret": "tenant-secret"} if pre_registered else {}
+        if pre_registered:
+            fake.add_client("tenant-app", "tenant-secret")
+        agent_id = authorized(stack, fake, **auth)
+
+        # When the server's metadata now names another authorization server and a person re-authorizes
+        fake.authorization_server = other.origin
+        status, _, again = stack.invoke_api("POST", f"/v1/agents/{agent_id}/mcp-servers/linear/authorize")
+
+        if pre_registered:  # the tenant's client belongs to the first issuer: refused, nothing sent
+            assert status == 422 and "auth.client_id" in again["error"]["message"], again
+        else:  # a new client is registered there, and the old tokens are not carried over to it
+            assert status == 200 and len(other.clients) == 1, again
+        fake.revoke()  # the next call's 401 makes the token source refresh at once
+        result = call(agent_id)
+
+        assert other.token_requests == []
+        if not pre_registered:
+            assert result.error is not None and result.error.code == "mcp_needs_authorization"
+    finally:
+        fake.close()
+        other.close()
 
 
 def test_an_authorization_server_without_registration_needs_a_client_id(stack: LocalStack) -> None:

@@ -175,6 +175,24 @@ def test_a_server_that_cannot_start_is_registered_with_its_stderr_as_the_error(
     assert body["tools"] == [] and "missing GITHUB_TOKEN" in body["last_error"]
 
 
+def test_a_servers_stderr_is_quoted_short_and_masked(stack: LocalStack, agent_id: str, allowed: None) -> None:
+    # Review finding 3: a stdio server's stderr came back whole in last_error, which the API returns.
+    noisy = (
+        "import sys\n"
+        "sys.stderr.write('x' * 2000 + '\\n')\n"
+        "sys.stderr.write('AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\\n')\n"
+        "sys.stderr.write('failed with token=tok-123 as AKIAIOSFODNN7EXAMPLE\\n')\n"
+        "sys.exit(3)\n"
+    )
+
+    status, body = register(stack, agent_id, {**SERVER, "args": ["-c", noisy]})
+
+    assert status == 201, body
+    error = body["last_error"]
+    assert "failed with token=" in error and len(error) < 500  # its last words, not the whole stream
+    assert "wJalrXUtnFEMI" not in error and "tok-123" not in error and "AKIAIOSFODNN7EXAMPLE" not in error
+
+
 def test_a_missing_command_is_a_recorded_error(stack: LocalStack, agent_id: str, allowed: None) -> None:
     status, body = register(stack, agent_id, {**SERVER, "command": "/nonexistent/mcp-server", "args": []})
 

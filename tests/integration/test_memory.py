@@ -22,7 +22,13 @@ def agent(stack: LocalStack, **memory: Any) -> str:
     body = {"name": "remembers", "memory": {"enabled": True, **memory}}
     status, _, created = stack.invoke_api("POST", "/v1/agents", body)
     assert status == 201, created
-    assert created["memory"] == {"enabled": True, "auto_recall": True, "top_k": 5, **memory}
+    assert created["memory"] == {
+        "enabled": True,
+        "auto_recall": True,
+        "top_k": 5,
+        "approve_saves_after_tools": False,
+        **memory,
+    }
     return str(created["agent_id"])
 
 

@@ -9,12 +9,12 @@ import boto3
 import pytest
 from botocore.config import Config
 
-from stepwise.attachments import render
+from stepwise.attachments import content, render
 from stepwise.attachments.models import Attachment
 from stepwise.attachments.sniff import Inspector
 from stepwise.core.errors import Unprocessable
 from stepwise_local.s3 import refusal
-from tests.fakes.files import pdf, png
+from tests.fakes.files import pdf, pdf_of, png
 
 
 def sniffed(data: bytes, declared: str, name: str = "file", chunk: int = 7) -> str:
@@ -140,3 +140,77 @@ def test_a_semicolon_csv_is_read_in_its_dialect() -> None:
     described = render.describe(attachment("text/csv"), "id;name\n" + rows)
     assert "A CSV of 100 rows and 2 columns: id, name." in described
     assert "19,x19" in described and "20,x20" not in described
+
+
+def test_a_deeply_nested_json_file_is_described_not_a_failed_run() -> None:
+    # Review finding 4: json.loads raised RecursionError here, which failed the run.
+    body = "[" * 100_000 + "]" * 100_000
+    described = render.describe(attachment("application/json"), body)
+    assert described.startswith(f"{len(body)} characters, 1 lines.")
+
+
+# Review finding 2: pypdf interprets each operator in Python, and a compressed stream holds many per byte.
+def test_a_page_whose_content_is_too_large_is_not_extracted() -> None:
+    bomb = b"BT /F1 12 Tf 72 720 Td " + b"(ab) Tj " * 150_000 + b"ET"  # 1.2 MB of operators
+    data = pdf_of([bomb, b"BT /F1 12 Tf 72 720 Td (second) Tj ET"], compress=True)
+    assert len(data) < 5_000
+    assert content.pdf_text(data) == (
+        "--- page 1 ---\n[page 1 has too much content to extract]\n--- page 2 ---\nsecond"
+    )
+
+
+def test_extraction_stops_when_its_time_is_spent() -> None:
+    heavy = b"BT /F1 12 Tf 72 720 Td " + b"(ab) Tj " * 30_000 + b"ET"  # under the size cap, ~0.4 s of CPU
+    text = content.pdf_text(
+        pdf_of([b"BT /F1 12 Tf 72 720 Td (first) Tj ET", heavy], compress=True), seconds=0.05
+    )
+    assert text.startswith("--- page 1 ---\nfirst\n")
+    assert text.endswith("[text extraction stopped at page 2 after 0.05 s of CPU]")
+    assert "abab" not in text
+
+
+def test_extracted_text_and_pages_are_capped() -> None:
+    long = b"BT /F1 12 Tf 72 720 Td (" + b"x" * (content.PDF_MAX_CHARS + 10) + b") Tj ET"
+    text = content.pdf_text(pdf_of([long]))
+    assert text.split("\n")[1] == "x" * content.PDF_MAX_CHARS
+    assert text.endswith(f"[text cut at {content.PDF_MAX_CHARS} characters, in page 1]")
+    many = content.pdf_text(pdf_of([b"BT /F1 12 Tf 72 720 Td (p) Tj ET"] * (content.PDF_MAX_PAGES + 1)))
+    assert f"--- page {content.PDF_MAX_PAGES} ---" in many
+    assert f"--- page {content.PDF_MAX_PAGES + 1} ---" not in many
+    assert many.endswith(
+        f"[only the first {content.PDF_MAX_PAGES} of {content.PDF_MAX_PAGES + 1} pages are extracted]"
+    )
+
+
+def test_one_model_call_reads_images_only_up_to_its_byte_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Review finding 2's memory path: 20 images of 50 MB would all be read and base64'd into one step.
+    from stepwise.llm.client import SCRIPTED
+
+    size = 8 * 1024 * 1024
+    images = [
+        Attachment(
+            attachment_id=f"att_01M8S2PNV05FXCCABV6809PN{i}S",
+            name=f"{i}.png",
+            content_type="image/png",
+            size=size,
+            sha256="0",
+        )
+        for i in range(4)
+    ]
+    read: list[str] = []
+
+    def raw(tenant_id: str, run_id: str, attachment: Attachment, *, cache: bool = True) -> bytes:
+        read.append(attachment.attachment_id)
+        return b"\x00" * attachment.size
+
+    monkeypatch.setattr(content, "raw", raw)
+    message = {
+        "role": "user",
+        "content": "look",
+        render.EXTENSION: {"run_id": "run_1", "attachment_ids": [a.attachment_id for a in images]},
+    }
+    parts = render.expand([message], tenant_id="t", model=SCRIPTED, listed=lambda _: images)[0]["content"]
+    shown = [p for p in parts if p["type"] == "image_url"]
+    budget = render.IMAGE_BYTES_PER_CALL // size
+    assert len(shown) == budget and read == [a.attachment_id for a in images[:budget]]
+    assert parts[-1]["text"].endswith("not shown, this call already carries its limit of images]")

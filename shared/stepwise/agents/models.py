@@ -28,6 +28,9 @@ class MemoryConfig(Strict):
     enabled: bool = False
     auto_recall: bool = True
     top_k: int = Field(default=5, ge=1, le=MEMORY_TOP_K_LIMIT)
+    # memory_save asks a person first when the run has read a tool's result: what it would save may be
+    # text a web page or an email put there, recalled into every later conversation with the user.
+    approve_saves_after_tools: bool = False
 
 
 class Door(Strict):

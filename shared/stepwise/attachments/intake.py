@@ -51,6 +51,13 @@ def take(tenant_id: str, run_id: str, items: Sequence[AttachmentIn]) -> list[Att
     return taken
 
 
+def release_uploads(tenant_id: str, items: Sequence[AttachmentIn]) -> None:
+    """Delete the uploads a started run took (its copies are the files now): an upload is used once."""
+    for item in items:
+        if isinstance(item, UploadRef):
+            blobs.delete(blobs.upload_key(tenant_id, item.upload_id))
+
+
 def _from_upload(tenant_id: str, run_id: str, ref: UploadRef) -> Attachment:
     key = blobs.upload_key(tenant_id, ref.upload_id)
     found = blobs.head(key)  # another tenant's upload id names nothing under this tenant's prefix

@@ -15,13 +15,13 @@ every call.
 from __future__ import annotations
 
 import base64
-import json
 from collections.abc import Callable
 from typing import Any
 
 from stepwise.attachments import content
 from stepwise.attachments import vision as _vision
 from stepwise.attachments.models import Attachment
+from stepwise.core import safejson
 from stepwise.llm.models import TOOL_IMAGES_PREFIX
 
 EXTENSION = "stepwise"  # the stored messages' own key, stripped before they are sent
@@ -29,6 +29,10 @@ INLINE_CHARS = 20_000  # a text attachment up to this is shown whole
 PREVIEW_CHARS = 2_000  # of a larger one, shown with its description
 PREVIEW_ROWS = 20
 READ_TOOL = "attachment_read"
+# Image bytes one model call carries (review finding 2): a run may hold 20 images of 50 MB, and each is
+# read, then base64'd, into the step's memory. Past this, an image is a note; providers refuse far less
+# per request anyway (Anthropic 5 MB an image, OpenAI 20 MB).
+IMAGE_BYTES_PER_CALL = 20 * 1024 * 1024
 
 Message = dict[str, Any]
 
@@ -65,6 +69,7 @@ class _Listings:
     def __init__(self, listed: Listed) -> None:
         self.listed = listed
         self.runs: dict[str, dict[str, Attachment]] = {}
+        self.image_bytes_left = IMAGE_BYTES_PER_CALL
 
     def files(self, run_id: str, ids: list[str]) -> tuple[list[Attachment], list[str]]:
         """The listed attachments among `ids`, and the ids no longer listed."""
@@ -107,13 +112,14 @@ def expand(
         if message.get("role") == "user" and extension.get("attachment_ids"):
             files, erased = listings.files(run_id, [str(i) for i in extension["attachment_ids"]])
             parts = _user_parts(
-                str(message.get("content") or ""), files, tenant_id, run_id, live, vision, own
+                str(message.get("content") or ""), files, tenant_id, run_id, live, vision, own, listings
             )
             sent["content"] = parts + [_text(f"[attachment {i}: deleted]") for i in erased]
         elif message.get("role") == "tool" and extension.get("attachments"):
             files = [Attachment.model_validate(a) for a in extension["attachments"]]
             shown = [
-                _file_parts(tenant_id, run_id, f, vision, cache=own) if live else [_note(f)] for f in files
+                _file_parts(tenant_id, run_id, f, vision, listings, cache=own) if live else [_note(f)]
+                for f in files
             ]
             flat = [part for parts in shown for part in parts]
             images.extend(p for p in flat if p.get("type") == "image_url")
@@ -130,11 +136,22 @@ def _carrier(images: list[Message]) -> Message:
 
 
 def _user_parts(
-    text: str, files: list[Attachment], tenant_id: str, run_id: str, live: bool, vision: bool, own: bool
+    text: str,
+    files: list[Attachment],
+    tenant_id: str,
+    run_id: str,
+    live: bool,
+    vision: bool,
+    own: bool,
+    listings: _Listings,
 ) -> list[Message]:
     parts: list[Message] = [{"type": "text", "text": text}]
     for attachment in files:
-        shown = _file_parts(tenant_id, run_id, attachment, vision, cache=own) if live else [_note(attachment)]
+        shown = (
+            _file_parts(tenant_id, run_id, attachment, vision, listings, cache=own)
+            if live
+            else [_note(attachment)]
+        )
         parts.extend(shown)
     return parts
 
@@ -152,7 +169,13 @@ def _note(attachment: Attachment) -> Message:
 
 
 def _file_parts(
-    tenant_id: str, run_id: str, attachment: Attachment, vision: bool, *, cache: bool = True
+    tenant_id: str,
+    run_id: str,
+    attachment: Attachment,
+    vision: bool,
+    listings: _Listings,
+    *,
+    cache: bool = True,
 ) -> list[Message]:
     label = _label(attachment)
     try:
@@ -164,6 +187,10 @@ def _file_parts(
                         _text(f"[{label}: an image, described for you since you cannot see it]\n{described}")
                     ]
                 return [_text(f"[{label}: an image; this model cannot see images, so it is not shown]")]
+            # Checked on the recorded size, before the bytes are read: what is not sent is never loaded.
+            if attachment.size > listings.image_bytes_left:
+                return [_text(f"[{label}: not shown, this call already carries its limit of images]")]
+            listings.image_bytes_left -= attachment.size
             data = base64.b64encode(content.raw(tenant_id, run_id, attachment, cache=cache)).decode()
             url = f"data:{attachment.content_type};base64,{data}"
             return [_text(f"[{label}]"), {"type": "image_url", "image_url": {"url": url}}]
@@ -189,7 +216,8 @@ def describe(attachment: Attachment, body: str) -> str:
     shape = ""
     if attachment.content_type == "application/json":
         try:
-            parsed = json.loads(body)
+            # safejson: a file nested thousands deep is described, not a RecursionError that fails the run.
+            parsed = safejson.loads(body)
         except ValueError:
             parsed = None
         if isinstance(parsed, dict):

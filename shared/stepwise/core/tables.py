@@ -553,6 +553,7 @@ class MemoryItem(Model):
     tags = ListAttribute(of=UnicodeAttribute, null=True)
     created_at = UTCDateTimeAttribute()
     source_run_id = UnicodeAttribute(null=True)
+    origin = UnicodeAttribute(null=True)  # "tool" when written after the run read a tool's result
     embedding = BinaryAttribute(null=True, legacy_encoding=False)  # float32s, little-endian
 
 

@@ -55,6 +55,7 @@ class StepScope:
             session_id=run.session_id,
             user_id=run.user_id,
             model=resolve_model(self.agent.model),
+            read_tool_results=read_tool_results(run),
         )
 
     def call_scope(self, ref: CallRef) -> ledger.CallScope:
@@ -109,3 +110,11 @@ class Resolved:
 
 Gated = Refused | Ready | Paused
 Settled = Resolved | Ready
+
+
+def read_tool_results(run: Run) -> bool:
+    """Whether the run has executed a tool other than the memory tools: its context then holds text the
+    user did not write (a web page, an email, another agent's answer), which memories must not launder."""
+    from stepwise.tools.builtin.catalog import MEMORY_TOOLS
+
+    return any(name not in MEMORY_TOOLS for name in run.tools_executed or [])

@@ -18,7 +18,7 @@ from stepwise.core import ids, safejson, tracing
 from stepwise.core.errors import NotFound, QuotaExceeded, Unprocessable
 from stepwise.interactions.models import Interaction, NewInteraction, digest
 from stepwise.loop import whatif
-from stepwise.loop.calls import Executable, Gated, Paused, Ready, Refused, StepScope
+from stepwise.loop.calls import Executable, Gated, Paused, Ready, Refused, StepScope, read_tool_results
 from stepwise.loop.results import refuse
 from stepwise.mcp.models import McpToolRef
 from stepwise.runs import delegation, events
@@ -70,6 +70,11 @@ def permission_for(agent: Agent, tool: DeclaredTool | McpToolRef) -> Decision:
     return default
 
 
+def _save_needs_approval(agent: Agent, run: Run, tool: DeclaredTool | McpToolRef) -> bool:
+    """memory_save after a tool's result was read, for an agent that wants a person to see those."""
+    return tool.name == "memory_save" and agent.memory.approve_saves_after_tools and read_tool_results(run)
+
+
 def before_tool_use(
     tenant_id: str,
     run: Run,
@@ -80,6 +85,8 @@ def before_tool_use(
     """Permission first (a denied tool calls no hook), then PreToolUse hooks, which may block, rewrite
     the arguments or ask a human; a permission of `ask` asks too."""
     permission = permission_for(agent, tool)
+    if permission == "allow" and _save_needs_approval(agent, run, tool):
+        permission = "ask"
     if permission == "deny":
         return Verdict(
             action="deny",

@@ -136,6 +136,8 @@ def authorize(
     url = server.url
     key = GrantKey.of(agent_id, server)
     prior = store.load(tenant_id, key)
+    # The stored secret goes with the pre-registered client, which oauth.start keeps to the issuer it was
+    # first authorized with (it refuses another before anything is sent to it).
     secret = client_secret or (prior.grant.client.client_secret if prior and server.auth.client_id else None)
     started = _run(
         lambda http: oauth.start(
@@ -146,13 +148,21 @@ def authorize(
             client_id=server.auth.client_id if server.auth else None,
             client_secret=secret,
             prior=prior.grant if prior else None,
+            # The tenant's own name, not a "Stepwise" every tenant shares: the person consenting sees
+            # whose app asks, and one tenant's client cannot pass for another's.
+            client_name=tenant_id,
         ),
         allow_hosts=allow_hosts,
         timeout=timeout,
     )
     grant = started.grant
-    if prior is not None and prior.grant.tokens is not None:
-        # Tokens that still work keep working until the new authorization replaces them.
+    if (
+        prior is not None
+        and prior.grant.tokens is not None
+        and oauth.same_issuer(prior.grant, grant.metadata)
+    ):
+        # Tokens that still work keep working until the new authorization replaces them; never under
+        # another issuer, whose token endpoint would be sent the old refresh token (review finding 1).
         grant = grant.model_copy(update={"tokens": prior.grant.tokens, "expires_at": prior.grant.expires_at})
     reason = prior.reason if prior else None
     store.save(tenant_id, key, StoredGrant(grant=grant, needs_authorization=True, reason=reason))

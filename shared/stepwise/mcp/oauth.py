@@ -124,9 +124,15 @@ async def start(
     client_id: str | None = None,
     client_secret: str | None = None,
     prior: Grant | None = None,
+    client_name: str = CLIENT_NAME,
 ) -> Started:
     """Discover, register (or reuse `prior`'s client, or the tenant's `client_id`), and build the URL
-    a person opens to authorize. `scopes` None follows the MCP scope selection strategy."""
+    a person opens to authorize. `scopes` None follows the MCP scope selection strategy. A registered
+    client is named `client_name`: the tenant's, so a consent screen says whose app asks.
+
+    A client belongs to the authorization server it was registered with: `prior`'s client is reused only
+    with the same issuer, and the tenant's `client_id` is refused once the server names another issuer
+    than the one it was first authorized with (its secret is never sent anywhere else)."""
     challenge = await _challenge(http, server_url)
     www_scope = extract_scope_from_www_auth(challenge)
     prm_urls = build_protected_resource_metadata_discovery_urls(
@@ -162,11 +168,17 @@ async def start(
     ):
         scope = union_scopes(scope, www_scope)
 
+    if client_id is not None and prior is not None and not same_issuer(prior, metadata):
+        raise OAuthFailure(
+            DISCOVERY_FAILED,
+            f"the server now names the authorization server {metadata.issuer}, not the one auth.client_id "
+            "was registered with: register the server again with a client of the new one",
+        )
     client = _given_client(client_id, client_secret, redirect_uri, metadata)
-    if client is None and prior is not None and _same_issuer(prior, metadata):
+    if client is None and prior is not None and same_issuer(prior, metadata):
         client = prior.client
     if client is None:
-        client = await _register(http, metadata, server_url, redirect_uri, scope)
+        client = await _register(http, metadata, server_url, redirect_uri, scope, client_name)
 
     pkce = PKCEParameters.generate()
     state = secrets.token_urlsafe(32)
@@ -274,12 +286,21 @@ def _given_client(
     )
 
 
-def _same_issuer(prior: Grant, metadata: OAuthMetadata) -> bool:
-    return prior.metadata is not None and str(prior.metadata.issuer) == str(metadata.issuer)
+def same_issuer(prior: Grant, metadata: OAuthMetadata | None) -> bool:
+    return (
+        prior.metadata is not None
+        and metadata is not None
+        and str(prior.metadata.issuer) == str(metadata.issuer)
+    )
 
 
 async def _register(
-    http: httpx2.AsyncClient, metadata: OAuthMetadata, server_url: str, redirect_uri: str, scope: str | None
+    http: httpx2.AsyncClient,
+    metadata: OAuthMetadata,
+    server_url: str,
+    redirect_uri: str,
+    scope: str | None,
+    client_name: str,
 ) -> OAuthClientInformationFull:
     if metadata.registration_endpoint is None:
         raise OAuthFailure(
@@ -290,7 +311,7 @@ async def _register(
     supported = metadata.token_endpoint_auth_methods_supported or ["client_secret_basic"]
     method = next((m for m in _AUTH_METHODS if m in supported), "client_secret_basic")
     client_metadata = OAuthClientMetadata(
-        client_name=CLIENT_NAME,
+        client_name=client_name,
         redirect_uris=[redirect_uri],  # pydantic parses the URL
         grant_types=GRANT_TYPES,
         response_types=["code"],

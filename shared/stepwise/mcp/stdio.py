@@ -7,13 +7,22 @@ is registered and again at every spawn: turning it off stops stored stdio server
 
 Each spawn gets a fresh empty working directory, removed afterwards, and an environment of the SDK's
 short non-secret base (PATH, HOME, USER, LOGNAME, SHELL, TERM: what finding and starting a program
-needs) plus exactly the `env` the server's config names. Nothing else of the function's environment
-(AWS credentials, table names, keys) reaches the process. The caller's deadline bounds the whole
+needs) plus exactly the `env` the server's config names. The caller's deadline bounds the whole
 exchange; the SDK then closes stdin and kills the process group, each step bounded.
+
+What that does not do (review finding 3): the process runs as the function's own user, so whatever that
+user can read, it can read. Before the first spawn the function makes itself non-dumpable
+(prctl PR_SET_DUMPABLE 0), which makes its /proc/<pid>/environ and memory unreadable to processes of the
+same user, so the child cannot read the function's AWS credentials through /proc/$PPID/environ. It still
+has the function's network, its /tmp, and whatever else the user may read: allowing stdio servers
+(`AllowStdioMcp`) gives whoever registers one the function's rights, less its environment. Its stderr
+is never quoted raw: a short excerpt, credentials masked (stepwise.core.masking.masked_excerpt).
 """
 
 from __future__ import annotations
 
+import ctypes
+import sys
 import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -21,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from stepwise.core import config
 from stepwise.core.errors import Unprocessable
+from stepwise.core.masking import masked_excerpt
 
 if TYPE_CHECKING:
     from mcp.client._transport import TransportStreams
@@ -32,7 +42,8 @@ REFUSED = (
     "stdio MCP servers are turned off on this deployment: a server is reached over streamable HTTP "
     f"at an http:// or https:// URL unless the operator sets {ALLOW_ENV}=true"
 )
-STDERR_LIMIT = 1_000  # characters of the process's stderr quoted in a failure
+STDERR_LIMIT = 300  # characters of the process's stderr quoted in a failure, masked
+_PR_SET_DUMPABLE = 4  # linux/prctl.h
 
 
 def allowed() -> bool:
@@ -46,16 +57,28 @@ def ensure_allowed() -> None:
         raise Unprocessable(REFUSED, code="stdio_not_allowed")
 
 
+def keep_environment_private() -> bool:
+    """Make this process non-dumpable, so a child of the same user cannot read /proc/<our pid>/environ
+    (our AWS credentials) or our memory; whether it held. Called before every spawn: the flag is reset
+    when the process changes credentials, and it costs one syscall."""
+    if sys.platform != "linux":
+        return True  # no /proc to read it through (Lambda is Linux; this is a developer's machine)
+    libc = ctypes.CDLL(None, use_errno=True)
+    return bool(libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) == 0)
+
+
 @asynccontextmanager
 async def stdio_transport(server: McpServer, stderr: list[str]) -> AsyncIterator[TransportStreams]:
     """The SDK's stdio transport to a fresh process of `server`; what the process wrote to stderr is
-    appended to `stderr` (cut to its last STDERR_LIMIT characters) once it is gone. The caller checks
-    `allowed()` first, to fail as it fails."""
+    appended to `stderr` (its last STDERR_LIMIT characters, credentials masked) once it is gone. The
+    caller checks `allowed()` first, to fail as it fails."""
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
     if not allowed():  # the caller checked; a spawn is never one check away from happening anyway
         raise PermissionError(REFUSED)
     assert server.command is not None  # the model requires one for transport stdio
+    if not keep_environment_private():
+        raise PermissionError("this function could not keep its environment from a stdio MCP server")
     parameters = StdioServerParameters(command=server.command, args=server.args, env=server.env)
     with (
         tempfile.TemporaryDirectory(prefix="mcp-stdio-", ignore_cleanup_errors=True) as workdir,
@@ -69,4 +92,4 @@ async def stdio_transport(server: McpServer, stderr: list[str]) -> AsyncIterator
             errlog.seek(0)
             text = errlog.read().strip()
             if text:
-                stderr.append(text[-STDERR_LIMIT:])
+                stderr.append(masked_excerpt(text, STDERR_LIMIT))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -23,12 +24,18 @@ class Owner:
     user_id: str
 
 
+Origin = Literal["user", "tool"]
+
+
 class Memory(BaseModel):
     memory_id: str
     content: str
     tags: list[str] = Field(default_factory=list)
     created_at: Timestamp
     source_run_id: str | None = None  # the run whose memory_save wrote it
+    # Where its content may have come from: "tool" when the saving run had read a tool's result (text
+    # anyone could have written), "user" otherwise. Recall marks it; not part of the API's answer.
+    origin: Origin = Field(default="user", exclude=True)
     # For hybrid search (STEPWISE_EMBEDDING_MODEL): the content's embedding, computed once at save.
     embedding: list[float] | None = Field(default=None, exclude=True)
 

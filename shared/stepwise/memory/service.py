@@ -23,7 +23,7 @@ from stepwise.core.errors import Malformed
 from stepwise.core.ids import MEMORY_ID, new_id
 from stepwise.core.schema import utcnow
 from stepwise.memory.bm25 import Index
-from stepwise.memory.models import MAX_PER_USER, EmbeddingFailed, Hit, Memory, Owner
+from stepwise.memory.models import MAX_PER_USER, EmbeddingFailed, Hit, Memory, Origin, Owner
 
 logger = Logger(service="stepwise")
 
@@ -184,6 +184,7 @@ def save(
     tags: list[str],
     *,
     source_run_id: str | None,
+    origin: Origin = "user",
     store: MemoryStore | None = None,
     embed: Embed | None = None,
 ) -> Memory:
@@ -194,6 +195,7 @@ def save(
         tags=tags,
         created_at=utcnow(),
         source_run_id=source_run_id,
+        origin=origin,
         embedding=_embedded(embed, content),
     )
     (store or default_store()).add(owner, memory, MAX_PER_USER)

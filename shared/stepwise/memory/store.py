@@ -50,6 +50,7 @@ def _to_model(item: MemoryItem) -> Memory:
         tags=list(item.tags or []),
         created_at=item.created_at,
         source_run_id=item.source_run_id,
+        origin="tool" if item.origin == "tool" else "user",
         embedding=_unpack(item.embedding),
     )
 
@@ -85,6 +86,7 @@ def add(owner: Owner, memory: Memory, limit: int) -> None:
         tags=memory.tags or None,
         created_at=memory.created_at,
         source_run_id=memory.source_run_id,
+        origin=memory.origin if memory.origin == "tool" else None,
         embedding=_pack(memory.embedding),
     )
     head = MemoryHeadItem(_pk(owner), _sk(owner, HEAD))

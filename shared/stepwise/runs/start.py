@@ -136,7 +136,7 @@ def _record(
     else:
         attachments = intake.take(tenant_id, run_id, items) if items else []
     try:
-        return _record_run(
+        created = _record_run(
             tenant_id,
             agent,
             body,
@@ -158,6 +158,11 @@ def _record(
         if attachments:
             intake.erase(tenant_id, run_id)
         raise
+    if items and replayed is None:
+        # The run's record lists its copies now: the uploads go, so erasing the run's files leaves
+        # nothing readable behind, and no later run can name the same upload again (review finding 6).
+        intake.release_uploads(tenant_id, items)
+    return created
 
 
 def _record_run(

@@ -208,6 +208,7 @@ class MemoryConfig(Model):
     enabled: bool = False
     auto_recall: bool = True
     top_k: int = 5
+    approve_saves_after_tools: bool = False  # memory_save asks a person once the run read a tool's result
 
 
 class Door(Model):

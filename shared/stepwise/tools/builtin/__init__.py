@@ -45,6 +45,9 @@ class ToolScope:
     session_id: str
     user_id: str | None = None  # the run's end user: what the memory tools are scoped to
     model: str | None = None  # the agent's model: web_scrape fetches images only for one that can use them
+    # Whether the run has read a tool's result before this call (its text may be anyone's): memory_save
+    # marks what it saves then, since a memory is recalled into later conversations.
+    read_tool_results: bool = False
 
 
 class Settings(Protocol):

@@ -61,7 +61,14 @@ def run(arguments: Arguments, *, scope: ToolScope, settings: Settings, config: C
         return ToolResult.failure("invalid_arguments", "content: must not be blank")
     tags = list(dict.fromkeys(t.strip() for t in arguments.tags or [] if t.strip()))
     try:
-        memory = service.save(whose, content, tags, source_run_id=scope.run_id, embed=service.embedder())
+        memory = service.save(
+            whose,
+            content,
+            tags,
+            source_run_id=scope.run_id,
+            origin="tool" if scope.read_tool_results else "user",
+            embed=service.embedder(),
+        )
     except EmbeddingFailed as exc:
         return ToolResult.failure("embedding_unavailable", f"nothing was saved: {exc}")
     except MemoryFull:
