@@ -1309,6 +1309,8 @@ class Trigger(Model):
     url: str | None = None
     address: str | None = None
     allow_automated: bool = False
+    connected: bool | None = None
+    watch_expires_at: datetime | None = None
     created_at: datetime
     updated_at: datetime
     secret_created_at: datetime | None = None
@@ -1317,9 +1319,10 @@ class Trigger(Model):
 
 
 class TriggerCreated(Trigger):
-    """The new trigger with its signing `secret`, shown only here."""
+    """The new trigger with its signing `secret`, shown only here (gmail: the `authorization_url`)."""
 
     secret: str | None = None
+    authorization_url: str | None = None
 
 
 class TriggerList(Model):
