@@ -72,7 +72,7 @@ def _created(trigger: Trigger) -> datetime:
 def grant_key(trigger: Trigger) -> GrantKey:
     from stepwise.mcp.authorization import GrantKey
 
-    return GrantKey(trigger.trigger_id, SERVER, _created(trigger))
+    return GrantKey(trigger.trigger_id, trigger.type, _created(trigger))
 
 
 def _store() -> Any:
@@ -100,25 +100,56 @@ def check_configured() -> config.Gmail:
 
 
 def authorize(tenant_id: str, trigger: Trigger, redirect_uri: str) -> str:
-    """The URL a person opens to let the trigger read the mailbox (Google's code flow with PKCE). The
-    grant and the pending state are the MCP OAuth store's; `connect` completes it."""
+    """The URL a person opens to let the trigger read the mailbox (Google's code flow with PKCE)."""
+    settings = check_configured()
+    return start_authorization(
+        tenant_id,
+        trigger,
+        redirect_uri,
+        issuer=ISSUERS[0],
+        auth_url=settings.auth_url,
+        token_url=settings.token_url,
+        resource=settings.api_url,
+        scope=SCOPE,
+        client_id=str(settings.client_id),
+        client_secret=_client_secret(),
+        # A refresh token: the mailbox is read long after the person left.
+        extra={"access_type": "offline", "prompt": "consent"},
+    )
+
+
+def start_authorization(
+    tenant_id: str,
+    trigger: Trigger,
+    redirect_uri: str,
+    *,
+    issuer: str,
+    auth_url: str,
+    token_url: str,
+    resource: str,
+    scope: str,
+    client_id: str,
+    client_secret: str | None,
+    extra: Mapping[str, str],
+) -> str:
+    """A mailbox provider's authorization code flow with PKCE, kept in the MCP OAuth store: the grant
+    (keyed by the trigger) and the pending state, which the provider's callback spends."""
     from mcp.client.auth import PKCEParameters
     from mcp.shared.auth import OAuthClientInformationFull, OAuthMetadata
 
     from stepwise.mcp.authorization import STATE_TTL, PendingAuthorization, StoredGrant, state_hash
     from stepwise.mcp.oauth import Grant, Pending
 
-    settings = check_configured()
     metadata = OAuthMetadata(
-        issuer=ISSUERS[0], authorization_endpoint=settings.auth_url, token_endpoint=settings.token_url
+        issuer=issuer, authorization_endpoint=auth_url, token_endpoint=token_url
     )  # pydantic parses the URLs
     client = OAuthClientInformationFull(
-        client_id=str(settings.client_id),
-        client_secret=_client_secret(),
+        client_id=client_id,
+        client_secret=client_secret,
         token_endpoint_auth_method="client_secret_post",
         redirect_uris=[redirect_uri],
     )
-    grant = Grant(client=client, metadata=metadata, resource=settings.api_url, scope=SCOPE)
+    grant = Grant(client=client, metadata=metadata, resource=resource, scope=scope)
     pkce, state = PKCEParameters.generate(), secrets.token_urlsafe(32)
     store_ = _store()
     store_.save(tenant_id, grant_key(trigger), StoredGrant(grant=grant, needs_authorization=True))
@@ -127,7 +158,7 @@ def authorize(tenant_id: str, trigger: Trigger, redirect_uri: str) -> str:
         PendingAuthorization(
             tenant_id=tenant_id,
             agent_id=trigger.trigger_id,
-            server=SERVER,
+            server=trigger.type,
             server_created_at=_created(trigger),
             pending=Pending(code_verifier=pkce.code_verifier, redirect_uri=redirect_uri),
             expires_at=utcnow() + STATE_TTL,
@@ -137,18 +168,18 @@ def authorize(tenant_id: str, trigger: Trigger, redirect_uri: str) -> str:
         "response_type": "code",
         "client_id": client.client_id,
         "redirect_uri": redirect_uri,
-        "scope": SCOPE,
+        "scope": scope,
         "state": state,
         "code_challenge": pkce.code_challenge,
         "code_challenge_method": "S256",
-        "access_type": "offline",  # a refresh token: the mailbox is read long after the person left
-        "prompt": "consent",
+        **extra,
     }
-    return f"{settings.auth_url}?{urlencode(params)}"
+    return f"{auth_url}?{urlencode(params)}"
 
 
-def is_gmail_state(record: PendingAuthorization) -> bool:
-    return record.server == SERVER and record.agent_id.startswith("trg_")
+def is_state_of(record: PendingAuthorization, kind: str) -> bool:
+    """Whether the spent state was issued for a trigger of `kind` (not an MCP server's, not another's)."""
+    return record.server == kind and record.agent_id.startswith("trg_")
 
 
 def connect(record: PendingAuthorization, code: str) -> Trigger:
@@ -194,17 +225,23 @@ def renew(tenant_id: str, trigger: Trigger) -> Trigger:
 
 
 def renew_due(now: datetime | None = None) -> list[str]:
-    """Renew every connected gmail trigger whose watch ends within RENEW_WITHIN; the ids renewed. One
+    """Renew every connected gmail watch and outlook subscription that ends within RENEW_WITHIN; the ids
+    renewed. One
     that fails (its grant revoked, Google unreachable) is logged and tried again the next day, while
     its watch lasts; the others are renewed regardless."""
     moment = now or utcnow()
     renewed = []
     for item in store.watched_before(moment + RENEW_WITHIN):
         trigger = store.to_model(item)
-        if trigger.type != "gmail" or not trigger.connected or not trigger.enabled:
+        if trigger.type not in ("gmail", "outlook") or not trigger.connected or not trigger.enabled:
             continue
         try:
-            renew(item.tenant_id, trigger)
+            if trigger.type == "outlook":
+                from stepwise.triggers import outlook
+
+                outlook.renew(item.tenant_id, trigger)
+            else:
+                renew(item.tenant_id, trigger)
         except Exception:  # noqa: BLE001 - one mailbox's failure must not stop the others' renewal
             logger.exception("watch not renewed", extra={"trigger_id": trigger.trigger_id})
             continue
@@ -239,20 +276,34 @@ def _api(
     params: Mapping[str, Any] | None = None,
     body: Any = None,
 ) -> dict[str, Any]:
-    url = config.gmail().api_url.rstrip("/") + path
+    response = authorized(tenant_id, trigger, method, config.gmail().api_url.rstrip("/") + path, params, body)
+    found: dict[str, Any] = response.json()
+    return found
+
+
+def authorized(
+    tenant_id: str,
+    trigger: Trigger,
+    method: str,
+    url: str,
+    params: Mapping[str, Any] | None = None,
+    body: Any = None,
+) -> httpx.Response:
+    """A mailbox API call with the trigger's access token (refreshed and tried once more after a 401),
+    through the SSRF guard. FileNotFoundError on 404 (the message deleted since)."""
     for attempt in (0, 1):
         token = access_token(tenant_id, trigger, force=attempt == 1)
         with guarded_client(timeout=TIMEOUT) as client:
             response = client.request(
                 method, url, params=params, json=body, headers={"Authorization": f"Bearer {token}"}
             )
+            response.read()
         if response.status_code != 401:
             break
     if response.status_code == 404:
-        raise FileNotFoundError(path)
+        raise FileNotFoundError(url)
     response.raise_for_status()
-    found: dict[str, Any] = response.json()
-    return found
+    return response
 
 
 # --- push -------------------------------------------------------------------------------------------
