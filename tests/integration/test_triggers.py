@@ -117,8 +117,8 @@ def test_create_read_change_and_delete_a_trigger(stack: LocalStack, agent_id: st
 @pytest.mark.parametrize(
     ("fields", "code"),
     [
-        ({"type": "gmail"}, "trigger_type_unavailable"),
-        ({"type": "outlook"}, "trigger_type_unavailable"),
+        ({"type": "gmail"}, "gmail_not_configured"),
+        ({"type": "outlook"}, "outlook_not_configured"),
         ({"type": "ses"}, "ses_not_configured"),
         ({"target": {"workflow_id": "wf_1"}}, "workflow_targets_unavailable"),
         ({"target": {"agent_id": "agt_" + "0" * 26}}, "target_not_found"),
