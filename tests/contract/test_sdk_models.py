@@ -56,6 +56,9 @@ NOT_IN_SDK = {
     # Gmail's Pub/Sub pushes, and the page Google sends a person back to.
     ("POST", "/v1/integrations/gmail/push"),
     ("GET", "/v1/integrations/gmail/oauth/callback"),
+    # Microsoft Graph's notifications, and the page Microsoft sends a person back to.
+    ("POST", "/v1/integrations/outlook/notify"),
+    ("GET", "/v1/integrations/outlook/oauth/callback"),
 }
 # Fields the SDK reads as an open enum (the spec's values, or any other string a newer server sends).
 OPEN_ENUMS = {("RunEvent", "type")}

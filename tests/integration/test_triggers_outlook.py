@@ -14,7 +14,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from stepwise.triggers import gmail, store
+from stepwise.triggers import renewal, store
 from stepwise_local.stack import LocalStack
 from tests.fakes.receiver import Receiver, Reply
 from tests.integration.support import wait_for_run
@@ -135,8 +135,8 @@ def test_a_wrong_client_state_starts_nothing_and_subscriptions_are_renewed(
     assert item is not None and item.watch_expires_at is not None
     ends = item.watch_expires_at
     patch = f"/graph/subscriptions/{trigger['subscription_id']}"
-    assert trigger["trigger_id"] not in gmail.renew_due(ends - timedelta(hours=72))
-    assert trigger["trigger_id"] in gmail.renew_due(ends - timedelta(hours=47))
+    assert trigger["trigger_id"] not in renewal.renew_due(ends - timedelta(hours=72))
+    assert trigger["trigger_id"] in renewal.renew_due(ends - timedelta(hours=47))
     assert [r.method for r in graph.requests if r.path == patch] == ["PATCH"]
     renewed = store.find(trigger["trigger_id"])
     assert renewed is not None and renewed.watch_expires_at is not None and renewed.watch_expires_at > ends

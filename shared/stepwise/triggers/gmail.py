@@ -15,8 +15,8 @@ new message starts one run.
   INBOX message as a delivery of its own (deduplicated by Gmail's message id, so overlapping pushes
   and re-deliveries add nothing), then moves the cursor. Each message delivery is fetched raw
   (`load`) and starts one run like any email.
-- **Renewal**: a watch lasts 7 days; `renew` calls users.watch again (a daily schedule for those within
-  48 h of expiry: `renew_due`).
+- **Renewal**: a watch lasts 7 days; `renew` calls users.watch again (stepwise.triggers.renewal, daily,
+  for those within 48 h of expiry).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import secrets
 import threading
 import time
 from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
@@ -36,7 +36,6 @@ import httpx
 from stepwise.core import config, credentials
 from stepwise.core.errors import Conflict, Forbidden, Unauthorized, Unavailable, Unprocessable
 from stepwise.core.ids import new_id
-from stepwise.core.observability import logger
 from stepwise.core.schema import utcnow
 from stepwise.net.outbound import OutboundRefused
 from stepwise.net.ssrf import guarded_client
@@ -50,7 +49,6 @@ if TYPE_CHECKING:
 SERVER = "gmail"  # the grant key's server name of a trigger's mailbox
 SCOPE = "https://www.googleapis.com/auth/gmail.readonly"
 ISSUERS = ("https://accounts.google.com", "accounts.google.com")
-RENEW_WITHIN = timedelta(hours=48)
 KEYS_TTL = 3600.0  # seconds Google's signing keys are kept before they are fetched again
 TIMEOUT = 10.0
 _KEYS: dict[str, Any] = {}
@@ -222,31 +220,6 @@ def renew(tenant_id: str, trigger: Trigger) -> Trigger:
     store.save(tenant_id, updated)
     store.start_cursor(trigger.trigger_id, str(watched["historyId"]))
     return updated
-
-
-def renew_due(now: datetime | None = None) -> list[str]:
-    """Renew every connected gmail watch and outlook subscription that ends within RENEW_WITHIN; the ids
-    renewed. One
-    that fails (its grant revoked, Google unreachable) is logged and tried again the next day, while
-    its watch lasts; the others are renewed regardless."""
-    moment = now or utcnow()
-    renewed = []
-    for item in store.watched_before(moment + RENEW_WITHIN):
-        trigger = store.to_model(item)
-        if trigger.type not in ("gmail", "outlook") or not trigger.connected or not trigger.enabled:
-            continue
-        try:
-            if trigger.type == "outlook":
-                from stepwise.triggers import outlook
-
-                outlook.renew(item.tenant_id, trigger)
-            else:
-                renew(item.tenant_id, trigger)
-        except Exception:  # noqa: BLE001 - one mailbox's failure must not stop the others' renewal
-            logger.exception("watch not renewed", extra={"trigger_id": trigger.trigger_id})
-            continue
-        renewed.append(trigger.trigger_id)
-    return renewed
 
 
 # --- calls ------------------------------------------------------------------------------------------

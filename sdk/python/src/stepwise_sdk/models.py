@@ -1311,6 +1311,7 @@ class Trigger(Model):
     allow_automated: bool = False
     connected: bool | None = None
     watch_expires_at: datetime | None = None
+    subscription_id: str | None = None
     created_at: datetime
     updated_at: datetime
     secret_created_at: datetime | None = None
