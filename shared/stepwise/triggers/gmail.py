@@ -400,7 +400,14 @@ def fan_out(tenant_id: str, trigger: Trigger, cursor: str | None) -> list[str]:
     params: dict[str, Any] = {"startHistoryId": cursor, "historyTypes": "messageAdded", "labelId": "INBOX"}
     latest = cursor
     while True:
-        page = _api(tenant_id, trigger, "GET", "/gmail/v1/users/me/history", params=params)
+        try:
+            page = _api(tenant_id, trigger, "GET", "/gmail/v1/users/me/history", params=params)
+        except FileNotFoundError:
+            # Gmail keeps history for about a week: older, a full resync would be needed (not built).
+            raise Unprocessable(
+                f"the mailbox's history from {cursor} has expired; messages before now are not read",
+                code="history_expired",
+            ) from None
         for entry in page.get("history") or []:
             for added in entry.get("messagesAdded") or []:
                 message = added.get("message") or {}
