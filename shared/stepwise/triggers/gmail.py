@@ -35,7 +35,6 @@ import httpx
 
 from stepwise.core import config, credentials
 from stepwise.core.errors import Conflict, Forbidden, Unauthorized, Unavailable, Unprocessable
-from stepwise.core.ids import new_id
 from stepwise.core.schema import utcnow
 from stepwise.net.outbound import OutboundRefused
 from stepwise.net.ssrf import guarded_client
@@ -358,7 +357,7 @@ def accept_push(authorization: str | None, raw: bytes, *, now: datetime | None =
     tenant_id, trigger_id = owner
     when = now or utcnow()
     key = f"push:{pubsub_id}"
-    delivery_id, duplicate = record(
+    delivery_id, duplicate = intake.record_event(
         tenant_id, trigger_id, key, {"kind": "push", "history_id": history_id}, when
     )
     return MailAccepted(
@@ -366,25 +365,6 @@ def accept_push(authorization: str | None, raw: bytes, *, now: datetime | None =
         deliveries=[] if duplicate else [delivery_id],
         deduplicated=[delivery_id] if duplicate else [],
     )
-
-
-def record(
-    tenant_id: str, trigger_id: str, key: str, stored: Mapping[str, str], now: datetime
-) -> tuple[str, bool]:
-    """A delivery with its dedupe marker, queued; a repeat re-queues the original (as a webhook's)."""
-    delivery_id = new_id("dlv")
-    payload = intake.pack(json.dumps(stored).encode(), {})
-    item = store.delivery_item(trigger_id, delivery_id, "received", now, dedupe_key=key, payload=payload)
-    if store.record(item, key):
-        intake.enqueue(tenant_id, trigger_id, delivery_id)
-        return delivery_id, False
-    first = store.original(trigger_id, key) or ""
-    store.put(
-        store.delivery_item(trigger_id, delivery_id, "deduplicated", now, dedupe_key=key, duplicate_of=first)
-    )
-    if first:
-        intake.enqueue(tenant_id, trigger_id, first, quiet=True)
-    return delivery_id, True
 
 
 # --- the worker's side ------------------------------------------------------------------------------
@@ -418,7 +398,7 @@ def fan_out(tenant_id: str, trigger: Trigger, cursor: str | None) -> list[str]:
                     "id": str(message["id"]),
                     "thread_id": str(message.get("threadId", "")),
                 }
-                delivery_id, duplicate = record(
+                delivery_id, duplicate = intake.record_event(
                     tenant_id, trigger.trigger_id, f"mail:{message['id']}", stored, utcnow()
                 )
                 if not duplicate:

@@ -188,7 +188,7 @@ def accept(raw: bytes, *, now: datetime | None = None) -> MailAccepted:
             continue
         # Graph re-delivers: one delivery per (subscription, message).
         key = f"graph:{notification['subscriptionId']}/{message_id}"
-        delivery_id, duplicate = gmail.record(
+        delivery_id, duplicate = intake.record_event(
             item.tenant_id, item.pk, key, {"kind": "message", "id": message_id}, when
         )
         (answer.deduplicated if duplicate else answer.deliveries).append(delivery_id)
