@@ -38,6 +38,7 @@ BENCHMARKS = [
     "spend",
     "delegation",
     "eval_suites",
+    "workflows",
     "following",
     "door_a2a",
     "door_mcp",

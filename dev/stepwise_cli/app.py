@@ -29,6 +29,7 @@ from stepwise_cli import (
     settings,
     triggers,
     usage,
+    workflows,
 )
 from stepwise_cli.client import Hinted, error_body, resolve_target, unreachable_hint
 from stepwise_cli.context import EXIT_ERROR, EXIT_INTERRUPTED, Context, UsageError
@@ -85,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
         usage,
         effects,
         migrate,
+        workflows,
         triggers,
     ):
         module.register(commands, common)

@@ -29,6 +29,10 @@ UNDESCRIBED |= {("ANY", "$default")}
 EMPTY_ACCEPTED = {("POST", "/v1/mcp")}
 # Routes that take a JSON body (DESIGN.md's HTTP API table).
 JSON_BODIES = {
+    ("POST", "/v1/workflows"),
+    ("PUT", "/v1/workflows/{workflow_id}"),
+    ("POST", "/v1/workflows/{workflow_id}/runs"),
+    ("POST", "/v1/workflows/{workflow_id}/schedules"),
     ("POST", "/v1/triggers"),
     ("PATCH", "/v1/triggers/{trigger_id}"),
     ("POST", "/v1/triggers/{trigger_id}/secret"),

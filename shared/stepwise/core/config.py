@@ -82,6 +82,7 @@ class Tables(Environment):
     webhooks: str = Field(alias="WEBHOOKS_TABLE")
     memories: str = Field(alias="MEMORIES_TABLE")
     evals: str = Field(alias="EVALS_TABLE")
+    workflows: str = Field(alias="WORKFLOWS_TABLE")
     triggers: str = Field(alias="TRIGGERS_TABLE")
 
 
@@ -119,6 +120,7 @@ class Quotas(Environment):
 
     max_active_runs: int = Field(default=100, ge=1, alias="STEPWISE_MAX_ACTIVE_RUNS")
     max_schedules: int = Field(default=100, ge=1, alias="STEPWISE_MAX_SCHEDULES")
+    max_workflows: int = Field(default=20, ge=1, alias="STEPWISE_MAX_WORKFLOWS")
 
 
 class Secrets(Environment):
@@ -223,6 +225,16 @@ class EvalMachine(Environment):
     state_machine_arn: str = Field(alias="EVAL_STATE_MACHINE_ARN")
 
 
+class WorkflowDeploy(Environment):
+    """What compiles workflows into state machines: the workflow-node function their tasks call, the
+    role their executions run as, and the name prefix the IAM policy scopes (`<prefix>-<workflow>-v<n>`)."""
+
+    # Only the API deploys machines; other functions read the prefix alone (a cancel finds the execution).
+    function_arn: str = Field(default="", alias="WORKFLOW_FUNCTION_ARN")
+    role_arn: str = Field(default="", alias="WORKFLOW_ROLE_ARN")
+    prefix: str = Field(default="stepwise-wf", alias="WORKFLOW_MACHINE_PREFIX")
+
+
 class ApiTargets(Environment):
     """What only the API function needs: where sync calls go."""
 
@@ -275,6 +287,11 @@ def settings_key() -> SettingsKey:
 
 
 @cache
+def workflow_deploy() -> WorkflowDeploy:
+    return _load(WorkflowDeploy)
+
+
+@cache
 def quotas() -> Quotas:
     return _load(Quotas)
 
@@ -291,6 +308,7 @@ def reset() -> None:
     api_targets.cache_clear()
     machine.cache_clear()
     eval_machine.cache_clear()
+    workflow_deploy.cache_clear()
     scheduling.cache_clear()
     settings_key.cache_clear()
     quotas.cache_clear()

@@ -648,6 +648,24 @@ class McpAuthItem(Model):
     expires_at = TTLAttribute(null=True)
 
 
+class WorkflowItem(Model):
+    """A tenant's workflows and what their runs did, tenant first: a workflow's head (sk = "wf#<id>",
+    its latest version's definition), each published version (sk = "wf#<id>#v#<000n>", with its state
+    machine), and each node a workflow run ran (sk = "node#<run_id>#<node key>", the child run and how
+    it ended: a replay reuses the succeeded ones)."""
+
+    class Meta:
+        table_name = "WorkflowsTable"
+
+    tenant_id = UnicodeAttribute(hash_key=True)
+    sk = UnicodeAttribute(range_key=True)
+    kind = UnicodeAttribute()  # workflow | version | node
+    status = UnicodeAttribute(null=True)  # a node's: running | succeeded | failed
+    data = JSONAttribute()
+    created_at = UTCDateTimeAttribute()
+    updated_at = UTCDateTimeAttribute(null=True)
+
+
 class TriggersByTenant(GlobalSecondaryIndex["TriggerItem"]):
     """Sparse: only trigger items carry `tenant_id`, so a tenant's triggers are one query and deliveries
     (the table's busy items) write no index."""
@@ -769,6 +787,7 @@ def bind() -> None:
         (MemoryItem, names.memories),
         (MemoryHeadItem, names.memories),
         (EvalItem, names.evals),
+        (WorkflowItem, names.workflows),
         (TriggerItem, names.triggers),
         (TriggerDeliveryItem, names.triggers),
         (TriggerKeyItem, names.triggers),

@@ -25,7 +25,7 @@ from stepwise.runs.ports import stores
 from stepwise.tools import registry
 from stepwise.tools.base import ToolResult
 from stepwise.tools.builtin import ToolScope
-from stepwise.tools.models import AgentTool
+from stepwise.tools.models import DELEGATES
 
 logger = Logger(service="stepwise")
 
@@ -46,7 +46,7 @@ def execute(scope: StepScope, ready: Ready) -> Message:
 
 def _execute(scope: StepScope, ready: Ready) -> tuple[ToolResult, dict[str, Any]]:
     tool, ref = ready.tool, ready.ref
-    assert not isinstance(tool, AgentTool), "an agent tool delegates (see gating.delegate), it never executes"
+    assert not isinstance(tool, DELEGATES), "an agent or workflow tool delegates (gating.delegate)"
     observability.tool_called(tool.name)
     tool_scope = scope.tool_scope()
 

@@ -35,7 +35,7 @@ from stepwise.runs.ports import SessionMessage, stores
 from stepwise.runs.state import RunContext
 from stepwise.sessions.models import ASSISTANT_SLOT
 from stepwise.settings import providers
-from stepwise.tools.models import AgentTool
+from stepwise.tools.models import DELEGATES
 from stepwise.usage import circuits, enforce
 from stepwise.usage.lines import KeyOwner, model_line
 from stepwise.usage.standing import Standing
@@ -315,7 +315,7 @@ def _with_line(
         first_of_run=step == 1,
         key_owner=key_owner,
     )
-    delegates = any(isinstance(tool, AgentTool) for tool in agent.tools)
+    delegates = any(isinstance(tool, DELEGATES) for tool in agent.tools)
     targets = enforce.targets(standing, run, own_tree=delegates, key_owner=key_owner, at=now)
     return context.model_copy(update={"unbilled": [*context.unbilled, {"line": line.stored(), **targets}]})
 

@@ -43,7 +43,7 @@ from stepwise.runs.state import (
     Weigh,
 )
 from stepwise.sessions.models import USER_SLOT
-from stepwise.tools.models import AgentTool, ClientTool
+from stepwise.tools.models import DELEGATES, ClientTool
 from stepwise.usage import circuits, enforce
 from stepwise.usage.standing import Standing
 
@@ -166,19 +166,19 @@ def _act(
             results.append(outcome.message)
 
     if not in_order:
-        if any(isinstance(call.tool, AgentTool) for call in ready):
+        if any(isinstance(call.tool, DELEGATES) for call in ready):
             events.flush()  # the calls are in the log before a child run starts
         for call in ready:
-            if isinstance(call.tool, AgentTool):
+            if isinstance(call.tool, DELEGATES):
                 delegated(call)
-        inline = [r for r in ready if not isinstance(r.tool, AgentTool)]
+        inline = [r for r in ready if not isinstance(r.tool, DELEGATES)]
         results += execution.execute_all(scope, inline, concurrently=len(inline) > 1)
         return Acted(context, results, paused)
     events.flush()  # what led here is in the log before the calls act
     for item in items:  # one at a time, in the model's order
         if isinstance(item, Resolved):
             results.append(store_result(scope, item.ref, item.result, limit=item.limit))
-        elif isinstance(item.tool, AgentTool):
+        elif isinstance(item.tool, DELEGATES):
             delegated(item)
         else:
             results.append(execution.execute(scope, item))

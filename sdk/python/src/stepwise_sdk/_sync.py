@@ -79,6 +79,13 @@ from stepwise_sdk.models import (
     UploadTicket,
     UsageRows,
     WebhookSecret,
+    WorkflowAsl,
+    WorkflowList,
+    WorkflowRunAccepted,
+    WorkflowSchedule,
+    WorkflowScheduleList,
+    WorkflowVersions,
+    WorkflowView,
 )
 
 T = TypeVar("T")
@@ -118,6 +125,7 @@ class Stepwise:
         self.mcp_servers = McpServers(self)
         self.schedules = Schedules(self)
         self.evals = Evals(self)
+        self.workflows = Workflows(self)
         self.settings = Settings(self)
         self.memories = Memories(self)
         self.uploads = Uploads(self)
@@ -243,7 +251,7 @@ class Runs(_Resource):
         limit: int | None = None,
         next_token: str | None = None,
         user_id: str | None = None,
-        trigger: Literal["api", "schedule", "event", "delegation", "what_if"] | None = None,
+        trigger: Literal["api", "schedule", "event", "delegation", "what_if", "workflow"] | None = None,
         created_after: datetime | str | None = None,
         created_before: datetime | str | None = None,
     ) -> RunList:
@@ -489,6 +497,56 @@ class Evals(_Resource):
             {"eval_id": eval_id, "eval_run_id": eval_run_id}, params={"after": after}
         )
         return self._client.send(call)
+
+
+class Workflows(_Resource):
+    """Workflows of agents, compiled to Step Functions: create, publish versions, run."""
+
+    def create(self, body: Body = None, /, **fields: Any) -> WorkflowView:
+        """`name`, `root` (a node tree), and optionally `description`, `input_schema`."""
+        return self._client.send(op.CREATE_WORKFLOW.call(body=merge(body, fields)))
+
+    def list(self) -> WorkflowList:
+        return self._client.send(op.LIST_WORKFLOWS.call())
+
+    def get(self, workflow_id: str, *, version: int | None = None) -> WorkflowView:
+        call = op.GET_WORKFLOW.call({"workflow_id": workflow_id}, params={"version": version})
+        return self._client.send(call)
+
+    def publish(self, workflow_id: str, body: Body = None, /, **fields: Any) -> WorkflowView:
+        """A new version: the whole definition again."""
+        call = op.PUBLISH_WORKFLOW.call({"workflow_id": workflow_id}, body=merge(body, fields))
+        return self._client.send(call)
+
+    def versions(self, workflow_id: str) -> WorkflowVersions:
+        return self._client.send(op.LIST_WORKFLOW_VERSIONS.call({"workflow_id": workflow_id}))
+
+    def asl(self, workflow_id: str, *, version: int | None = None) -> WorkflowAsl:
+        """The compiled state machine definition."""
+        call = op.GET_WORKFLOW_ASL.call({"workflow_id": workflow_id}, params={"version": version})
+        return self._client.send(call)
+
+    def delete(self, workflow_id: str) -> None:
+        self._client.send(op.DELETE_WORKFLOW.call({"workflow_id": workflow_id}))
+
+    def run(self, workflow_id: str, body: Body = None, /, **fields: Any) -> WorkflowRunAccepted:
+        """Start a workflow run: `input`, and optionally `version`, `user_id`, `webhook`. Follow it with
+        `runs.wait(run_id)` and `runs.events(run_id)` (node_started, node_completed, node_failed)."""
+        call = op.RUN_WORKFLOW.call({"workflow_id": workflow_id}, body=merge(body, fields))
+        return self._client.send(call)
+
+    def schedule(self, workflow_id: str, body: Body = None, /, **fields: Any) -> WorkflowSchedule:
+        """A schedule that starts a workflow run on `input` at each firing: `expression` (EventBridge
+        Scheduler's `rate(...)`, `cron(...)`, `at(...)`), and optionally `timezone`, `input`, `enabled`."""
+        call = op.CREATE_WORKFLOW_SCHEDULE.call({"workflow_id": workflow_id}, body=merge(body, fields))
+        return self._client.send(call)
+
+    def schedules(self, workflow_id: str) -> WorkflowScheduleList:
+        return self._client.send(op.LIST_WORKFLOW_SCHEDULES.call({"workflow_id": workflow_id}))
+
+    def unschedule(self, workflow_id: str, schedule_id: str) -> None:
+        call = op.DELETE_WORKFLOW_SCHEDULE.call({"workflow_id": workflow_id, "schedule_id": schedule_id})
+        self._client.send(call)
 
 
 class UsageReader(_Resource):

@@ -42,6 +42,9 @@ EventType = Literal[
     "budget_reached",
     "budget_warning",
     "run_resumed",
+    "node_started",
+    "node_completed",
+    "node_failed",
 ]
 TERMINAL_EVENTS: frozenset[str] = frozenset(
     {"run_completed", "run_failed", "run_cancelled", "eval_run_completed"}
@@ -173,7 +176,22 @@ class AgentTool(Model):
     read_only: bool = False
 
 
-Tool = HttpTool | ClientTool | CodeTool | BuiltinTool | AgentTool
+class WorkflowTool(Model):
+    """A workflow of the tenant as a tool: a call starts a workflow run (a child of the calling run) on the
+    model's arguments as its input, and the workflow's output is the result. `name` defaults to the
+    workflow id; `description` and `input_schema` to the workflow's."""
+
+    name: str
+    permission: Permission = "inherit"
+    type: Literal["workflow"]
+    workflow_id: str
+    description: str = ""
+    input_schema: dict[str, Any] = Field(default_factory=dict)
+    version: int | None = None
+    read_only: bool = False
+
+
+Tool = HttpTool | ClientTool | CodeTool | BuiltinTool | AgentTool | WorkflowTool
 
 
 class WebhookConfig(Model):
@@ -593,8 +611,20 @@ class RunView(Model):
     created_at: datetime
     finished_at: datetime | None
     trigger: Literal[
-        "api", "schedule", "event", "delegation", "what_if", "webhook", "gmail", "outlook", "ses"
+        "api",
+        "schedule",
+        "event",
+        "delegation",
+        "what_if",
+        "workflow",
+        "webhook",
+        "gmail",
+        "outlook",
+        "ses",
     ]
+    kind: Literal["agent", "workflow"] = "agent"
+    workflow_id: str | None = None  # a workflow run's workflow and the version it ran
+    workflow_version: int | None = None
     trigger_id: str | None = None  # the trigger (`trg_…`) that started it, for a run a trigger started
     parent_run_id: str | None
     root_run_id: str
@@ -634,6 +664,28 @@ class ScheduleCreate(Request):
 
 class ScheduleList(Model):
     schedules: list[Schedule]
+
+
+class WorkflowScheduleCreate(Request):
+    expression: str
+    timezone: str = "UTC"
+    input: dict[str, Any] = Field(default_factory=dict)
+    enabled: bool = True
+
+
+class WorkflowSchedule(Model):
+    schedule_id: str
+    workflow_id: str
+    expression: str
+    timezone: str
+    input: dict[str, Any]
+    enabled: bool
+    created_at: datetime
+    next_run: datetime | None = None
+
+
+class WorkflowScheduleList(Model):
+    schedules: list[WorkflowSchedule]
 
 
 class SessionView(Model):
@@ -1199,6 +1251,67 @@ class Budget(Model):
 
 class BudgetList(Model):
     budgets: list[Budget]
+
+
+# --- Workflows ---------------------------------------------------------------------------------------
+
+
+class WorkflowCreate(Request):
+    """A workflow's definition: `root` is a node `{id, type, ...}` of type agent, sequential, parallel,
+    map, loop, branch or approval (see the README's "Workflows")."""
+
+    name: str
+    description: str | None = None
+    input_schema: dict[str, Any] | None = None
+    root: dict[str, Any]
+
+
+class WorkflowView(Model):
+    workflow_id: str
+    name: str
+    description: str | None = None
+    input_schema: dict[str, Any] | None = None
+    root: dict[str, Any]
+    version: int
+    versions: int
+    state_machine_arn: str | None = None
+    created_at: datetime
+    updated_at: datetime
+
+
+class WorkflowList(Model):
+    workflows: list[WorkflowView]
+
+
+class WorkflowVersion(Model):
+    version: int
+    state_machine_arn: str | None = None
+    created_at: datetime
+
+
+class WorkflowVersions(Model):
+    workflow_id: str
+    versions: list[WorkflowVersion]
+
+
+class WorkflowRunCreate(Request):
+    input: dict[str, Any] = Field(default_factory=dict)
+    version: int | None = None
+    user_id: str | None = None
+    webhook: WebhookConfig | None = None
+
+
+class WorkflowAsl(Model):
+    workflow_id: str
+    version: int
+    definition: dict[str, Any]
+
+
+class WorkflowRunAccepted(Model):
+    run_id: str
+    workflow_id: str
+    version: int
+    status: str
 
 
 EffectStatus = Literal["claimed", "done", "unknown", "undone", "released"]
