@@ -205,6 +205,7 @@ class Run(BaseModel):
         workflow_id, _, version = (self.trigger_id or "").removeprefix("workflow:").partition("@")
         return workflow_id, int(version or 0)
 
+    @property
     def started_by(self) -> str | None:
         """The trigger resource that started the run (`trg_…`), for a run a trigger started; else None.
         Its intent key (`trigger_id`, "<type>:<trigger id>/<dedupe key>") names the delivery too."""
