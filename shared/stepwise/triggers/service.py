@@ -38,10 +38,15 @@ def secret_context(trigger_id: str) -> str:
 def check_target(tenant_id: str, target: TriggerTarget) -> None:
     """The target exists and is the tenant's (422 otherwise: the trigger could never start it)."""
     if target.workflow_id is not None:
-        raise Unprocessable(
-            "workflow targets are not available yet; target an agent ({agent_id}) for now",
-            code="workflow_targets_unavailable",
-        )
+        from stepwise.workflows import service as workflows
+
+        try:
+            workflows.get(tenant_id, target.workflow_id)
+        except NotFound:
+            raise Unprocessable(
+                f"workflow {target.workflow_id} does not exist", code="target_not_found"
+            ) from None
+        return
     agent_id = str(target.agent_id)
     try:
         stores().agents.get(tenant_id, agent_id)

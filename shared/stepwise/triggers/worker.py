@@ -228,6 +228,7 @@ def _start_of(
         session_id=session,
         user_id=user_id,
         metadata={"trigger": trigger.type, "trigger_id": trigger.trigger_id, "delivery_id": delivery_id},
+        event=body,
     )
 
 
