@@ -1,5 +1,5 @@
 """`stepwise triggers create|list|get|enable|disable|delete|rotate-secret|deliveries`: agents started by
-signed inbound webhooks."""
+signed inbound webhooks and by email (ses, gmail, outlook)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,18 @@ def register(
     triggers = commands.add_parser("triggers", help="start an agent when a webhook arrives")
     actions = triggers.add_subparsers(dest="action", required=True, metavar="ACTION")
 
-    create = actions.add_parser("create", parents=[common], help="a webhook trigger for an agent")
+    create = actions.add_parser("create", parents=[common], help="a trigger for an agent")
     create.add_argument("agent_id")
+    create.add_argument(
+        "--type",
+        choices=["webhook", "ses", "gmail", "outlook"],
+        default="webhook",
+        help="webhook (default); ses: mail to --address; gmail/outlook: a mailbox a person authorizes",
+    )
+    create.add_argument("--address", help="ses: the address at the operator's inbound domain")
+    create.add_argument(
+        "--allow-automated", action="store_true", help="email: also start on auto-replies, bulk and list mail"
+    )
     create.add_argument("--message", required=True, help='a template, e.g. "{{action}}: {{$event}}"')
     create.add_argument(
         "--verification",
@@ -65,8 +75,10 @@ def register(
 
 
 def create_body(args: argparse.Namespace) -> dict[str, Any]:
-    body: dict[str, Any] = {"type": "webhook", "target": {"agent_id": args.agent_id}, "message": args.message}
+    body: dict[str, Any] = {"type": args.type, "target": {"agent_id": args.agent_id}, "message": args.message}
     optional = {
+        "address": args.address,
+        "allow_automated": args.allow_automated,
         "verification": args.verification,
         "signature_header": args.signature_header,
         "secret": args.secret,
@@ -84,14 +96,22 @@ def create_body(args: argparse.Namespace) -> dict[str, Any]:
 
 def create_trigger(ctx: Context) -> int:
     trigger = data(ctx.client.triggers.create(create_body(ctx.args)))
-    ctx.show(
-        trigger,
-        [
+    kind = trigger.get("type")
+    if kind == "webhook":
+        lines = [
             f"created trigger {trigger.get('trigger_id')} ({trigger.get('verification')})",
             f"url:    {trigger.get('url')}",
             f"secret: {trigger.get('secret')}  (shown only now)",
-        ],
-    )
+        ]
+    elif kind == "ses":
+        lines = [f"created trigger {trigger.get('trigger_id')}: mail to {trigger.get('address')} starts it"]
+    else:
+        lines = [
+            f"created trigger {trigger.get('trigger_id')} ({kind}); open this to authorize the mailbox "
+            "(valid 10 minutes):",
+            str(trigger.get("authorization_url")),
+        ]
+    ctx.show(trigger, lines)
     return 0
 
 
@@ -100,14 +120,14 @@ def _row(t: dict[str, Any]) -> list[Any]:
     return [
         t.get("trigger_id"),
         (t.get("target") or {}).get("agent_id"),
-        t.get("verification"),
+        t.get("verification") or t.get("address") or t.get("type"),
         "on" if t.get("enabled", True) else "off",
         sum(int(v) for v in refused.values()),
         clip(str(t.get("message")), 40),
     ]
 
 
-HEADERS = ["TRIGGER", "AGENT", "VERIFICATION", "ENABLED", "REFUSED", "MESSAGE"]
+HEADERS = ["TRIGGER", "AGENT", "VERIFICATION/ADDRESS", "ENABLED", "REFUSED", "MESSAGE"]
 
 
 def list_triggers(ctx: Context) -> int:

@@ -18,9 +18,9 @@ wiring.install()  # this process's stores: DynamoDB's, built on first use
 @observability.traced
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     if event.get("renew") == "watches":  # the daily schedule: mailbox watches near their end
-        from stepwise.triggers import gmail
+        from stepwise.triggers import renewal
 
-        renewed = gmail.renew_due()
+        renewed = renewal.renew_due()
         logger.info("watches renewed", extra={"triggers": renewed})
         return {"renewed": renewed}
     from stepwise.triggers import worker

@@ -38,6 +38,8 @@ JSON_BODIES = {
     ("POST", "/v1/triggers/{trigger_id}/secret"),
     ("POST", "/v1/triggers/{trigger_id}/in"),
     ("POST", "/v1/integrations/ses"),
+    ("POST", "/v1/integrations/gmail/push"),
+    ("POST", "/v1/integrations/outlook/notify"),
     ("POST", "/v1/agents"),
     ("POST", "/v1/runs/{run_id}/what-if"),
     ("PATCH", "/v1/agents/{agent_id}"),

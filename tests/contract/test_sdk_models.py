@@ -53,6 +53,12 @@ NOT_IN_SDK = {
     ("POST", "/v1/triggers/{trigger_id}/in"),
     # SES's mail, posted by SNS to the public route.
     ("POST", "/v1/integrations/ses"),
+    # Gmail's Pub/Sub pushes, and the page Google sends a person back to.
+    ("POST", "/v1/integrations/gmail/push"),
+    ("GET", "/v1/integrations/gmail/oauth/callback"),
+    # Microsoft Graph's notifications, and the page Microsoft sends a person back to.
+    ("POST", "/v1/integrations/outlook/notify"),
+    ("GET", "/v1/integrations/outlook/oauth/callback"),
 }
 # Fields the SDK reads as an open enum (the spec's values, or any other string a newer server sends).
 OPEN_ENUMS = {("RunEvent", "type")}

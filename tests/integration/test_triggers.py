@@ -117,10 +117,10 @@ def test_create_read_change_and_delete_a_trigger(stack: LocalStack, agent_id: st
 @pytest.mark.parametrize(
     ("fields", "code"),
     [
-        ({"type": "gmail"}, "trigger_type_unavailable"),
-        ({"type": "outlook"}, "trigger_type_unavailable"),
+        ({"type": "gmail"}, "gmail_not_configured"),
+        ({"type": "outlook"}, "outlook_not_configured"),
         ({"type": "ses"}, "ses_not_configured"),
-        ({"target": {"workflow_id": "wf_1"}}, "workflow_targets_unavailable"),
+        ({"target": {"workflow_id": "wfl_1"}}, "target_not_found"),
         ({"target": {"agent_id": "agt_" + "0" * 26}}, "target_not_found"),
         ({"message": "{{oops"}, "validation_error"),
         ({"verification": "hmac-sha256"}, "validation_error"),
@@ -321,3 +321,27 @@ def test_a_delivery_recorded_but_never_queued_is_started_by_the_senders_retry(
     done = settled(stack, trigger["trigger_id"], first["delivery_id"])
     started = [r for r in runs_of(stack, agent_id) if r.get("trigger_id") == trigger["trigger_id"]]
     assert [r["run_id"] for r in started] == [done["run_id"]]
+
+
+def test_a_workflow_target_starts_one_workflow_run_on_the_message_and_event(
+    stack: LocalStack, agent_id: str
+) -> None:
+    node = {"id": "one", "type": "agent", "agent_id": agent_id, "input": "{{input.message}}"}
+    status, _, workflow = stack.invoke_api("POST", "/v1/workflows", {"name": "on-webhook", "root": node})
+    assert status == 201, workflow
+    trigger = create(stack, "agt_unused", target={"workflow_id": workflow["workflow_id"]})
+
+    status, accepted = send(stack, trigger, {"kind": "flow"}, "msg_flow")
+    again, _ = send(stack, trigger, {"kind": "flow"}, "msg_flow")
+
+    assert (status, again) == (202, 200)
+    run = wait_for_run(
+        stack, settled(stack, trigger["trigger_id"], accepted["delivery_id"])["run_id"], timeout=120
+    )
+    assert (run["kind"], run["workflow_id"], run["status"]) == (
+        "workflow",
+        workflow["workflow_id"],
+        "succeeded",
+    )
+    assert json.loads(run["input"]) == {"message": 'Event flow: {"kind": "flow"}', "event": {"kind": "flow"}}
+    assert run["metadata"]["trigger_id"] == trigger["trigger_id"]

@@ -15,7 +15,7 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from stepwise.triggers import gmail, store
+from stepwise.triggers import gmail, renewal, store
 from stepwise_local.stack import LocalStack
 from tests.fakes.google import FakeGoogle
 from tests.fakes.receiver import Receiver
@@ -183,10 +183,10 @@ def test_watches_are_renewed_before_they_expire(
     watches = lambda: sum(1 for r in receiver.requests if r.path == "/gmail/v1/users/me/watch")  # noqa: E731
     before = watches()
 
-    assert trigger["trigger_id"] not in gmail.renew_due(ends - timedelta(hours=72))
+    assert trigger["trigger_id"] not in renewal.renew_due(ends - timedelta(hours=72))
     assert watches() == before
     google.watch(days=7)
-    assert trigger["trigger_id"] in gmail.renew_due(ends - timedelta(hours=47))
+    assert trigger["trigger_id"] in renewal.renew_due(ends - timedelta(hours=47))
 
     assert watches() > before
     renewed = store.find(trigger["trigger_id"])

@@ -40,9 +40,9 @@ ROUTES = (
     routes("health", "/v1/health"),
     routes("effects", "/v1/effects", "/v1/effects/*/resolve"),
     routes("workflows", "/v1/workflows/**"),
-    routes("triggers", "/v1/triggers", "/v1/triggers/*", "/v1/triggers/*/deliveries", "/v1/triggers/*/secret", "/v1/integrations/gmail/oauth/**"),  # noqa: E501
+    routes("triggers", "/v1/triggers", "/v1/triggers/*", "/v1/triggers/*/deliveries", "/v1/triggers/*/secret", "/v1/integrations/gmail/oauth/**", "/v1/integrations/outlook/oauth/**"),  # noqa: E501
     # The public intakes: served by TriggerIntakeFunction, here for the spec.
-    routes("trigger_intake", "/v1/triggers/*/in", "/v1/integrations/ses", "/v1/integrations/gmail/push"),
+    routes("trigger_intake", "/v1/triggers/*/in", "/v1/integrations/ses", "/v1/integrations/gmail/push", "/v1/integrations/outlook/notify"),  # noqa: E501
 )
 # fmt: on
 

@@ -11,7 +11,7 @@ from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 
 from stepwise.api.auth import PUBLIC
 from stepwise.api.params import TriggerId
-from stepwise.api.responses import json_response, responses
+from stepwise.api.responses import json_response, model_content, responses
 from stepwise.triggers import intake, ses
 from stepwise.triggers.models import MailAccepted, TriggerDeliveryAccepted
 
@@ -162,3 +162,55 @@ def receive_gmail_push() -> Response[MailAccepted]:
     headers = {k.lower(): v for k, v in (event.headers or {}).items()}
     answer = gmail.accept_push(headers.get("authorization"), raw_body(event.raw_event))
     return json_response(answer.model_dump(mode="json"))
+
+
+_GRAPH_BODY: dict[str, Any] = {
+    "required": True,
+    "content": {
+        "application/json": {
+            "schema": {
+                "type": "object",
+                "description": "Microsoft Graph change notifications",
+                "properties": {"value": {"type": "array", "items": {"type": "object"}}},
+            }
+        }
+    },
+}
+
+
+@router.post(
+    "/v1/integrations/outlook/notify",
+    summary="Outlook's new messages, from Microsoft Graph",
+    description="Public. With `validationToken` in the query (Graph's handshake when a subscription is "
+    "made or renewed): 200, the token as text/plain. Otherwise change notifications: each item whose "
+    "`clientState` is its trigger's becomes one delivery (deduplicated by subscription and message id) "
+    "and is queued; a wrong `clientState` starts nothing and is counted. 202.",
+    responses={
+        **responses(
+            202,
+            "The deliveries it queued",
+            400,
+            413,
+            503,
+            public=True,
+            content=model_content(MailAccepted),
+            described={503: "The queue cannot be reached now; Graph retries"},
+        ),
+        200: {
+            "description": "The validation token, echoed",
+            "content": {"text/plain": {"schema": {"type": "string"}}},
+        },
+    },
+    tags=["triggers"],
+    openapi_extensions={**PUBLIC, "requestBody": _GRAPH_BODY},
+)
+def receive_outlook_notification() -> Response[Any]:
+    from stepwise.triggers import outlook
+
+    event = router.current_event
+    token = (event.query_string_parameters or {}).get("validationToken")
+    if token is not None:
+        # Graph waits 10 seconds for its token back, as plain text, before it makes the subscription.
+        return Response(status_code=200, content_type="text/plain", body=token[:1024])
+    answer = outlook.accept(raw_body(event.raw_event))
+    return json_response(answer.model_dump(mode="json"), 202)

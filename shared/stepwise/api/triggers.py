@@ -29,6 +29,7 @@ from stepwise.triggers.models import (
 router = APIGatewayHttpRouter()
 TRIGGERS = ["triggers"]
 GMAIL_CALLBACK = "/v1/integrations/gmail/oauth/callback"
+OUTLOOK_CALLBACK = "/v1/integrations/outlook/oauth/callback"
 
 
 def _public_url() -> str:
@@ -62,7 +63,7 @@ def _public_url() -> str:
     tags=TRIGGERS,
 )
 def create_trigger(body: TriggerCreate) -> Response[TriggerCreated]:
-    created = service.create(tenant(router), body, callback_url=_public_url() + GMAIL_CALLBACK)
+    created = service.create(tenant(router), body, public_url=_public_url())
     return json_response(created.model_dump(mode="json"), 201)
 
 
@@ -146,14 +147,8 @@ def list_trigger_deliveries(
 _PAGE: dict[str, Any] = {HTML: {"schema": {"type": "string"}}}
 
 
-@router.get(
-    GMAIL_CALLBACK,
-    summary="OAuth callback of gmail triggers",
-    description="Public: where Google sends the person back with `code` and `state` (single use, valid 10 "
-    "minutes; the MCP OAuth store's). The code is exchanged, the mailbox read and watched. An HTML page: "
-    "200 connected, 400 denied or refused, 403 a state we never issued, 409 a mailbox another trigger has, "
-    "410 a state used or expired.",
-    responses={
+def _callback_responses() -> dict[int, Any]:
+    return {
         **responses(200, "A page: connected", 413, public=True, content=_PAGE),
         **{
             status: {"description": f"A page: {what}", "content": _PAGE}
@@ -165,15 +160,43 @@ _PAGE: dict[str, Any] = {HTML: {"schema": {"type": "string"}}}
                 (410, "the state was used already or expired"),
             )
         },
-    },
+    }
+
+
+@router.get(
+    GMAIL_CALLBACK,
+    summary="OAuth callback of gmail triggers",
+    description="Public: where Google sends the person back with `code` and `state` (single use, valid 10 "
+    "minutes; the MCP OAuth store's). The code is exchanged, the mailbox read and watched. An HTML page: "
+    "200 connected, 400 denied or refused, 403 a state we never issued, 409 a mailbox another trigger has, "
+    "410 a state used or expired.",
+    responses=_callback_responses(),
     tags=TRIGGERS,
     openapi_extensions=PUBLIC,
 )
 def gmail_oauth_callback() -> Response[str]:
+    return _callback("gmail")
+
+
+@router.get(
+    OUTLOOK_CALLBACK,
+    summary="OAuth callback of outlook triggers",
+    description="Public: where Microsoft sends the person back with `code` and `state`. The code is "
+    "exchanged, the mailbox read, and a change-notification subscription made on its Inbox. An HTML page, "
+    "as for gmail.",
+    responses=_callback_responses(),
+    tags=TRIGGERS,
+    openapi_extensions=PUBLIC,
+)
+def outlook_oauth_callback() -> Response[str]:
+    return _callback("outlook")
+
+
+def _callback(kind: str) -> Response[str]:
     from stepwise.mcp.authorization import StateRejected, take
     from stepwise.mcp.grants import DynamoGrantStore
     from stepwise.mcp.oauth import OAuthFailure
-    from stepwise.triggers import gmail
+    from stepwise.triggers import gmail, outlook
 
     query = router.current_event.query_string_parameters or {}
     state, code = query.get("state"), query.get("code")
@@ -181,12 +204,15 @@ def gmail_oauth_callback() -> Response[str]:
         return _page(400, "Not connected", "This link has no state, so it cannot be matched to a request.")
     try:
         record = take(DynamoGrantStore(), state)
-        if not gmail.is_gmail_state(record):
-            return _page(403, "Not connected", "This authorization was not started by a gmail trigger.")
+        if not gmail.is_state_of(record, kind):
+            return _page(403, "Not connected", f"This authorization was not started by a {kind} trigger.")
         if not code:
             reason = query.get("error_description") or query.get("error") or "no code was returned"
-            return _page(400, "Not connected", f"Google did not authorize: {reason}.")
-        trigger = gmail.connect(record, code)
+            return _page(400, "Not connected", f"The mailbox was not authorized: {reason}.")
+        if kind == "gmail":
+            trigger = gmail.connect(record, code)
+        else:
+            trigger = outlook.connect(record, code, _public_url())
     except StateRejected as exc:
         if exc.problem == "unknown":
             return _page(403, "Not connected", "This authorization was not started by Stepwise.")

@@ -190,6 +190,22 @@ class InboundMail(Environment):
     _blank = field_validator("ses_domain", "ses_topic_arn", mode="before")(_blank_is_none)
 
 
+class Outlook(Environment):
+    """Outlook triggers (stepwise.triggers.outlook): the operator's Microsoft Entra app (its secret is
+    the MS_CLIENT_SECRET deployment secret) and Microsoft's endpoints, which only tests change."""
+
+    client_id: str | None = Field(default=None, alias="MS_CLIENT_ID")
+    auth_url: str = Field(
+        default="https://login.microsoftonline.com/common/oauth2/v2.0/authorize", alias="MS_AUTH_URL"
+    )
+    token_url: str = Field(
+        default="https://login.microsoftonline.com/common/oauth2/v2.0/token", alias="MS_TOKEN_URL"
+    )
+    graph_url: str = Field(default="https://graph.microsoft.com/v1.0", alias="MS_GRAPH_URL")
+
+    _blank = field_validator("client_id", mode="before")(_blank_is_none)
+
+
 class Gmail(Environment):
     """Gmail triggers (stepwise.triggers.gmail): the operator's Google OAuth client, the Pub/Sub topic
     mailboxes are watched on (GmailPubSubTopic) and the audience its push subscription's OIDC tokens
@@ -427,6 +443,8 @@ class SecretVariables(Environment):
     anthropic_api_key_arn: str | None = Field(default=None, alias="ANTHROPIC_API_KEY_ARN")
     google_client_secret: str | None = Field(default=None, alias="GOOGLE_CLIENT_SECRET")
     google_client_secret_arn: str | None = Field(default=None, alias="GOOGLE_CLIENT_SECRET_ARN")
+    ms_client_secret: str | None = Field(default=None, alias="MS_CLIENT_SECRET")
+    ms_client_secret_arn: str | None = Field(default=None, alias="MS_CLIENT_SECRET_ARN")
 
     def get(self, variable: str) -> str | None:
         """The value of `variable`, one of this model's (`<NAME>` or `<NAME>_ARN`); None when unset."""
@@ -540,6 +558,10 @@ def inbound_mail() -> InboundMail:
 
 def gmail() -> Gmail:
     return _load(Gmail)
+
+
+def outlook() -> Outlook:
+    return _load(Outlook)
 
 
 def providers() -> Providers:

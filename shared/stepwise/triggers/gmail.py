@@ -15,8 +15,8 @@ new message starts one run.
   INBOX message as a delivery of its own (deduplicated by Gmail's message id, so overlapping pushes
   and re-deliveries add nothing), then moves the cursor. Each message delivery is fetched raw
   (`load`) and starts one run like any email.
-- **Renewal**: a watch lasts 7 days; `renew` calls users.watch again (a daily schedule for those within
-  48 h of expiry: `renew_due`).
+- **Renewal**: a watch lasts 7 days; `renew` calls users.watch again (stepwise.triggers.renewal, daily,
+  for those within 48 h of expiry).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import secrets
 import threading
 import time
 from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
@@ -35,8 +35,6 @@ import httpx
 
 from stepwise.core import config, credentials
 from stepwise.core.errors import Conflict, Forbidden, Unauthorized, Unavailable, Unprocessable
-from stepwise.core.ids import new_id
-from stepwise.core.observability import logger
 from stepwise.core.schema import utcnow
 from stepwise.net.outbound import OutboundRefused
 from stepwise.net.ssrf import guarded_client
@@ -50,7 +48,6 @@ if TYPE_CHECKING:
 SERVER = "gmail"  # the grant key's server name of a trigger's mailbox
 SCOPE = "https://www.googleapis.com/auth/gmail.readonly"
 ISSUERS = ("https://accounts.google.com", "accounts.google.com")
-RENEW_WITHIN = timedelta(hours=48)
 KEYS_TTL = 3600.0  # seconds Google's signing keys are kept before they are fetched again
 TIMEOUT = 10.0
 _KEYS: dict[str, Any] = {}
@@ -72,7 +69,7 @@ def _created(trigger: Trigger) -> datetime:
 def grant_key(trigger: Trigger) -> GrantKey:
     from stepwise.mcp.authorization import GrantKey
 
-    return GrantKey(trigger.trigger_id, SERVER, _created(trigger))
+    return GrantKey(trigger.trigger_id, trigger.type, _created(trigger))
 
 
 def _store() -> Any:
@@ -100,25 +97,56 @@ def check_configured() -> config.Gmail:
 
 
 def authorize(tenant_id: str, trigger: Trigger, redirect_uri: str) -> str:
-    """The URL a person opens to let the trigger read the mailbox (Google's code flow with PKCE). The
-    grant and the pending state are the MCP OAuth store's; `connect` completes it."""
+    """The URL a person opens to let the trigger read the mailbox (Google's code flow with PKCE)."""
+    settings = check_configured()
+    return start_authorization(
+        tenant_id,
+        trigger,
+        redirect_uri,
+        issuer=ISSUERS[0],
+        auth_url=settings.auth_url,
+        token_url=settings.token_url,
+        resource=settings.api_url,
+        scope=SCOPE,
+        client_id=str(settings.client_id),
+        client_secret=_client_secret(),
+        # A refresh token: the mailbox is read long after the person left.
+        extra={"access_type": "offline", "prompt": "consent"},
+    )
+
+
+def start_authorization(
+    tenant_id: str,
+    trigger: Trigger,
+    redirect_uri: str,
+    *,
+    issuer: str,
+    auth_url: str,
+    token_url: str,
+    resource: str,
+    scope: str,
+    client_id: str,
+    client_secret: str | None,
+    extra: Mapping[str, str],
+) -> str:
+    """A mailbox provider's authorization code flow with PKCE, kept in the MCP OAuth store: the grant
+    (keyed by the trigger) and the pending state, which the provider's callback spends."""
     from mcp.client.auth import PKCEParameters
     from mcp.shared.auth import OAuthClientInformationFull, OAuthMetadata
 
     from stepwise.mcp.authorization import STATE_TTL, PendingAuthorization, StoredGrant, state_hash
     from stepwise.mcp.oauth import Grant, Pending
 
-    settings = check_configured()
     metadata = OAuthMetadata(
-        issuer=ISSUERS[0], authorization_endpoint=settings.auth_url, token_endpoint=settings.token_url
+        issuer=issuer, authorization_endpoint=auth_url, token_endpoint=token_url
     )  # pydantic parses the URLs
     client = OAuthClientInformationFull(
-        client_id=str(settings.client_id),
-        client_secret=_client_secret(),
+        client_id=client_id,
+        client_secret=client_secret,
         token_endpoint_auth_method="client_secret_post",
         redirect_uris=[redirect_uri],
     )
-    grant = Grant(client=client, metadata=metadata, resource=settings.api_url, scope=SCOPE)
+    grant = Grant(client=client, metadata=metadata, resource=resource, scope=scope)
     pkce, state = PKCEParameters.generate(), secrets.token_urlsafe(32)
     store_ = _store()
     store_.save(tenant_id, grant_key(trigger), StoredGrant(grant=grant, needs_authorization=True))
@@ -127,7 +155,7 @@ def authorize(tenant_id: str, trigger: Trigger, redirect_uri: str) -> str:
         PendingAuthorization(
             tenant_id=tenant_id,
             agent_id=trigger.trigger_id,
-            server=SERVER,
+            server=trigger.type,
             server_created_at=_created(trigger),
             pending=Pending(code_verifier=pkce.code_verifier, redirect_uri=redirect_uri),
             expires_at=utcnow() + STATE_TTL,
@@ -137,18 +165,18 @@ def authorize(tenant_id: str, trigger: Trigger, redirect_uri: str) -> str:
         "response_type": "code",
         "client_id": client.client_id,
         "redirect_uri": redirect_uri,
-        "scope": SCOPE,
+        "scope": scope,
         "state": state,
         "code_challenge": pkce.code_challenge,
         "code_challenge_method": "S256",
-        "access_type": "offline",  # a refresh token: the mailbox is read long after the person left
-        "prompt": "consent",
+        **extra,
     }
-    return f"{settings.auth_url}?{urlencode(params)}"
+    return f"{auth_url}?{urlencode(params)}"
 
 
-def is_gmail_state(record: PendingAuthorization) -> bool:
-    return record.server == SERVER and record.agent_id.startswith("trg_")
+def is_state_of(record: PendingAuthorization, kind: str) -> bool:
+    """Whether the spent state was issued for a trigger of `kind` (not an MCP server's, not another's)."""
+    return record.server == kind and record.agent_id.startswith("trg_")
 
 
 def connect(record: PendingAuthorization, code: str) -> Trigger:
@@ -193,25 +221,6 @@ def renew(tenant_id: str, trigger: Trigger) -> Trigger:
     return updated
 
 
-def renew_due(now: datetime | None = None) -> list[str]:
-    """Renew every connected gmail trigger whose watch ends within RENEW_WITHIN; the ids renewed. One
-    that fails (its grant revoked, Google unreachable) is logged and tried again the next day, while
-    its watch lasts; the others are renewed regardless."""
-    moment = now or utcnow()
-    renewed = []
-    for item in store.watched_before(moment + RENEW_WITHIN):
-        trigger = store.to_model(item)
-        if trigger.type != "gmail" or not trigger.connected or not trigger.enabled:
-            continue
-        try:
-            renew(item.tenant_id, trigger)
-        except Exception:  # noqa: BLE001 - one mailbox's failure must not stop the others' renewal
-            logger.exception("watch not renewed", extra={"trigger_id": trigger.trigger_id})
-            continue
-        renewed.append(trigger.trigger_id)
-    return renewed
-
-
 # --- calls ------------------------------------------------------------------------------------------
 
 
@@ -239,20 +248,34 @@ def _api(
     params: Mapping[str, Any] | None = None,
     body: Any = None,
 ) -> dict[str, Any]:
-    url = config.gmail().api_url.rstrip("/") + path
+    response = authorized(tenant_id, trigger, method, config.gmail().api_url.rstrip("/") + path, params, body)
+    found: dict[str, Any] = response.json()
+    return found
+
+
+def authorized(
+    tenant_id: str,
+    trigger: Trigger,
+    method: str,
+    url: str,
+    params: Mapping[str, Any] | None = None,
+    body: Any = None,
+) -> httpx.Response:
+    """A mailbox API call with the trigger's access token (refreshed and tried once more after a 401),
+    through the SSRF guard. FileNotFoundError on 404 (the message deleted since)."""
     for attempt in (0, 1):
         token = access_token(tenant_id, trigger, force=attempt == 1)
         with guarded_client(timeout=TIMEOUT) as client:
             response = client.request(
                 method, url, params=params, json=body, headers={"Authorization": f"Bearer {token}"}
             )
+            response.read()
         if response.status_code != 401:
             break
     if response.status_code == 404:
-        raise FileNotFoundError(path)
+        raise FileNotFoundError(url)
     response.raise_for_status()
-    found: dict[str, Any] = response.json()
-    return found
+    return response
 
 
 # --- push -------------------------------------------------------------------------------------------
@@ -334,7 +357,7 @@ def accept_push(authorization: str | None, raw: bytes, *, now: datetime | None =
     tenant_id, trigger_id = owner
     when = now or utcnow()
     key = f"push:{pubsub_id}"
-    delivery_id, duplicate = record(
+    delivery_id, duplicate = intake.record_event(
         tenant_id, trigger_id, key, {"kind": "push", "history_id": history_id}, when
     )
     return MailAccepted(
@@ -342,25 +365,6 @@ def accept_push(authorization: str | None, raw: bytes, *, now: datetime | None =
         deliveries=[] if duplicate else [delivery_id],
         deduplicated=[delivery_id] if duplicate else [],
     )
-
-
-def record(
-    tenant_id: str, trigger_id: str, key: str, stored: Mapping[str, str], now: datetime
-) -> tuple[str, bool]:
-    """A delivery with its dedupe marker, queued; a repeat re-queues the original (as a webhook's)."""
-    delivery_id = new_id("dlv")
-    payload = intake.pack(json.dumps(stored).encode(), {})
-    item = store.delivery_item(trigger_id, delivery_id, "received", now, dedupe_key=key, payload=payload)
-    if store.record(item, key):
-        intake.enqueue(tenant_id, trigger_id, delivery_id)
-        return delivery_id, False
-    first = store.original(trigger_id, key) or ""
-    store.put(
-        store.delivery_item(trigger_id, delivery_id, "deduplicated", now, dedupe_key=key, duplicate_of=first)
-    )
-    if first:
-        intake.enqueue(tenant_id, trigger_id, first, quiet=True)
-    return delivery_id, True
 
 
 # --- the worker's side ------------------------------------------------------------------------------
@@ -376,7 +380,14 @@ def fan_out(tenant_id: str, trigger: Trigger, cursor: str | None) -> list[str]:
     params: dict[str, Any] = {"startHistoryId": cursor, "historyTypes": "messageAdded", "labelId": "INBOX"}
     latest = cursor
     while True:
-        page = _api(tenant_id, trigger, "GET", "/gmail/v1/users/me/history", params=params)
+        try:
+            page = _api(tenant_id, trigger, "GET", "/gmail/v1/users/me/history", params=params)
+        except FileNotFoundError:
+            # Gmail keeps history for about a week: older, a full resync would be needed (not built).
+            raise Unprocessable(
+                f"the mailbox's history from {cursor} has expired; messages before now are not read",
+                code="history_expired",
+            ) from None
         for entry in page.get("history") or []:
             for added in entry.get("messagesAdded") or []:
                 message = added.get("message") or {}
@@ -387,7 +398,7 @@ def fan_out(tenant_id: str, trigger: Trigger, cursor: str | None) -> list[str]:
                     "id": str(message["id"]),
                     "thread_id": str(message.get("threadId", "")),
                 }
-                delivery_id, duplicate = record(
+                delivery_id, duplicate = intake.record_event(
                     tenant_id, trigger.trigger_id, f"mail:{message['id']}", stored, utcnow()
                 )
                 if not duplicate:

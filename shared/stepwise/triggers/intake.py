@@ -191,3 +191,24 @@ def enqueue(tenant_id: str, trigger_id: str, delivery_id: str, *, quiet: bool = 
             raise Unavailable(
                 "the delivery was recorded but could not be queued; send it again", code="intake_unavailable"
             ) from exc
+
+
+def record_event(
+    tenant_id: str, trigger_id: str, key: str, stored: Mapping[str, str], now: datetime
+) -> tuple[str, bool]:
+    """A mail provider's event as a delivery (its JSON `stored` as the payload) with its dedupe marker,
+    queued; a repeat is listed `deduplicated` and re-queues the original, as a webhook's repeat does.
+    (delivery id, whether it was a repeat)."""
+    delivery_id = new_id("dlv")
+    payload = pack(json.dumps(stored).encode(), {})
+    item = store.delivery_item(trigger_id, delivery_id, "received", now, dedupe_key=key, payload=payload)
+    if store.record(item, key):
+        enqueue(tenant_id, trigger_id, delivery_id)
+        return delivery_id, False
+    first = store.original(trigger_id, key) or ""
+    store.put(
+        store.delivery_item(trigger_id, delivery_id, "deduplicated", now, dedupe_key=key, duplicate_of=first)
+    )
+    if first:
+        enqueue(tenant_id, trigger_id, first, quiet=True)
+    return delivery_id, True

@@ -14,7 +14,7 @@ from stepwise.triggers.verify import Scheme
 
 TriggerType = Literal["webhook", "gmail", "outlook", "ses"]
 # Served now; the others are accepted by the model and refused by the service until their intake lands.
-SERVED_TYPES: frozenset[str] = frozenset({"webhook", "ses", "gmail"})
+SERVED_TYPES: frozenset[str] = frozenset({"webhook", "ses", "gmail", "outlook"})
 EMAIL_TYPES: frozenset[str] = frozenset({"gmail", "outlook", "ses"})
 # An address as SES receives it: a plain local part (letters, digits, . _ + -) at a domain.
 ADDRESS = r"^[a-z0-9][a-z0-9._+-]{0,63}@[a-z0-9.-]{1,253}$"
@@ -154,6 +154,7 @@ class Trigger(BaseModel):
     # gmail: null until a person authorized the mailbox (then `address` is it) and its watch is set.
     connected: bool | None = None
     watch_expires_at: Timestamp | None = None
+    subscription_id: str | None = None  # outlook: Graph's change-notification subscription
     created_at: Timestamp
     updated_at: Timestamp
     secret_created_at: Timestamp | None = None

@@ -8,6 +8,7 @@ sender can switch without a refused delivery."""
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from stepwise.core import config
 from stepwise.core.errors import Conflict, NotFound, Unprocessable
@@ -37,10 +38,15 @@ def secret_context(trigger_id: str) -> str:
 def check_target(tenant_id: str, target: TriggerTarget) -> None:
     """The target exists and is the tenant's (422 otherwise: the trigger could never start it)."""
     if target.workflow_id is not None:
-        raise Unprocessable(
-            "workflow targets are not available yet; target an agent ({agent_id}) for now",
-            code="workflow_targets_unavailable",
-        )
+        from stepwise.workflows import service as workflows
+
+        try:
+            workflows.get(tenant_id, target.workflow_id)
+        except NotFound:
+            raise Unprocessable(
+                f"workflow {target.workflow_id} does not exist", code="target_not_found"
+            ) from None
+        return
     agent_id = str(target.agent_id)
     try:
         stores().agents.get(tenant_id, agent_id)
@@ -63,10 +69,10 @@ def inbound_address(trigger_id: str, address: str | None) -> str:
     return chosen
 
 
-def create(tenant_id: str, body: TriggerCreate, *, callback_url: str = "") -> TriggerCreated:
+def create(tenant_id: str, body: TriggerCreate, *, public_url: str = "") -> TriggerCreated:
     if body.type not in SERVED_TYPES:
         raise Unprocessable(
-            f"{body.type} triggers are not available yet; webhook, ses and gmail triggers are",
+            f"{body.type} triggers are not available",
             code="trigger_type_unavailable",
         )
     check_target(tenant_id, body.target)
@@ -84,13 +90,16 @@ def create(tenant_id: str, body: TriggerCreate, *, callback_url: str = "") -> Tr
             store.release_address(trigger_id, str(trigger.address))
             raise
         return TriggerCreated(**store.shown(trigger).model_dump())
-    if body.type == "gmail":
-        from stepwise.triggers import gmail
+    if body.type in ("gmail", "outlook"):
+        from stepwise.triggers import gmail, outlook
 
-        gmail.check_configured()
+        provider: Any = gmail if body.type == "gmail" else outlook
+        provider.check_configured()
         trigger = Trigger(**fields, trigger_id=trigger_id, created_at=now, updated_at=now, connected=False)
         store.create(tenant_id, trigger, None)
-        url = gmail.authorize(tenant_id, trigger, callback_url)
+        url = provider.authorize(
+            tenant_id, trigger, f"{public_url}/v1/integrations/{body.type}/oauth/callback"
+        )
         return TriggerCreated(**store.shown(trigger).model_dump(), authorization_url=url)
     trigger = Trigger(**fields, trigger_id=trigger_id, created_at=now, updated_at=now, secret_created_at=now)
     secret = body.secret or verify.new_secret(body.verification or "standard-webhooks")
@@ -128,8 +137,10 @@ def delete(tenant_id: str, trigger_id: str) -> None:
     trigger = store.get(tenant_id, trigger_id)
     store.delete(tenant_id, trigger_id)
     if trigger.address:
-        key = f"gmail:{trigger.address}" if trigger.type == "gmail" else trigger.address
+        key = f"{trigger.type}:{trigger.address}" if trigger.type in ("gmail", "outlook") else trigger.address
         store.release_address(trigger_id, key)
+    if trigger.subscription_id:
+        store.release_address(trigger_id, f"outlook-sub:{trigger.subscription_id}")
 
 
 def rotate(tenant_id: str, trigger_id: str, body: TriggerSecretRotate) -> TriggerSecret:

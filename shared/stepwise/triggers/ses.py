@@ -23,7 +23,6 @@ import httpx
 
 from stepwise.core import config, s3
 from stepwise.core.errors import Forbidden, Unauthorized, Unavailable
-from stepwise.core.ids import new_id
 from stepwise.core.observability import logger
 from stepwise.core.schema import utcnow
 from stepwise.net.outbound import OutboundRefused
@@ -95,28 +94,9 @@ def _notification(ses: dict[str, Any], now: datetime, kind: str) -> MailAccepted
             continue
         tenant_id, trigger_id = owner
         stored = {"key": key, "recipient": str(recipient).lower(), "message_id": message_id}
-        delivery_id, duplicate = _record(tenant_id, trigger_id, f"mail:{message_id}", stored, now)
+        delivery_id, duplicate = intake.record_event(tenant_id, trigger_id, f"mail:{message_id}", stored, now)
         (answer.deduplicated if duplicate else answer.deliveries).append(delivery_id)
     return answer
-
-
-def _record(
-    tenant_id: str, trigger_id: str, key: str, stored: Mapping[str, str], now: datetime
-) -> tuple[str, bool]:
-    """The delivery with its dedupe marker, queued (as a webhook's: stepwise.triggers.intake)."""
-    delivery_id = new_id("dlv")
-    payload = intake.pack(json.dumps(stored).encode(), {})
-    record = store.delivery_item(trigger_id, delivery_id, "received", now, dedupe_key=key, payload=payload)
-    if store.record(record, key):
-        intake.enqueue(tenant_id, trigger_id, delivery_id)
-        return delivery_id, False
-    first = store.original(trigger_id, key) or ""
-    store.put(
-        store.delivery_item(trigger_id, delivery_id, "deduplicated", now, dedupe_key=key, duplicate_of=first)
-    )
-    if first:
-        intake.enqueue(tenant_id, trigger_id, first, quiet=True)
-    return delivery_id, True
 
 
 def load(stored: Mapping[str, Any]) -> Email:

@@ -134,6 +134,20 @@ def delete(tenant_id: str, trigger_id: str) -> None:
         raise
 
 
+def set_secret(tenant_id: str, trigger_id: str, secret: list[bytes]) -> None:
+    """The trigger's secret (an outlook trigger's clientState), as KMS ciphertext."""
+    bind()
+    try:
+        TriggerItem(trigger_id, SK).update(
+            actions=[TriggerItem.secret.set(secret)],  # type: ignore[arg-type]
+            condition=TriggerItem.tenant_id == tenant_id,
+        )
+    except UpdateError as exc:
+        if condition_failed(exc):
+            raise not_found(trigger_id) from exc
+        raise
+
+
 def start_cursor(trigger_id: str, cursor: str) -> None:
     """The mailbox position reading starts from, unless reading has started already."""
     bind()

@@ -1,8 +1,9 @@
 """Starting a trigger's target: the one place a delivery becomes a run.
 
-Today a target is an agent. A workflow target is validated by the model and refused when a trigger is
-created or changed (422 `workflow_targets_unavailable`); when workflows merge, `start` is where a
-`{workflow_id}` target starts its workflow run, with the same run id, trigger id and metadata."""
+A target is an agent (a run with the rendered message, its session, its user, the email's files) or a
+workflow (a workflow run whose input is `{message, event}`: the rendered message and the event itself;
+the workflow's own input_schema, if any, checks it). Either run's id is the delivery's, so a second
+start finds it recorded."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from stepwise.attachments.sniff import Inspector
 from stepwise.core.errors import Conflict, Unprocessable
 from stepwise.core.ids import derived_id
 from stepwise.core.schema import utcnow
-from stepwise.runs.models import RunCreate
+from stepwise.runs.models import RunCreate, RunExists
 from stepwise.runs.start import start_run
 from stepwise.triggers.mail import Part
 from stepwise.triggers.models import TriggerTarget
@@ -33,6 +34,7 @@ class Start:
     session_id: str | None  # a by-key session's id (derived from its key); None: a new session
     user_id: str | None
     metadata: dict[str, Any]
+    event: Any = None  # what the templates read (the JSON body, an email's fields): a workflow's input
 
 
 def uploads(s: Start, files: list[Part]) -> list[UploadRef]:
@@ -60,7 +62,7 @@ def uploads(s: Start, files: list[Part]) -> list[UploadRef]:
 def start(s: Start, files: list[Part] | None = None) -> str:
     """Start the target's run; its run id. Raises RunExists when this delivery's run was started."""
     if s.target.workflow_id is not None:
-        raise Unprocessable("workflow targets are not available yet", code="workflow_targets_unavailable")
+        return _start_workflow(s, s.target.workflow_id)
     agent_id = str(s.target.agent_id)
     attachments = uploads(s, files) if files else []
     body = RunCreate(message=s.message, user_id=s.user_id, metadata=s.metadata, attachments=attachments)
@@ -77,4 +79,23 @@ def start(s: Start, files: list[Part] | None = None) -> str:
         # A later one continues it (its runs queue behind each other: enqueue).
         continued = body.model_copy(update={"session_id": s.session_id})
         run = start_run(s.tenant_id, agent_id, continued, run_id=s.run_id, trigger_id=s.trigger_id)
+    return run.run_id
+
+
+def _start_workflow(s: Start, workflow_id: str) -> str:
+    """The workflow's run on `{message, event}`. A run an earlier attempt recorded but never launched
+    (it died in between) is launched now; one already launched is RunExists. An email's files are not
+    passed (a workflow run takes no attachments)."""
+    from stepwise.runs.ports import stores
+    from stepwise.workflows import starting
+    from stepwise.workflows.models import WorkflowRunCreate
+
+    body = WorkflowRunCreate(input={"message": s.message, "event": s.event}, user_id=s.user_id)
+    try:
+        run = starting.record(s.tenant_id, workflow_id, body, run_id=s.run_id, metadata=s.metadata)
+    except RunExists:
+        run = stores().runs.get(s.tenant_id, s.run_id)
+        if run.status != "queued":
+            raise
+    starting.launch(s.tenant_id, run)
     return run.run_id

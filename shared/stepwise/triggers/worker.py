@@ -146,6 +146,10 @@ def _email(tenant_id: str, trigger: Trigger, stored: Any) -> mail.Email:
         from stepwise.triggers import gmail  # the OAuth and Gmail calls: mailbox deliveries only
 
         return gmail.load(tenant_id, trigger, stored)
+    if trigger.type == "outlook":
+        from stepwise.triggers import outlook
+
+        return outlook.load(tenant_id, trigger, stored)
     from stepwise.triggers import ses  # only email deliveries need S3 and MIME parsing
 
     return ses.load(stored)
@@ -224,6 +228,7 @@ def _start_of(
         session_id=session,
         user_id=user_id,
         metadata={"trigger": trigger.type, "trigger_id": trigger.trigger_id, "delivery_id": delivery_id},
+        event=body,
     )
 
 

@@ -679,13 +679,16 @@ class Effects(_Resource):
 
 
 class Triggers(_Resource):
-    """Triggers: a webhook (or, later, a mailbox) starts an agent with a message rendered from the event."""
+    """Triggers: a webhook or an email starts an agent with a message rendered from the event."""
 
     def create(self, body: Body = None, /, **fields: Any) -> TriggerCreated:
-        """`type` ("webhook"), `target` ({"agent_id": ...}), `message` (a template such as
-        "{{action}} on {{repository.full_name}}"), and optionally `session` ("new" or {"by_key": template}),
-        `user_id` (a template), `enabled`, `verification`, `signature_header`, `dedupe_path`, `secret`.
-        The answer's `secret` is shown only this once; the sender posts to its `url`."""
+        """`type` ("webhook", "ses", "gmail", "outlook"), `target` ({"agent_id": ...}), `message` (a
+        template such as "{{action}} on {{repository.full_name}}" or "{{from}}: {{subject}}"), and
+        optionally `session` ("new" or {"by_key": template}), `user_id` (a template), `enabled`,
+        `verification`, `signature_header`, `dedupe_path`, `secret` (webhook), `address` (ses),
+        `allow_automated` (email). A webhook's `secret` is shown only this once and its sender posts to
+        its `url`; a gmail or outlook trigger's `authorization_url` is where a person authorizes the
+        mailbox."""
         return self._client.send(op.CREATE_TRIGGER.call(body=merge(body, fields)))
 
     def list(self) -> TriggerList:

@@ -1423,6 +1423,9 @@ class Trigger(Model):
     url: str | None = None
     address: str | None = None
     allow_automated: bool = False
+    connected: bool | None = None
+    watch_expires_at: datetime | None = None
+    subscription_id: str | None = None
     created_at: datetime
     updated_at: datetime
     secret_created_at: datetime | None = None
@@ -1431,9 +1434,10 @@ class Trigger(Model):
 
 
 class TriggerCreated(Trigger):
-    """The new trigger with its signing `secret`, shown only here."""
+    """The new trigger with its signing `secret`, shown only here (gmail: the `authorization_url`)."""
 
     secret: str | None = None
+    authorization_url: str | None = None
 
 
 class TriggerList(Model):
