@@ -132,13 +132,21 @@ class _Connection(NamedTuple):
     allowlist: Allowlist
     target: URL  # as it will be connected to (checked_url)
     engine: Engine
+    sql: str  # the statement as `judge` passed it ("" without one)
 
 
 def _connect(
-    tool: str, tenant_id: str, settings: Settings, access: TableAccess, resolver: Resolver
+    tool: str,
+    tenant_id: str,
+    settings: Settings,
+    access: TableAccess,
+    resolver: Resolver,
+    judge: Callable[[Allowlist], str] | None = None,
 ) -> _Connection | ToolResult:
     """The tenant's database as both database tools reach it, or the failure to answer the model
-    with: the setting unset or not a URL, or a URL that may not be used."""
+    with: the setting unset or not a URL, a statement `judge` refuses, or a URL that may not be used.
+    The statement is judged before the URL is checked, so a refused statement says why even where the
+    URL could not be used."""
     raw_url = setting(settings, DATABASE_URL_SETTING)
     if raw_url is None:
         return not_configured(tool, DATABASE_URL_SETTING)
@@ -148,8 +156,10 @@ def _connect(
         return ToolResult.failure("not_configured", "DATABASE_URL is not a valid SQLAlchemy URL")
     try:
         flavor = flavor_of(url)
+        allowlist = Allowlist(access, flavor)
+        sql = judge(allowlist) if judge is not None else ""
         target = checked_url(url, tenant_id)
-        return _Connection(url, flavor, Allowlist(access, flavor), target, engine_for(target, resolver))
+        return _Connection(url, flavor, allowlist, target, engine_for(target, resolver), sql)
     except Refused as refused:
         return ToolResult.failure(refused.code, refused.message)
 
@@ -169,14 +179,12 @@ def execute(
     """Check the model's statement with `check`, run it, and answer with its rows (and, for a write,
     the rows it affected, at most `max_rows_affected`); never raises for anything the model, the
     settings or the database do."""
-    connected = _connect(tool, tenant_id, settings, access, resolver)
+    connected = _connect(
+        tool, tenant_id, settings, access, resolver, judge=lambda allowlist: check(query, allowlist)
+    )
     if isinstance(connected, ToolResult):
         return connected
-    url, flavor, allowlist, target, engine = connected
-    try:
-        sql = check(query, allowlist)
-    except Refused as refused:
-        return ToolResult.failure(refused.code, refused.message)
+    url, flavor, allowlist, target, engine, sql = connected
     limit = None if read_only else max_rows_affected
     returning = not read_only and flavor.backend != "sqlite" and _returns_rows(sql, flavor.dialect)
     if limit is not None and flavor.backend == "postgresql" and returning:
@@ -239,7 +247,7 @@ def describe_schema(
     connected = _connect(tool, tenant_id, settings, access, resolver)
     if isinstance(connected, ToolResult):
         return connected
-    url, flavor, allowlist, target, engine = connected
+    url, flavor, allowlist, target, engine, _ = connected
     wanted: tuple[str, str] | None = None
     if table is not None:
         parts = [allowlist.fold(part) for part in name_parts(table, flavor.dialect)]
