@@ -21,7 +21,10 @@ _BODY: dict[str, Any] = {
     "required": True,
     "content": {
         "application/json": {
-            "schema": {"anyOf": [{"type": "object"}, {"type": "array"}], "description": "The sender's event"}
+            "schema": {
+                "anyOf": [{"type": "object"}, {"type": "array", "items": {}}],
+                "description": "The sender's event",
+            }
         }
     },
 }
