@@ -189,6 +189,12 @@ def test_public_routes_answer_without_a_key(base_url: str, method: str, path: st
         ("POST", "/v1/approvals/{token}"): 403,
         ("POST", "/v1/integrations/slack/interactions"): 404,  # the e2e stack has no Slack secret
         ("GET", "/v1/integrations/mcp/oauth/callback"): 400,  # no state: matches no authorization
+        ("GET", "/v1/integrations/gmail/oauth/callback"): 400,  # no state, as MCP's
+        ("GET", "/v1/integrations/outlook/oauth/callback"): 400,
+        ("POST", "/v1/integrations/gmail/push"): 403,  # the e2e stack sets no GmailPushAudience
+        ("POST", "/v1/integrations/outlook/notify"): 422,  # no body: not a Graph notification
+        ("POST", "/v1/integrations/ses"): 401,  # no body: no SNS signature
+        ("POST", "/v1/triggers/{trigger_id}/in"): 404,  # no trigger "x"
     }[(method, path)]
     with httpx.Client(base_url=base_url, timeout=30) as client:
         response = client.request(method, _concrete(path))
