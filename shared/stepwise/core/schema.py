@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, PlainSerializer, WithJsonSchema
+from pydantic import BaseModel, BeforeValidator, ConfigDict, PlainSerializer, WithJsonSchema
 
 
 def utcnow() -> datetime:
@@ -31,10 +31,19 @@ def json_default(value: object) -> object:
 
 RFC3339_PATTERN = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$"
 
-# A time in a model the API answers with: read like any datetime, written (in JSON) by rfc3339, and
-# documented in the spec with the exact shape it always has.
+def _not_a_number(value: object) -> object:
+    """pydantic reads a number as Unix time; the spec says a time is a string, so a number is refused
+    (a client sending `{"created_before": 196739}` meant something else)."""
+    if isinstance(value, int | float):
+        raise ValueError("a time is an RFC 3339 string, like 2026-12-04T05:03:39.377Z")
+    return value
+
+
+# A time in a model the API answers with (or reads): read like any datetime but from a string, written
+# (in JSON) by rfc3339, and documented in the spec with the exact shape it always has.
 Timestamp = Annotated[
     datetime,
+    BeforeValidator(_not_a_number),
     PlainSerializer(rfc3339, return_type=str, when_used="json"),
     WithJsonSchema({"type": "string", "format": "date-time", "pattern": RFC3339_PATTERN}),
 ]
