@@ -64,8 +64,8 @@ KINDS = (
     "cancel",
 )
 TAG = re.compile(r"soak-[0-9a-f]{6}-\d+(?:\.c\d)*")
-EXAMPLES = 5
-RUN_DEADLINE = 240.0  # seconds the client follows one run (and its replay) before it stops waiting  # violations quoted per invariant
+EXAMPLES = 5  # violations quoted per invariant
+RUN_DEADLINE = 240.0  # seconds the client follows one run (and its replay) before it stops waiting
 
 
 @dataclass(frozen=True)
@@ -220,8 +220,8 @@ class Faults:
     # DynamoDB at botocore: in front of moto's stubber, which answers every request in process.
     def _dynamodb(self) -> Callable[[], None]:
         from botocore.awsrequest import AWSResponse
-        from moto.core.botocore_stubber import BotocoreStubber, MockRawResponse
         from botocore.exceptions import ReadTimeoutError
+        from moto.core.botocore_stubber import BotocoreStubber, MockRawResponse
 
         original = BotocoreStubber.__call__
         faults = self
@@ -646,7 +646,7 @@ class Soak:
                     event.data["interaction_id"],
                     {
                         "tool_call_id": event.data["tool_call_id"],
-                        "outcome": "success",
+                        "outcome": "completed",
                         "output": {"picked": p.tag},
                     },
                 )
@@ -691,7 +691,9 @@ class Soak:
                         try:
                             await asyncio.wait_for(self.drive(client, out.planned, out), RUN_DEADLINE)
                         except TimeoutError:
-                            out.client_error = f"not over after {RUN_DEADLINE:g} s (the check says where it is)"
+                            out.client_error = (
+                                f"not over after {RUN_DEADLINE:g} s (the check says where it is)"
+                            )
                         except Exception as exc:  # noqa: BLE001 - a client failure is a finding, not a crash
                             out.client_error = f"{type(exc).__name__}: {exc}"[:300]
 
@@ -797,7 +799,10 @@ def check(soak: Soak, outcomes: list[Outcome], transport: Recording, seconds: fl
                 broken[INVARIANTS[0]].append(f"{where} is {run['status']}, its execution {execution}")
         # 3
         seqs = [e["seq"] for e in log]
-        if seqs and seqs != list(range(seqs[0], seqs[0] + len(seqs))):
+        # A hole is by design where a writer died between reserving seqs and writing them (eventlog.py
+        # reads past it): only a run whose process the soak killed may have one.
+        holed = bool(seqs) and seqs != list(range(seqs[0], seqs[0] + len(seqs)))
+        if holed and run_id not in faults.killed_tags:
             broken[INVARIANTS[2]].append(f"{where} seqs not contiguous: {seqs[:30]}")
         ends = [e["type"] for e in log if e["type"] in ("run_completed", "run_failed", "run_cancelled")]
         if run["finished_at"] is not None and (len(ends) != 1 or log[-1]["type"] not in ends):
@@ -835,14 +840,16 @@ def check(soak: Soak, outcomes: list[Outcome], transport: Recording, seconds: fl
             if e["type"] == "tool_call"
         }
         answered = [
-            args.get(e["data"]["tool_call_id"], {})
+            (args.get(e["data"]["tool_call_id"], {}), e["data"])
             for e in log
             if e["type"] == "tool_result" and "error" not in e["data"]
         ]
-        for a in answered:
+        for a, result in answered:
             applied = len(peer.effects.get(str(a.get("q")), ()))
             if str(a.get("q")) in out.planned.effects and applied != 1:
-                broken[INVARIANTS[1]].append(f"{out.run_id} succeeded, {a.get('q')} applied {applied}×")
+                broken[INVARIANTS[1]].append(
+                    f"{out.run_id} succeeded, {a.get('q')} applied {applied}× for result {str(result)[:160]}"
+                )
             sent = peer.emails.get((str(a.get("to")), str(a.get("body"))))
             if "to" in a and sent != 1:
                 broken[INVARIANTS[1]].append(f"{out.run_id} succeeded, its email to {a['to']} sent {sent}×")

@@ -177,3 +177,37 @@ def test_a_run_appends_its_events_at_the_flush_points_of_its_steps(
         ["step_started"],
     ]
     assert batches[3:] == [["chunk"], ["step_completed"], ["run_completed"]]
+
+
+def test_a_reservation_retried_after_its_answer_was_lost_takes_no_second_range(stack: LocalStack) -> None:
+    """Issue 30's soak: botocore retries an UpdateItem whose answer timed out; the retried ADD on the
+    head reserved a second range of seqs, so the log had a hole readers waited HOLE_GRACE on."""
+    from botocore.exceptions import ReadTimeoutError
+    from moto.core.botocore_stubber import BotocoreStubber
+
+    from stepwise.store import events as log
+
+    tenant, run_id = DEFAULT_TENANT, ids.new_id("run")
+    log.append(tenant, run_id, [("run_started", {})])
+    original = BotocoreStubber.__call__
+    lost: list[str] = []
+
+    def answer_lost_once(stubber: Any, event_name: str, request: Any, **kwargs: Any) -> Any:
+        response = original(stubber, event_name, request, **kwargs)
+        target = str(request.headers.get("X-Amz-Target", ""))
+        if not lost and "UpdateItem" in target and b"RunEventsTable" in (request.body or b""):
+            lost.append(str(request.url))
+            raise ReadTimeoutError(endpoint_url=str(request.url))  # applied; botocore retries it
+        return response
+
+    BotocoreStubber.__call__ = answer_lost_once  # type: ignore[method-assign]
+    try:
+        second = log.append(tenant, run_id, [("step_started", {}), ("run_completed", {})])
+    finally:
+        BotocoreStubber.__call__ = original  # type: ignore[method-assign]
+
+    assert lost, "the fault was not injected"
+    assert [e.seq for e in second.events] == [2, 3]
+    head = log.head(tenant, run_id)
+    assert head is not None and (head.last_seq, head.done) == (3, True)
+    assert [e.seq for e in log.after(tenant, run_id, 0, 10)] == [1, 2, 3]
