@@ -10,7 +10,7 @@ from stepwise.core import ids
 from stepwise.runs import events
 from stepwise_local.stack import DEFAULT_TENANT, LocalStack
 from tests.eventually import eventually
-from tests.integration.support import tool, wait_for_run
+from tests.integration.support import answer_lost_once, tool, wait_for_run
 
 
 def finished_run(stack: LocalStack) -> dict[str, Any]:
@@ -182,29 +182,12 @@ def test_a_run_appends_its_events_at_the_flush_points_of_its_steps(
 def test_a_reservation_retried_after_its_answer_was_lost_takes_no_second_range(stack: LocalStack) -> None:
     """Issue 30's soak: botocore retries an UpdateItem whose answer timed out; the retried ADD on the
     head reserved a second range of seqs, so the log had a hole readers waited HOLE_GRACE on."""
-    from botocore.exceptions import ReadTimeoutError
-    from moto.core.botocore_stubber import BotocoreStubber
-
     from stepwise.store import events as log
 
     tenant, run_id = DEFAULT_TENANT, ids.new_id("run")
     log.append(tenant, run_id, [("run_started", {})])
-    original = BotocoreStubber.__call__
-    lost: list[str] = []
-
-    def answer_lost_once(stubber: Any, event_name: str, request: Any, **kwargs: Any) -> Any:
-        response = original(stubber, event_name, request, **kwargs)
-        target = str(request.headers.get("X-Amz-Target", ""))
-        if not lost and "UpdateItem" in target and b"RunEventsTable" in (request.body or b""):
-            lost.append(str(request.url))
-            raise ReadTimeoutError(endpoint_url=str(request.url))  # applied; botocore retries it
-        return response
-
-    BotocoreStubber.__call__ = answer_lost_once  # type: ignore[method-assign]
-    try:
+    with answer_lost_once("UpdateItem", "RunEventsTable") as lost:
         second = log.append(tenant, run_id, [("step_started", {}), ("run_completed", {})])
-    finally:
-        BotocoreStubber.__call__ = original  # type: ignore[method-assign]
 
     assert lost, "the fault was not injected"
     assert [e.seq for e in second.events] == [2, 3]

@@ -31,7 +31,9 @@ from stepwise.store import described, events, interactions, run_context, runs, s
 from stepwise.store.described import INLINE_BYTES
 from stepwise.store.sessions import CHECKPOINT_LIMIT
 from stepwise.tools import results
+from stepwise_local.stack import DEFAULT_TENANT, LocalStack
 from tests.fakes.stores import FakeStores
+from tests.integration.support import answer_lost_once
 
 
 @dataclass
@@ -733,3 +735,16 @@ def test_a_ledger_entry_is_claimed_once_settled_by_its_generation_and_undone(
     again = backend.effects.claim(tenant, key, "send", "run_1", "call_1")
     assert (again.won, again.entry.generation) == (True, 2)
     assert backend.effects.get(tenant, "call#missing") is None
+
+
+def test_a_session_put_retried_after_its_answer_was_lost_is_the_same_new_session(stack: LocalStack) -> None:
+    """Issue 30's soak: the retried put found the session it had made itself and POST /runs answered
+    409 session_exists; another start's session with the same id is still a conflict."""
+    session_id = ids.new_id("ses")
+    with answer_lost_once("PutItem", "SessionsTable") as lost:
+        made = sessions.create(DEFAULT_TENANT, session_id, "agt_a", active_run_id="run_a")
+
+    assert lost, "the fault was not injected"
+    assert sessions.get(DEFAULT_TENANT, session_id).created_at == made.created_at
+    with pytest.raises(Conflict):
+        sessions.create(DEFAULT_TENANT, session_id, "agt_a", active_run_id="run_b")
