@@ -9,4 +9,6 @@ a table and writes bench/results/latest.json (partial.json when only some ran).
 - dynamodb_ops    DynamoDB requests per step/call, by function and operation
 - streaming       chunk events (DynamoDB writes) per 1,000 streamed tokens; the model step's wall time
                   (real litellm against tests/fakes/openai_server.py)
+- canonical       also: a tool step's DynamoDB requests and sequential round trips, and its AWS latency
+- first_token     POST …/runs → the model's first request and → a WebSocket follower's first chunk
 """

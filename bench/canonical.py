@@ -21,7 +21,7 @@ from typing import Any
 
 from bench.dynamodb_ops import breakdown, totals
 from bench.harness import TOOL_NAME, Local, Section, local, lookup_tool, median
-from bench.meter import Invocation, Recorder
+from bench.meter import Invocation, Recorder, round_trips
 from bench.pricing import (
     LEGACY_DYNAMODB,
     MODEL_CALL_SECONDS,
@@ -43,7 +43,21 @@ SCRIPT: list[dict[str, Any]] = [
 ]
 START, APPROVE = "API (POST …/runs)", "API (POST …/approve)"
 POLLING = "bench polling (not counted)"
-GOALS = {"transitions": 14, "usd_per_1000": 0.55}  # issue 10
+GOALS = {"transitions": 14, "usd_per_1000": 0.55, "round_trips": 6}  # issues 10 and 28
+
+# A step's AWS latency, estimated from its sequential DynamoDB round trips (measured below) and:
+DYNAMODB_MS = 5.0  # per request. "For most atomic operations, such as GetItem and PutItem, you can
+# expect an average latency in single-digit milliseconds" (AWS re:Post Knowledge Center,
+# https://repost.aws/knowledge-center/dynamodb-high-latency): the middle of that range.
+LAMBDA_INVOKE_MS = 20.0  # a warm invocation's overhead. "Warm start: <20ms (reused container)"
+# (https://alexmayhew.dev/blog/lambda-tax-cold-starts): its upper bound.
+SFN_TRANSITION_MS = 25.0  # per state transition of a Standard workflow: ASSUMED. No AWS document or
+# published measurement of it was found to cite in this session; the figure is a placeholder, named.
+TRANSITIONS_PER_STEP = 2  # Step (Task) and Route (Choice): statemachine/agent_run.asl.json
+# The round-trip run: each request waits this long before it is sent (moto answers in process, under
+# the GIL, so requests issued together would rarely overlap in time without it), and the scripted model
+# takes MODEL_SECONDS to answer (what overlaps a model call is off the step's critical path).
+MODEL_SECONDS = 0.2
 
 
 def billed_seconds(invocations: list[Invocation], tool_arrivals: list[float]) -> dict[int, float]:
@@ -120,6 +134,7 @@ def run() -> Section:
             }
         )
         runs = [_one(env, recorder, agent_id) for _ in range(RUNS)]
+        trips = _round_trips(env, recorder, agent_id)
 
     bad = [r for r in runs if r["status"] != "succeeded"]
     if bad:
@@ -207,12 +222,112 @@ def run() -> Section:
     section.notes.append(
         "not priced: the model's tokens, CloudWatch logs and metrics, X-Ray, data transfer, storage"
     )
+    _report_round_trips(section, trips)
     section.details = {
         "script": SCRIPT,
         "assumptions": {"model_call_seconds": MODEL_CALL_SECONDS, "tool_call_seconds": TOOL_CALL_SECONDS},
         "usd_per_1000": cost,
+        "round_trips": trips,
         "runs": [
             {k: v for k, v in r.items() if k != "usage"} | {"lambdas": r["usage"].lambdas} for r in runs
         ],
     }
     return section
+
+
+def _round_trips(env: Local, recorder: Recorder, agent_id: str) -> dict[str, Any]:
+    """One more canonical run (not priced): each Step invocation's DynamoDB requests and the round
+    trips they made, read from their timing (bench.meter.round_trips)."""
+    marks = (len(recorder.requests), len(recorder.invocations))
+    recorder.request_latency, recorder.model_latency = DYNAMODB_MS / 1000, MODEL_SECONDS
+    try:
+        with recorder.charging(START):
+            run_id = env.start(SCRIPT, len(SCRIPT), agent_id=agent_id)
+        with recorder.charging(POLLING):
+            env.wait_status(run_id, "waiting")
+        with recorder.charging(APPROVE):
+            env.stack.invoke_api("POST", f"/v1/runs/{run_id}/approve", {"approved": True})
+        env.wait_execution(run_id)
+    finally:
+        recorder.request_latency = recorder.model_latency = 0.0
+    steps = sorted(
+        (i for i in recorder.invocations[marks[1] :] if i.function == "StepFunction"), key=lambda i: i.began
+    )
+    out = []
+    for number, invocation in enumerate(steps, 1):
+        requests = [r for r in recorder.requests[marks[0] :] if r.invocation == invocation.id]
+        groups = round_trips(requests, invocation.model_spans, invocation.thread)
+        critical = [g for g in groups if not g.behind_model]
+        out.append(
+            {
+                "step": number,
+                "requests": len(requests),
+                "round_trips": len(critical),
+                "behind_model": len(groups) - len(critical),
+                "trips": [
+                    "+".join(f"{r.operation}:{_table(r.tables)}" for r in g.requests)
+                    + (" (behind the model)" if g.behind_model else "")
+                    for g in groups
+                ],
+            }
+        )
+    return {"run_id": run_id, "steps": out}
+
+
+def _table(tables: tuple[str, ...]) -> str:
+    return tables[0].split("-")[-1] if tables else ""
+
+
+STEP_ROLES = {
+    1: "first step (prepares the run, one call)",
+    2: "tool step (one call)",
+    3: "step whose call asks approval",
+    4: "after the approval (the approved call, the model, one call)",
+    5: "final answer",
+}
+
+
+def aws_latency_ms(round_trips: int) -> float:
+    """A step's AWS latency less the model's and the tools': its round trips, its Lambda invocation,
+    its transitions (the model above)."""
+    return round_trips * DYNAMODB_MS + LAMBDA_INVOKE_MS + TRANSITIONS_PER_STEP * SFN_TRANSITION_MS
+
+
+def _report_round_trips(section: Section, trips: dict[str, Any]) -> None:
+    steps = trips["steps"]
+    tool = next((s for s in steps if s["step"] == 2), None)
+    if tool is None:
+        section.notes.append(f"ROUND TRIPS NOT MEASURED: the run had {len(steps)} Step invocations")
+        return
+    section.add(
+        "a tool step's DynamoDB requests", tool["requests"], "requests", "step 2 of the canonical run"
+    )
+    section.add(
+        "a tool step's sequential DynamoDB round trips",
+        tool["round_trips"],
+        "round trips",
+        f"goal ≤ {GOALS['round_trips']}; {tool['behind_model']} more behind the model call",
+    )
+    section.add(
+        "a tool step's estimated AWS latency, less model and tool",
+        aws_latency_ms(tool["round_trips"]),
+        "ms",
+        f"{tool['round_trips']} × {DYNAMODB_MS:g} ms DynamoDB + {LAMBDA_INVOKE_MS:g} ms Lambda invoke + "
+        f"{TRANSITIONS_PER_STEP} × {SFN_TRANSITION_MS:g} ms transitions (assumed)",
+    )
+    section.add(
+        "  of which DynamoDB, as if its requests were one after another",
+        tool["requests"] * DYNAMODB_MS,
+        "ms",
+        f"{tool['requests']} × {DYNAMODB_MS:g} ms: what the same requests cost in sequence",
+    )
+    for s in steps:
+        role = STEP_ROLES.get(s["step"], f"step {s['step']}")
+        section.notes.append(
+            f"round trips, {role}: {s['requests']} requests in {s['round_trips']} round trips"
+            f" (+{s['behind_model']} behind the model): " + " | ".join(s["trips"])
+        )
+    section.notes.append(
+        f"round trips are read from timing: each request waited {DYNAMODB_MS:g} ms before it was sent, "
+        f"the scripted model took {MODEL_SECONDS:g} s; requests that overlap form one round trip"
+    )

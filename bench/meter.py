@@ -27,8 +27,9 @@ import itertools
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,6 +58,8 @@ class Request:
     outcome: str  # "ok", or the error code
     attempts: int  # HTTP attempts, botocore's retries included
     began: float  # time.time()
+    ended: float = 0.0  # time.time() when its answer (or error) was back: round trips are read from these
+    thread: int = 0  # threading.get_ident() of the thread that made it
     items_read: int = 0  # items examined (what reads are billed on)
     items_returned: int = 0
     items_written: int = 0
@@ -88,6 +91,8 @@ class Invocation:
     began: float  # time.perf_counter()
     ended: float = 0.0
     model_calls: int = 0
+    model_spans: list[tuple[float, float]] = field(default_factory=list)  # time.time() of each model call
+    thread: int = 0  # the thread it ran on (its own requests are on it; the rest on its workers)
 
     @property
     def seconds(self) -> float:
@@ -110,21 +115,30 @@ class Recorder:
         self.requests: list[Request] = []
         self.invocations: list[Invocation] = []
         self.errors: list[str] = []  # metering failures (the request itself went on)
-        self._where = threading.local()
+        # Where this thread is, as a context variable: a worker running in a copy of a function's
+        # context (the Step's tool calls, its concurrent requests) is charged to that function.
+        self._where: ContextVar[tuple[str, Invocation | None, str]] = ContextVar(
+            f"bench_meter_where_{id(self)}", default=("", None, "")
+        )
         self._lock = threading.Lock()
         self._write_lock = threading.RLock()
         self._ids = itertools.count(1)
+        self.model_latency = 0.0  # seconds a scripted model call is made to take (0: answers at once)
+        # Seconds each DynamoDB request is made to wait before it is sent (0: none). moto answers in
+        # process, holding the GIL, so two requests issued together rarely overlap in time; with a
+        # network's latency they do, as they would in AWS, and round trips can be read from timing.
+        self.request_latency = 0.0
 
     # --- where we are --------------------------------------------------------------------------
 
     def label(self) -> str:
-        return getattr(self._where, "function", "") or OUTSIDE
+        return self._where.get()[0] or OUTSIDE
 
     def _invocation(self) -> Invocation | None:
-        return getattr(self._where, "invocation", None)
+        return self._where.get()[1]
 
     def root(self) -> str:
-        return getattr(self._where, "root", "")
+        return self._where.get()[2]
 
     @contextmanager
     def charging(self, label: str) -> Iterator[None]:
@@ -134,13 +148,11 @@ class Recorder:
 
     @contextmanager
     def _inside(self, function: str, invocation: Invocation | None, *, root: str) -> Iterator[None]:
-        where = self._where
-        previous = (getattr(where, "function", ""), getattr(where, "invocation", None), self.root())
-        where.function, where.invocation, where.root = function, invocation, root
+        token = self._where.set((function, invocation, root))
         try:
             yield
         finally:
-            where.function, where.invocation, where.root = previous
+            self._where.reset(token)
 
     # --- installing ----------------------------------------------------------------------------
 
@@ -166,8 +178,9 @@ class Recorder:
         def invoking(inner: Callable[[str, Any], Any]) -> Callable[[str, Any], Any]:
             def invoke(name_or_arn: str, event: Any) -> Any:
                 function = lambdas.logical_id(name_or_arn)
-                caller, root = getattr(recorder._where, "function", ""), recorder.root()
+                caller, root = recorder._where.get()[0], recorder.root()
                 call = Invocation(next(recorder._ids), function, caller, root, time.perf_counter())
+                call.thread = threading.get_ident()
                 try:
                     with recorder._inside(function, call, root=root):
                         return inner(name_or_arn, event)
@@ -183,10 +196,27 @@ class Recorder:
                 current = recorder._invocation()
                 if current is not None:
                     current.model_calls += 1
-                return method(handler, *args, **kwargs)
+                answer = method(handler, *args, **kwargs)
+                if recorder.model_latency:  # the bench's stand-in for a hosted model's time to answer
+                    time.sleep(recorder.model_latency)
+                return answer
 
             return call
 
+        from stepwise.loop import model_call
+
+        complete = model_call.complete
+
+        def spanned(*args: Any, **kwargs: Any) -> Any:
+            began = time.time()
+            try:
+                return complete(*args, **kwargs)
+            finally:
+                current = recorder._invocation()
+                if current is not None:
+                    current.model_spans.append((began, time.time()))
+
+        model_call.complete = spanned  # type: ignore[assignment]
         BaseClient._make_api_call = make_api_call
         lambdas.invoke = invoking(original_invoke)  # the moto seam looks it up on each call
         gateway._invoke = invoking(gateway_invoke)
@@ -196,6 +226,7 @@ class Recorder:
             yield
         finally:
             BaseClient._make_api_call = original_call
+            model_call.complete = complete  # type: ignore[assignment]
             if previous is None:
                 del lambdas.invoke
             else:
@@ -211,6 +242,10 @@ class Recorder:
 
         began = time.time()
         where = (self.label(), self._invocation(), self.root())
+        if self.request_latency:
+            time.sleep(
+                self.request_latency
+            )  # outside the write lock: requests in flight together wait together
         guard = self._write_lock if operation in WRITES else nullcontext()
         with guard:
             before = self._before(client, operation, params) if operation in WRITES else []
@@ -226,9 +261,11 @@ class Recorder:
                 outcome = type(exc).__name__
                 raise
             finally:
+                ended = time.time()  # before the metering's own reads below
                 try:
                     request = self._request(call, client, operation, params, outcome, response or {}, before)
                     request = _placed(request, where, began, response or {})
+                    request = _with(request, ended=ended, thread=threading.get_ident())
                     with self._lock:
                         self.requests.append(request)
                 except Exception:  # noqa: BLE001 - a metering bug must not change what the stack does
@@ -362,6 +399,46 @@ class Recorder:
 
     def invocations_since(self, mark: int, *, exclude: tuple[str, ...] = ()) -> list[Invocation]:
         return [i for i in self.invocations[mark:] if i.root not in exclude]
+
+
+@dataclass(frozen=True)
+class RoundTrip:
+    """Requests of one invocation that were in flight together: the step waited for them as one."""
+
+    requests: tuple[Request, ...]
+    behind_model: bool  # ended during a model call: the step was waiting for the model anyway
+
+    @property
+    def began(self) -> float:
+        return min(r.began for r in self.requests)
+
+    @property
+    def ended(self) -> float:
+        return max(r.ended for r in self.requests)
+
+
+def round_trips(
+    requests: list[Request], model_spans: Sequence[tuple[float, float]] = (), thread: int = 0
+) -> list[RoundTrip]:
+    """Group one invocation's requests by their timing: a request that began before every request of
+    the current group had ended overlaps it (it was issued concurrently) and joins it; one that
+    began after they all ended waited for them, and starts the next round trip. Nothing is taken from
+    what the code declares. A group made off the invocation's own `thread` that ended while a model
+    call (one of `model_spans`, from the loop's call into stepwise.llm to its answer) was still
+    running is marked behind the model: the step was waiting for the model, not for it."""
+    groups: list[list[Request]] = []
+    for r in sorted(requests, key=lambda r: r.began):
+        if groups and r.began < max(x.ended for x in groups[-1]):
+            groups[-1].append(r)
+        else:
+            groups.append([r])
+    out = []
+    for g in groups:
+        ended = max(r.ended for r in g)
+        off_thread = all(r.thread != thread for r in g)
+        behind = off_thread and any(a <= ended <= b for a, b in model_spans)
+        out.append(RoundTrip(tuple(g), behind))
+    return out
 
 
 def _tables(operation: str, params: dict[str, Any]) -> tuple[str, ...]:

@@ -17,7 +17,20 @@ from typing import TextIO
 import httpx
 import pydantic
 
-from stepwise_cli import agents, answers, effects, evals, keys, migrate, runs, schedules, settings, usage
+from stepwise_cli import (
+    agents,
+    answers,
+    effects,
+    evals,
+    keys,
+    migrate,
+    runs,
+    schedules,
+    settings,
+    triggers,
+    usage,
+    workflows,
+)
 from stepwise_cli.client import Hinted, error_body, resolve_target, unreachable_hint
 from stepwise_cli.context import EXIT_ERROR, EXIT_INTERRUPTED, Context, UsageError
 from stepwise_cli.render import detail_lines
@@ -62,7 +75,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _target_options(parser, top=True)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (agents, runs, answers, schedules, settings, evals, keys, usage, effects, migrate):
+    for module in (
+        agents,
+        runs,
+        answers,
+        schedules,
+        settings,
+        evals,
+        keys,
+        usage,
+        effects,
+        migrate,
+        workflows,
+        triggers,
+    ):
         module.register(commands, common)
     return parser
 

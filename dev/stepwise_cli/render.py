@@ -195,6 +195,29 @@ def _run_cancelled(data: dict[str, Any], hints: Hints) -> list[str]:
     return [f"cancelled: {data.get('reason') or 'no reason given'}"]
 
 
+def _node_where(data: dict[str, Any]) -> str:
+    where = str(data.get("node_id"))
+    if data.get("index") is not None:
+        where += f"[{data['index']}]"
+    if data.get("iteration") is not None:
+        where += f" (iteration {data['iteration']})"
+    return where
+
+
+def _node_started(data: dict[str, Any], hints: Hints) -> list[str]:
+    run = f" run {data['child_run_id']}" if data.get("child_run_id") else ""
+    return [f"{INDENT}> {_node_where(data)}{run}{' (reused)' if data.get('reused') else ''}"]
+
+
+def _node_completed(data: dict[str, Any], hints: Hints) -> list[str]:
+    return [f"{INDENT}< {_node_where(data)} done"]
+
+
+def _node_failed(data: dict[str, Any], hints: Hints) -> list[str]:
+    error = data.get("error") or {}
+    return [f"{INDENT}! {_node_where(data)} failed: {error.get('code')}: {error.get('message')}"]
+
+
 _RENDERERS = {
     "run_started": _run_started,
     "step_started": _step_started,
@@ -212,6 +235,9 @@ _RENDERERS = {
     "run_completed": _run_completed,
     "run_failed": _run_failed,
     "run_cancelled": _run_cancelled,
+    "node_started": _node_started,
+    "node_completed": _node_completed,
+    "node_failed": _node_failed,
 }
 TERMINAL_EVENTS = frozenset({"run_completed", "run_failed", "run_cancelled"})
 

@@ -74,6 +74,13 @@ UNRESOLVED: dict[tuple[str, str, str, str], str | None] = {
     ("stepwise.store.run_context", "save", "counters", "count"): None,
     # The circuit's item as read, or a new one when none is stored yet (stepwise.usage.circuits).
     ("stepwise.usage.circuits", "_enqueue", "item", "update"): "CircuitItem",
+    # A message written with the context, in its transaction (stepwise.store.sessions.message_item).
+    (
+        "stepwise.store.run_context",
+        "save",
+        "sessions.message_item(tenant_id, m.session_id, m.run_id, m.step, m.slot, m.message)",
+        "save",
+    ): "SessionItem",
 }
 
 # DynamoDB clients that are not pynamodb: the name whose reference means the client is used, and what

@@ -29,6 +29,15 @@ UNDESCRIBED |= {("ANY", "$default")}
 EMPTY_ACCEPTED = {("POST", "/v1/mcp")}
 # Routes that take a JSON body (DESIGN.md's HTTP API table).
 JSON_BODIES = {
+    ("POST", "/v1/workflows"),
+    ("PUT", "/v1/workflows/{workflow_id}"),
+    ("POST", "/v1/workflows/{workflow_id}/runs"),
+    ("POST", "/v1/workflows/{workflow_id}/schedules"),
+    ("POST", "/v1/triggers"),
+    ("PATCH", "/v1/triggers/{trigger_id}"),
+    ("POST", "/v1/triggers/{trigger_id}/secret"),
+    ("POST", "/v1/triggers/{trigger_id}/in"),
+    ("POST", "/v1/integrations/ses"),
     ("POST", "/v1/agents"),
     ("POST", "/v1/runs/{run_id}/what-if"),
     ("PATCH", "/v1/agents/{agent_id}"),

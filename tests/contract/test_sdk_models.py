@@ -49,6 +49,10 @@ NOT_IN_SDK = {
     # The A2A door: its clients are the official A2A SDKs (a2a-sdk, @a2a-js/sdk), not this one.
     ("GET", "/a2a/{agent_id}/.well-known/agent-card.json"),
     ("POST", "/a2a/{agent_id}"),
+    # A webhook trigger's intake: the sender (GitHub, Stripe, a Standard Webhooks sender) posts there.
+    ("POST", "/v1/triggers/{trigger_id}/in"),
+    # SES's mail, posted by SNS to the public route.
+    ("POST", "/v1/integrations/ses"),
 }
 # Fields the SDK reads as an open enum (the spec's values, or any other string a newer server sends).
 OPEN_ENUMS = {("RunEvent", "type")}

@@ -48,7 +48,10 @@ POWERTOOLS_TABLES = {"IdempotencyTable": "id"}
 # Indexes looked up before any tenant is known. AgentsTable's by_a2a: the public A2A agent card names
 # only the agent; the sparse index (agents whose a2a door is open) is keys-only, so it yields the
 # agent's tenant_id, and the agent is then read under that tenant like any other.
-TENANTLESS_INDEX_KEYS = {"AgentsTable": {"a2a_id"}}
+# TriggersTable: the public webhook intake knows only the trigger id, so that is the partition key
+# (`pk`); the trigger item names its tenant, checked on every authenticated read, and the sparse
+# by_tenant index (tenant first) lists a tenant's triggers.
+TENANTLESS_INDEX_KEYS = {"AgentsTable": {"a2a_id"}, "TriggersTable": {"pk"}}
 
 
 @cache

@@ -17,7 +17,7 @@ from __future__ import annotations
 import copy
 import json
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -53,7 +53,7 @@ from stepwise.runs.models import (
     RunExists,
     RunStatus,
 )
-from stepwise.runs.ports import Stores
+from stepwise.runs.ports import SessionMessage, Stores
 from stepwise.runs.state import RunContext
 from stepwise.sessions.models import Earlier, Session
 from stepwise.store.described import INLINE_BYTES
@@ -71,6 +71,7 @@ class FakeRunContexts:
     def __init__(self) -> None:
         self.items: dict[tuple[str, str], dict[str, Any]] = {}
         self.lock = threading.Lock()
+        self.sessions: FakeSessions | None = None  # where messages saved with a context go
 
     def load(self, tenant_id: str, run_id: str) -> RunContext:
         item = self.items.get((tenant_id, run_id))
@@ -89,7 +90,9 @@ class FakeRunContexts:
             update={"version": item.get("version", 0), "ended": item.get("ended", False)}
         )
 
-    def save(self, tenant_id: str, run_id: str, context: RunContext) -> RunContext:
+    def save(
+        self, tenant_id: str, run_id: str, context: RunContext, messages: Sequence[SessionMessage] = ()
+    ) -> RunContext:
         with self.lock:
             item = self.items.setdefault((tenant_id, run_id), {})
             if item.get("ended") or item.get("version", 0) != context.version:
@@ -100,6 +103,9 @@ class FakeRunContexts:
             # Stored as JSON, as the item is: a caller's later change to its copy never leaks in.
             item["context"] = context.model_dump(mode="json", exclude={"version", "ended"})
             item["version"] = context.version + 1
+        for m in messages:  # landed with the context (a transaction in DynamoDB)
+            assert self.sessions is not None, "FakeStores wires the sessions in"
+            self.sessions.put_message(tenant_id, m.session_id, m.run_id, m.step, m.slot, m.message)
         return context.model_copy(update={"version": context.version + 1})
 
     def mark_ended(self, tenant_id: str, run_id: str) -> None:
@@ -707,6 +713,7 @@ class FakeStores:
 
     def __post_init__(self) -> None:
         self.runs = FakeRuns(self.run_context)
+        self.run_context.sessions = self.sessions
         self.described = FakeDescribed(self.results)
 
     def stores(self) -> Stores:

@@ -104,7 +104,8 @@ def test_an_agents_setting_is_only_a_provider_key_of_the_tenants_own_agent(stack
 
     assert plain[0] == 422, plain
     assert foreign[0] == 404 and foreign[2]["error"]["code"] == "agent_not_found", foreign
-    assert odd[0] == 422, odd  # provider names are lower case, as litellm names them
+    # provider names are lower case, as litellm names them: a key no setting can have, like an unknown id
+    assert odd[0] == 404 and odd[2]["error"]["code"] == "setting_not_found", odd
 
 
 def test_required_tenant_keys_fail_a_run_without_one(

@@ -204,3 +204,11 @@ def test_after_three_failed_compactions_the_model_step_stops_compacting() -> Non
 
     assert fitted is huge and not anew  # sent as is: no events, no store calls
     assert after.compaction_failures == MAX_COMPACTION_FAILURES and after.compacted is None
+
+
+def test_ids_made_one_after_another_sort_in_that_order_within_a_millisecond() -> None:
+    # Times are kept to the millisecond (utcnow), so ties in time are common: the id breaks them in the
+    # order things were made (ULID's monotonic mode).
+    made = [new_id("mem") for _ in range(2_000)]
+
+    assert made == sorted(made) and len(set(made)) == len(made)

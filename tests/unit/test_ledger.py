@@ -412,3 +412,22 @@ def test_a_call_without_its_key_fields_neither_claims_nor_runs() -> None:
 
     assert outcome.result.error and outcome.result.error.code == "invalid_arguments"
     assert endpoint.calls == 0 and store.entries == {}
+
+
+def test_a_failure_before_the_act_releases_the_claim_and_the_retry_acts() -> None:
+    """`before_act` (the Step: its calls' events must be in the log) fails after the claim is won:
+    nothing acted, so the claim is released and the retry acts, as a new generation."""
+    store, endpoint = FakeLedger(), Endpoint()
+    arguments = {"to": "anna@acme.com"}
+
+    def log_unavailable() -> None:
+        raise Crash
+
+    with pytest.raises(Crash):
+        guard(SCOPE, send_tool(), arguments, endpoint, store, before_act=log_unavailable)
+    assert endpoint.calls == 0
+    retried = guard(SCOPE, send_tool(), arguments, endpoint, store, before_act=lambda: None)
+
+    assert endpoint.calls == 1 and retried.result.output == {"sent": True}
+    entry = store.entries[("t1", str(retried.key))]
+    assert (entry.status, entry.generation) == ("done", 2)

@@ -498,7 +498,7 @@ def test_every_alarm_notifies_the_alarm_topic() -> None:
 
 
 def test_the_email_subscription_exists_only_with_an_address() -> None:
-    (subscription,) = resources("AWS::SNS::Subscription").values()
+    subscription = resources("AWS::SNS::Subscription")["AlarmEmailSubscription"]
 
     assert subscription["Condition"] == "HasAlarmEmail"
     assert template()["Parameters"]["AlarmEmail"]["Default"] == ""

@@ -194,7 +194,9 @@ def test_a_model_that_names_no_agent_is_not_found(model: str) -> None:
 
 
 def test_errors_are_in_openai_s_shape_with_the_field_at_fault() -> None:
-    validation = [{"loc": ["body", "metadata", "n"], "msg": "not a string", "type": "string_type"}]
+    validation = {
+        "errors": [{"loc": ["body", "metadata", "n"], "msg": "not a string", "type": "string_type"}]
+    }
 
     assert door.error_body(422, "validation_error", "bad", validation) == {
         "error": {

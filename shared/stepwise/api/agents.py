@@ -20,7 +20,7 @@ from stepwise.hooks.models import applied
 from stepwise.loop import weight
 from stepwise.mcp.models import public_servers
 from stepwise.store import runs
-from stepwise.tools.models import AgentTool, Tool
+from stepwise.tools.models import AgentTool, Tool, WorkflowTool
 from stepwise.webhooks import keys as webhook_keys
 
 router = APIGatewayHttpRouter()
@@ -49,9 +49,13 @@ def view(agent: Agent) -> dict[str, Any]:
 
 
 def _check_delegates(tenant_id: str, tools: list[Any]) -> None:
-    """An agent tool names an agent of the same tenant: another tenant's id is as unknown as a
-    made-up one (422 either way, saying which tool)."""
+    """An agent tool names an agent of the same tenant, a workflow tool a workflow of the tenant:
+    another tenant's id is as unknown as a made-up one (422 either way, saying which tool)."""
     for tool in tools:
+        if isinstance(tool, WorkflowTool):  # the workflow's, filled in: its description and input
+            from stepwise.workflows import service as workflows
+
+            workflows.declare_tool(tenant_id, tool)
         if isinstance(tool, AgentTool) and not agents.exists(tenant_id, tool.agent_id):
             raise Unprocessable(
                 f"tool {tool.name}: agent {tool.agent_id} not found",

@@ -39,6 +39,10 @@ ROUTES = (
     routes("openai_responses", "/v1/responses/**", routers=("router", "cancel_router")),
     routes("health", "/v1/health"),
     routes("effects", "/v1/effects", "/v1/effects/*/resolve"),
+    routes("workflows", "/v1/workflows/**"),
+    routes("triggers", "/v1/triggers", "/v1/triggers/*", "/v1/triggers/*/deliveries", "/v1/triggers/*/secret", "/v1/integrations/gmail/oauth/**"),  # noqa: E501
+    # The public intakes: served by TriggerIntakeFunction, here for the spec.
+    routes("trigger_intake", "/v1/triggers/*/in", "/v1/integrations/ses", "/v1/integrations/gmail/push"),
 )
 # fmt: on
 

@@ -138,7 +138,7 @@ def approval_page(token: str) -> Response[str]:
         return claims
     try:
         interaction = interactions.get(claims.tenant_id, claims.interaction_id)
-        agent = agents.get(claims.tenant_id, interaction.agent_id)
+        agent = _asker(claims.tenant_id, interaction.agent_id)
     except NotFound:
         return _page("closed")
     if (page := _earlier(interaction)) is not None:
@@ -246,7 +246,7 @@ def slack_interaction() -> Response[SlackReply]:
     except Gone:
         text = "This request has expired."
     else:
-        agent = agents.get(claims.tenant_id, interaction.agent_id)
+        agent = _asker(claims.tenant_id, interaction.agent_id)
         update = slack.decided_message(
             agent_name=agent.name,
             tool_name=interaction.tool_name,
@@ -259,3 +259,12 @@ def slack_interaction() -> Response[SlackReply]:
             except slack.ChannelError:
                 logger.warning("could not update the Slack message")
     return json_response({"text": text})
+
+
+def _asker(tenant_id: str, agent_id: str) -> Any:
+    """Who asks: the agent, or for a workflow's approval node the workflow (its `name` either way)."""
+    if agent_id.startswith("wfl_"):
+        from stepwise.workflows import service as workflows
+
+        return workflows.get(tenant_id, agent_id)
+    return agents.get(tenant_id, agent_id)

@@ -19,9 +19,14 @@ PUBLIC: dict[str, Any] = {"security": []}
 A2A_CARD = "/.well-known/agent-card.json"  # GET /a2a/{agent_id}/.well-known/agent-card.json
 
 
+TRIGGER_INTAKE = "/in"  # POST /v1/triggers/{trigger_id}/in: the request's signature is the credential
+
+
 def is_public(path: str) -> bool:
     if path.startswith("/a2a/") and path.endswith(A2A_CARD):
         return True  # an A2A agent card is public (its JSON-RPC interface beside it is not)
+    if path.startswith("/v1/triggers/") and path.endswith(TRIGGER_INTAKE) and path.count("/") == 4:
+        return True  # a webhook trigger's intake (stepwise.api.trigger_intake)
     return path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES)
 
 

@@ -22,6 +22,8 @@ InteractionId = Annotated[str, Path(pattern=ids.INTERACTION_ID, description="`in
 MemoryId = Annotated[str, Path(pattern=ids.MEMORY_ID, description="`mem_…`, as the API issued it")]
 EvalId = Annotated[str, Path(pattern=ids.EVAL_ID, description="`eval_…`, as the API issued it")]
 EvalRunId = Annotated[str, Path(pattern=ids.EVAL_RUN_ID, description="`evr_…`, as the API issued it")]
+WorkflowId = Annotated[str, Path(pattern=ids.WORKFLOW_ID, description="`wfl_…`, as the API issued it")]
+TriggerId = Annotated[str, Path(pattern=ids.TRIGGER_ID, description="`trg_…`, as the API issued it")]
 UserIdQuery = Annotated[
     str, Query(pattern=ids.USER_ID, description="The app's id for its end user (1–128 of `[A-Za-z0-9_.@:-]`)")
 ]
@@ -39,6 +41,8 @@ NOT_FOUND: dict[str, str] = {
     "memory_id": "memory_not_found",
     "eval_id": "eval_not_found",
     "eval_run_id": "eval_run_not_found",
+    "workflow_id": "workflow_not_found",
+    "trigger_id": "trigger_not_found",
 }
 
 # A path parameter whose name other resources may also use (`key`): its 404 code by path prefix.

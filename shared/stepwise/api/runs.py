@@ -12,7 +12,7 @@ from stepwise.api.responses import json_response, responses
 from stepwise.core.errors import ApiError, BadGateway, Unavailable, Unprocessable
 from stepwise.core.ids import USER_ID
 from stepwise.core.schema import Timestamp
-from stepwise.runs import bulk_cancel, cancel, erase, replay, start
+from stepwise.runs import bulk_cancel, cancel, erase, start
 from stepwise.runs.listing import RunFilter
 from stepwise.runs.models import (
     RunAccepted,
@@ -25,6 +25,7 @@ from stepwise.runs.models import (
     Trigger,
 )
 from stepwise.store import runs
+from stepwise.workflows import starting as workflow_runs
 
 router = APIGatewayHttpRouter()
 RUNS = ["runs"]
@@ -112,8 +113,8 @@ def cancel_runs(body: bulk_cancel.CancelFilter) -> Response[bulk_cancel.BulkCanc
     tags=RUNS,
 )
 def replay_run(run_id: RunId, force: Annotated[bool, Query()] = False) -> Response[RunAccepted]:
-    run = replay.replay(tenant(router), run_id, force=force)
-    return json_response({**start.accepted(run), "replay_of": run.replay_of}, 201)
+    # A workflow run resumes (its succeeded nodes reused); any other run replays (stepwise.runs.replay).
+    return json_response(workflow_runs.replay_any(tenant(router), run_id, force=force), 201)
 
 
 @router.post(

@@ -133,6 +133,18 @@ def put(key: str, data: bytes, content_type: str) -> None:
     )
 
 
+def put_upload(key: str, data: bytes, content_type: str, name: str) -> None:
+    """A file written as an upload (a trigger's email attachment), named as a presigned PUT names it."""
+    _client().put_object(
+        Bucket=bucket(),
+        Key=key,
+        Body=data,
+        ContentType=content_type,
+        Metadata={NAME_META: quote(name, safe="")},
+        Tagging=tagging(UPLOAD_RETENTION),
+    )
+
+
 def copy(source: str, target: str, content_type: str, *, etag: str | None = None) -> None:
     """A server-side copy, tagged for the run's retention (at the ETag the caller hashed, if given)."""
     extra = {"CopySourceIfMatch": etag} if etag else {}

@@ -82,6 +82,8 @@ class Tables(Environment):
     webhooks: str = Field(alias="WEBHOOKS_TABLE")
     memories: str = Field(alias="MEMORIES_TABLE")
     evals: str = Field(alias="EVALS_TABLE")
+    workflows: str = Field(alias="WORKFLOWS_TABLE")
+    triggers: str = Field(alias="TRIGGERS_TABLE")
 
 
 class Runtime(Environment):
@@ -118,6 +120,7 @@ class Quotas(Environment):
 
     max_active_runs: int = Field(default=100, ge=1, alias="STEPWISE_MAX_ACTIVE_RUNS")
     max_schedules: int = Field(default=100, ge=1, alias="STEPWISE_MAX_SCHEDULES")
+    max_workflows: int = Field(default=20, ge=1, alias="STEPWISE_MAX_WORKFLOWS")
 
 
 class Secrets(Environment):
@@ -159,10 +162,61 @@ class WebhookQueue(Environment):
     queue_url: str = Field(min_length=1, alias="WEBHOOK_QUEUE_URL")
 
 
+class TriggerQueue(Environment):
+    """Where accepted trigger deliveries wait for TriggerWorkerFunction to start their runs
+    (stepwise.triggers), and how many receives a delivery gets before it is failed."""
+
+    queue_url: str = Field(min_length=1, alias="TRIGGER_QUEUE_URL")
+    max_attempts: int = Field(default=5, ge=1, le=20, alias="TRIGGER_MAX_ATTEMPTS")
+    deliveries_ttl_days: int = Field(default=30, ge=1, alias="TRIGGER_DELIVERIES_TTL_DAYS")
+
+
+class InboundMail(Environment):
+    """Email triggers through SES (stepwise.triggers.ses): the domain whose addresses tenants' `ses`
+    triggers claim (SesInboundDomain; empty, no `ses` triggers), the SNS topic the receipt rule notifies
+    (only its messages are taken), and where SNS signing certificates may come from: Amazon's SNS hosts
+    over HTTPS. The last is a setting for the tests alone, which serve a test certificate on loopback."""
+
+    ses_domain: str | None = Field(default=None, alias="STEPWISE_SES_DOMAIN")
+    ses_topic_arn: str | None = Field(default=None, alias="STEPWISE_SES_TOPIC_ARN")
+    sns_cert_url: str = Field(
+        default=r"^https://sns\.[a-z0-9-]+\.amazonaws\.com(\.cn)?/[^?#]+\.pem$",
+        alias="STEPWISE_SNS_CERT_URL_PATTERN",
+    )
+
+    _blank = field_validator("ses_domain", "ses_topic_arn", mode="before")(_blank_is_none)
+
+
+class Gmail(Environment):
+    """Gmail triggers (stepwise.triggers.gmail): the operator's Google OAuth client, the Pub/Sub topic
+    mailboxes are watched on (GmailPubSubTopic) and the audience its push subscription's OIDC tokens
+    carry. Google's endpoints are settings for the tests alone, which serve fakes on loopback."""
+
+    client_id: str | None = Field(default=None, alias="GOOGLE_CLIENT_ID")
+    pubsub_topic: str | None = Field(default=None, alias="GMAIL_PUBSUB_TOPIC")
+    push_audience: str | None = Field(default=None, alias="GMAIL_PUSH_AUDIENCE")
+    auth_url: str = Field(default="https://accounts.google.com/o/oauth2/v2/auth", alias="GOOGLE_AUTH_URL")
+    token_url: str = Field(default="https://oauth2.googleapis.com/token", alias="GOOGLE_TOKEN_URL")
+    api_url: str = Field(default="https://gmail.googleapis.com", alias="GMAIL_API_URL")
+    certs_url: str = Field(default="https://www.googleapis.com/oauth2/v3/certs", alias="GOOGLE_CERTS_URL")
+
+    _blank = field_validator("client_id", "pubsub_topic", "push_audience", mode="before")(_blank_is_none)
+
+
 class EvalMachine(Environment):
     """The EvalRun state machine: the API starts an eval run's execution on it."""
 
     state_machine_arn: str = Field(alias="EVAL_STATE_MACHINE_ARN")
+
+
+class WorkflowDeploy(Environment):
+    """What compiles workflows into state machines: the workflow-node function their tasks call, the
+    role their executions run as, and the name prefix the IAM policy scopes (`<prefix>-<workflow>-v<n>`)."""
+
+    # Only the API deploys machines; other functions read the prefix alone (a cancel finds the execution).
+    function_arn: str = Field(default="", alias="WORKFLOW_FUNCTION_ARN")
+    role_arn: str = Field(default="", alias="WORKFLOW_ROLE_ARN")
+    prefix: str = Field(default="stepwise-wf", alias="WORKFLOW_MACHINE_PREFIX")
 
 
 class ApiTargets(Environment):
@@ -202,6 +256,11 @@ def webhook_queue() -> WebhookQueue:
 
 
 @cache
+def trigger_queue() -> TriggerQueue:
+    return _load(TriggerQueue)
+
+
+@cache
 def api_targets() -> ApiTargets:
     return _load(ApiTargets)
 
@@ -209,6 +268,11 @@ def api_targets() -> ApiTargets:
 @cache
 def settings_key() -> SettingsKey:
     return _load(SettingsKey)
+
+
+@cache
+def workflow_deploy() -> WorkflowDeploy:
+    return _load(WorkflowDeploy)
 
 
 @cache
@@ -228,11 +292,13 @@ def reset() -> None:
     api_targets.cache_clear()
     machine.cache_clear()
     eval_machine.cache_clear()
+    workflow_deploy.cache_clear()
     scheduling.cache_clear()
     settings_key.cache_clear()
     quotas.cache_clear()
     secrets.cache_clear()
     webhook_queue.cache_clear()
+    trigger_queue.cache_clear()
 
 
 # --- Validated on every call ----------------------------------------------------------------------
@@ -356,6 +422,8 @@ class SecretVariables(Environment):
     openai_api_key_arn: str | None = Field(default=None, alias="OPENAI_API_KEY_ARN")
     anthropic_api_key: str | None = Field(default=None, alias="ANTHROPIC_API_KEY")
     anthropic_api_key_arn: str | None = Field(default=None, alias="ANTHROPIC_API_KEY_ARN")
+    google_client_secret: str | None = Field(default=None, alias="GOOGLE_CLIENT_SECRET")
+    google_client_secret_arn: str | None = Field(default=None, alias="GOOGLE_CLIENT_SECRET_ARN")
 
     def get(self, variable: str) -> str | None:
         """The value of `variable`, one of this model's (`<NAME>` or `<NAME>_ARN`); None when unset."""
@@ -461,6 +529,14 @@ def follow() -> Follow:
 
 def storage() -> Storage:
     return _load(Storage)
+
+
+def inbound_mail() -> InboundMail:
+    return _load(InboundMail)
+
+
+def gmail() -> Gmail:
+    return _load(Gmail)
 
 
 def providers() -> Providers:

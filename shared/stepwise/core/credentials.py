@@ -22,8 +22,9 @@ from stepwise.core.config import ConfigError
 SLACK_SIGNING_SECRET = config.SecretVariables.variable("slack_signing_secret")
 OPENAI_API_KEY = config.SecretVariables.variable("openai_api_key")
 ANTHROPIC_API_KEY = config.SecretVariables.variable("anthropic_api_key")
+GOOGLE_CLIENT_SECRET = config.SecretVariables.variable("google_client_secret")  # gmail triggers' OAuth client
 # The names a deployment may hold; the template creates one Secrets Manager secret for each.
-NAMES = (SLACK_SIGNING_SECRET, OPENAI_API_KEY, ANTHROPIC_API_KEY)
+NAMES = (SLACK_SIGNING_SECRET, OPENAI_API_KEY, ANTHROPIC_API_KEY, GOOGLE_CLIENT_SECRET)
 ARN_SUFFIX = config.ARN_SUFFIX
 # What the template's secrets hold until the operator puts a value: not a secret, just "not set".
 PLACEHOLDER = "unset"

@@ -6,17 +6,31 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import threading
 import time
 from datetime import datetime
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
 
+_last = [0]  # the last ULID this process made from the clock (monotonic mode)
+_last_lock = threading.Lock()
+
+
 def ulid(now_ms: int | None = None, tail: bytes | None = None) -> str:
     """26 characters: 48 bits of milliseconds, then 80 bits (random unless `tail` is given), in
-    Crockford base32."""
-    ms = int(time.time() * 1000) if now_ms is None else now_ms
-    value = (ms << 80) | int.from_bytes((tail or os.urandom(10))[:10].rjust(10, b"\0"), "big")
+    Crockford base32. Made from the clock, ULIDs are monotonic within the process (the spec's monotonic
+    mode: one made in the same millisecond as the last is the last plus one), so ids made one after
+    the other sort in that order even when their times, kept to the millisecond, are equal."""
+    if now_ms is None and tail is None:
+        with _last_lock:
+            value = (int(time.time() * 1000) << 80) | int.from_bytes(os.urandom(10), "big")
+            if value >> 80 <= _last[0] >> 80:
+                value = _last[0] + 1
+            _last[0] = value
+    else:
+        ms = int(time.time() * 1000) if now_ms is None else now_ms
+        value = (ms << 80) | int.from_bytes((tail or os.urandom(10))[:10].rjust(10, b"\0"), "big")
     chars = []
     for _ in range(26):
         value, rem = divmod(value, 32)
@@ -58,6 +72,9 @@ INTERACTION_ID = rf"^int_{_ULID}_[0-9]{{1,4}}_[0-9]{{1,4}}$"
 MEMORY_ID = rf"^mem_{_ULID}$"
 EVAL_ID = rf"^eval_{_ULID}$"
 EVAL_RUN_ID = rf"^evr_{_ULID}$"
+WORKFLOW_ID = rf"^wfl_{_ULID}$"
+TRIGGER_ID = rf"^trg_{_ULID}$"
+DELIVERY_ID = rf"^dlv_{_ULID}$"
 # The app's id for its end user: never "#" (it goes into keys after the tenant and agent, see
 # stepwise.memory.store), and nothing a URL or a log line would need to escape.
 USER_ID = r"^[A-Za-z0-9_.@:-]{1,128}$"

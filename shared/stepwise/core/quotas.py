@@ -19,13 +19,18 @@ from pynamodb.transactions import TransactWrite
 from stepwise.core.errors import QuotaExceeded
 from stepwise.core.tables import QuotaItem, bind
 
-Quota = Literal["active_runs", "schedules"]
+Quota = Literal["active_runs", "schedules", "workflows"]
 ACTIVE_RUNS: Quota = "active_runs"
 SCHEDULES: Quota = "schedules"
+WORKFLOWS: Quota = "workflows"
 # What a client is told to wait: an active run usually ends within minutes; a schedule only frees
 # when one is deleted, so asking again soon is pointless.
-RETRY_AFTER: dict[Quota, int] = {ACTIVE_RUNS: 30, SCHEDULES: 3600}
-_WHAT: dict[Quota, str] = {ACTIVE_RUNS: "active runs (queued, running or waiting)", SCHEDULES: "schedules"}
+RETRY_AFTER: dict[Quota, int] = {ACTIVE_RUNS: 30, SCHEDULES: 3600, WORKFLOWS: 3600}
+_WHAT: dict[Quota, str] = {
+    ACTIVE_RUNS: "active runs (queued, running or waiting)",
+    SCHEDULES: "schedules",
+    WORKFLOWS: "workflows",
+}
 
 
 def take(tx: TransactWrite, tenant_id: str, quota: Quota, limit: int) -> None:

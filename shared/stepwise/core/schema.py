@@ -9,7 +9,11 @@ from pydantic import BaseModel, ConfigDict, PlainSerializer, WithJsonSchema
 
 
 def utcnow() -> datetime:
-    return datetime.now(UTC)
+    """Now, in UTC, to the millisecond: the precision the API writes (`rfc3339`). A time kept finer
+    would not survive a JSON round trip through a stored document (an agent's MCP server keeps its
+    `created_at` in the agent's JSON and its OAuth grant is keyed by it), so none is made finer."""
+    now = datetime.now(UTC)
+    return now.replace(microsecond=now.microsecond // 1000 * 1000)
 
 
 def rfc3339(moment: datetime) -> str:

@@ -649,6 +649,115 @@ class McpAuthItem(Model):
     expires_at = TTLAttribute(null=True)
 
 
+class WorkflowItem(Model):
+    """A tenant's workflows and what their runs did, tenant first: a workflow's head (sk = "wf#<id>",
+    its latest version's definition), each published version (sk = "wf#<id>#v#<000n>", with its state
+    machine), and each node a workflow run ran (sk = "node#<run_id>#<node key>", the child run and how
+    it ended: a replay reuses the succeeded ones)."""
+
+    class Meta:
+        table_name = "WorkflowsTable"
+
+    tenant_id = UnicodeAttribute(hash_key=True)
+    sk = UnicodeAttribute(range_key=True)
+    kind = UnicodeAttribute()  # workflow | version | node
+    status = UnicodeAttribute(null=True)  # a node's: running | succeeded | failed
+    data = JSONAttribute()
+    created_at = UTCDateTimeAttribute()
+    updated_at = UTCDateTimeAttribute(null=True)
+
+
+class TriggersByTenant(GlobalSecondaryIndex["TriggerItem"]):
+    """Sparse: only trigger items carry `tenant_id`, so a tenant's triggers are one query and deliveries
+    (the table's busy items) write no index."""
+
+    class Meta:
+        index_name = "by_tenant"
+        projection = AllProjection()
+
+    tenant_id = UnicodeAttribute(hash_key=True)
+    pk = UnicodeAttribute(range_key=True)
+
+
+class TriggerDeliveryItem(Model):
+    """One request that reached a trigger (pk = trigger id, sk = "dlv#<delivery id>", newest last): what
+    it carried and what became of it. Expires after TRIGGER_DELIVERIES_TTL_DAYS."""
+
+    class Meta:
+        table_name = "TriggersTable"
+
+    pk = UnicodeAttribute(hash_key=True)
+    sk = UnicodeAttribute(range_key=True)
+    delivery_id = UnicodeAttribute()
+    # received | started | deduplicated | refused | retrying | failed
+    status = UnicodeAttribute()
+    received_at = UTCDateTimeAttribute()
+    dedupe_key = UnicodeAttribute(null=True)
+    # The request's JSON body and the headers a template may read, zlib-compressed.
+    payload = BinaryAttribute(null=True, legacy_encoding=False)
+    run_id = UnicodeAttribute(null=True)
+    duplicate_of = UnicodeAttribute(null=True)
+    reason = UnicodeAttribute(null=True)
+    attempts = NumberAttribute(default=0)
+    updated_at = UTCDateTimeAttribute(null=True)
+    expires_at = TTLAttribute(null=True)
+
+
+class TriggerKeyItem(Model):
+    """The dedupe marker of one delivery key (pk = trigger id, sk = "key#<sha256 of the key>"): written
+    with the delivery in one transaction, only if absent, so a repeat finds it and starts nothing."""
+
+    class Meta:
+        table_name = "TriggersTable"
+
+    pk = UnicodeAttribute(hash_key=True)
+    sk = UnicodeAttribute(range_key=True)
+    delivery_id = UnicodeAttribute()
+    expires_at = TTLAttribute(null=True)
+
+
+class TriggerAddressItem(Model):
+    """An inbound address an email trigger claimed (pk = "addr#<address>", sk = "address"): how a
+    message SES received finds its trigger, and why two triggers cannot claim one address."""
+
+    class Meta:
+        table_name = "TriggersTable"
+
+    pk = UnicodeAttribute(hash_key=True)
+    sk = UnicodeAttribute(range_key=True)
+    trigger_id = UnicodeAttribute()
+    # Not `tenant_id`: an item carrying that attribute would appear in the triggers' by_tenant index.
+    owner = UnicodeAttribute()
+
+
+class TriggerItem(Model):
+    """A trigger (pk = its trigger id, sk = "trigger"). The public intake route knows only the trigger id,
+    so the id is the partition key (like ApiKeysTable's key hash); `tenant_id` is checked on
+    every authenticated read and indexed for the tenant's list. The signing secrets are SettingsKey
+    ciphertext under the tenant and "trigger/<trigger id>" (stepwise.settings.crypto)."""
+
+    class Meta:
+        table_name = "TriggersTable"
+
+    pk = UnicodeAttribute(hash_key=True)
+    sk = UnicodeAttribute(range_key=True)
+    tenant_id = UnicodeAttribute()
+    doc = JSONAttribute()  # the Trigger model, validated by pydantic on the way in and out
+    secret = ListAttribute(of=BinaryAttribute, null=True)
+    previous_secret = ListAttribute(of=BinaryAttribute, null=True)
+    previous_until = UTCDateTimeAttribute(null=True)
+    # Requests refused by the intake, counted by reason (ADD: no read first, nothing else changes).
+    refused_signature = NumberAttribute(null=True)  # a bad or missing signature
+    refused_stale = NumberAttribute(null=True)  # a timestamp over 5 minutes from now
+    refused_too_large = NumberAttribute(null=True)  # a body over 1 MB
+    # A mailbox trigger's position in its mailbox (Gmail's history id): where the next read starts.
+    cursor = UnicodeAttribute(null=True)
+    # When a mailbox trigger's watch (or subscription) ends: the renewal sweep's filter.
+    watch_expires_at = UTCDateTimeAttribute(null=True)
+
+    by_tenant = TriggersByTenant()
+
+
 @cache
 def bind() -> None:
     """Point the models at the tables named in the environment (once per process)."""
@@ -679,6 +788,11 @@ def bind() -> None:
         (MemoryItem, names.memories),
         (MemoryHeadItem, names.memories),
         (EvalItem, names.evals),
+        (WorkflowItem, names.workflows),
+        (TriggerItem, names.triggers),
+        (TriggerDeliveryItem, names.triggers),
+        (TriggerKeyItem, names.triggers),
+        (TriggerAddressItem, names.triggers),
     ):
         meta: Any = model.Meta
         meta.table_name = name

@@ -14,6 +14,10 @@ X-Ray/CloudWatch OTLP endpoint takes it as a native trace id.
           invoke_agent <child>  ... its child run's span (ids derived from the interaction)
       stepwise.await          one Await invocation (the wait's kind)
 
+    invoke_workflow <workflow>  a workflow run (as a workflow tool's call: its child, as a delegated run)
+      workflow_node <node>      one node's execution, written when it ends (its key's ids)
+        invoke_agent <agent>    ... the node's run, whose spans are as above
+
 Every span carries stepwise.tenant_id, run_id, session_id, agent_id and step. Nothing here records an
 argument, a result, a prompt or an answer: spans may leave the account, content must not.
 
@@ -68,6 +72,8 @@ class Run(Protocol):
     def root_run_id(self) -> str | None: ...
     @property
     def parent_interaction_id(self) -> str | None: ...
+    @property
+    def trigger_id(self) -> str | None: ...
 
 
 class Usage(Protocol):
@@ -417,20 +423,80 @@ def run_ended(tenant_id: str, run: Run, status: str, *, usage: Usage, error_code
     }
     if run.parent_run_id:
         attributes["stepwise.parent_run_id"] = run.parent_run_id
+    trigger = run.trigger_id or ""
+    operation = "invoke_agent"
+    if trigger.startswith(WORKFLOW_TRIGGER):  # a workflow run: agent_id holds the workflow's id
+        version = trigger.removeprefix(WORKFLOW_TRIGGER).partition("@")[2]
+        operation = "invoke_workflow"
+        attributes |= {"gen_ai.operation.name": operation, "stepwise.workflow_version": int(version or 0)}
+        attributes["stepwise.workflow_id"] = attributes.pop("gen_ai.agent.id")
     trace = _run_trace(run)
     if run.parent_interaction_id:
         parent = _remote(trace, span_id("delegation", run.parent_interaction_id))
+    elif trigger.startswith(NODE_TRIGGER) and run.parent_run_id:  # a workflow node's run: its node's
+        parent = _remote(trace, span_id("node", run.parent_run_id, node_key(trigger)))
     else:
         parent = Context()  # a root, whatever span is current (the Step that ends it is its child)
     pinned = (trace, span_id("run", run.run_id))
     with _span(
         tracing,
-        f"invoke_agent {run.agent_id}",
+        f"{operation} {run.agent_id}",
         attributes,
         context=parent,
         pinned=pinned,
         start=run.created_at,
     ) as span:
         if error_code is not None and status != "cancelled":
+            span.set_attribute("error.type", error_code)
+            span.set_status(Status(StatusCode.ERROR, error_code))
+
+
+# A workflow run's trigger id is `workflow:<workflow_id>@<version>`; its node runs' are
+# `workflow-node:<origin run>/<node key>` (stepwise.workflows.running).
+WORKFLOW_TRIGGER = "workflow:"
+NODE_TRIGGER = "workflow-node:"
+
+
+def node_key(trigger_id: str) -> str:
+    """A node run's node key, from its trigger id."""
+    return trigger_id.removeprefix(NODE_TRIGGER).partition("/")[2]
+
+
+def node_ended(
+    tenant_id: str,
+    workflow_run: Run,
+    key: str,
+    node_id: str,
+    status: str,
+    *,
+    start: datetime,
+    error_code: str | None = None,
+    reused: bool = False,
+) -> None:
+    """One node of a workflow run, written when it ends: a child of the workflow run's span, from the
+    node's start to now. Its id is derived from the run and the node's key, so the node's own run (an
+    agent node's) names it as its parent without being told."""
+    tracing = _current()
+    if tracing is None:
+        return
+    from opentelemetry.trace import Status, StatusCode
+
+    attributes = {
+        **_attributes(tenant_id, workflow_run, None),
+        "stepwise.node_id": node_id,
+        "stepwise.node_key": key,
+        "stepwise.status": status,
+        "stepwise.reused": reused,
+    }
+    pinned = (_run_trace(workflow_run), span_id("node", workflow_run.run_id, key))
+    with _span(
+        tracing,
+        f"workflow_node {node_id}",
+        attributes,
+        context=_in_run(workflow_run),
+        pinned=pinned,
+        start=start,
+    ) as span:
+        if error_code is not None:
             span.set_attribute("error.type", error_code)
             span.set_status(Status(StatusCode.ERROR, error_code))

@@ -540,13 +540,19 @@ def guard(
     arguments: dict[str, Any],
     run: Callable[[str], ToolResult],
     store: LedgerStore,
+    *,
+    before_act: Callable[[], None] | None = None,
 ) -> Guarded:
     """Run `tool` once for its key: `run` gets the Idempotency-Key to send and does the call.
 
     A crash between `run` returning and the settle leaves the entry `claimed`; whoever claims it next
-    gets `effect_unknown`, never a second run.
+    gets `effect_unknown`, never a second run. `before_act` is called once the claim is won and
+    before the tool acts; if it raises, nothing acted, so the claim is released (the next claim takes
+    it as a new generation) and the error goes on.
     """
     if tool.effect == "none":
+        if before_act is not None:
+            before_act()
         return Guarded(result=run(idempotency_header(call_key(scope, tool.name), 1)))
     try:
         # Only builtins declare private key fields; other tools have no such attribute.
@@ -578,6 +584,15 @@ def guard(
             )
         return Guarded(result=unknown_outcome(entry, scope), key=key.id, generation=entry.generation)
 
+    if before_act is not None:
+        try:
+            before_act()
+        except BaseException:
+            try:
+                ledger.settle(scope.tenant_id, key.id, entry.generation, "released", None, False)
+            except Exception:  # left claimed, it answers effect_unknown: safe, if not kind
+                logger.exception("could not release ledger entry %s after its call did not act", key.id)
+            raise
     result = run(idempotency_header(key, entry.generation))
     to = settlement(result)
     kept, truncated = stored(result)  # a released or unknown entry keeps the failure, for the humans

@@ -125,10 +125,17 @@ def _delegate(wait: WaitEvent, interaction: Interaction) -> dict[str, Any]:
         "child_run_id": child.run_id,
         "agent_id": child.agent_id,
     }
+    if child.kind == "workflow":  # a workflow tool's call: its run, on the workflow's own machine
+        data["workflow_id"] = child.workflow_ref[0]
     events.emit(wait.tenant_id, parent.run_id, "delegation_started", data)
     if child.status == "queued":
         try:
-            launch(wait.tenant_id, child)
+            if child.kind == "workflow":
+                from stepwise.workflows import starting
+
+                starting.launch(wait.tenant_id, child)
+            else:
+                launch(wait.tenant_id, child)
         except StartFailed:  # recorded as failed: the parent resumes with that, rather than waiting a day
             delegation.report(wait.tenant_id, child)
     return {"interaction_id": interaction.interaction_id, "status": "delegated", "child_run_id": child.run_id}

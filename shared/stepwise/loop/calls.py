@@ -23,9 +23,10 @@ from stepwise.runs.models import Run
 from stepwise.runs.state import CallRef, Wait
 from stepwise.tools.base import TOOL_RESULT_LIMIT, ToolResult
 from stepwise.tools.builtin import ToolScope
-from stepwise.tools.models import AgentTool, BuiltinTool, CodeTool, HttpTool
+from stepwise.tools.models import AgentTool, BuiltinTool, CodeTool, HttpTool, WorkflowTool
 
-Executable = HttpTool | CodeTool | BuiltinTool | McpToolRef | AgentTool  # an agent tool delegates
+# An agent or workflow tool delegates: its call is a child run.
+Executable = HttpTool | CodeTool | BuiltinTool | McpToolRef | AgentTool | WorkflowTool
 Message = dict[str, Any]
 
 

@@ -25,7 +25,7 @@ from stepwise.runs.ports import stores
 from stepwise.tools import registry
 from stepwise.tools.base import ToolResult
 from stepwise.tools.builtin import ToolScope
-from stepwise.tools.models import AgentTool
+from stepwise.tools.models import DELEGATES
 
 logger = Logger(service="stepwise")
 
@@ -46,7 +46,7 @@ def execute(scope: StepScope, ready: Ready) -> Message:
 
 def _execute(scope: StepScope, ready: Ready) -> tuple[ToolResult, dict[str, Any]]:
     tool, ref = ready.tool, ready.ref
-    assert not isinstance(tool, AgentTool), "an agent tool delegates (see gating.delegate), it never executes"
+    assert not isinstance(tool, DELEGATES), "an agent or workflow tool delegates (gating.delegate)"
     observability.tool_called(tool.name)
     tool_scope = scope.tool_scope()
 
@@ -64,7 +64,15 @@ def _execute(scope: StepScope, ready: Ready) -> tuple[ToolResult, dict[str, Any]
     # At most once per effect key; a deduplicated call answers with the stored result. What the
     # ledger or the store raise is the step's failure (the state machine retries or fails the run):
     # a claim left open then answers effect_unknown, never a second effect.
-    guarded = ledger.guard(scope.call_scope(ref), tool, ready.arguments, call, store=stores().effects)
+    #
+    # The calls are in the log before they act: their append was started before the context write
+    # (stepwise.loop.step._act) and overlaps that write and the claim; it must have landed once the
+    # claim is won and before the tool acts (`before_act`; if it failed, the claim is released).
+    # The confirm stays before the result is stored, in order: a step that dies between the effect
+    # and its confirm must leave no stored result, so its retry answers effect_unknown.
+    guarded = ledger.guard(
+        scope.call_scope(ref), tool, ready.arguments, call, store=stores().effects, before_act=events.flush
+    )
     metering.bill(scope, ready, guarded.result)  # what the provider answered, before any hook
     result = after_tool_use(
         scope.tenant_id, scope.run, scope.agent, tool.name, ready.arguments, guarded.result
@@ -74,7 +82,6 @@ def _execute(scope: StepScope, ready: Ready) -> tuple[ToolResult, dict[str, Any]
 
 def execute_all(scope: StepScope, batch: list[Ready], *, concurrently: bool) -> list[Message]:
     """Results in the model's order; parallel-safe calls run together, a pool of PARALLEL_TOOL_CALLS."""
-    events.flush()  # the calls are in the log before they act
     if not concurrently or len(batch) < 2:
         return [execute(scope, ready) for ready in batch]
     # Each worker runs in a copy of this context, so its events join the step's outbox.

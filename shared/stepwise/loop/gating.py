@@ -2,19 +2,21 @@
 permission, then PreToolUse (and for an agent tool OnDelegation) hooks. A call comes out Refused
 (its error result stored), Paused (a human or the calling app must answer) or Ready to run.
 
-An agent tool that is Ready becomes its child run's pause when the step acts on it (`delegate`).
+An agent or workflow tool that is Ready becomes its child run's pause when the step acts on it
+(`delegate`): a run of the agent, or a run of the workflow.
 """
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Literal
 
 from pydantic import BaseModel
 
 from stepwise.agents.models import Agent
 from stepwise.core import ids, safejson, tracing
-from stepwise.core.errors import NotFound, QuotaExceeded
-from stepwise.interactions.models import NewInteraction, digest
+from stepwise.core.errors import NotFound, QuotaExceeded, Unprocessable
+from stepwise.interactions.models import Interaction, NewInteraction, digest
 from stepwise.loop import whatif
 from stepwise.loop.calls import Executable, Gated, Paused, Ready, Refused, StepScope
 from stepwise.loop.results import refuse
@@ -25,7 +27,7 @@ from stepwise.runs.models import Run
 from stepwise.runs.ports import stores
 from stepwise.runs.state import CallRef, Wait
 from stepwise.tools.base import ToolResult
-from stepwise.tools.models import AgentTool, BuiltinTool, ClientTool, DeclaredTool
+from stepwise.tools.models import AgentTool, BuiltinTool, ClientTool, DeclaredTool, WorkflowTool
 from stepwise.tools.registry import RUN_BUILTINS
 
 DEFAULT_APPROVAL_TIMEOUT = 300
@@ -202,11 +204,43 @@ def pause(
     if kind != "delegation":
         return Paused(ref, wait)
     try:
-        child = delegation.record_child(scope.tenant_id, run, interaction).run_id
-    except QuotaExceeded as exc:  # the tenant's active runs are at their limit: the model reads it
+        if "workflow_id" in interaction.arguments:
+            child = _record_workflow_run(scope.tenant_id, run, interaction).run_id
+        else:
+            child = delegation.record_child(scope.tenant_id, run, interaction).run_id
+    except (QuotaExceeded, NotFound, Unprocessable) as exc:
+        # The tenant's active runs are at their limit, the workflow is gone, or the model's input
+        # does not fit its input_schema: no child, and the model reads why.
         stores().interactions.close(scope.tenant_id, interaction.interaction_id, "expired")
         return refuse(scope, ref, ToolResult.failure(exc.code, f"{exc}; no child run was started"))
     return Paused(ref, wait, child_run_id=child)
+
+
+def _record_workflow_run(tenant_id: str, parent: Run, interaction: Interaction) -> Run:
+    """A workflow tool's child: a workflow run recorded once (its id derived from the interaction, as
+    a delegated run's is, so a retried Step finds it), started by Await like any delegated run."""
+    from stepwise.runs.models import RunExists
+    from stepwise.workflows import starting
+    from stepwise.workflows.models import WorkflowRunCreate
+
+    run_id = delegation.child_run_id(interaction)
+    with contextlib.suppress(NotFound):
+        return stores().runs.get(tenant_id, run_id)  # a retried Step: recorded before
+    arguments = interaction.arguments
+    body = WorkflowRunCreate(
+        input=dict(arguments.get("input") or {}), version=arguments.get("version"), user_id=parent.user_id
+    )
+    try:
+        return starting.record(
+            tenant_id,
+            str(arguments["workflow_id"]),
+            body,
+            run_id=run_id,
+            parent=parent,
+            parent_interaction_id=interaction.interaction_id,
+        )
+    except RunExists:
+        return stores().runs.get(tenant_id, run_id)
 
 
 def interaction_id(scope: StepScope, ref: CallRef, kind: str) -> str:
@@ -236,7 +270,7 @@ def delegate(scope: StepScope, ready: Ready) -> Paused | Refused:
 
 def _delegate(scope: StepScope, ready: Ready) -> Paused | Refused:
     tool, ref = ready.tool, ready.ref
-    assert isinstance(tool, AgentTool)
+    assert isinstance(tool, (AgentTool, WorkflowTool))
     if scope.run.depth >= delegation.MAX_DEPTH:
         return refuse(
             scope,
@@ -247,6 +281,11 @@ def _delegate(scope: StepScope, ready: Ready) -> Paused | Refused:
                 "answer without delegating",
             ),
         )
+    if isinstance(tool, WorkflowTool):
+        # The workflow run is recorded with the pause (its input checked against the workflow's
+        # input_schema there); Await starts it, and its ending resumes this run.
+        workflow = {"workflow_id": tool.workflow_id, "input": ready.arguments, "version": tool.version}
+        return pause(scope, ref, "delegation", workflow, delegation.DELEGATION_TIMEOUT)
     try:
         delegate_agent = stores().agents.get(scope.tenant_id, tool.agent_id)
     except NotFound:

@@ -31,11 +31,11 @@ from stepwise.loop.prompt import build_messages, tool_declarations
 from stepwise.loop.working import Working
 from stepwise.runs import events
 from stepwise.runs.models import Run
-from stepwise.runs.ports import stores
+from stepwise.runs.ports import SessionMessage, stores
 from stepwise.runs.state import RunContext
 from stepwise.sessions.models import ASSISTANT_SLOT
 from stepwise.settings import providers
-from stepwise.tools.models import AgentTool
+from stepwise.tools.models import DELEGATES
 from stepwise.usage import circuits, enforce
 from stepwise.usage.lines import KeyOwner, model_line
 from stepwise.usage.standing import Standing
@@ -183,7 +183,6 @@ def call_model(
     if circuit is not None and circuits.is_open(circuit):  # cached for seconds: no request per step
         _park(tenant_id, run, step, circuit)
     events.emit(tenant_id, run.run_id, "step_started", {"step": step})
-    events.flush()  # a model call takes seconds: followers see the step start
     history = working.history
     declarations = tool_declarations(agent, history) if tools_allowed else []
     # Files are fetched into the messages here, never stored in them (stepwise.attachments.render).
@@ -222,6 +221,9 @@ def call_model(
             )
             return dataclasses.replace(turn, key_owner=paying.owner)
 
+    # A model call takes seconds: followers see the step start. Its append (two requests in a row)
+    # goes on while the model answers, not before the request (a chunk's append waits for it).
+    events.flush(background=True)
     try:
         try:
             turn = call(prompt)
@@ -251,7 +253,10 @@ def call_model(
         circuits.record_success(circuit)  # a write only after failures this function saw
     chunks.flush()
     assistant = turn.assistant_message()
-    stores().sessions.put_message(tenant_id, run.session_id, run.run_id, step, ASSISTANT_SLOT, assistant)
+    # Stored with the step's next context write, which points at its calls (one transaction): the
+    # context must never name calls whose message is not stored, and a step that fails before that
+    # write calls the model again and overwrites this slot anyway.
+    working.unsaved.append(SessionMessage(run.session_id, run.run_id, step, ASSISTANT_SLOT, assistant))
     working.current.append(assistant)
     # The provider's prompt count is the base of the next estimate (which applies the same kept
     # compaction), unless a continuation made it describe more than this prompt.
@@ -310,7 +315,7 @@ def _with_line(
         first_of_run=step == 1,
         key_owner=key_owner,
     )
-    delegates = any(isinstance(tool, AgentTool) for tool in agent.tools)
+    delegates = any(isinstance(tool, DELEGATES) for tool in agent.tools)
     targets = enforce.targets(standing, run, own_tree=delegates, key_owner=key_owner, at=now)
     return context.model_copy(update={"unbilled": [*context.unbilled, {"line": line.stored(), **targets}]})
 

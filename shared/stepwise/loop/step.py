@@ -19,7 +19,7 @@ from pydantic import TypeAdapter
 
 from stepwise.agents.models import Agent
 from stepwise.attachments import render
-from stepwise.core import observability, tracing
+from stepwise.core import concurrently, observability, tracing
 from stepwise.core.errors import BudgetExceeded, DoomLoop, HookDenied, RateLimited, RunStateError
 from stepwise.core.schema import utcnow
 from stepwise.loop import done, execution, failed, gating, metering, parking, recall, whatif, working
@@ -43,7 +43,7 @@ from stepwise.runs.state import (
     Weigh,
 )
 from stepwise.sessions.models import USER_SLOT
-from stepwise.tools.models import AgentTool, ClientTool
+from stepwise.tools.models import DELEGATES, ClientTool
 from stepwise.usage import circuits, enforce
 from stepwise.usage.standing import Standing
 
@@ -57,16 +57,22 @@ def _prepare(tenant_id: str, work: Working, agent: Agent, context: RunContext) -
         decision = fire(tenant_id, run.run_id, agent, "OnRunStart", arguments={"message": run.input})
         if decision.action == "deny":
             raise HookDenied(decision.message or "an OnRunStart hook refused this run")
-    started = stores().runs.transition(tenant_id, run.run_id, "running", allowed_from={"queued"})
-    if not started and stores().runs.get(tenant_id, run.run_id).status != "running":  # running: a retry
-        raise RunStateError(f"run {run.run_id} is {run.status}; it cannot start")
     recalled = recall.for_user_turn(tenant_id, agent, run)  # stored with the turn: a rebuild sends the same
     user: dict[str, Any] = {"role": "user", "content": recall.user_turn(run.input, recalled)}
     if run.attachments:  # by id: the files and their names are the run's, fetched for each model call
         ids = [a.attachment_id for a in run.attachments]
         user[render.EXTENSION] = {"run_id": run.run_id, "attachment_ids": ids}
-    stores().sessions.put_checkpoint(tenant_id, run.session_id, run.run_id, work.earlier)
-    stores().sessions.put_message(tenant_id, run.session_id, run.run_id, 0, USER_SLOT, user)
+    store = stores()
+    # `running`, the checkpoint and the user's message go out together: the two writes are at fixed
+    # keys, so a retry writes the same, and a run that turns out not to start (cancelled while
+    # queued) leaves two items no history reads (only completed runs are folded in).
+    started, _, _ = concurrently.together(
+        lambda: store.runs.transition(tenant_id, run.run_id, "running", allowed_from={"queued"}),
+        lambda: store.sessions.put_checkpoint(tenant_id, run.session_id, run.run_id, work.earlier),
+        lambda: store.sessions.put_message(tenant_id, run.session_id, run.run_id, 0, USER_SLOT, user),
+    )
+    if not started and store.runs.get(tenant_id, run.run_id).status != "running":  # running: a retry
+        raise RunStateError(f"run {run.run_id} is {run.status}; it cannot start")
     work.current = [user]
     work.run = run.model_copy(update={"status": "running"})
     if started:
@@ -145,7 +151,10 @@ def _act(
     runs, or has its result stored."""
     ready = [i for i in items if isinstance(i, Ready)]
     if ready:
-        context = stores().run_context.save(tenant_id, work.run.run_id, _executing(context, ready))
+        # The events that led here (the model's turn, the calls) start their append now and land
+        # while the context is written; every call waits for them before it acts (execution).
+        events.flush(background=True)
+        context = _write(tenant_id, work, _executing(context, ready))
     results: list[dict[str, Any]] = []
     paused: list[Paused] = []
 
@@ -157,17 +166,19 @@ def _act(
             results.append(outcome.message)
 
     if not in_order:
+        if any(isinstance(call.tool, DELEGATES) for call in ready):
+            events.flush()  # the calls are in the log before a child run starts
         for call in ready:
-            if isinstance(call.tool, AgentTool):
+            if isinstance(call.tool, DELEGATES):
                 delegated(call)
-        inline = [r for r in ready if not isinstance(r.tool, AgentTool)]
+        inline = [r for r in ready if not isinstance(r.tool, DELEGATES)]
         results += execution.execute_all(scope, inline, concurrently=len(inline) > 1)
         return Acted(context, results, paused)
     events.flush()  # what led here is in the log before the calls act
     for item in items:  # one at a time, in the model's order
         if isinstance(item, Resolved):
             results.append(store_result(scope, item.ref, item.result, limit=item.limit))
-        elif isinstance(item.tool, AgentTool):
+        elif isinstance(item.tool, DELEGATES):
             delegated(item)
         else:
             results.append(execution.execute(scope, item))
@@ -251,9 +262,19 @@ def _save(tenant_id: str, work: Working, context: RunContext) -> RunContext:
     billed = metering.drain()  # the step's billable tool calls: counted with this write
     if billed:
         context = context.model_copy(update={"unbilled": [*context.unbilled, *billed]})
-    context = stores().run_context.save(tenant_id, work.run.run_id, context)
+    # The step's events (its results) start their append now: it overlaps the context write, and the
+    # end of the step waits for it.
+    events.flush(background=True)
+    context = _write(tenant_id, work, context)
     working.keep(tenant_id, work, context.version)
     return context
+
+
+def _write(tenant_id: str, work: Working, context: RunContext) -> RunContext:
+    """The context write, with the messages that must land with it (the model's turn)."""
+    saved = stores().run_context.save(tenant_id, work.run.run_id, context, work.unsaved)
+    work.unsaved = []
+    return saved
 
 
 def _wait(state: RunState, context: RunContext, waits: list[Wait]) -> RunState:
@@ -289,15 +310,48 @@ def step(state: RunState) -> RunState:
 
 
 def _step(state: RunState) -> RunState:
-    tenant_id = state.tenant_id
+    tenant_id, run_id = state.tenant_id, state.run_id
     suspension.check_step(tenant_id)  # the operator's kill switch: no cost, the list is cached
-    context = stores().run_context.load(tenant_id, state.run_id)
-    if context.ended:
-        raise RunStateError(f"run {state.run_id} has ended; no step")
-    work = working.load(tenant_id, state.run_id, context.version)
+    known = working.cached_run(tenant_id, run_id)
+    if known is not None:
+        # The run's agent and budgets follow from its record (cached here), not from its context:
+        # the two reads go out together, one round trip.
+        context, agent = concurrently.both(
+            lambda: stores().run_context.load(tenant_id, run_id), lambda: _agent_read(tenant_id, known)
+        )
+        _check_not_ended(state, context)
+        work = working.load(tenant_id, run_id, context.version)  # another function's step: read afresh
+    else:
+        # Nothing cached (the run's first step in this function): its record does not depend on its
+        # context either; then its conversation and its agent both follow from the record.
+        context, run = concurrently.both(
+            lambda: stores().run_context.load(tenant_id, run_id), lambda: stores().runs.get(tenant_id, run_id)
+        )
+        _check_not_ended(state, context)
+        work, agent = concurrently.both(
+            lambda: working.load(tenant_id, run_id, context.version, run=run),
+            lambda: _agent_read(tenant_id, run),
+        )
     observability.bind_run(work.run, step=context.steps + 1)
     with tracing.step_span(tenant_id, work.run, context.steps + 1):
-        return _take(state, work, context)
+        return _take(state, work, context, agent)
+
+
+def _check_not_ended(state: RunState, context: RunContext) -> None:
+    if context.ended:
+        raise RunStateError(f"run {state.run_id} has ended; no step")
+
+
+AgentRead = tuple["Agent", "Standing | None"] | Exception
+
+
+def _agent_read(tenant_id: str, run: Run) -> AgentRead:
+    """The agent read, or what it raised: raised where the step used to read it (after the context
+    said the run has not ended), so a deleted agent fails the run exactly as before."""
+    try:
+        return _agent(tenant_id, run)
+    except Exception as exc:  # noqa: BLE001 - handed back, raised by _take
+        return exc
 
 
 def _with_run_tools(agent: Agent, run: Run) -> Agent:
@@ -343,9 +397,11 @@ def _budget_gate(state: RunState, work: Working, context: RunContext, standing: 
     return _wait(state, context, [parked.wait])
 
 
-def _take(state: RunState, work: Working, context: RunContext) -> RunState:
+def _take(state: RunState, work: Working, context: RunContext, read: AgentRead) -> RunState:
     tenant_id = state.tenant_id
-    agent, standing = _agent(tenant_id, work.run)
+    if isinstance(read, Exception):
+        raise read
+    agent, standing = read
     if work.run.what_if is not None:  # the request's model, prompt, tools and temperature
         agent = whatif.overridden(agent, work.run.what_if)
     agent = recall.with_memory_tools(tenant_id, _with_run_tools(agent, work.run), work.run)

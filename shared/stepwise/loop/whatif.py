@@ -29,7 +29,7 @@ from stepwise.runs.record import Recorded, canonical, parsed, recorded_calls
 from stepwise.runs.state import CallRef, RunContext
 from stepwise.sessions.models import Earlier, tool_slot
 from stepwise.tools.base import ToolResult
-from stepwise.tools.models import AgentTool, BuiltinTool, ClientTool, DeclaredTool
+from stepwise.tools.models import DELEGATES, BuiltinTool, ClientTool, DeclaredTool
 
 NOT_RECORDED = "this call has no recorded result in a what-if run"
 HUMAN_DENIED = (
@@ -169,7 +169,7 @@ def decide(
     if human or isinstance(tool, ClientTool):
         replay.calls[ref.id] = "diverged:denied"
         return _diverged(scope, ref, ToolResult.failure("denied", HUMAN_DENIED), {"reason": "what_if"})
-    if replay.live_reads and not isinstance(tool, AgentTool) and reads(tool, arguments):
+    if replay.live_reads and not isinstance(tool, DELEGATES) and reads(tool, arguments):
         replay.calls[ref.id] = "live"
         assert not isinstance(tool, ClientTool)
         executable: Executable = tool

@@ -17,7 +17,7 @@ from typing import Any
 
 from stepwise.loop import whatif
 from stepwise.runs.models import Run
-from stepwise.runs.ports import stores
+from stepwise.runs.ports import SessionMessage, stores
 from stepwise.sessions.models import Earlier
 
 CACHED_RUNS = 32  # a function serves one step at a time; a few runs cover the local stack's threads
@@ -29,6 +29,8 @@ class Working:
     version: int
     earlier: Earlier = field(default_factory=Earlier)  # the session's completed runs
     current: list[dict[str, Any]] = field(default_factory=list)  # this run's messages so far
+    # Messages of `current` to be written with the step's next context write (stepwise.loop.step).
+    unsaved: list[SessionMessage] = field(default_factory=list)
 
     @property
     def history(self) -> list[dict[str, Any]]:
@@ -39,8 +41,17 @@ _cache: OrderedDict[tuple[str, str], Working] = OrderedDict()
 _lock = threading.Lock()
 
 
-def load(tenant_id: str, run_id: str, version: int) -> Working:
-    """The run and its conversation as of context `version`: from the cache, else from DynamoDB."""
+def cached_run(tenant_id: str, run_id: str) -> Run | None:
+    """The run's record as this function last saw it (its agent, user and budgets never change), or
+    None: what a step can read its agent by before it knows whether its conversation is cached."""
+    with _lock:
+        cached = _cache.get((tenant_id, run_id))
+    return None if cached is None else cached.run
+
+
+def load(tenant_id: str, run_id: str, version: int, *, run: Run | None = None) -> Working:
+    """The run and its conversation as of context `version`: from the cache, else from DynamoDB
+    (`run`: its record, when the caller has just read it)."""
     key = (tenant_id, run_id)
     with _lock:
         cached = _cache.get(key)
@@ -48,7 +59,8 @@ def load(tenant_id: str, run_id: str, version: int) -> Working:
             _cache.move_to_end(key)
             return cached
     store = stores()
-    run = store.runs.get(tenant_id, run_id)
+    if run is None:
+        run = store.runs.get(tenant_id, run_id)
     if not version and run.what_if_of is not None:  # what the original began with, in its session
         return Working(run=run, version=version, earlier=whatif.history(tenant_id, run))
     if not version:  # the first step (it writes the checkpoint): fold the last completed run in

@@ -134,8 +134,9 @@ def response_id(value: str) -> str:
 def error_body(status: int, code: str, message: str, details: Any = None) -> dict[str, Any]:
     """`{"error": {message, type, param, code}}`: what the openai client reads into its APIError."""
     param = details.get("param") if isinstance(details, dict) else None
-    if param is None and isinstance(details, list) and details:  # the resolver's validation errors
-        loc = [part for part in details[0].get("loc", []) if part not in ("body", "query", "path")]
+    errors = details.get("errors") if isinstance(details, dict) else None
+    if param is None and isinstance(errors, list) and errors:  # the resolver's validation errors
+        loc = [part for part in errors[0].get("loc", []) if part not in ("body", "query", "path")]
         param = ".".join(str(part) for part in loc) or None
     kind = "server_error" if status >= 500 else "invalid_request_error"
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}

@@ -8,7 +8,7 @@ from stepwise.core.errors import Conflict
 from stepwise.runs.ending import end_run
 from stepwise.runs.models import Run, RunError
 from stepwise.runs.ports import stores
-from stepwise.runs.queue import CANCELLED_ERROR, stop
+from stepwise.runs.queue import CANCELLED_ERROR, stop_run
 
 __all__ = ["CANCELLED_ERROR", "cancel", "cancel_active"]
 
@@ -17,7 +17,7 @@ def cancel(tenant_id: str, run_id: str, *, reason: str = "cancelled on request")
     run = stores().runs.get(tenant_id, run_id)
     if run.done:
         raise Conflict(f"run {run_id} already {run.status}; there is nothing to cancel", code="run_finished")
-    stop(run_id, reason)  # a queued run that never started has no execution: nothing to stop
+    stop_run(run, reason)  # a queued run that never started has no execution: nothing to stop
     end_run(tenant_id, run_id, "cancelled", error=RunError(code="cancelled", message=reason))
     return stores().runs.get(tenant_id, run_id)
 

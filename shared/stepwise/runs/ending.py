@@ -19,7 +19,7 @@ from stepwise.runs import delegation, events
 from stepwise.runs.hooks import fire
 from stepwise.runs.models import ACTIVE_STATUSES, EventType, Run, RunError, RunStatus
 from stepwise.runs.ports import stores
-from stepwise.runs.queue import start_next, stop
+from stepwise.runs.queue import start_next, stop, stop_run
 from stepwise.runs.state import RunContext
 from stepwise.webhooks.enqueue import enqueue
 
@@ -76,6 +76,8 @@ def end_run(
     for pending in waited:
         store.interactions.close(tenant_id, pending.interaction_id, "expired")  # its links now answer 410
     _stop_children(tenant_id, run_id, [w for w in waited if w.kind == "delegation"])
+    if run.kind == "workflow" and status != "succeeded":
+        _stop_node_runs(tenant_id, run_id, context.children)
     if status == "succeeded":
         observability.run_succeeded()
         with contextlib.suppress(NotFound):
@@ -95,13 +97,13 @@ def end_run(
     # Keyed on the ending itself: only the ending that won the transition gets here, once per run.
     enqueue(tenant_id, run.target(), terminal, {"status": status, **data}, key="ending", at=run.created_at)
     delegation.report(tenant_id, run)  # a child's parent resumes with its outcome
-    _call_back(run, status)  # an eval case's EvalRun execution goes on
+    _call_back(run, status, error)  # an eval case's EvalRun execution (or a workflow's node) goes on
     _hand_on(tenant_id, run.session_id, run_id)
     _on_run_complete(tenant_id, run.agent_id, run_id, status, output)
     return True
 
 
-def _call_back(run: Run, status: RunStatus) -> None:
+def _call_back(run: Run, status: RunStatus, error: RunError | None = None) -> None:
     """Send the run's callback token back with its outcome, once (only the winning ending gets here).
     An execution that stopped waiting (the eval run was stopped, its wait timed out) has nothing to
     resume; any other failure is logged, never raised: the run has ended whatever its waiter hears."""
@@ -110,7 +112,16 @@ def _call_back(run: Run, status: RunStatus) -> None:
     from botocore.exceptions import BotoCoreError, ClientError
 
     try:
-        aws.client("stepfunctions").send_task_success(
+        sfn = aws.client("stepfunctions")
+        if run.trigger == "workflow" and status != "succeeded":
+            # A workflow's node run fails its task, so the node's Retry and Catch see it (its error
+            # names the run's status; the cause carries the run's error).
+            cause = {"run_id": run.run_id, "status": status, **(error.model_dump() if error else {})}
+            sfn.send_task_failure(
+                taskToken=run.callback_token, error="Run.Failed", cause=json.dumps(cause)[:32_000]
+            )
+            return
+        sfn.send_task_success(
             taskToken=run.callback_token, output=json.dumps({"run_id": run.run_id, "status": status})
         )
     except (BotoCoreError, ClientError):
@@ -123,11 +134,28 @@ def _stop_children(tenant_id: str, run_id: str, delegations: list[Interaction]) 
     for waited in delegations:
         child_id = delegation.child_run_id(waited)
         with contextlib.suppress(NotFound):
-            if stores().runs.get(tenant_id, child_id).done:
+            child = stores().runs.get(tenant_id, child_id)
+            if child.done:
                 continue
-            stop(child_id, f"its parent run {run_id} ended")
+            stop_run(child, f"its parent run {run_id} ended")  # a workflow tool's: its workflow's machine
             reason = RunError(code="cancelled", message=f"its parent run {run_id} ended")
             end_run(tenant_id, child_id, "cancelled", error=reason)
+
+
+def _stop_node_runs(tenant_id: str, run_id: str, children: list[str]) -> None:
+    """A workflow run that did not succeed stops every node run still going (a cancel mid-map
+    stops every item's run); the execution itself is stopped by whoever cancelled it."""
+    for child_id in children:
+        with contextlib.suppress(NotFound):
+            if stores().runs.get(tenant_id, child_id).done:
+                continue
+            stop(child_id, f"its workflow run {run_id} ended")
+            end_run(
+                tenant_id,
+                child_id,
+                "cancelled",
+                error=RunError(code="cancelled", message=f"its workflow run {run_id} ended"),
+            )
 
 
 def _hand_on(tenant_id: str, session_id: str, run_id: str) -> None:

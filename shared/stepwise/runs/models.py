@@ -22,7 +22,11 @@ TERMINAL_STATUSES: frozenset[str] = frozenset({"succeeded", "failed", "cancelled
 ACTIVE_STATUSES: frozenset[str] = frozenset(get_args(RunStatus)) - TERMINAL_STATUSES
 # What kind of thing started a run (RunView.trigger): "api" for a run whose trigger id carries none of
 # the other kinds as its "<kind>:" prefix.
-Trigger = Literal["api", "schedule", "event", "delegation", "what_if"]
+# The last four are tenants' triggers (stepwise.triggers), whose intent key is "<type>:<trigger id>/<key>".
+Trigger = Literal[
+    "api", "schedule", "event", "delegation", "what_if", "workflow", "webhook", "gmail", "outlook", "ses"
+]
+TRIGGER_TYPES = ("webhook", "gmail", "outlook", "ses")
 PREFIXED_TRIGGERS: tuple[str, ...] = tuple(t for t in get_args(Trigger) if t != "api")
 
 EventType = Literal[
@@ -51,8 +55,11 @@ EventType = Literal[
     "budget_reached",
     "budget_warning",
     "run_resumed",
+    # A workflow run's nodes (stepwise.workflows): {node_id, iteration?, index?, run_id?, error?}.
+    "node_started",
+    "node_completed",
+    "node_failed",
 ]
-
 
 MESSAGE_LIMIT = 100_000  # characters; a message is stored in one DynamoDB item (400 KB)
 
@@ -183,7 +190,27 @@ class Run(BaseModel):
     def trigger(self) -> str:
         """What kind of thing started the run, from its trigger id."""
         kind, _, _ = (self.trigger_id or "").partition(":")
+        if kind == "workflow-node":  # a workflow's node run (stepwise.workflows.running)
+            return "workflow"
         return kind if kind in PREFIXED_TRIGGERS else "api"
+
+    @property
+    def kind(self) -> str:
+        """`workflow` for a workflow run (trigger id `workflow:<workflow_id>@<version>`), else `agent`."""
+        return "workflow" if (self.trigger_id or "").startswith("workflow:") else "agent"
+
+    @property
+    def workflow_ref(self) -> tuple[str, int]:
+        """A workflow run's workflow id and version."""
+        workflow_id, _, version = (self.trigger_id or "").removeprefix("workflow:").partition("@")
+        return workflow_id, int(version or 0)
+
+    @property
+    def started_by(self) -> str | None:
+        """The trigger resource that started the run (`trg_…`), for a run a trigger started; else None.
+        Its intent key (`trigger_id`, "<type>:<trigger id>/<dedupe key>") names the delivery too."""
+        kind, _, rest = (self.trigger_id or "").partition(":")
+        return rest.partition("/")[0] if kind in TRIGGER_TYPES else None
 
     @property
     def total_usage(self) -> Usage:
@@ -229,7 +256,16 @@ class Run(BaseModel):
         if self.what_if_of is not None:
             shown.update(self.what_if_counters())
             shown["what_if"] = {k: v for k, v in (self.what_if or {}).items() if k != "session_id"}
-        return {**shown, "trigger": self.trigger, "total_usage": self.total_usage.model_dump(mode="json")}
+        if self.kind == "workflow":
+            shown["workflow_id"], shown["workflow_version"] = self.workflow_ref
+        if self.started_by is not None:
+            shown["trigger_id"] = self.started_by  # the trigger resource; its delivery is in metadata
+        return {
+            **shown,
+            "kind": self.kind,
+            "trigger": self.trigger,
+            "total_usage": self.total_usage.model_dump(mode="json"),
+        }
 
 
 class RunEvent(BaseModel):
@@ -247,7 +283,7 @@ class RunView(BaseModel):
     session_id: str
     user_id: str | None
     status: RunStatus
-    input: str
+    input: str  # a workflow run's: its input as JSON text
     output: str | None
     error: RunError | None
     steps: int
@@ -263,6 +299,12 @@ class RunView(BaseModel):
     created_at: Timestamp
     finished_at: Timestamp | None
     trigger: Trigger
+    kind: Literal["agent", "workflow"] = "agent"
+    workflow_id: str | None = None  # a workflow run's workflow and the version it ran
+    workflow_version: int | None = None
+    # What started it: the trigger's id (`trg_…`) for a run a trigger started; otherwise the run's intent
+    # (its own id for an API call, "schedule:<id>@<time>", ...).
+    trigger_id: str | None = None
     parent_run_id: str | None
     root_run_id: str
     depth: int

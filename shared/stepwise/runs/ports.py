@@ -19,7 +19,7 @@ cannot see each other's.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -95,6 +95,18 @@ class RunStore(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class SessionMessage:
+    """A message of the run's conversation written in the same request as its context (where the
+    context must never point at calls whose message is not stored)."""
+
+    session_id: str
+    run_id: str
+    step: int
+    slot: str
+    message: Message
+
+
 class RunContextStore(Protocol):
     """The per-run context item (stepwise.store.run_context)."""
 
@@ -102,8 +114,11 @@ class RunContextStore(Protocol):
         """The context, a fresh one (version 0) before the first Step."""
         ...
 
-    def save(self, tenant_id: str, run_id: str, context: RunContext) -> RunContext:
-        """Write over `context.version`; RunStateError when the stored version differs or the run ended."""
+    def save(
+        self, tenant_id: str, run_id: str, context: RunContext, messages: Sequence[SessionMessage] = ()
+    ) -> RunContext:
+        """Write over `context.version`; RunStateError when the stored version differs or the run ended.
+        `messages` land with it or not at all (one transaction)."""
         ...
 
     def mark_ended(self, tenant_id: str, run_id: str) -> None: ...

@@ -3,6 +3,8 @@ when one ends. The execution is named after the run, so a retried start never ma
 
 from __future__ import annotations
 
+import contextlib
+
 from stepwise.core import aws, config, observability
 from stepwise.core.errors import Unavailable
 from stepwise.runs.models import Run
@@ -66,3 +68,21 @@ def stop(run_id: str, reason: str) -> None:
     except ClientError as exc:
         if exc.response.get("Error", {}).get("Code") != "ExecutionDoesNotExist":
             raise
+
+
+def stop_run(run: Run, reason: str) -> None:
+    """Stop the run's execution, wherever it runs: an agent run's on the agent-run machine, a workflow
+    run's on its version's state machine (`<prefix>-<workflow_id>-v<n>`, in the agent-run machine's
+    account and region)."""
+    if run.kind != "workflow":
+        stop(run.run_id, reason)
+        return
+    from botocore.exceptions import ClientError
+
+    workflow_id, version = run.workflow_ref
+    base = config.machine().state_machine_arn.rsplit(":", 1)[0].replace(":stateMachine", ":execution", 1)
+    arn = f"{base}:{config.workflow_deploy().prefix}-{workflow_id}-v{version}:{run.run_id}"
+    with contextlib.suppress(ClientError):  # it ended meanwhile, or never started
+        aws.client("stepfunctions").stop_execution(
+            executionArn=arn, error=CANCELLED_ERROR, cause=reason[:256]
+        )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -13,15 +14,13 @@ from stepwise.schedules import expressions
 from stepwise.schedules.expressions import At
 
 
-class ScheduleCreate(Strict):
+class _Timing(Strict):
+    """When a schedule fires: what an agent's and a workflow's schedules share."""
+
     expression: str = Field(
         min_length=1, max_length=256, examples=["rate(1 hour)", "cron(0 9 ? * MON-FRI *)"]
     )
     timezone: str = Field(default="UTC", min_length=1, max_length=64, examples=["Europe/Paris"])
-    message: str = Field(min_length=1, max_length=MESSAGE_LIMIT)
-    enabled: bool = True
-
-    _message_fits = field_validator("message")(_fits_an_item)
 
     @field_validator("expression")
     @classmethod
@@ -36,7 +35,7 @@ class ScheduleCreate(Strict):
         return value
 
     @model_validator(mode="after")
-    def _at_is_ahead(self) -> ScheduleCreate:
+    def _at_is_ahead(self) -> _Timing:
         expression = expressions.parse(self.expression)
         if isinstance(expression, At):
             when = expressions.next_fire(expression, expressions.zone(self.timezone), utcnow(), utcnow())
@@ -46,6 +45,27 @@ class ScheduleCreate(Strict):
                     "(a daylight saving gap): it would never fire"
                 )
         return self
+
+
+class ScheduleCreate(_Timing):
+    message: str = Field(min_length=1, max_length=MESSAGE_LIMIT)
+    enabled: bool = True
+
+    _message_fits = field_validator("message")(_fits_an_item)
+
+
+class WorkflowScheduleCreate(_Timing):
+    """A workflow's schedule: each firing starts a workflow run on `input` (checked against the
+    workflow's input_schema at creation and at each firing)."""
+
+    input: dict[str, Any] = Field(default_factory=dict)
+    enabled: bool = True
+
+    @field_validator("input")
+    @classmethod
+    def _input_fits(cls, value: dict[str, Any]) -> dict[str, Any]:
+        _fits_an_item(json.dumps(value, separators=(",", ":")))
+        return value
 
 
 class Schedule(BaseModel):
@@ -77,6 +97,29 @@ class ScheduleList(BaseModel):
     schedules: list[Schedule]
 
 
+class WorkflowSchedule(BaseModel):
+    """A workflow's schedule as the API shows it (stored as a schedule whose target is the workflow and
+    whose message is the input, as JSON)."""
+
+    schedule_id: str
+    workflow_id: str
+    expression: str
+    timezone: str
+    input: dict[str, Any]
+    enabled: bool
+    created_at: Timestamp
+    next_run: Timestamp | None = None
+
+    @classmethod
+    def of(cls, schedule: Schedule) -> WorkflowSchedule:
+        shown = schedule.model_dump(exclude={"agent_id", "message"})
+        return cls(**shown, workflow_id=schedule.agent_id, input=json.loads(schedule.message or "{}"))
+
+
+class WorkflowScheduleList(BaseModel):
+    schedules: list[WorkflowSchedule]
+
+
 # --- Deliveries -----------------------------------------------------------------------------------
 
 
@@ -97,12 +140,14 @@ class ScheduleDelivery(BaseModel):
 
 
 class EventDelivery(BaseModel):
-    """An EventBridge event, with the tenant and agent its rule's target adds (see stepwise.schedules)."""
+    """An EventBridge event, with the tenant and the agent (or the workflow) its rule's target adds (see
+    stepwise.schedules)."""
 
     model_config = ConfigDict(extra="ignore", populate_by_name=True)
 
     tenant_id: str = Field(min_length=1)
-    agent_id: str = Field(min_length=1)
+    agent_id: str | None = Field(default=None, min_length=1)
+    workflow_id: str | None = Field(default=None, min_length=1)
     id: str = Field(min_length=1)
     detail_type: str = Field(alias="detail-type")
     source: str
@@ -114,8 +159,15 @@ class EventDelivery(BaseModel):
     def _unwrap(cls, data: Any) -> Any:
         """`{"tenant_id", "agent_id", "event": <aws.events.event.json>}` is the same as a flat event."""
         if isinstance(data, dict) and isinstance(data.get("event"), dict):
-            return {**data["event"], "tenant_id": data.get("tenant_id"), "agent_id": data.get("agent_id")}
+            targets = {k: data.get(k) for k in ("tenant_id", "agent_id", "workflow_id")}
+            return {**data["event"], **targets}
         return data
+
+    @model_validator(mode="after")
+    def _one_target(self) -> EventDelivery:
+        if (self.agent_id is None) == (self.workflow_id is None):
+            raise ValueError("an event's rule adds an agent_id or a workflow_id, one of them")
+        return self
 
     @field_validator("time")
     @classmethod

@@ -16,7 +16,7 @@ from stepwise.core.schema import utcnow
 from stepwise.runs.ports import stores
 from stepwise.schedules import expressions, store
 from stepwise.schedules.expressions import At
-from stepwise.schedules.models import Schedule, ScheduleCreate
+from stepwise.schedules.models import Schedule, ScheduleCreate, WorkflowSchedule, WorkflowScheduleCreate
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +44,28 @@ def delivery_input(tenant_id: str, schedule: Schedule) -> str:
 
 def create(tenant_id: str, agent_id: str, body: ScheduleCreate) -> Schedule:
     stores().agents.get(tenant_id, agent_id)  # another tenant's agent is a 404 like a missing one
+    return _create(tenant_id, agent_id, body.model_dump())
+
+
+def create_for_workflow(tenant_id: str, workflow_id: str, body: WorkflowScheduleCreate) -> WorkflowSchedule:
+    """A workflow's schedule: stored as any schedule, its target the workflow and its message the
+    input as JSON. The input is checked against the workflow's latest input_schema now (a 422 here
+    rather than a firing that starts nothing) and again, against the version then latest, at each
+    firing."""
+    from stepwise.workflows import service as workflows
+    from stepwise.workflows.starting import check_input
+
+    found = workflows.get(tenant_id, workflow_id)  # another tenant's workflow is a 404 too
+    if found.input_schema:
+        check_input(found.input_schema, body.input)
+    fields = body.model_dump(exclude={"input"})
+    fields["message"] = json.dumps(body.input, separators=(",", ":"))
+    return WorkflowSchedule.of(_create(tenant_id, workflow_id, fields))
+
+
+def _create(tenant_id: str, target_id: str, fields: dict[str, Any]) -> Schedule:
     now = utcnow().replace(microsecond=0)
-    schedule = Schedule(**body.model_dump(), schedule_id=new_id("sch"), agent_id=agent_id, created_at=now)
+    schedule = Schedule(**fields, schedule_id=new_id("sch"), agent_id=target_id, created_at=now)
     store.create(tenant_id, schedule)
     try:
         _create_twin(tenant_id, schedule)
@@ -61,7 +81,7 @@ def _create_twin(tenant_id: str, schedule: Schedule) -> None:
         "Name": schedule.schedule_id,
         "GroupName": where.group,
         "ClientToken": schedule.schedule_id,
-        "Description": f"Stepwise: runs agent {schedule.agent_id}",
+        "Description": f"Stepwise: runs {_target(schedule.agent_id)}",
         "ScheduleExpression": schedule.expression,
         "ScheduleExpressionTimezone": schedule.timezone,
         "FlexibleTimeWindow": {"Mode": "OFF"},
@@ -81,6 +101,18 @@ def _create_twin(tenant_id: str, schedule: Schedule) -> None:
     aws.client("scheduler").create_schedule(**args)
 
 
+def _target(target_id: str) -> str:
+    return f"workflow {target_id}" if target_id.startswith("wfl_") else f"agent {target_id}"
+
+
+def list_for_workflow(tenant_id: str, workflow_id: str) -> list[WorkflowSchedule]:
+    from stepwise.workflows import service as workflows
+
+    workflows.get(tenant_id, workflow_id)
+    now = utcnow()
+    return [WorkflowSchedule.of(s.with_next_run(now)) for s in store.list_for_agent(tenant_id, workflow_id)]
+
+
 def list_for_agent(tenant_id: str, agent_id: str) -> list[Schedule]:
     stores().agents.get(tenant_id, agent_id)
     now = utcnow()
@@ -89,7 +121,7 @@ def list_for_agent(tenant_id: str, agent_id: str) -> list[Schedule]:
 
 def delete(tenant_id: str, agent_id: str, schedule_id: str) -> None:
     """The twin first: if removing it fails, the item stays and deleting again finishes the job."""
-    schedule = store.get(tenant_id, agent_id, schedule_id)
+    schedule = store.get(tenant_id, agent_id, schedule_id)  # the target's (an agent's or a workflow's)
     client = aws.client("scheduler")
     try:
         client.delete_schedule(Name=schedule.schedule_id, GroupName=config.scheduling().group)

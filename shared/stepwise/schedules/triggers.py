@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from stepwise.core.errors import Forbidden, ModelNotAllowed, NotFound
+from stepwise.core.errors import Forbidden, ModelNotAllowed, NotFound, Unprocessable
 from stepwise.core.ids import derived_id
 from stepwise.runs.models import MESSAGE_LIMIT, AgentPaused, RunCreate, RunExists
 from stepwise.runs.ports import stores
@@ -28,6 +28,9 @@ log = logging.getLogger(__name__)
 
 MESSAGE_BYTES = 300_000  # what RunCreate accepts: the message is stored in one DynamoDB item
 TRUNCATED = "\n… (truncated)"
+
+
+WORKFLOW = "wfl_"  # a schedule whose target id is a workflow's
 
 
 class UnknownDelivery(ValueError):
@@ -74,6 +77,9 @@ def deliver_schedule(delivery: ScheduleDelivery) -> Outcome:
         return _skipped(run_id, f"schedule {delivery.schedule_id} was deleted")
     if not schedule.enabled:
         return _skipped(run_id, f"schedule {delivery.schedule_id} is disabled")
+    metadata = {"trigger": "schedule", "schedule_id": schedule.schedule_id, "scheduled_time": iso(when)}
+    if schedule.agent_id.startswith(WORKFLOW):  # a workflow's schedule: its message is the run's input
+        return _start_workflow(tenant_id, schedule.agent_id, json.loads(schedule.message), run_id, metadata)
     body = RunCreate(
         message=schedule.message,
         metadata={"trigger": "schedule", "schedule_id": schedule.schedule_id, "scheduled_time": iso(when)},
@@ -82,6 +88,18 @@ def deliver_schedule(delivery: ScheduleDelivery) -> Outcome:
 
 
 def deliver_event(event: EventDelivery) -> Outcome:
+    if event.workflow_id is not None:  # a rule that targets a workflow: the event is its input
+        run_id = event_run_id(event.tenant_id, event.workflow_id, event.id, event.time)
+        payload = {
+            "id": event.id,
+            "detail-type": event.detail_type,
+            "source": event.source,
+            "time": iso(event.time),
+            "detail": event.detail,
+        }
+        metadata = {"trigger": "event", "event_id": event.id, "source": event.source}
+        return _start_workflow(event.tenant_id, event.workflow_id, {"event": payload}, run_id, metadata)
+    assert event.agent_id is not None
     run_id = event_run_id(event.tenant_id, event.agent_id, event.id, event.time)
     body = RunCreate(
         message=event_message(event),
@@ -132,6 +150,32 @@ def _start(tenant_id: str, agent_id: str, body: RunCreate, run_id: str, trigger_
         return _skipped(run_id, exc.message)
     except Forbidden as exc:  # the tenant is suspended: nothing of theirs starts
         return _skipped(run_id, exc.message)
+    return Outcome(status="started", run_id=run_id)
+
+
+def _start_workflow(
+    tenant_id: str, workflow_id: str, payload: dict[str, Any], run_id: str, metadata: dict[str, Any]
+) -> Outcome:
+    """A workflow run on `payload`, once per delivery: the run id is the delivery's, and a run recorded
+    by an earlier delivery that died before its start is started now."""
+    from stepwise.runs import suspension
+    from stepwise.workflows import starting
+    from stepwise.workflows.models import WorkflowRunCreate
+
+    try:
+        suspension.check_request(tenant_id)
+        body = WorkflowRunCreate(input=payload)
+        run = starting.record(tenant_id, workflow_id, body, run_id=run_id, metadata=metadata)
+    except RunExists:
+        run = stores().runs.get(tenant_id, run_id)
+        if run.status != "queued":
+            log.info("delivery for run %s was seen before: nothing started", run_id)
+            return Outcome(status="duplicate", run_id=run_id)
+    except NotFound as exc:  # the workflow (or its version) was deleted
+        return _skipped(run_id, exc.message)
+    except (Unprocessable, Forbidden) as exc:  # the input no longer fits; the tenant is suspended
+        return _skipped(run_id, exc.message)
+    starting.launch(tenant_id, run)
     return Outcome(status="started", run_id=run_id)
 
 

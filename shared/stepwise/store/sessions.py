@@ -98,13 +98,21 @@ def put_message(
     """Write one message at its fixed key: a retried step overwrites itself instead of duplicating.
     Messages expire by TTL after the retention period; the session's shell is never given one."""
     bind()
-    SessionItem(
+    message_item(tenant_id, session_id, run_id, step, slot, message).save()
+
+
+def message_item(
+    tenant_id: str, session_id: str, run_id: str, step: int, slot: str, message: dict[str, Any]
+) -> SessionItem:
+    """A message's item as put_message writes it (stepwise.store.run_context writes some with the
+    context, in one transaction)."""
+    return SessionItem(
         tenant_key(tenant_id, session_id),
         message_key(run_id, step, slot),
         run_id=run_id,
         message=message,
         expires_at=utcnow() + timedelta(days=config.runtime().message_retention_days),
-    ).save()
+    )
 
 
 def get_message(tenant_id: str, session_id: str, run_id: str, step: int, slot: str) -> dict[str, Any] | None:

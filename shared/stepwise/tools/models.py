@@ -196,14 +196,57 @@ class AgentTool(ToolBase):
         return json.dumps(arguments, ensure_ascii=False, sort_keys=True)
 
 
+WORKFLOW_INPUT: dict[str, Any] = {"type": "object"}
+
+
+class WorkflowTool(ToolBase):
+    """A workflow of the tenant as a tool (the reference tool type: `{type: "workflow", workflow_id,
+    permission?}`): a call starts a workflow run, a child of the calling run, with the model's arguments
+    as its input, and the workflow's output is the result. `name` defaults to the workflow id; the API
+    fills `description` and `input_schema` from the workflow when they are not given."""
+
+    type: Literal["workflow"]
+    workflow_id: str = Field(pattern=r"^wfl_[0-9A-HJKMNP-TV-Z]{26}$")
+    description: str = Field(default="", max_length=4096)
+    input_schema: dict[str, Any] = Field(default_factory=lambda: dict(WORKFLOW_INPUT))
+    version: int | None = Field(default=None, ge=1)  # none: the workflow's latest version at each call
+    read_only: bool = False
+
+    _schema = field_validator("input_schema")(lambda v: valid_input_schema(v))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _named(cls, value: Any) -> Any:
+        if isinstance(value, dict) and not value.get("name") and isinstance(value.get("workflow_id"), str):
+            return {**value, "name": value["workflow_id"]}
+        return value
+
+    @model_validator(mode="after")
+    def _described(self) -> WorkflowTool:
+        if not self.description:  # the model needs some words; the API gives the workflow's own
+            self.description = self.default_description(self.workflow_id)
+        return self
+
+    @staticmethod
+    def default_description(workflow_id: str) -> str:
+        return f"Runs the workflow {workflow_id}; its output is the answer."
+
+    @property
+    def parallel_safe(self) -> bool:
+        return self.read_only
+
+
 def _tool_type(value: Any) -> str:
     """A tool body without `type` is a builtin, as the contract writes it: `{name, config?}`."""
     kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
     return str(kind or "builtin")
 
 
+# The tools whose call is a child run the calling run waits on (stepwise.loop.gating.delegate).
+DELEGATES = (AgentTool, WorkflowTool)
+
 # The tools an agent declares itself (MCP tools are discovered from its MCP servers instead).
-DeclaredTool = HttpTool | ClientTool | CodeTool | BuiltinTool | AgentTool
+DeclaredTool = HttpTool | ClientTool | CodeTool | BuiltinTool | AgentTool | WorkflowTool
 
 # MCP tools are not listed here: they are discovered from the agent's MCP servers.
 Tool = Annotated[
@@ -211,6 +254,7 @@ Tool = Annotated[
     | Annotated[ClientTool, Tag("client")]
     | Annotated[CodeTool, Tag("code")]
     | Annotated[BuiltinTool, Tag("builtin")]
-    | Annotated[AgentTool, Tag("agent")],
+    | Annotated[AgentTool, Tag("agent")]
+    | Annotated[WorkflowTool, Tag("workflow")],
     Discriminator(_tool_type),
 ]

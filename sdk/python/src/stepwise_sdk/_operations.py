@@ -66,11 +66,29 @@ from stepwise_sdk.models import (
     Tool,
     ToolList,
     ToolUsage,
+    Trigger,
+    TriggerCreate,
+    TriggerCreated,
+    TriggerDeliveryList,
+    TriggerList,
+    TriggerPatch,
+    TriggerSecret,
+    TriggerSecretRotate,
     UploadCreate,
     UploadTicket,
     UsageRows,
     WebhookSecret,
     WhatIf,
+    WorkflowAsl,
+    WorkflowCreate,
+    WorkflowList,
+    WorkflowRunAccepted,
+    WorkflowRunCreate,
+    WorkflowSchedule,
+    WorkflowScheduleCreate,
+    WorkflowScheduleList,
+    WorkflowVersions,
+    WorkflowView,
 )
 
 CREATE_AGENT = Operation[Agent]("POST", "/v1/agents", Agent, AgentCreate)
@@ -167,6 +185,39 @@ DELETE_BUDGET = Operation[None]("DELETE", "/v1/budgets/{scope}", None)
 RESUME_RUN = Operation[RunView]("POST", "/v1/runs/{run_id}/resume", RunView)
 LIST_EFFECTS = Operation[EffectList]("GET", "/v1/effects", EffectList)
 RESOLVE_EFFECT = Operation[EffectView]("POST", "/v1/effects/{key}/resolve", EffectView, EffectResolve)
+
+CREATE_WORKFLOW = Operation[WorkflowView]("POST", "/v1/workflows", WorkflowView, WorkflowCreate)
+LIST_WORKFLOWS = Operation[WorkflowList]("GET", "/v1/workflows", WorkflowList)
+GET_WORKFLOW = Operation[WorkflowView]("GET", "/v1/workflows/{workflow_id}", WorkflowView)
+PUBLISH_WORKFLOW = Operation[WorkflowView]("PUT", "/v1/workflows/{workflow_id}", WorkflowView, WorkflowCreate)
+DELETE_WORKFLOW = Operation[None]("DELETE", "/v1/workflows/{workflow_id}", None)
+LIST_WORKFLOW_VERSIONS = Operation[WorkflowVersions](
+    "GET", "/v1/workflows/{workflow_id}/versions", WorkflowVersions
+)
+GET_WORKFLOW_ASL = Operation[WorkflowAsl]("GET", "/v1/workflows/{workflow_id}/asl", WorkflowAsl)
+RUN_WORKFLOW = Operation[WorkflowRunAccepted](
+    "POST", "/v1/workflows/{workflow_id}/runs", WorkflowRunAccepted, WorkflowRunCreate
+)
+CREATE_WORKFLOW_SCHEDULE = Operation[WorkflowSchedule](
+    "POST", "/v1/workflows/{workflow_id}/schedules", WorkflowSchedule, WorkflowScheduleCreate
+)
+LIST_WORKFLOW_SCHEDULES = Operation[WorkflowScheduleList](
+    "GET", "/v1/workflows/{workflow_id}/schedules", WorkflowScheduleList
+)
+DELETE_WORKFLOW_SCHEDULE = Operation[None](
+    "DELETE", "/v1/workflows/{workflow_id}/schedules/{schedule_id}", None
+)
+CREATE_TRIGGER = Operation[TriggerCreated]("POST", "/v1/triggers", TriggerCreated, TriggerCreate)
+LIST_TRIGGERS = Operation[TriggerList]("GET", "/v1/triggers", TriggerList)
+GET_TRIGGER = Operation[Trigger]("GET", "/v1/triggers/{trigger_id}", Trigger)
+UPDATE_TRIGGER = Operation[Trigger]("PATCH", "/v1/triggers/{trigger_id}", Trigger, TriggerPatch)
+DELETE_TRIGGER = Operation[None]("DELETE", "/v1/triggers/{trigger_id}", None)
+ROTATE_TRIGGER_SECRET = Operation[TriggerSecret](
+    "POST", "/v1/triggers/{trigger_id}/secret", TriggerSecret, TriggerSecretRotate
+)
+LIST_TRIGGER_DELIVERIES = Operation[TriggerDeliveryList](
+    "GET", "/v1/triggers/{trigger_id}/deliveries", TriggerDeliveryList
+)
 
 ALL: tuple[Operation[object], ...] = tuple(
     value for value in list(globals().values()) if isinstance(value, Operation)

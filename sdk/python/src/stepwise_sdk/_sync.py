@@ -71,9 +71,21 @@ from stepwise_sdk.models import (
     Tool,
     ToolList,
     ToolUsage,
+    Trigger,
+    TriggerCreated,
+    TriggerDeliveryList,
+    TriggerList,
+    TriggerSecret,
     UploadTicket,
     UsageRows,
     WebhookSecret,
+    WorkflowAsl,
+    WorkflowList,
+    WorkflowRunAccepted,
+    WorkflowSchedule,
+    WorkflowScheduleList,
+    WorkflowVersions,
+    WorkflowView,
 )
 
 T = TypeVar("T")
@@ -113,6 +125,7 @@ class Stepwise:
         self.mcp_servers = McpServers(self)
         self.schedules = Schedules(self)
         self.evals = Evals(self)
+        self.workflows = Workflows(self)
         self.settings = Settings(self)
         self.memories = Memories(self)
         self.uploads = Uploads(self)
@@ -121,6 +134,8 @@ class Stepwise:
         self.usage = UsageReader(self)
         self.budgets = Budgets(self)
         self.effects = Effects(self)
+
+        self.triggers = Triggers(self)
 
     def send(self, call: Call[T]) -> T:
         """Sends `call`, again while the retry policy allows, and parses the answer."""
@@ -236,7 +251,7 @@ class Runs(_Resource):
         limit: int | None = None,
         next_token: str | None = None,
         user_id: str | None = None,
-        trigger: Literal["api", "schedule", "event", "delegation", "what_if"] | None = None,
+        trigger: Literal["api", "schedule", "event", "delegation", "what_if", "workflow"] | None = None,
         created_after: datetime | str | None = None,
         created_before: datetime | str | None = None,
     ) -> RunList:
@@ -484,6 +499,56 @@ class Evals(_Resource):
         return self._client.send(call)
 
 
+class Workflows(_Resource):
+    """Workflows of agents, compiled to Step Functions: create, publish versions, run."""
+
+    def create(self, body: Body = None, /, **fields: Any) -> WorkflowView:
+        """`name`, `root` (a node tree), and optionally `description`, `input_schema`."""
+        return self._client.send(op.CREATE_WORKFLOW.call(body=merge(body, fields)))
+
+    def list(self) -> WorkflowList:
+        return self._client.send(op.LIST_WORKFLOWS.call())
+
+    def get(self, workflow_id: str, *, version: int | None = None) -> WorkflowView:
+        call = op.GET_WORKFLOW.call({"workflow_id": workflow_id}, params={"version": version})
+        return self._client.send(call)
+
+    def publish(self, workflow_id: str, body: Body = None, /, **fields: Any) -> WorkflowView:
+        """A new version: the whole definition again."""
+        call = op.PUBLISH_WORKFLOW.call({"workflow_id": workflow_id}, body=merge(body, fields))
+        return self._client.send(call)
+
+    def versions(self, workflow_id: str) -> WorkflowVersions:
+        return self._client.send(op.LIST_WORKFLOW_VERSIONS.call({"workflow_id": workflow_id}))
+
+    def asl(self, workflow_id: str, *, version: int | None = None) -> WorkflowAsl:
+        """The compiled state machine definition."""
+        call = op.GET_WORKFLOW_ASL.call({"workflow_id": workflow_id}, params={"version": version})
+        return self._client.send(call)
+
+    def delete(self, workflow_id: str) -> None:
+        self._client.send(op.DELETE_WORKFLOW.call({"workflow_id": workflow_id}))
+
+    def run(self, workflow_id: str, body: Body = None, /, **fields: Any) -> WorkflowRunAccepted:
+        """Start a workflow run: `input`, and optionally `version`, `user_id`, `webhook`. Follow it with
+        `runs.wait(run_id)` and `runs.events(run_id)` (node_started, node_completed, node_failed)."""
+        call = op.RUN_WORKFLOW.call({"workflow_id": workflow_id}, body=merge(body, fields))
+        return self._client.send(call)
+
+    def schedule(self, workflow_id: str, body: Body = None, /, **fields: Any) -> WorkflowSchedule:
+        """A schedule that starts a workflow run on `input` at each firing: `expression` (EventBridge
+        Scheduler's `rate(...)`, `cron(...)`, `at(...)`), and optionally `timezone`, `input`, `enabled`."""
+        call = op.CREATE_WORKFLOW_SCHEDULE.call({"workflow_id": workflow_id}, body=merge(body, fields))
+        return self._client.send(call)
+
+    def schedules(self, workflow_id: str) -> WorkflowScheduleList:
+        return self._client.send(op.LIST_WORKFLOW_SCHEDULES.call({"workflow_id": workflow_id}))
+
+    def unschedule(self, workflow_id: str, schedule_id: str) -> None:
+        call = op.DELETE_WORKFLOW_SCHEDULE.call({"workflow_id": workflow_id, "schedule_id": schedule_id})
+        self._client.send(call)
+
+
 class UsageReader(_Resource):
     def read(
         self, *, start: str | None = None, end: str | None = None, group_by: str | None = None
@@ -611,3 +676,40 @@ class Effects(_Resource):
         it again). `key` as listed (`effect:<sha256>`)."""
         body = {"outcome": outcome, "note": note}
         return self._client.send(op.RESOLVE_EFFECT.call({"key": key}, body=body))
+
+
+class Triggers(_Resource):
+    """Triggers: a webhook (or, later, a mailbox) starts an agent with a message rendered from the event."""
+
+    def create(self, body: Body = None, /, **fields: Any) -> TriggerCreated:
+        """`type` ("webhook"), `target` ({"agent_id": ...}), `message` (a template such as
+        "{{action}} on {{repository.full_name}}"), and optionally `session` ("new" or {"by_key": template}),
+        `user_id` (a template), `enabled`, `verification`, `signature_header`, `dedupe_path`, `secret`.
+        The answer's `secret` is shown only this once; the sender posts to its `url`."""
+        return self._client.send(op.CREATE_TRIGGER.call(body=merge(body, fields)))
+
+    def list(self) -> TriggerList:
+        return self._client.send(op.LIST_TRIGGERS.call())
+
+    def get(self, trigger_id: str) -> Trigger:
+        return self._client.send(op.GET_TRIGGER.call({"trigger_id": trigger_id}))
+
+    def update(self, trigger_id: str, body: Body = None, /, **fields: Any) -> Trigger:
+        call = op.UPDATE_TRIGGER.call({"trigger_id": trigger_id}, body=merge(body, fields))
+        return self._client.send(call)
+
+    def delete(self, trigger_id: str) -> None:
+        self._client.send(op.DELETE_TRIGGER.call({"trigger_id": trigger_id}))
+
+    def rotate_secret(self, trigger_id: str, body: Body = None, /, **fields: Any) -> TriggerSecret:
+        """A new secret (or the given `secret`); the old one verifies for `previous_valid_seconds` more."""
+        call = op.ROTATE_TRIGGER_SECRET.call({"trigger_id": trigger_id}, body=merge(body, fields))
+        return self._client.send(call)
+
+    def deliveries(
+        self, trigger_id: str, *, limit: int | None = None, next_token: str | None = None
+    ) -> TriggerDeliveryList:
+        """A page of what reached the trigger, newest first; pass `next_token` for the next page."""
+        params = {"limit": limit, "next_token": next_token}
+        call = op.LIST_TRIGGER_DELIVERIES.call({"trigger_id": trigger_id}, params=params)
+        return self._client.send(call)

@@ -42,6 +42,9 @@ EventType = Literal[
     "budget_reached",
     "budget_warning",
     "run_resumed",
+    "node_started",
+    "node_completed",
+    "node_failed",
 ]
 TERMINAL_EVENTS: frozenset[str] = frozenset(
     {"run_completed", "run_failed", "run_cancelled", "eval_run_completed"}
@@ -173,7 +176,22 @@ class AgentTool(Model):
     read_only: bool = False
 
 
-Tool = HttpTool | ClientTool | CodeTool | BuiltinTool | AgentTool
+class WorkflowTool(Model):
+    """A workflow of the tenant as a tool: a call starts a workflow run (a child of the calling run) on the
+    model's arguments as its input, and the workflow's output is the result. `name` defaults to the
+    workflow id; `description` and `input_schema` to the workflow's."""
+
+    name: str
+    permission: Permission = "inherit"
+    type: Literal["workflow"]
+    workflow_id: str
+    description: str = ""
+    input_schema: dict[str, Any] = Field(default_factory=dict)
+    version: int | None = None
+    read_only: bool = False
+
+
+Tool = HttpTool | ClientTool | CodeTool | BuiltinTool | AgentTool | WorkflowTool
 
 
 class WebhookConfig(Model):
@@ -592,7 +610,22 @@ class RunView(Model):
     attachments_erased_at: datetime | None
     created_at: datetime
     finished_at: datetime | None
-    trigger: Literal["api", "schedule", "event", "delegation", "what_if"]
+    trigger: Literal[
+        "api",
+        "schedule",
+        "event",
+        "delegation",
+        "what_if",
+        "workflow",
+        "webhook",
+        "gmail",
+        "outlook",
+        "ses",
+    ]
+    kind: Literal["agent", "workflow"] = "agent"
+    workflow_id: str | None = None  # a workflow run's workflow and the version it ran
+    workflow_version: int | None = None
+    trigger_id: str | None = None  # the trigger (`trg_…`) that started it, for a run a trigger started
     parent_run_id: str | None
     root_run_id: str
     depth: int
@@ -631,6 +664,28 @@ class ScheduleCreate(Request):
 
 class ScheduleList(Model):
     schedules: list[Schedule]
+
+
+class WorkflowScheduleCreate(Request):
+    expression: str
+    timezone: str = "UTC"
+    input: dict[str, Any] = Field(default_factory=dict)
+    enabled: bool = True
+
+
+class WorkflowSchedule(Model):
+    schedule_id: str
+    workflow_id: str
+    expression: str
+    timezone: str
+    input: dict[str, Any]
+    enabled: bool
+    created_at: datetime
+    next_run: datetime | None = None
+
+
+class WorkflowScheduleList(Model):
+    schedules: list[WorkflowSchedule]
 
 
 class SessionView(Model):
@@ -1198,6 +1253,67 @@ class BudgetList(Model):
     budgets: list[Budget]
 
 
+# --- Workflows ---------------------------------------------------------------------------------------
+
+
+class WorkflowCreate(Request):
+    """A workflow's definition: `root` is a node `{id, type, ...}` of type agent, sequential, parallel,
+    map, loop, branch or approval (see the README's "Workflows")."""
+
+    name: str
+    description: str | None = None
+    input_schema: dict[str, Any] | None = None
+    root: dict[str, Any]
+
+
+class WorkflowView(Model):
+    workflow_id: str
+    name: str
+    description: str | None = None
+    input_schema: dict[str, Any] | None = None
+    root: dict[str, Any]
+    version: int
+    versions: int
+    state_machine_arn: str | None = None
+    created_at: datetime
+    updated_at: datetime
+
+
+class WorkflowList(Model):
+    workflows: list[WorkflowView]
+
+
+class WorkflowVersion(Model):
+    version: int
+    state_machine_arn: str | None = None
+    created_at: datetime
+
+
+class WorkflowVersions(Model):
+    workflow_id: str
+    versions: list[WorkflowVersion]
+
+
+class WorkflowRunCreate(Request):
+    input: dict[str, Any] = Field(default_factory=dict)
+    version: int | None = None
+    user_id: str | None = None
+    webhook: WebhookConfig | None = None
+
+
+class WorkflowAsl(Model):
+    workflow_id: str
+    version: int
+    definition: dict[str, Any]
+
+
+class WorkflowRunAccepted(Model):
+    run_id: str
+    workflow_id: str
+    version: int
+    status: str
+
+
 EffectStatus = Literal["claimed", "done", "unknown", "undone", "released"]
 EffectOutcome = Literal["done", "undone"]
 
@@ -1237,3 +1353,131 @@ class EffectList(Model):
 class EffectResolve(Request):
     outcome: Literal["done", "undone"]
     note: str | None = None
+
+
+# --- Triggers ---------------------------------------------------------------------------------------
+
+TriggerType = Literal["webhook", "gmail", "outlook", "ses"]
+Verification = Literal["standard-webhooks", "github", "stripe", "hmac-sha256"]
+
+
+class TriggerTarget(Model):
+    """What a trigger starts: `agent_id` (a `workflow_id` once workflows are available)."""
+
+    agent_id: str | None = None
+    workflow_id: str | None = None
+
+
+class SessionByKey(Model):
+    """One session per rendered key, e.g. `{"by_key": "{{thread_id}}"}`."""
+
+    by_key: str
+
+
+class TriggerCreate(Request):
+    type: TriggerType
+    name: str | None = None
+    target: TriggerTarget
+    message: str
+    session: Literal["new"] | SessionByKey = "new"
+    user_id: str | None = None
+    enabled: bool = True
+    verification: Verification | None = None
+    signature_header: str | None = None
+    dedupe_path: str | None = None
+    secret: str | None = None
+    address: str | None = None
+    allow_automated: bool = False
+
+
+class TriggerPatch(Request):
+    name: str | None = None
+    target: TriggerTarget | None = None
+    message: str | None = None
+    session: Literal["new"] | SessionByKey | None = None
+    user_id: str | None = None
+    enabled: bool | None = None
+    dedupe_path: str | None = None
+    allow_automated: bool | None = None
+
+
+class TriggerRefusals(Model):
+    bad_signature: int = 0
+    stale: int = 0
+    too_large: int = 0
+
+
+class Trigger(Model):
+    trigger_id: str
+    type: TriggerType
+    name: str | None = None
+    target: TriggerTarget
+    message: str
+    session: Literal["new"] | SessionByKey = "new"
+    user_id: str | None = None
+    enabled: bool = True
+    verification: Verification | None = None
+    signature_header: str | None = None
+    dedupe_path: str | None = None
+    url: str | None = None
+    address: str | None = None
+    allow_automated: bool = False
+    created_at: datetime
+    updated_at: datetime
+    secret_created_at: datetime | None = None
+    previous_secret_valid_until: datetime | None = None
+    refused: TriggerRefusals = Field(default_factory=TriggerRefusals)
+
+
+class TriggerCreated(Trigger):
+    """The new trigger with its signing `secret`, shown only here."""
+
+    secret: str | None = None
+
+
+class TriggerList(Model):
+    triggers: list[Trigger]
+
+
+class TriggerSecretRotate(Request):
+    secret: str | None = None
+    previous_valid_seconds: int = 86_400
+
+
+class TriggerSecret(Model):
+    secret: str
+    created_at: datetime
+    previous_valid_until: datetime | None = None
+
+
+class TriggerDelivery(Model):
+    delivery_id: str
+    status: Literal["received", "retrying", "started", "deduplicated", "refused", "failed"]
+    received_at: datetime
+    dedupe_key: str | None = None
+    run_id: str | None = None
+    duplicate_of: str | None = None
+    reason: str | None = None
+    attempts: int = 0
+    updated_at: datetime | None = None
+
+
+class TriggerDeliveryList(Model):
+    deliveries: list[TriggerDelivery]
+    next_token: str | None = None
+
+
+class MailAccepted(Model):
+    """What a mail route answers SNS or Pub/Sub (the SDK never calls it; the spec's component, modelled)."""
+
+    type: str
+    deliveries: list[str] = Field(default_factory=list)
+    deduplicated: list[str] = Field(default_factory=list)
+    ignored: int = 0
+
+
+class TriggerDeliveryAccepted(Model):
+    delivery_id: str
+    status: Literal["received", "deduplicated"]
+    deduplicated: bool = False
+    duplicate_of: str | None = None

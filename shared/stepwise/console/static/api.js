@@ -78,6 +78,8 @@ export const api = {
   evalRuns: (evalId, signal) => call("GET", `evals/${part(evalId)}/runs`, { signal }),
   evalRun: (evalId, evalRunId, signal) => call("GET", `evals/${part(evalId)}/runs/${part(evalRunId)}`, { signal }),
   session: (sessionId, signal) => call("GET", `sessions/${part(sessionId)}`, { signal }),
+  workflows: (signal) => call("GET", "workflows", { signal }),
+  workflow: (workflowId, signal) => call("GET", `workflows/${part(workflowId)}`, { signal }),
   interactions: (sessionId, status, signal) =>
     call("GET", `sessions/${part(sessionId)}/interactions`, { query: { status }, signal }),
   respond: (interactionId, answer, idempotencyKey) =>

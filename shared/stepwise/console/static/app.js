@@ -13,6 +13,7 @@ import { agentName, agentRef, copyButton, knownAgents, ready, rememberAgents } f
 import { TERMINAL, Timeline } from "./timeline.js";
 import { usageView } from "./usage.js";
 import { waterfall } from "./waterfall.js";
+import { workflowView, workflowsView } from "./workflows.js";
 
 const main = document.getElementById("main");
 const nav = document.getElementById("nav");
@@ -71,6 +72,7 @@ async function route() {
     evals: () =>
       other ? evalRunView(main, id, other, signal) : id ? evalView(main, id, signal) : evalsView(main, signal),
     usage: () => usageView(main, signal),
+    workflows: () => (id ? workflowView(main, id, other, signal) : workflowsView(main, signal)),
   }[name || "runs"];
   (show ?? (() => runsView(readFilters(""), signal)))().catch((err) => failed(err, signal));
 }

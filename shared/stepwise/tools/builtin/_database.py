@@ -76,7 +76,7 @@ from datetime import date, datetime, timedelta
 from datetime import time as clock_time
 from decimal import Decimal
 from functools import lru_cache
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 from uuid import UUID
 
 from sqlalchemy import create_engine, event
@@ -126,6 +126,34 @@ def engine_for(url: URL, resolver: Resolver = system_resolver) -> Engine:
     return engine
 
 
+class _Connection(NamedTuple):
+    url: URL  # as configured (errors are scrubbed of its secrets)
+    flavor: Flavor
+    allowlist: Allowlist
+    target: URL  # as it will be connected to (checked_url)
+    engine: Engine
+
+
+def _connect(
+    tool: str, tenant_id: str, settings: Settings, access: TableAccess, resolver: Resolver
+) -> _Connection | ToolResult:
+    """The tenant's database as both database tools reach it, or the failure to answer the model
+    with: the setting unset or not a URL, or a URL that may not be used."""
+    raw_url = setting(settings, DATABASE_URL_SETTING)
+    if raw_url is None:
+        return not_configured(tool, DATABASE_URL_SETTING)
+    try:
+        url = make_url(raw_url)
+    except (ArgumentError, ValueError):
+        return ToolResult.failure("not_configured", "DATABASE_URL is not a valid SQLAlchemy URL")
+    try:
+        flavor = flavor_of(url)
+        target = checked_url(url, tenant_id)
+        return _Connection(url, flavor, Allowlist(access, flavor), target, engine_for(target, resolver))
+    except Refused as refused:
+        return ToolResult.failure(refused.code, refused.message)
+
+
 def execute(
     query: str,
     *,
@@ -141,19 +169,12 @@ def execute(
     """Check the model's statement with `check`, run it, and answer with its rows (and, for a write,
     the rows it affected, at most `max_rows_affected`); never raises for anything the model, the
     settings or the database do."""
-    raw_url = setting(settings, DATABASE_URL_SETTING)
-    if raw_url is None:
-        return not_configured(tool, DATABASE_URL_SETTING)
+    connected = _connect(tool, tenant_id, settings, access, resolver)
+    if isinstance(connected, ToolResult):
+        return connected
+    url, flavor, allowlist, target, engine = connected
     try:
-        url = make_url(raw_url)
-    except (ArgumentError, ValueError):
-        return ToolResult.failure("not_configured", "DATABASE_URL is not a valid SQLAlchemy URL")
-    try:
-        flavor = flavor_of(url)
-        allowlist = Allowlist(access, flavor)
         sql = check(query, allowlist)
-        target = checked_url(url, tenant_id)
-        engine = engine_for(target, resolver)
     except Refused as refused:
         return ToolResult.failure(refused.code, refused.message)
     limit = None if read_only else max_rows_affected
@@ -215,20 +236,10 @@ def describe_schema(
     from stepwise.tools.builtin import _schema
     from stepwise.tools.builtin._names import name_parts
 
-    raw_url = setting(settings, DATABASE_URL_SETTING)
-    if raw_url is None:
-        return not_configured(tool, DATABASE_URL_SETTING)
-    try:
-        url = make_url(raw_url)
-    except (ArgumentError, ValueError):
-        return ToolResult.failure("not_configured", "DATABASE_URL is not a valid SQLAlchemy URL")
-    try:
-        flavor = flavor_of(url)
-        allowlist = Allowlist(access, flavor)
-        target = checked_url(url, tenant_id)
-        engine = engine_for(target, resolver)
-    except Refused as refused:
-        return ToolResult.failure(refused.code, refused.message)
+    connected = _connect(tool, tenant_id, settings, access, resolver)
+    if isinstance(connected, ToolResult):
+        return connected
+    url, flavor, allowlist, target, engine = connected
     wanted: tuple[str, str] | None = None
     if table is not None:
         parts = [allowlist.fold(part) for part in name_parts(table, flavor.dialect)]
