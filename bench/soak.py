@@ -66,7 +66,7 @@ KINDS = (
 )
 TAG = re.compile(r"soak-[0-9a-f]{6}-\d+(?:\.c\d)*")
 EXAMPLES = 5  # violations quoted per invariant
-RUN_DEADLINE = 240.0  # seconds the client follows one run (and its replay) before it stops waiting
+RUN_DEADLINE = 600.0  # seconds the client follows one run (and its replay) before it stops waiting
 
 
 @dataclass(frozen=True)
