@@ -10,7 +10,7 @@ from stepwise_local.stack import LocalStack
 RUNS = 40
 # The suite's 120 s per test is for one behaviour; this is 40 runs with retries backing off (Step
 # Functions' RateLimited retry waits up to 5 s with jitter, then more).
-pytestmark = pytest.mark.timeout(300)
+pytestmark = pytest.mark.timeout(600)
 
 
 def test_forty_runs_under_faults_keep_every_invariant(stack: LocalStack) -> None:
