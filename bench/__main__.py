@@ -26,6 +26,7 @@ from bench.harness import Section, close_local
 # run is the cold one; streaming last, as it points litellm at a fake server for a while; package_sizes
 # reads (or builds) the Lambda zips in dist/ and touches no stack; tokens replays prompts offline (no stack);
 # console_weight reads the console's files from the package (no stack).
+# soak last: it fails the stack's seams on purpose (faults are taken out again before it returns).
 BENCHMARKS = [
     "cold_imports",
     "loop_overhead",
@@ -53,6 +54,7 @@ BENCHMARKS = [
     "tokens",
     "console_weight",
     "first_token",
+    "soak",
 ]
 RESULTS = Path(__file__).resolve().parent / "results"
 NAME_WIDTH = 64

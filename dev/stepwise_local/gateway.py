@@ -23,7 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, unquote
 
-__all__ = ["Gateway", "Invoke", "Response", "Route", "error_response", "serve"]
+__all__ = ["Gateway", "Invoke", "Response", "Route", "bind", "error_response", "serve"]
 
 logger = logging.getLogger(__name__)
 
@@ -454,8 +454,15 @@ class _Refused(Exception):
         self.status = status
 
 
+# Connections the kernel holds for the accept loop. socketserver's default of 5 reset most of 40
+# connections opened at once (issue 30); API Gateway takes thousands. Linux caps it at somaxconn (4096
+# by default since 5.4), so this asks for what a soak or a burst of clients needs.
+LISTEN_BACKLOG = 1024
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = LISTEN_BACKLOG
     gateway: Gateway
     quiet: bool
 
@@ -576,14 +583,23 @@ class _Handler(BaseHTTPRequestHandler):
             sys.stderr.write(f"gateway: {format % args}\n")
 
 
+def bind(
+    gateway: Gateway, host: str = "127.0.0.1", port: int = 3000, *, quiet: bool = False
+) -> ThreadingHTTPServer:
+    """The gateway's HTTP server, bound and listening but not yet accepting: `serve_forever()` starts
+    it (serve() does both)."""
+    server = _Server((host, port), _Handler)
+    server.gateway = gateway
+    server.quiet = quiet
+    return server
+
+
 def serve(
     gateway: Gateway, host: str = "127.0.0.1", port: int = 3000, *, quiet: bool = False
 ) -> ThreadingHTTPServer:
     """Serve the gateway over HTTP from a daemon thread. Port 0 picks a free port (read it from
     `server.server_address`); stop with `server.shutdown()` then `server.server_close()`."""
-    server = _Server((host, port), _Handler)
-    server.gateway = gateway
-    server.quiet = quiet
+    server = bind(gateway, host, port, quiet=quiet)
     # A short poll interval keeps shutdown() quick; it costs nothing measurable on an idle loop.
     thread = threading.Thread(
         target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="gateway", daemon=True

@@ -269,6 +269,57 @@ def make_dynamodb_writes_atomic() -> Callable[[], None]:
     return undo
 
 
+# How long DynamoDB remembers a transaction's ClientRequestToken (TransactWriteItems API reference).
+TRANSACTION_TOKEN_SECONDS = 600
+
+
+def make_dynamodb_transactions_idempotent() -> Callable[[], None]:
+    """DynamoDB makes TransactWriteItems idempotent on its ClientRequestToken, which botocore fills in
+    (the member is an idempotency token) and sends unchanged on every retry: a retry of a transaction
+    that was applied, but whose answer was lost on the way back, succeeds without applying it again. moto
+    ignores the token, so that retry ran the transaction again and its conditions failed: the soak
+    (issue 30) saw POST /runs answer 409 run_exists for the run it had itself just created. Remembers
+    each applied token for 10 minutes, as DynamoDB does; the same token with other items is
+    IdempotentParameterMismatchException. Returns undo."""
+    import time
+
+    from moto.core.exceptions import JsonRESTError
+    from moto.dynamodb.responses import DynamoHandler
+
+    original = DynamoHandler.transact_write_items
+    applied: dict[str, tuple[float, str, Any]] = {}
+    lock = threading.Lock()
+
+    def transact_write_items(self: Any) -> Any:
+        token = self.body.get("ClientRequestToken")
+        if not token:
+            return original(self)
+        items = json.dumps(self.body.get("TransactItems"), sort_keys=True)
+        now = time.monotonic()
+        with lock:
+            for old in [t for t, (at, _, _) in applied.items() if now - at > TRANSACTION_TOKEN_SECONDS]:
+                del applied[old]
+            seen = applied.get(token)
+        if seen is not None:
+            if seen[1] != items:
+                raise JsonRESTError(
+                    "IdempotentParameterMismatchException",
+                    "the ClientRequestToken was used with other parameters",
+                )
+            return seen[2]
+        result = original(self)
+        with lock:
+            applied[token] = (time.monotonic(), items, result)
+        return result
+
+    DynamoHandler.transact_write_items = transact_write_items  # type: ignore[method-assign]
+
+    def undo() -> None:
+        DynamoHandler.transact_write_items = original  # type: ignore[method-assign]
+
+    return undo
+
+
 def make_stop_execution_safe() -> Callable[[], None]:
     """moto's StopExecution reads the execution's environment, which its worker thread sets a moment
     after the execution starts; a stop in that moment raised AttributeError (a 500 for our cancel).

@@ -62,3 +62,28 @@ def tool(name: str, url: str, **extra: Any) -> dict[str, Any]:
         "endpoint": url,
         **extra,
     }
+
+
+@contextmanager
+def answer_lost_once(operation: str, table: str) -> Iterator[list[str]]:
+    """The first `operation` (e.g. "UpdateItem") on `table` is applied by moto, then its answer is lost:
+    botocore gets a read timeout and retries it, as it would against DynamoDB. Yields the URLs faulted."""
+    from botocore.exceptions import ReadTimeoutError
+    from moto.core.botocore_stubber import BotocoreStubber
+
+    original = BotocoreStubber.__call__
+    lost: list[str] = []
+
+    def call(stubber: Any, event_name: str, request: Any, **kwargs: Any) -> Any:
+        response = original(stubber, event_name, request, **kwargs)
+        target = str(request.headers.get("X-Amz-Target", ""))
+        if not lost and f".{operation}" in target and table.encode() in (request.body or b""):
+            lost.append(str(request.url))
+            raise ReadTimeoutError(endpoint_url=str(request.url))
+        return response
+
+    BotocoreStubber.__call__ = call  # type: ignore[method-assign]
+    try:
+        yield lost
+    finally:
+        BotocoreStubber.__call__ = original  # type: ignore[method-assign]

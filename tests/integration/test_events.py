@@ -10,7 +10,7 @@ from stepwise.core import ids
 from stepwise.runs import events
 from stepwise_local.stack import DEFAULT_TENANT, LocalStack
 from tests.eventually import eventually
-from tests.integration.support import tool, wait_for_run
+from tests.integration.support import answer_lost_once, tool, wait_for_run
 
 
 def finished_run(stack: LocalStack) -> dict[str, Any]:
@@ -177,3 +177,20 @@ def test_a_run_appends_its_events_at_the_flush_points_of_its_steps(
         ["step_started"],
     ]
     assert batches[3:] == [["chunk"], ["step_completed"], ["run_completed"]]
+
+
+def test_a_reservation_retried_after_its_answer_was_lost_takes_no_second_range(stack: LocalStack) -> None:
+    """Issue 30's soak: botocore retries an UpdateItem whose answer timed out; the retried ADD on the
+    head reserved a second range of seqs, so the log had a hole readers waited HOLE_GRACE on."""
+    from stepwise.store import events as log
+
+    tenant, run_id = DEFAULT_TENANT, ids.new_id("run")
+    log.append(tenant, run_id, [("run_started", {})])
+    with answer_lost_once("UpdateItem", "RunEventsTable") as lost:
+        second = log.append(tenant, run_id, [("step_started", {}), ("run_completed", {})])
+
+    assert lost, "the fault was not injected"
+    assert [e.seq for e in second.events] == [2, 3]
+    head = log.head(tenant, run_id)
+    assert head is not None and (head.last_seq, head.done) == (3, True)
+    assert [e.seq for e in log.after(tenant, run_id, 0, 10)] == [1, 2, 3]

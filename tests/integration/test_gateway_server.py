@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import base64
+import errno
 import json
 import os
 import socket
 import struct
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -245,3 +247,50 @@ def test_a_client_leaving_mid_request_invokes_nothing(
 
     assert after.status_code == 200
     assert recorder.calls == ["Health"]
+
+
+def test_five_hundred_connections_opened_at_once_are_all_held_then_served(recorder: Recorder) -> None:
+    """Issue 30: socketserver's listen backlog of 5 dropped most of a burst of connections before the
+    accept loop could take them. Nothing accepts until all 500 are open: the kernel must hold them."""
+    import select
+
+    from stepwise_local.gateway import bind
+
+    server = bind(Gateway(ROUTES, recorder, authorizer="Authorizer"), port=0, quiet=True)
+    address = server.server_address[:2]
+    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(500)]
+    serving = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    try:
+        for s in sockets:
+            s.setblocking(False)
+            assert s.connect_ex(address) in (0, errno.EINPROGRESS)
+
+        def all_established() -> bool:
+            _, writable, _ = select.select([], sockets, [], 0)
+            established = [s for s in writable if s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0]
+            assert len(established) == len(sockets), f"{len(established)} of {len(sockets)} established"
+            return True
+
+        eventually(all_established, timeout=5, what="the kernel to complete every handshake")
+
+        serving.start()
+        for s in sockets:
+            s.setblocking(True)
+            s.settimeout(30)
+            s.sendall(b"GET /v1/health HTTP/1.1\r\nHost: local\r\nConnection: close\r\n\r\n")
+        statuses = [_read_all(s).split(b"\r\n", 1)[0] for s in sockets]
+        assert statuses == [b"HTTP/1.1 200 OK"] * len(sockets)
+        assert recorder.calls.count("Health") == len(sockets)
+    finally:
+        for s in sockets:
+            s.close()
+        if serving.is_alive():
+            server.shutdown()
+        server.server_close()
+
+
+def _read_all(s: socket.socket) -> bytes:
+    data = b""
+    while chunk := s.recv(65536):
+        data += chunk
+    return data

@@ -63,3 +63,48 @@ def test_a_state_machine_task_reaches_our_handler_and_our_errors_keep_their_name
     assert stack.lambdas.invocations["StepFunction"] == before + 1  # served in process
     assert described["status"] == "FAILED"
     assert described["error"] == "NotFound"  # the handler's exception class, as Lambda names it
+
+
+def test_a_transaction_retried_with_its_token_is_applied_once(stack: LocalStack) -> None:
+    """DynamoDB's ClientRequestToken (botocore sends the same one on each retry): a retry after the
+    answer was lost succeeds and changes nothing, as in AWS; moto alone re-ran it and failed its
+    conditions (issue 30's soak: POST /runs answered 409 run_exists for the run it had just made)."""
+    import uuid
+
+    import pytest
+    from botocore.exceptions import ClientError
+
+    ddb = boto3.client("dynamodb")
+    table = f"tokens-{uuid.uuid4().hex[:8]}"
+    ddb.create_table(
+        TableName=table,
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    put = {
+        "Put": {
+            "TableName": table,
+            "Item": {"pk": {"S": "run"}},
+            "ConditionExpression": "attribute_not_exists(pk)",
+        }
+    }
+    count = {
+        "Update": {
+            "TableName": table,
+            "Key": {"pk": {"S": "counter"}},
+            "UpdateExpression": "ADD n :one",
+            "ExpressionAttributeValues": {":one": {"N": "1"}},
+        }
+    }
+
+    ddb.transact_write_items(TransactItems=[put, count], ClientRequestToken="token-1")
+    ddb.transact_write_items(TransactItems=[put, count], ClientRequestToken="token-1")  # the retry
+
+    assert ddb.get_item(TableName=table, Key={"pk": {"S": "counter"}})["Item"]["n"] == {"N": "1"}
+    with pytest.raises(ClientError) as mismatch:
+        ddb.transact_write_items(TransactItems=[count], ClientRequestToken="token-1")
+    assert mismatch.value.response["Error"]["Code"] == "IdempotentParameterMismatchException"
+    with pytest.raises(ClientError) as again:  # another token is another transaction: conditions hold
+        ddb.transact_write_items(TransactItems=[put, count], ClientRequestToken="token-2")
+    assert again.value.response["Error"]["Code"] == "TransactionCanceledException"

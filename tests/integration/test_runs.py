@@ -260,3 +260,23 @@ def test_a_deleted_agent_fails_its_queued_run(stack: LocalStack, monkeypatch: py
 
     assert run["status"] == "failed"
     assert run["error"]["code"] == "agent_not_found"
+
+
+def test_a_start_whose_in_progress_record_put_lost_its_answer_still_starts(stack: LocalStack) -> None:
+    """Issue 30's soak: botocore retried the idempotency record's put after a lost answer, the retry
+    found the record it had written itself, and the start answered 409 request_in_progress."""
+    from stepwise.core import config
+    from tests.integration.support import answer_lost_once
+
+    _, _, agent = stack.invoke_api("POST", "/v1/agents", {"name": "lost-answer"})
+    body = {"message": "go", "script": [{"text": "ok"}]}
+    headers = {"Idempotency-Key": "lost-answer-1"}
+    path = f"/v1/agents/{agent['agent_id']}/runs"
+    with answer_lost_once("PutItem", config.tables().idempotency) as lost:
+        status, _, accepted = stack.invoke_api("POST", path, body, headers=headers)
+
+    assert lost, "the fault was not injected"
+    assert status == 202, accepted
+    again = stack.invoke_api("POST", path, body, headers=headers)
+    assert (again[0], again[2]["run_id"]) == (202, accepted["run_id"])
+    assert wait_for_run(stack, accepted["run_id"])["status"] == "succeeded"

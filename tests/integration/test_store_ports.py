@@ -33,7 +33,9 @@ from stepwise.store import described, events, interactions, run_context, runs, s
 from stepwise.store.described import INLINE_BYTES
 from stepwise.store.sessions import CHECKPOINT_LIMIT
 from stepwise.tools import results
+from stepwise_local.stack import DEFAULT_TENANT, LocalStack
 from tests.fakes.stores import FakeStores
+from tests.integration.support import answer_lost_once
 
 
 @dataclass
@@ -669,6 +671,21 @@ def test_the_head_holds_the_last_seq_handed_out_and_whether_it_is_terminal(
     assert backend.events.head(f"{tenant}_other", "run_1") is None
 
 
+def test_a_log_that_is_done_takes_no_more_events(backend: Backend, tenant: str) -> None:
+    """Issue 30's soak: a step in flight when its run was cancelled appended its tool_result after
+    run_cancelled and set `done` back to false, so followers of the ended run waited for ever."""
+    backend.events.append(tenant, "run_1", [("run_started", {}), ("run_cancelled", {})])
+
+    late = backend.events.append(tenant, "run_1", [("tool_result", {"tool_call_id": "c1"})])
+    again = backend.events.append(tenant, "run_1", [("run_completed", {})])
+
+    assert late.events == [] and again.events == []
+    head = backend.events.head(tenant, "run_1")
+    assert head is not None and (head.last_seq, head.done) == (2, True)
+    logged = backend.events.after(tenant, "run_1", 0, 10)
+    assert [e.type for e in logged] == ["run_started", "run_cancelled"]
+
+
 def test_an_append_after_a_follower_is_counted_says_it_is_followed(backend: Backend, tenant: str) -> None:
     assert backend.events.followed(tenant, "run_1") == Head(last_seq=0, done=False, moved_at=None)
     assert backend.events.head(tenant, "run_1") == Head(last_seq=0, done=False, moved_at=None)
@@ -735,3 +752,16 @@ def test_a_ledger_entry_is_claimed_once_settled_by_its_generation_and_undone(
     again = backend.effects.claim(tenant, key, "send", "run_1", "call_1")
     assert (again.won, again.entry.generation) == (True, 2)
     assert backend.effects.get(tenant, "call#missing") is None
+
+
+def test_a_session_put_retried_after_its_answer_was_lost_is_the_same_new_session(stack: LocalStack) -> None:
+    """Issue 30's soak: the retried put found the session it had made itself and POST /runs answered
+    409 session_exists; another start's session with the same id is still a conflict."""
+    session_id = ids.new_id("ses")
+    with answer_lost_once("PutItem", "SessionsTable") as lost:
+        made = sessions.create(DEFAULT_TENANT, session_id, "agt_a", active_run_id="run_a")
+
+    assert lost, "the fault was not injected"
+    assert sessions.get(DEFAULT_TENANT, session_id).created_at == made.created_at
+    with pytest.raises(Conflict):
+        sessions.create(DEFAULT_TENANT, session_id, "agt_a", active_run_id="run_b")

@@ -31,6 +31,7 @@ def json_default(value: object) -> object:
 
 RFC3339_PATTERN = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$"
 
+
 def _not_a_number(value: object) -> object:
     """pydantic reads a number as Unix time; the spec says a time is a string, so a number is refused
     (a client sending `{"created_before": 196739}` meant something else)."""

@@ -206,6 +206,7 @@ class RunHeadItem(Model):
     last_seq = NumberAttribute(default=0)  # the last sequence number handed out
     done = BooleanAttribute(default=False)  # the last event handed out is terminal
     moved_at = UTCDateTimeAttribute(null=True)  # when last_seq last moved
+    reservation = UnicodeAttribute(null=True)  # the token of the last reservation (store.events.append)
     # How many followers ever connected: a writer whose reservation finds none skips looking for them
     # (stepwise.follow.delivery explains why no event is missed).
     followers = NumberAttribute(null=True)

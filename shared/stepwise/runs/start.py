@@ -316,8 +316,34 @@ def guarded(
         IdempotencyConfig,
         idempotent_function,
     )
+    from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyItemAlreadyExistsError
+    from aws_lambda_powertools.utilities.idempotency.persistence.datarecord import (
+        STATUS_CONSTANTS,
+        DataRecord,
+    )
 
     persistence = DynamoDBPersistenceLayer(table_name=config.tables().idempotency)
+    put = persistence._put_record
+
+    def put_retry_safe(data_record: DataRecord) -> None:
+        """botocore retries the in-progress record's put when its answer was lost (a timeout); the retry
+        found the record it had itself written and the start answered 409 request_in_progress to the
+        request that owned it (issue 30's soak). A record with our own expiry instants (to the second
+        and the millisecond) is ours: the put succeeded."""
+        try:
+            put(data_record)
+        except IdempotencyItemAlreadyExistsError as exc:
+            old = exc.old_data_record or persistence._get_record(data_record.idempotency_key)
+            mine = (
+                old.status == STATUS_CONSTANTS["INPROGRESS"]
+                and data_record.in_progress_expiry_timestamp is not None
+                and old.expiry_timestamp == data_record.expiry_timestamp
+                and old.in_progress_expiry_timestamp == data_record.in_progress_expiry_timestamp
+            )
+            if not mine:
+                raise
+
+    persistence._put_record = put_retry_safe  # type: ignore[method-assign]
     settings = IdempotencyConfig(
         event_key_jmespath=event_key,
         payload_validation_jmespath=payload,

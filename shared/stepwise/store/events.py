@@ -7,6 +7,7 @@ behind it. Readers poll the same head and query the log only when it moved past 
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -31,14 +32,32 @@ def append(tenant_id: str, run_id: str, events: list[tuple[EventType, dict[str, 
     # One atomic ADD hands this batch its seqs. `done` follows the batch's last event, so the log is
     # done exactly while its last reserved event is terminal (as the reader's old "last event" check was).
     # The update returns the whole head, `followers` included: no read to learn whether anyone follows.
-    head.update(
-        actions=[
-            RunHeadItem.last_seq.add(len(events)),
-            RunHeadItem.done.set(events[-1][0] in TERMINAL_EVENTS),
-            RunHeadItem.moved_at.set(now),
-            RunHeadItem.expires_at.set(expires),
-        ]
-    )
+    # A log that is done takes nothing more: a step still in flight when its run was cancelled used to
+    # append its tool_result after run_cancelled, and set `done` back to false, so followers waited on
+    # a run that had ended (issue 30's soak). What such a step says after the end is dropped.
+    # The token makes the reservation idempotent: botocore retries a request whose answer was lost (a
+    # timeout), and the retry of an applied ADD reserved a second range, leaving a hole that readers
+    # wait HOLE_GRACE on. The retry now fails its condition, and the head still holding our token means
+    # nobody reserved after us, so its last_seq is ours.
+    token = uuid.uuid4().hex
+    try:
+        head.update(
+            actions=[
+                RunHeadItem.last_seq.add(len(events)),
+                RunHeadItem.done.set(events[-1][0] in TERMINAL_EVENTS),
+                RunHeadItem.moved_at.set(now),
+                RunHeadItem.reservation.set(token),
+                RunHeadItem.expires_at.set(expires),
+            ],
+            condition=(RunHeadItem.done.does_not_exist() | (RunHeadItem.done == False))  # noqa: E712
+            & (RunHeadItem.reservation.does_not_exist() | (RunHeadItem.reservation != token)),
+        )
+    except UpdateError as exc:
+        if not condition_failed(exc):
+            raise
+        head = RunHeadItem.get(key, HEAD_SEQ, consistent_read=True)
+        if head.reservation != token:
+            return Appended(events=[], followed=False)
     first = int(head.last_seq) - len(events) + 1
     written = [
         RunEvent(seq=first + i, type=etype, data=data, at=now) for i, (etype, data) in enumerate(events)

@@ -56,9 +56,22 @@ def create(
     try:
         item.save(condition=SessionItem.pk.does_not_exist())
     except PutError as exc:
-        if condition_failed(exc):
+        if not condition_failed(exc):
+            raise
+        # botocore retries a put whose answer was lost (a timeout), and the retry finds the session
+        # it made itself: that is a success (issue 30's soak saw POST /runs answer 409 session_exists
+        # for its own new session). Our own item is the one with our creation instant and first run.
+        try:
+            found = SessionItem.get(item.pk, SHELL, consistent_read=True)
+        except DoesNotExist:
+            found = None
+        ours = found is not None and (found.created_at, found.agent_id, found.active_run_id) == (
+            session.created_at,
+            agent_id,
+            active_run_id,
+        )
+        if not ours:
             raise Conflict(f"session {session_id} exists already", code="session_exists") from exc
-        raise
     return session
 
 
