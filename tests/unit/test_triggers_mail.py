@@ -141,3 +141,27 @@ def test_a_certificate_from_anywhere_but_sns_is_refused(
         sns.verify(signed)
     with pytest.raises(sns.Refused, match="SignatureVersion"):
         sns.verify({**signed, "SignatureVersion": "3"})
+
+
+def test_a_graph_notification_of_anything_but_objects_is_refused() -> None:
+    # Found by schemathesis: `{"value": [true, false]}` was accepted (202, "ignored": 2).
+    from stepwise.core.errors import Unprocessable
+    from stepwise.triggers import outlook
+
+    with pytest.raises(Unprocessable) as refused:
+        outlook.accept(json.dumps({"value": [True, {"subscriptionId": "s"}]}).encode())
+
+    assert refused.value.code == "invalid_notification"
+
+
+def test_bodies_nested_past_the_json_depth_cap_are_refused_not_a_crash() -> None:
+    from stepwise.core.errors import ApiError, Unprocessable
+    from stepwise.triggers import outlook, ses
+
+    deep = b"[" * 100_000 + b"]" * 100_000
+    with pytest.raises(Unprocessable):
+        outlook.accept(b'{"value": ' + deep + b"}")
+    with pytest.raises(ApiError) as sns_refused:
+        ses.accept(deep)
+
+    assert sns_refused.value.status == 401

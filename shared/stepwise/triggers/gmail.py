@@ -33,7 +33,7 @@ from urllib.parse import urlencode
 
 import httpx
 
-from stepwise.core import config, credentials
+from stepwise.core import config, credentials, safejson
 from stepwise.core.errors import Conflict, Forbidden, Unauthorized, Unavailable, Unprocessable
 from stepwise.core.schema import utcnow
 from stepwise.net.outbound import OutboundRefused
@@ -341,7 +341,7 @@ def accept_push(authorization: str | None, raw: bytes, *, now: datetime | None =
     """One Pub/Sub push, verified, recorded as a delivery of the mailbox's trigger and queued."""
     verify_token(authorization)
     try:
-        envelope = json.loads(raw)
+        envelope = safejson.loads(raw)
         message = envelope["message"]
         data = json.loads(base64.b64decode(message["data"]))
         mailbox, history_id, pubsub_id = (

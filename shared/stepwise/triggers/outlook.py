@@ -19,13 +19,12 @@ Inbox message through a change-notification subscription, and each message start
 from __future__ import annotations
 
 import hmac
-import json
 import secrets
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from stepwise.core import config, credentials
+from stepwise.core import config, credentials, safejson
 from stepwise.core.errors import Conflict, Unprocessable
 from stepwise.core.schema import rfc3339, utcnow
 from stepwise.settings import crypto
@@ -159,8 +158,9 @@ def renew(tenant_id: str, trigger: Trigger) -> Trigger:
 def accept(raw: bytes, *, now: datetime | None = None) -> MailAccepted:
     """Graph's notifications: each item with its trigger's clientState becomes a delivery, queued."""
     try:
-        items = json.loads(raw)["value"]
-        assert isinstance(items, list)
+        items = safejson.loads(raw)["value"]
+        # Graph sends objects only: anything else is no notification of Graph's.
+        assert isinstance(items, list) and all(isinstance(item, dict) for item in items)
     except (ValueError, KeyError, TypeError, AssertionError):
         raise Unprocessable(
             "the body is not a Graph change notification", code="invalid_notification"
@@ -168,9 +168,6 @@ def accept(raw: bytes, *, now: datetime | None = None) -> MailAccepted:
     answer = MailAccepted(type="graph_notification")
     when = now or utcnow()
     for notification in items:
-        if not isinstance(notification, dict):
-            answer.ignored += 1
-            continue
         owner = store.address_owner(subscription_key(str(notification.get("subscriptionId", ""))))
         item = store.find(owner[1]) if owner else None
         if item is None:

@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx
 
-from stepwise.core import config, s3
+from stepwise.core import config, s3, safejson
 from stepwise.core.errors import Forbidden, Unauthorized, Unavailable
 from stepwise.core.observability import logger
 from stepwise.core.schema import utcnow
@@ -42,7 +42,7 @@ def _refused(reason: str) -> Unauthorized:
 def accept(raw: bytes, *, now: datetime | None = None) -> MailAccepted:
     """Verify one SNS post and queue a delivery per trigger address among the message's recipients."""
     try:
-        message = json.loads(raw)
+        message = safejson.loads(raw)
     except ValueError:
         raise _refused("the body is not an SNS message") from None
     if not isinstance(message, dict):
