@@ -294,7 +294,12 @@ def make_dynamodb_transactions_idempotent() -> Callable[[], None]:
         token = self.body.get("ClientRequestToken")
         if not token:
             return original(self)
-        items = json.dumps(self.body.get("TransactItems"), sort_keys=True)
+        # Binary attributes arrive as bytes (botocore decoded their base64): compared by their hex.
+        items = json.dumps(
+            self.body.get("TransactItems"),
+            sort_keys=True,
+            default=lambda v: v.hex() if isinstance(v, bytes) else str(v),
+        )
         now = time.monotonic()
         with lock:
             for old in [t for t, (at, _, _) in applied.items() if now - at > TRANSACTION_TOKEN_SECONDS]:

@@ -536,8 +536,6 @@ class FakeEventLog:
         key = (tenant_id, run_id)
         with self.lock:
             held = self.heads.get(key)
-            if held is not None and held.done:  # a log that is done takes nothing more (store.events)
-                return Appended(events=[], followed=False)
             first = (held.last_seq if held else 0) + 1
             self.heads[key] = Head(
                 last_seq=first + len(events) - 1, done=events[-1][0] in TERMINAL_EVENTS, moved_at=now

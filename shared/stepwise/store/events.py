@@ -32,9 +32,9 @@ def append(tenant_id: str, run_id: str, events: list[tuple[EventType, dict[str, 
     # One atomic ADD hands this batch its seqs. `done` follows the batch's last event, so the log is
     # done exactly while its last reserved event is terminal (as the reader's old "last event" check was).
     # The update returns the whole head, `followers` included: no read to learn whether anyone follows.
-    # A log that is done takes nothing more: a step still in flight when its run was cancelled used to
-    # append its tool_result after run_cancelled, and set `done` back to false, so followers waited on
-    # a run that had ended (issue 30's soak). What such a step says after the end is dropped.
+    # A log that is done still takes events: a descendant's wait mirrored into its root's log after the
+    # root's terminal event reopens it (test_follow). The soak found the other side (a step in flight at
+    # a cancel appending after run_cancelled keeps followers waiting): open, see DECISIONS "The soak".
     # The token makes the reservation idempotent: botocore retries a request whose answer was lost (a
     # timeout), and the retry of an applied ADD reserved a second range, leaving a hole that readers
     # wait HOLE_GRACE on. The retry now fails its condition, and the head still holding our token means
@@ -49,8 +49,7 @@ def append(tenant_id: str, run_id: str, events: list[tuple[EventType, dict[str, 
                 RunHeadItem.reservation.set(token),
                 RunHeadItem.expires_at.set(expires),
             ],
-            condition=(RunHeadItem.done.does_not_exist() | (RunHeadItem.done == False))  # noqa: E712
-            & (RunHeadItem.reservation.does_not_exist() | (RunHeadItem.reservation != token)),
+            condition=RunHeadItem.reservation.does_not_exist() | (RunHeadItem.reservation != token),
         )
     except UpdateError as exc:
         if not condition_failed(exc):
