@@ -14,10 +14,11 @@ import pytest
 from stepwise.agents.models import AgentCreate
 from stepwise.core.errors import AgentGone, NotFound, RunStateError
 from stepwise.core.schema import utcnow
-from stepwise.llm.models import ScriptTurn
+from stepwise.interactions.models import NewInteraction
+from stepwise.llm.models import ScriptTurn, Usage
 from stepwise.loop import await_, working
 from stepwise.loop.step import step, sync_answer
-from stepwise.runs import ending, ports
+from stepwise.runs import delegation, ending, ports
 from stepwise.runs.ending import end_run
 from stepwise.runs.models import Run, RunError
 from stepwise.runs.state import CallRef, RunContext, RunState, Wait
@@ -393,3 +394,47 @@ def test_an_ending_whose_writer_died_before_its_terminal_event_is_finished_by_th
 
     assert end_run(T, run.run_id, "failed", error=failure) is False  # a third ending changes nothing
     assert types(fakes, run).count("run_cancelled") == 1 and fired == ["cancelled"]
+
+
+def test_a_childs_report_sent_again_counts_its_usage_on_an_ended_parent_once(fakes: FakeStores) -> None:
+    """The follow-through of an ending may run twice (its writer died, then `settle`): a child whose
+    parent ended first adds its spend to the parent's tree once, and never answers the closed wait."""
+    parent = seed(fakes, [{"text": "done"}])
+    wait = fakes.interactions.create(
+        T,
+        NewInteraction(
+            interaction_id=f"int_{parent.run_id}",
+            run_id=parent.run_id,
+            session_id=parent.session_id,
+            agent_id=parent.agent_id,
+            kind="delegation",
+            step=1,
+            tool_call_id="call_1",
+            tool_call_index=0,
+            tool_name="ask_child",
+            arguments={"message": "go"},
+            digest="d",
+            timeout_seconds=60,
+        ),
+    )
+    assert fakes.runs.transition(T, parent.run_id, "cancelled", allowed_from={"queued"})
+    fakes.interactions.close(T, wait.interaction_id, "expired")
+    child = fakes.runs.create(
+        T,
+        parent.model_copy(
+            update={
+                "run_id": f"{parent.run_id}_c",
+                "parent_run_id": parent.run_id,
+                "root_run_id": parent.run_id,
+                "parent_interaction_id": wait.interaction_id,
+                "usage": Usage(input_tokens=300, output_tokens=30),
+            }
+        ),
+    )
+    assert fakes.runs.transition(T, child.run_id, "cancelled", allowed_from={"queued"})
+
+    delegation.report(T, child)
+    delegation.report(T, child)
+
+    assert fakes.runs.get(T, parent.run_id).descendants_usage.input_tokens == 300
+    assert fakes.interactions.get(T, wait.interaction_id).status == "expired"
