@@ -244,8 +244,12 @@ def test_concurrent_starts_on_one_session_never_both_run(stack: LocalStack, rece
     for thread in threads:
         thread.join()
 
-    time.sleep(1.5)
-    statuses = [stack.invoke_api("GET", f"/v1/runs/{b['run_id']}")[2]["status"] for _, b in results]
+    def settled() -> list[str]:
+        statuses = [stack.invoke_api("GET", f"/v1/runs/{b['run_id']}")[2]["status"] for _, b in results]
+        assert "waiting" in statuses, statuses  # the one that became active reached its approval
+        return statuses
+
+    statuses = eventually(settled, what="the active run to wait on its approval")
     assert sorted(statuses) == ["queued", "queued", "waiting"], statuses  # exactly one became active
     for _, body in results:
         stack.invoke_api("POST", f"/v1/runs/{body['run_id']}/cancel")
