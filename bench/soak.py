@@ -480,6 +480,7 @@ class Outcome:
     status: str | None = None
     replay_id: str | None = None
     client_error: str | None = None
+    over: float | None = None  # when the client was done with it (its replay included)
 
 
 class Soak:
@@ -691,6 +692,7 @@ class Soak:
                     async with gate:
                         try:
                             await asyncio.wait_for(self.drive(client, out.planned, out), RUN_DEADLINE)
+                            out.over = time.perf_counter()
                         except TimeoutError:
                             out.client_error = (
                                 f"not over after {RUN_DEADLINE:g} s (the check says where it is)"
@@ -735,6 +737,7 @@ class Report:
     invariants: dict[str, list[str]]  # name → violations (examples first); empty: held
     client_errors: list[str]
     api_statuses: dict[int, int]
+    slowest: list[str]  # the runs the client was longest with, and what took it
 
     @property
     def violations(self) -> dict[str, list[str]]:
@@ -910,6 +913,14 @@ def check(soak: Soak, outcomes: list[Outcome], transport: Recording, seconds: fl
             if o.client_error
         ],
         api_statuses=dict(sorted(transport.statuses.items())),
+        slowest=[
+            f"{o.planned.tag} {o.planned.kind} {o.run_id} ({o.status}): over after "
+            f"{(o.over - o.started):.1f} s, terminal event after "
+            f"{'-' if o.terminal is None else f'{o.terminal - o.started:.1f} s'}"
+            + (f", replayed as {o.replay_id}" if o.replay_id else "")
+            for o in sorted(outcomes, key=lambda o: -((o.over or 0) - o.started))[:3]
+            if o.over is not None
+        ],
     )
 
 
@@ -948,6 +959,7 @@ def run() -> Section:
         section.add(f"invariant {name}", "held" if not found else f"BROKEN ×{len(found)}")
     section.notes += [f"{name}: {v}" for name, found in report.violations.items() for v in found[:EXAMPLES]]
     section.notes += report.client_errors[:EXAMPLES]
+    section.notes += [f"slowest: {line}" for line in report.slowest]
     section.details = {
         "runs": report.runs,
         "seconds": round(report.seconds, 1),
@@ -960,6 +972,7 @@ def run() -> Section:
             for k, v in report.invariants.items()
         },
         "client_errors": report.client_errors,
+        "slowest": report.slowest,
     }
     out = Path(__file__).resolve().parent / "results" / "soak.json"
     out.write_text(json.dumps({"title": section.title, **section.details}, indent=2, default=str) + "\n")

@@ -128,6 +128,7 @@ class FakeRuns:
         self.items: dict[tuple[str, str], Run] = {}
         self.active: dict[str, int] = {}  # tenant -> active-run slots taken
         self.late_lines: list[dict[str, Any]] = []  # usage lines of model calls paid after their run ended
+        self.descendants_counted: dict[tuple[str, str], set[str]] = {}  # keys of descendants' additions
         self.lock = threading.Lock()
 
     def list_runs(
@@ -264,11 +265,14 @@ class FakeRuns:
             self.late_lines.extend(lines)  # counted in the adapter's transaction; kept here for tests
         return True
 
-    def add_descendants_usage(self, tenant_id: str, run_id: str, usage: Usage) -> bool:
+    def add_descendants_usage(self, tenant_id: str, run_id: str, usage: Usage, *, key: str) -> bool:
         with self.lock:
             run = self.items.get((tenant_id, run_id))
             if run is None or not run.done:
                 return False
+            if key in self.descendants_counted.setdefault((tenant_id, run_id), set()):
+                return True
+            self.descendants_counted[(tenant_id, run_id)].add(key)
             total = run.descendants_usage + usage
             self.items[(tenant_id, run_id)] = run.model_copy(update={"descendants_usage": total})
         return True
@@ -536,6 +540,8 @@ class FakeEventLog:
         key = (tenant_id, run_id)
         with self.lock:
             held = self.heads.get(key)
+            if held is not None and held.done:  # a log that is done takes nothing more (store.events)
+                return Appended(events=[], followed=False)
             first = (held.last_seq if held else 0) + 1
             self.heads[key] = Head(
                 last_seq=first + len(events) - 1, done=events[-1][0] in TERMINAL_EVENTS, moved_at=now

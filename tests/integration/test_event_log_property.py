@@ -1,8 +1,9 @@
 """The event log's seq reservation under concurrent appends, as a stateful property: batches appended
 from several threads at once to a few runs, followers arriving in between. After every step each run's
 seqs are exactly 1..N with no gap and no duplicate, each batch got a contiguous range, the head says N
-(and `done` follows the last reserved event), reading the log back gives each event at the seq its
-append was told, and an append after a follower arrived knows it is followed.
+(and `done` once a batch ended with a terminal event, after which the log takes nothing), reading the
+log back gives each event at the seq its append was told, and an append after a follower arrived knows
+it is followed.
 
 The same machine runs against the in-memory fake (tests.fakes.stores.FakeEventLog) and the DynamoDB
 adapter (stepwise.store.events) on moto, so the fake the rest of the suite leans on is held to the
@@ -63,6 +64,9 @@ class SeqReservation(RuleBasedStateMachine):
             answers = list(pool.map(lambda batch: self.log.append(TENANT, run_id, batch), tagged))
         ends: list[tuple[int, str]] = []
         for batch, appended in zip(tagged, answers, strict=True):
+            if not appended.events:  # refused: only a log that is done takes nothing more
+                assert self._done(run_id, answers)
+                continue
             seqs = [e.seq for e in appended.events]
             assert seqs == list(range(seqs[0], seqs[0] + len(batch))), seqs  # one contiguous range
             assert appended.followed is was_followed
@@ -70,7 +74,13 @@ class SeqReservation(RuleBasedStateMachine):
                 assert event.seq not in self.sent[run_id], f"seq {event.seq} handed out twice"
                 self.sent[run_id][event.seq] = (etype, data)
             ends.append((seqs[-1], batch[-1][0]))
-        self.last_type[run_id] = max(ends)[1]
+        if ends:
+            self.last_type[run_id] = max(ends)[1]
+
+    def _done(self, run_id: str, answers: list[Appended]) -> bool:
+        """The log was done already, or one of these batches ended it."""
+        ended = self.last_type.get(run_id) in TERMINAL_EVENTS
+        return ended or any(a.events and a.events[-1].type in TERMINAL_EVENTS for a in answers)
 
     @rule(run=st.integers(0, RUNS - 1))
     def follow(self, run: int) -> None:

@@ -95,7 +95,7 @@ def test_seqs_are_reserved_on_the_head_item_not_on_the_run_item(stack: LocalStac
     assert "event_seq" not in item and finished["status"] == "succeeded"
 
 
-def test_the_head_is_done_exactly_while_the_last_event_appended_is_terminal() -> None:
+def test_the_head_is_done_once_a_terminal_event_is_appended_and_takes_nothing_after() -> None:
     run_id = ids.new_id("run")
     events.emit_many(DEFAULT_TENANT, run_id, [("run_started", {}), ("step_started", {"step": 1})])
     head = log.head(DEFAULT_TENANT, run_id)
@@ -105,10 +105,13 @@ def test_the_head_is_done_exactly_while_the_last_event_appended_is_terminal() ->
     page = events.read(DEFAULT_TENANT, run_id, after=0)
     assert [e.seq for e in page.events] == [1, 2, 3] and page.next == 3 and page.done
 
-    # A descendant's event written to the log after its terminal one: the log is not done any more.
+    # Nothing is appended after the terminal event (a step in flight at a cancel, a descendant's wait
+    # mirrored after its root ended): the log stays done, so no follower waits on an ended run.
     events.emit(DEFAULT_TENANT, run_id, "approval_requested", {"interaction_id": "int_1"})
     late = events.read(DEFAULT_TENANT, run_id, after=3)
-    assert [e.seq for e in late.events] == [4] and not late.done
+    assert late.events == [] and late.done
+    head = log.head(DEFAULT_TENANT, run_id)
+    assert head is not None and (head.last_seq, head.done) == (3, True)
 
 
 def reserve_without_writing(run_id: str, count: int = 1, *, terminal: bool = False) -> None:

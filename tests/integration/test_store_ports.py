@@ -671,6 +671,21 @@ def test_the_head_holds_the_last_seq_handed_out_and_whether_it_is_terminal(
     assert backend.events.head(f"{tenant}_other", "run_1") is None
 
 
+def test_a_log_that_is_done_takes_no_more_events(backend: Backend, tenant: str) -> None:
+    """Issue 30's soak: a step in flight when its run was cancelled appended its tool_result after
+    run_cancelled and set `done` back to false, so followers of the ended run waited for ever."""
+    backend.events.append(tenant, "run_1", [("run_started", {}), ("run_cancelled", {})])
+
+    late = backend.events.append(tenant, "run_1", [("tool_result", {"tool_call_id": "c1"})])
+    again = backend.events.append(tenant, "run_1", [("run_completed", {})])
+
+    assert late.events == [] and again.events == []
+    head = backend.events.head(tenant, "run_1")
+    assert head is not None and (head.last_seq, head.done) == (2, True)
+    logged = backend.events.after(tenant, "run_1", 0, 10)
+    assert [e.type for e in logged] == ["run_started", "run_cancelled"]
+
+
 def test_an_append_after_a_follower_is_counted_says_it_is_followed(backend: Backend, tenant: str) -> None:
     assert backend.events.followed(tenant, "run_1") == Head(last_seq=0, done=False, moved_at=None)
     assert backend.events.head(tenant, "run_1") == Head(last_seq=0, done=False, moved_at=None)
@@ -750,3 +765,52 @@ def test_a_session_put_retried_after_its_answer_was_lost_is_the_same_new_session
     assert sessions.get(DEFAULT_TENANT, session_id).created_at == made.created_at
     with pytest.raises(Conflict):
         sessions.create(DEFAULT_TENANT, session_id, "agt_a", active_run_id="run_b")
+
+
+def test_an_answer_retried_after_its_answer_was_lost_still_wins(stack: LocalStack) -> None:
+    """Issue 30's soak: the retried update failed the `pending` condition its own first attempt had met,
+    so the winning answer was told it lost (the approver a 409, a child's parent never resumed)."""
+    tenant = f"t_{uuid.uuid4().hex[:12]}"
+    store = Backend(runs, run_context, sessions, agents, interactions, effects, events, results, described)
+    pause(store, tenant, "int_a")
+    with answer_lost_once("UpdateItem", "InteractionsTable") as lost:
+        won = interactions.answer(tenant, "int_a", {"outcome": "completed"}, key="k", by="run_child")
+
+    assert lost, "the fault was not injected"
+    assert won is True
+    assert interactions.answer(tenant, "int_a", {"outcome": "error"}, key="k2", by="run_other") is False
+    assert interactions.get(tenant, "int_a").answered_by == "run_child"
+
+
+def test_descendants_usage_is_added_once_per_key(backend: Backend, tenant: str) -> None:
+    new_run(tenant, backend)
+    end(backend, tenant, "run_1", "cancelled")
+    spent = Usage(input_tokens=100, output_tokens=10)
+
+    assert backend.runs.add_descendants_usage(tenant, "run_1", spent, key="report:run_c") is True
+    assert backend.runs.add_descendants_usage(tenant, "run_1", spent, key="report:run_c") is True  # again
+    assert backend.runs.add_descendants_usage(tenant, "run_1", spent, key="report:run_d") is True
+
+    assert backend.runs.get(tenant, "run_1").descendants_usage.input_tokens == 200
+
+
+@pytest.mark.parametrize(("operation", "add"), [("UpdateItem", "descendants"), ("TransactWriteItems", "own")])
+def test_an_ended_runs_usage_retried_after_its_answer_was_lost_counts_once(
+    stack: LocalStack, operation: str, add: str
+) -> None:
+    """Issue 30's soak: a late addition whose answer was lost was applied again by botocore's retry
+    (a plain ADD, or a read-then-write loop that read its own first write), so a tree counted twice."""
+    tenant = f"t_{uuid.uuid4().hex[:12]}"
+    runs.create(tenant, a_run())
+    assert runs.transition(tenant, "run_1", "cancelled", allowed_from=ACTIVE_STATUSES)
+    spent = Usage(input_tokens=100, output_tokens=10)
+    with answer_lost_once(operation, "RunsTable") as lost:
+        if add == "own":
+            assert runs.add_usage(tenant, "run_1", spent, []) is True
+        else:
+            assert runs.add_descendants_usage(tenant, "run_1", spent, key="late:run_c:1") is True
+
+    assert lost, "the fault was not injected"
+    ended = runs.get(tenant, "run_1")
+    counted = ended.usage if add == "own" else ended.descendants_usage
+    assert (counted.input_tokens, counted.output_tokens) == (100, 10)

@@ -14,10 +14,11 @@ import pytest
 from stepwise.agents.models import AgentCreate
 from stepwise.core.errors import AgentGone, NotFound, RunStateError
 from stepwise.core.schema import utcnow
-from stepwise.llm.models import ScriptTurn
+from stepwise.interactions.models import NewInteraction
+from stepwise.llm.models import ScriptTurn, Usage
 from stepwise.loop import await_, working
 from stepwise.loop.step import step, sync_answer
-from stepwise.runs import ports
+from stepwise.runs import delegation, ending, ports
 from stepwise.runs.ending import end_run
 from stepwise.runs.models import Run, RunError
 from stepwise.runs.state import CallRef, RunContext, RunState, Wait
@@ -352,3 +353,88 @@ def test_ending_a_waiting_run_closes_its_pauses_once(fakes: FakeStores) -> None:
     assert fakes.events.events(T, run.run_id)[-1].data["reason"] == "stopped by the user"
     assert fakes.sessions.get(T, run.session_id).active_run_id is None
     assert fakes.sessions.get(T, run.session_id).completed_runs == []  # only a success joins the history
+
+
+class Died(BaseException):
+    """The Lambda process dying: nothing in the ending catches it."""
+
+
+def test_an_ending_whose_writer_died_before_its_terminal_event_is_finished_by_the_next(
+    fakes: FakeStores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 30's soak: a Step killed between the terminal transition and the terminal event left a run
+    succeeded with no run_completed, and a delegated child's parent waiting for ever; the retried
+    Step's Failed state lost the transition and only handed the session on."""
+    run = seed(fakes, [{"tool_calls": [{"name": "ask_user", "arguments": {"q": "?"}}]}], [ASK])
+    paused = step(state(run))
+    assert isinstance(paused.wait, Wait)
+    fired: list[str] = []
+    monkeypatch.setattr(ending, "_on_run_complete", lambda *args: fired.append(args[3]))
+    call_back = ending._call_back
+
+    def dies(*args: Any) -> None:
+        raise Died
+
+    monkeypatch.setattr(ending, "_call_back", dies)
+    reason = RunError(code="cancelled", message="stopped by the user")
+    with pytest.raises(Died):
+        end_run(T, run.run_id, "cancelled", error=reason)
+    assert fakes.runs.get(T, run.run_id).status == "cancelled"
+    assert "run_cancelled" not in types(fakes, run)
+
+    monkeypatch.setattr(ending, "_call_back", call_back)
+    failure = RunError(code="RunStateError", message="the retried Step found the run ended")
+    assert end_run(T, run.run_id, "failed", error=failure) is False  # the Failed state after the retry
+
+    assert types(fakes, run).count("run_cancelled") == 1 and "run_failed" not in types(fakes, run)
+    assert fakes.events.events(T, run.run_id)[-1].data["reason"] == "stopped by the user"
+    assert fakes.interactions.get(T, paused.wait.interaction_id).status == "expired"
+    assert fakes.sessions.get(T, run.session_id).active_run_id is None
+    assert fired == ["cancelled"]
+
+    assert end_run(T, run.run_id, "failed", error=failure) is False  # a third ending changes nothing
+    assert types(fakes, run).count("run_cancelled") == 1 and fired == ["cancelled"]
+
+
+def test_a_childs_report_sent_again_counts_its_usage_on_an_ended_parent_once(fakes: FakeStores) -> None:
+    """The follow-through of an ending may run twice (its writer died, then `settle`): a child whose
+    parent ended first adds its spend to the parent's tree once, and never answers the closed wait."""
+    parent = seed(fakes, [{"text": "done"}])
+    wait = fakes.interactions.create(
+        T,
+        NewInteraction(
+            interaction_id=f"int_{parent.run_id}",
+            run_id=parent.run_id,
+            session_id=parent.session_id,
+            agent_id=parent.agent_id,
+            kind="delegation",
+            step=1,
+            tool_call_id="call_1",
+            tool_call_index=0,
+            tool_name="ask_child",
+            arguments={"message": "go"},
+            digest="d",
+            timeout_seconds=60,
+        ),
+    )
+    assert fakes.runs.transition(T, parent.run_id, "cancelled", allowed_from={"queued"})
+    fakes.interactions.close(T, wait.interaction_id, "expired")
+    child = fakes.runs.create(
+        T,
+        parent.model_copy(
+            update={
+                "run_id": f"{parent.run_id}_c",
+                "parent_run_id": parent.run_id,
+                "root_run_id": parent.run_id,
+                "parent_interaction_id": wait.interaction_id,
+                "usage": Usage(input_tokens=300, output_tokens=30),
+            }
+        ),
+    )
+    assert fakes.runs.transition(T, child.run_id, "cancelled", allowed_from={"queued"})
+
+    delegation.report(T, child)
+    delegation.report(T, child)
+
+    assert fakes.runs.get(T, parent.run_id).descendants_usage.input_tokens == 300
+    assert fakes.interactions.get(T, wait.interaction_id).status == "expired"

@@ -22,6 +22,7 @@ from pynamodb.attributes import (
     NumberAttribute,
     TTLAttribute,
     UnicodeAttribute,
+    UnicodeSetAttribute,
     UTCDateTimeAttribute,
     VersionAttribute,
 )
@@ -154,6 +155,7 @@ class RunItem(Model):
     root_session_id = UnicodeAttribute(null=True)
     children = ListAttribute(of=UnicodeAttribute, null=True)
     descendants_usage = JSONAttribute(null=True)
+    descendants_counted = UnicodeSetAttribute(null=True)  # the keys of the additions to it
     replay_of = UnicodeAttribute(null=True)
     trigger_id = UnicodeAttribute(null=True)
     metadata = JSONAttribute(null=True)
@@ -313,6 +315,7 @@ class InteractionItem(Model):
     answer_key = UnicodeAttribute(null=True)  # the Idempotency-Key the answer came with
     answered_by = UnicodeAttribute(null=True)
     answered_at = UTCDateTimeAttribute(null=True)
+    answer_write = UnicodeAttribute(null=True)  # the token of the write that answered (store.interactions)
     delivered = NumberAttribute(default=0)  # 1 once Step Functions has the answer
     created_at = UTCDateTimeAttribute()
     deadline = UTCDateTimeAttribute()

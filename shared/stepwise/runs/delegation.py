@@ -101,11 +101,19 @@ def report(tenant_id: str, child: Run) -> None:
     }
     if store.interactions.answer(tenant_id, child.parent_interaction_id, outcome, key=None, by=child.run_id):
         answers.deliver(tenant_id, child.parent_interaction_id)
+        return
+    waited = store.interactions.get(tenant_id, child.parent_interaction_id)
+    if waited.answered_by == child.run_id:
+        # This report's own answer (an ending finished again after its writer died): the parent may
+        # not have heard it yet.
+        if not waited.delivered:
+            answers.deliver(tenant_id, child.parent_interaction_id)
     elif child.parent_run_id is not None and ended.total_usage != Usage():
         # The parent ended first and stopped this child with it (its wait was closed): what the child
         # spent still counts in the parent's tree total. One level only: the parent's own report, which
         # comes after its children's, carries it further up.
-        store.runs.add_descendants_usage(tenant_id, child.parent_run_id, ended.total_usage)
+        key = f"report:{child.run_id}"
+        store.runs.add_descendants_usage(tenant_id, child.parent_run_id, ended.total_usage, key=key)
 
 
 def outcome_usage(outcome: dict[str, Any]) -> Usage:

@@ -1,8 +1,9 @@
 """The one way a run ends, whoever ends it: the Step that gets the final answer, the Failed state,
 a cancel, or the reconciler. The terminal transition decides (a conditional write: exactly one ending
-wins); the winner closes what the run waits on, writes the terminal event, hands the session on and
-fires OnRunComplete. A loser only makes sure the session was handed on (the winner may have died
-before it did)."""
+wins); the winner closes what the run waits on, stops its children, tells its parent, queues its
+webhook, writes the terminal event last, hands the session on and fires OnRunComplete. A loser
+finishes that follow-through when the winner died before the terminal event (`settle`), else only
+makes sure the session was handed on."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from aws_lambda_powertools import Logger
 from stepwise.core import aws, observability, tracing
 from stepwise.core.errors import NotFound
 from stepwise.interactions.models import Interaction
+from stepwise.llm.models import Usage
 from stepwise.runs import delegation, events, late, shares
 from stepwise.runs.hooks import fire
 from stepwise.runs.models import ACTIVE_STATUSES, EventType, Run, RunError, RunStatus
@@ -68,7 +70,7 @@ def end_run(
     run = store.runs.get(tenant_id, run_id)
     events.flush()  # what the run did is in its log before its status says it ended
     if not store.runs.transition(tenant_id, run_id, status, allowed_from=ACTIVE_STATUSES, **fields):
-        _hand_on(tenant_id, run.session_id, run_id)
+        settle(tenant_id, run_id)
         return False
     marked = store.run_context.mark_ended(tenant_id, run_id)
     if marked.version > context.version:
@@ -78,35 +80,67 @@ def end_run(
         late.count(tenant_id, run_id, late.minus(marked.usage, context.usage), [])
     shares.leave(tenant_id, run_id)  # a step share it held between steps or in a failed one
     tracing.run_ended(tenant_id, run, status, usage=context.usage, error_code=error.code if error else None)
+    if status == "succeeded":
+        observability.run_succeeded()
+    elif error is not None and status != "cancelled":
+        observability.run_failed(error.code)
+    ended = run.model_copy(update={"status": status, "output": output, "error": error})
+    # What the transition just copied onto the run, without reading it back.
+    _follow_through(tenant_id, ended, _ending_data(ended, context.steps, context.usage))
+    return True
+
+
+def settle(tenant_id: str, run_id: str) -> None:
+    """After an ending this call did not win: finish that ending if its winner died before its
+    terminal event was written (a Lambda killed mid-ending; the retried Step, the Failed state, a
+    cancel or the reconciler then comes here), else only make sure the session was handed on. Every
+    part of the follow-through is idempotent, so a winner still at work and this call may both do it."""
+    store = stores()
+    run = store.runs.get(tenant_id, run_id)
+    head = store.events.head(tenant_id, run_id)
+    if not run.done or (head is not None and head.done):
+        _hand_on(tenant_id, run.session_id, run_id)
+        return
+    logger.warning("finishing an ending whose writer stopped midway", extra={"run_id": run_id})
+    _follow_through(tenant_id, run, _ending_data(run, run.steps, run.usage))
+
+
+def _ending_data(run: Run, steps: int, usage: Usage) -> dict[str, Any]:
+    if run.status == "succeeded":
+        return {"output": run.output, "steps": steps, "usage": usage.model_dump()}
+    data: dict[str, Any] = {"error": run.error.model_dump() if run.error else None}
+    if run.status == "cancelled":
+        data["reason"] = run.error.message if run.error else None
+    return data
+
+
+def _follow_through(tenant_id: str, run: Run, data: dict[str, Any]) -> None:
+    """What an ended run owes the world, in an order that lets `settle` finish it: the terminal event
+    comes after everything a waiter needs (its waits closed, its children stopped, its parent or
+    workflow told, its webhook queued), so a log without it means the ending is not finished. Each
+    step is idempotent: conditional writes, keyed deliveries, task tokens that answer once."""
+    store = stores()
+    run_id, status = run.run_id, run.status
     waited = store.interactions.for_run(tenant_id, run_id, "pending")
     for pending in waited:
         store.interactions.close(tenant_id, pending.interaction_id, "expired")  # its links now answer 410
     _stop_children(tenant_id, run_id, [w for w in waited if w.kind == "delegation"])
     if run.kind == "workflow" and status != "succeeded":
-        _stop_node_runs(tenant_id, run_id, context.children)
+        _stop_node_runs(tenant_id, run_id, list(store.run_context.load(tenant_id, run_id).children))
     if status == "succeeded":
-        observability.run_succeeded()
         with contextlib.suppress(NotFound):
             store.sessions.complete_run(tenant_id, run.session_id, run_id)
-    elif error is not None and status != "cancelled":
-        observability.run_failed(error.code)
-    data: dict[str, Any]
-    if status == "succeeded":
-        # What the transition just copied onto the run, without reading it back.
-        data = {"output": output, "steps": context.steps, "usage": context.usage.model_dump()}
-    else:
-        data = {"error": error.model_dump() if error else None}
-        if status == "cancelled":
-            data["reason"] = error.message if error else None
     terminal = _terminal_event(status)
-    events.emit(tenant_id, run_id, terminal, data)
-    # Keyed on the ending itself: only the ending that won the transition gets here, once per run.
+    # Keyed on the ending itself: a second follow-through of the same ending queues nothing more.
     enqueue(tenant_id, run.target(), terminal, {"status": status, **data}, key="ending", at=run.created_at)
     delegation.report(tenant_id, run)  # a child's parent resumes with its outcome
-    _call_back(run, status, error)  # an eval case's EvalRun execution (or a workflow's node) goes on
+    _call_back(run, status, run.error)  # an eval case's EvalRun execution (or a workflow's node) goes on
+    events.flush()
+    # A log that is done takes nothing more (store.events): only one follow-through writes it.
+    wrote = bool(events.emit_many(tenant_id, run_id, [(terminal, data)]))
     _hand_on(tenant_id, run.session_id, run_id)
-    _on_run_complete(tenant_id, run.agent_id, run_id, status, output)
-    return True
+    if wrote:
+        _on_run_complete(tenant_id, run.agent_id, run_id, status, run.output)
 
 
 def _call_back(run: Run, status: RunStatus, error: RunError | None = None) -> None:

@@ -11,6 +11,7 @@ is paid for after that report is on the child and the usage API, not on the acti
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from stepwise.llm.models import Usage
@@ -42,6 +43,7 @@ def count(tenant_id: str, run_id: str, spent: Usage, lines: list[dict[str, Any]]
 
 def _to_ancestors(tenant_id: str, run_id: str, spent: Usage) -> None:
     store = stores()
+    key = f"late:{run_id}:{uuid.uuid4().hex}"  # one addition: a retried write of it adds nothing
     parent = store.runs.get(tenant_id, run_id).parent_run_id
-    while parent is not None and store.runs.add_descendants_usage(tenant_id, parent, spent):
+    while parent is not None and store.runs.add_descendants_usage(tenant_id, parent, spent, key=key):
         parent = store.runs.get(tenant_id, parent).parent_run_id

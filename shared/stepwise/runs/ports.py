@@ -85,8 +85,9 @@ class RunStore(Protocol):
         write; False when the run is gone or not ended."""
         ...
 
-    def add_descendants_usage(self, tenant_id: str, run_id: str, usage: Usage) -> bool:
-        """Add to an ended run's `descendants_usage`; False when the run is gone or still active."""
+    def add_descendants_usage(self, tenant_id: str, run_id: str, usage: Usage, *, key: str) -> bool:
+        """Add to an ended run's `descendants_usage`, once per `key`; False when the run is gone or
+        still active."""
         ...
 
     def list_runs(

@@ -29,12 +29,14 @@ def append(tenant_id: str, run_id: str, events: list[tuple[EventType, dict[str, 
     expires = now + timedelta(days=config.runtime().events_ttl_days)
     key = tenant_key(tenant_id, run_id)
     head = RunHeadItem(key, HEAD_SEQ)
-    # One atomic ADD hands this batch its seqs. `done` follows the batch's last event, so the log is
-    # done exactly while its last reserved event is terminal (as the reader's old "last event" check was).
-    # The update returns the whole head, `followers` included: no read to learn whether anyone follows.
-    # A log that is done still takes events: a descendant's wait mirrored into its root's log after the
-    # root's terminal event reopens it (test_follow). The soak found the other side (a step in flight at
-    # a cancel appending after run_cancelled keeps followers waiting): open, see DECISIONS "The soak".
+    # One atomic ADD hands this batch its seqs; `done` is set by the batch that ends with the terminal
+    # event. The update returns the whole head, `followers` included: no read to learn whether anyone
+    # follows. A log that is done takes nothing more, so it ends with exactly one terminal event: a
+    # step still in flight when its run was cancelled used to append its tool_result after
+    # run_cancelled and set `done` back to false, so followers waited on a run that had ended (issue
+    # 30's soak); a descendant's wait mirrored into a root that has ended is dropped the same way (the
+    # descendant's own log keeps it). What is said after the end is not narrated; its usage still
+    # counts (stepwise.runs.late).
     # The token makes the reservation idempotent: botocore retries a request whose answer was lost (a
     # timeout), and the retry of an applied ADD reserved a second range, leaving a hole that readers
     # wait HOLE_GRACE on. The retry now fails its condition, and the head still holding our token means
@@ -49,7 +51,8 @@ def append(tenant_id: str, run_id: str, events: list[tuple[EventType, dict[str, 
                 RunHeadItem.reservation.set(token),
                 RunHeadItem.expires_at.set(expires),
             ],
-            condition=RunHeadItem.reservation.does_not_exist() | (RunHeadItem.reservation != token),
+            condition=(RunHeadItem.done.does_not_exist() | (RunHeadItem.done == False))  # noqa: E712
+            & (RunHeadItem.reservation.does_not_exist() | (RunHeadItem.reservation != token)),
         )
     except UpdateError as exc:
         if not condition_failed(exc):

@@ -3,6 +3,8 @@ pending → answered, so exactly one answer wins however many arrive."""
 
 from __future__ import annotations
 
+import contextlib
+import uuid
 from datetime import timedelta
 from typing import Any
 
@@ -91,11 +93,15 @@ def attach_token(tenant_id: str, interaction_id: str, token: str) -> Interaction
 def answer(
     tenant_id: str, interaction_id: str, answer: dict[str, Any], *, key: str | None, by: str | None
 ) -> bool:
-    """pending → answered. True for the one answer that wins; False when it was no longer pending."""
+    """pending → answered. True for the one answer that wins; False when it was no longer pending.
+    The write carries a token of its own: botocore retries a write whose answer was lost, and that
+    retry fails the condition its first attempt met; the token on the item says the win was ours."""
     bind()
+    token = uuid.uuid4().hex
     try:
         InteractionItem(tenant_id, interaction_id).update(
             actions=[
+                InteractionItem.answer_write.set(token),
                 InteractionItem.status.set("answered"),
                 InteractionItem.answer.set(answer),
                 InteractionItem.answer_key.set(key) if key else InteractionItem.answer_key.remove(),
@@ -106,6 +112,8 @@ def answer(
         )
     except UpdateError as exc:
         if condition_failed(exc):
+            with contextlib.suppress(NotFound):
+                return _item(tenant_id, interaction_id).answer_write == token
             return False
         raise
     return True

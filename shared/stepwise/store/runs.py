@@ -446,19 +446,15 @@ def add_usage(tenant_id: str, run_id: str, usage: Usage, lines: list[dict[str, A
         actions.append(RunItem.cost_usd.add(usage.cost_usd))
     condition = RunItem.run_id.exists() & RunItem.status.is_in(*TERMINAL_STATUSES)
     item = RunItem(tenant_id, run_id)
-    try:
-        if lines:
-            from stepwise.usage import counters
+    from stepwise.usage import counters
 
-            with TransactWrite(connection=connection()) as tx:
-                tx.update(item, actions=actions, condition=condition)
+    # A transaction even without lines: botocore gives it a ClientRequestToken, so a retry of a write
+    # that was applied (its answer lost) is not added twice, as a plain ADD would be.
+    try:
+        with TransactWrite(connection=connection()) as tx:
+            tx.update(item, actions=actions, condition=condition)
+            if lines:
                 counters.count(tx, tenant_id, lines)
-        else:
-            item.update(actions=actions, condition=condition)
-    except UpdateError as exc:
-        if condition_failed(exc):
-            return False
-        raise
     except TransactWriteError as exc:
         if quotas.refused_by(exc, 0):
             return False
@@ -466,20 +462,27 @@ def add_usage(tenant_id: str, run_id: str, usage: Usage, lines: list[dict[str, A
     return True
 
 
-def add_descendants_usage(tenant_id: str, run_id: str, usage: Usage) -> bool:
+def add_descendants_usage(tenant_id: str, run_id: str, usage: Usage, *, key: str) -> bool:
     """Add to an ended run's `descendants_usage` (a JSON attribute: read, then written on condition
-    that it is unchanged, again on a lost race). False when the run is gone or still active: an
-    active run's counters are its context's, which only its own Steps write."""
+    that it is unchanged, again on a lost race), once per `key`: the key joins `descendants_counted`
+    in the same write, so a retry whose first write was applied (its answer lost), or a report sent
+    again, adds nothing. False when the run is gone or still active: an active run's counters are its
+    context's, which only its own Steps write."""
     bind()
     for _ in range(8):
         try:
             item = RunItem.get(
-                tenant_id, run_id, consistent_read=True, attributes_to_get=["status", "descendants_usage"]
+                tenant_id,
+                run_id,
+                consistent_read=True,
+                attributes_to_get=["status", "descendants_usage", "descendants_counted"],
             )
         except DoesNotExist:
             return False
         if item.status not in TERMINAL_STATUSES:
             return False
+        if key in (item.descendants_counted or set()):
+            return True  # this addition is there already
         before = item.descendants_usage
         after = (Usage.model_validate(before or {}) + usage).model_dump(mode="json")
         condition = RunItem.status.is_in(*TERMINAL_STATUSES) & (
@@ -489,11 +492,12 @@ def add_descendants_usage(tenant_id: str, run_id: str, usage: Usage) -> bool:
         )
         try:
             RunItem(tenant_id, run_id).update(
-                actions=[RunItem.descendants_usage.set(after)], condition=condition
+                actions=[RunItem.descendants_usage.set(after), RunItem.descendants_counted.add({key})],
+                condition=condition,
             )
         except UpdateError as exc:
             if condition_failed(exc):
-                continue  # another addition won: read it again
+                continue  # another addition won, or this one was applied: read it again
             raise
         return True
     raise RuntimeError(f"run {run_id}: descendants_usage kept changing under eight additions")
