@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.shared.cookies import Cookie, SameSite
 
@@ -27,6 +28,7 @@ OPENED = "oauth_flow_opened"  # the start link was opened before (410)
 EXPIRED = "oauth_flow_expired"  # the start link's 10 minutes are over (410)
 
 PAGE: dict[str, Any] = {HTML: {"schema": {"type": "string"}}}
+logger = Logger(service="stepwise")
 
 
 def start_responses() -> dict[int, Any]:
@@ -60,6 +62,8 @@ def start(query: Mapping[str, str]) -> Response[str]:
     try:
         opened = open_flow(DynamoGrantStore(), flow)
     except StateRejected as exc:
+        # A link opened twice is a link passed on (or a prefetching mail scanner): worth an operator's eye.
+        logger.warning("OAuth start link refused", extra={"problem": exc.problem})
         if exc.problem == "unknown":
             return page(403, "This authorization was not started by Stepwise.", code=UNKNOWN)
         if exc.problem == "expired":
