@@ -107,8 +107,8 @@ def create_trigger(ctx: Context) -> int:
         lines = [f"created trigger {trigger.get('trigger_id')}: mail to {trigger.get('address')} starts it"]
     else:
         lines = [
-            f"created trigger {trigger.get('trigger_id')} ({kind}); open this to authorize the mailbox "
-            "(valid 10 minutes):",
+            f"created trigger {trigger.get('trigger_id')} ({kind}); open this to authorize the mailbox, "
+            "in the browser you sign in with (it opens once, within 10 minutes):",
             str(trigger.get("authorization_url")),
         ]
     ctx.show(trigger, lines)

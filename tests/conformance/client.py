@@ -5,9 +5,10 @@
 It runs what Stepwise runs, not the SDK's own client loop: discovery and tools/call from
 stepwise.mcp.client (through the SSRF guard, loopback allowed), and for the `auth/*` scenarios the
 server-side OAuth flow of stepwise.mcp.authorization with an in-memory grant store. Where Stepwise
-hands a person the authorization URL, this command plays the person: it opens the URL, and the
-suite's authorization server approves at once and redirects to the callback, whose `code` and `state`
-go to `take` and `exchange` just as the API's callback does.
+hands a person its start link, this command plays the person and their browser: it opens the link as
+the start route does (`open_flow`: the flow's cookie and the authorization server's URL), opens that
+URL, and the suite's authorization server approves at once and redirects to the callback, whose `code`
+and `state` go, with the cookie's nonce, to `take` and `exchange` just as the API's callback does.
 
 Exit status 0 when the scenario ran to its end, 1 when Stepwise's client failed it, 2 for a scenario
 Stepwise has no client for (OAuth client credentials: Stepwise acts for a person, with their consent).
@@ -25,7 +26,7 @@ from urllib.parse import parse_qs, urlparse
 import httpx
 
 from stepwise.core.schema import utcnow
-from stepwise.mcp.authorization import authorize, exchange, take, token_source
+from stepwise.mcp.authorization import authorize, exchange, open_flow, take, token_source
 from stepwise.mcp.client import McpFailure, call_tool, discover
 from stepwise.mcp.models import McpOAuth, McpServer, McpTool
 from stepwise.mcp.oauth import NEEDS_AUTHORIZATION, OAuthFailure
@@ -88,8 +89,9 @@ def authorized_session(url: str) -> int:
             timeout=TIMEOUT,
         )
         log.info("authorization %d: %s", attempt, link)
-        params = approve(link)
-        record = take(store, params["state"])
+        opened = open_flow(store, parse_qs(urlparse(link).query)["flow"][0])
+        params = approve(opened.authorization_url)
+        record = take(store, params["state"], opened.cookie.value)
         exchange(store, record, params["code"], iss=params.get("iss"), allow_hosts=ALLOW_HOSTS)
         try:
             tools = discover(server, allow_hosts=ALLOW_HOSTS, timeout=TIMEOUT, token=token)

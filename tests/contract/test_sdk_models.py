@@ -32,13 +32,15 @@ NOT_MODELLED = {
     "ToolIn",
     "ResumeIn",
 }
-# Routes for browsers and Slack, not for apps (the approval pages, the web console and its files, the page
-# an MCP authorization server sends a person back to); the SSE stream carries what `runs.events` long-polls.
+# Routes for browsers and Slack, not for apps (the approval pages, the web console and its files, the link
+# a person opens to authorize an MCP server and the page its authorization server sends them back to);
+# the SSE stream carries what `runs.events` long-polls.
 NOT_IN_SDK = {
     ("GET", "/v1/console"),
     ("GET", "/v1/console/{asset}"),
     ("GET", "/v1/approvals/{token}"),
     ("POST", "/v1/approvals/{token}"),
+    ("GET", "/v1/integrations/mcp/oauth/start"),
     ("GET", "/v1/integrations/mcp/oauth/callback"),
     ("POST", "/v1/integrations/slack/interactions"),
     ("GET", "/v1/runs/{run_id}/stream"),
@@ -53,11 +55,14 @@ NOT_IN_SDK = {
     ("POST", "/v1/triggers/{trigger_id}/in"),
     # SES's mail, posted by SNS to the public route.
     ("POST", "/v1/integrations/ses"),
-    # Gmail's Pub/Sub pushes, and the page Google sends a person back to.
+    # Gmail's Pub/Sub pushes, the link a person opens to authorize, and the page Google sends them back to.
     ("POST", "/v1/integrations/gmail/push"),
+    ("GET", "/v1/integrations/gmail/oauth/start"),
     ("GET", "/v1/integrations/gmail/oauth/callback"),
-    # Microsoft Graph's notifications, and the page Microsoft sends a person back to.
+    # Microsoft Graph's notifications, the link a person opens to authorize, and the page Microsoft sends
+    # them back to.
     ("POST", "/v1/integrations/outlook/notify"),
+    ("GET", "/v1/integrations/outlook/oauth/start"),
     ("GET", "/v1/integrations/outlook/oauth/callback"),
 }
 # Fields the SDK reads as an open enum (the spec's values, or any other string a newer server sends).

@@ -188,6 +188,9 @@ def test_public_routes_answer_without_a_key(base_url: str, method: str, path: st
         ("GET", "/v1/approvals/{token}"): 403,
         ("POST", "/v1/approvals/{token}"): 403,
         ("POST", "/v1/integrations/slack/interactions"): 404,  # the e2e stack has no Slack secret
+        ("GET", "/v1/integrations/mcp/oauth/start"): 400,  # no flow: opens no authorization
+        ("GET", "/v1/integrations/gmail/oauth/start"): 400,
+        ("GET", "/v1/integrations/outlook/oauth/start"): 400,
         ("GET", "/v1/integrations/mcp/oauth/callback"): 400,  # no state: matches no authorization
         ("GET", "/v1/integrations/gmail/oauth/callback"): 400,  # no state, as MCP's
         ("GET", "/v1/integrations/outlook/oauth/callback"): 400,

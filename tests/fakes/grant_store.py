@@ -3,13 +3,22 @@ needs no DynamoDB. It keeps what the real one keeps, minus the encryption."""
 
 from __future__ import annotations
 
-from stepwise.mcp.authorization import GrantKey, PendingAuthorization, StateRejected, StoredGrant
+from dataclasses import dataclass
+
+from stepwise.mcp.authorization import GrantKey, PendingAuthorization, StateRejected, StoredGrant, same_nonce
+
+
+@dataclass
+class _Pending:
+    record: PendingAuthorization
+    nonce_hash: str | None = None  # set once, when its start link is opened
+    used: bool = False
 
 
 class MemoryGrantStore:
     def __init__(self) -> None:
         self.grants: dict[tuple[str, GrantKey], StoredGrant] = {}
-        self.pending: dict[str, tuple[PendingAuthorization, bool]] = {}  # state hash -> (record, used)
+        self.pending: dict[str, _Pending] = {}  # by state hash
 
     def load(self, tenant_id: str, key: GrantKey) -> StoredGrant | None:
         return self.grants.get((tenant_id, key))
@@ -23,14 +32,26 @@ class MemoryGrantStore:
     def put_pending(self, state_hash: str, record: PendingAuthorization) -> None:
         if state_hash in self.pending:
             raise ValueError("a state is issued once")
-        self.pending[state_hash] = (record, False)
+        self.pending[state_hash] = _Pending(record)
 
-    def take_pending(self, state_hash: str) -> PendingAuthorization:
+    def open_pending(self, state_hash: str, nonce_hash: str) -> PendingAuthorization:
+        found = self._unused(state_hash)
+        if found.nonce_hash is not None:
+            raise StateRejected("opened")
+        found.nonce_hash = nonce_hash
+        return found.record
+
+    def take_pending(self, state_hash: str, nonce_hash: str | None) -> PendingAuthorization:
+        found = self._unused(state_hash)
+        if not same_nonce(found.nonce_hash, nonce_hash):
+            raise StateRejected("unbound")
+        found.used = True
+        return found.record
+
+    def _unused(self, state_hash: str) -> _Pending:
         found = self.pending.get(state_hash)
         if found is None:
             raise StateRejected("unknown")
-        record, used = found
-        if used:
+        if found.used:
             raise StateRejected("used")
-        self.pending[state_hash] = (record, True)
-        return record
+        return found

@@ -36,6 +36,9 @@ class FakeOAuthMcpServer(FakeMcpServer):
         self.registration = registration
         self.required_scope: str | None = None
         self.authorization_server: str | None = None
+        # Where a browser is sent to approve, when not the issuer's origin (e.g. `localhost` for the same
+        # server: another site than the API's 127.0.0.1, as a real authorization server is)
+        self.authorize_origin: str | None = None
         self.clients: dict[str, dict[str, Any]] = {}
         self.codes: dict[str, dict[str, Any]] = {}
         self.access: dict[str, tuple[float, str]] = {}  # token -> (expires at, scope)
@@ -115,7 +118,7 @@ class FakeOAuthMcpServer(FakeMcpServer):
     async def _metadata(self, request: Request) -> Response:
         metadata: dict[str, Any] = {
             "issuer": self.origin,
-            "authorization_endpoint": f"{self.origin}/authorize",
+            "authorization_endpoint": f"{self.authorize_origin or self.origin}/authorize",
             "token_endpoint": f"{self.origin}/token",
             "response_types_supported": ["code"],
             "grant_types_supported": ["authorization_code", "refresh_token"],

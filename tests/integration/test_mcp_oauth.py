@@ -1,17 +1,17 @@
 """MCP servers behind OAuth on the local stack, against an MCP server and its authorization server on
 loopback (tests.fakes.oauth_server): registration answers an authorization URL, the public callback
 stores the tokens encrypted, calls refresh them before expiry, a revoked grant turns the server into
-`needs_authorization`, and a state works once, for the server it was issued for.
+`needs_authorization`, and a state works once, for the server it was issued for, in the browser that
+opened its start link (tests.integration.oauth_browser plays the person).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import parse_qs, urlparse
+from urllib.parse import urlparse
 
 import boto3
-import httpx
 import pytest
 
 from stepwise import mcp
@@ -22,9 +22,11 @@ from stepwise.core import config
 from stepwise_local.stack import DEFAULT_TENANT, LocalStack
 from tests.fakes.mcp_server import FakeMcpServer
 from tests.fakes.oauth_server import SCOPES, FakeOAuthMcpServer
+from tests.integration.oauth_browser import Browser, parsed_cookie, query_of
 from tests.integration.support import OTHER_KEY
 
 CALLBACK = "/v1/integrations/mcp/oauth/callback"
+START = "/v1/integrations/mcp/oauth/start"
 
 
 @pytest.fixture
@@ -32,6 +34,13 @@ def fake() -> Iterator[FakeOAuthMcpServer]:
     server = FakeOAuthMcpServer()
     yield server
     server.close()
+
+
+@pytest.fixture
+def person(stack: LocalStack) -> Iterator[Browser]:
+    browser = Browser(stack)
+    yield browser
+    browser.close()
 
 
 def new_agent(stack: LocalStack, key: str | None = None) -> str:
@@ -50,19 +59,14 @@ def register(
     return status, answer
 
 
-def approve(authorization_url: str) -> dict[str, str]:
-    """What a person's browser does: open the link; the fake approves at once and redirects back."""
-    response = httpx.get(authorization_url, follow_redirects=False)
-    assert response.status_code == 302, response.text
-    location = urlparse(response.headers["location"])
-    assert location.path == CALLBACK
-    return {k: v[0] for k, v in parse_qs(location.query).items()}
+def approve(person: Browser, authorization_url: str) -> dict[str, str]:
+    """What a person's browser does: open the start link, on to the authorization server, which approves
+    at once and redirects back to the callback (its query, not yet followed)."""
+    return person.approve(authorization_url)
 
 
-def callback(stack: LocalStack, params: dict[str, str]) -> tuple[int, str]:
-    query = "&".join(f"{k}={v}" for k, v in params.items())
-    status, _, page = stack.invoke_api("GET", f"{CALLBACK}?{query}", key=None)
-    return status, str(page)
+def callback(person: Browser, params: dict[str, str]) -> tuple[int, str]:
+    return person.callback(CALLBACK, params)
 
 
 def server_view(stack: LocalStack, agent_id: str, key: str | None = None) -> Any:
@@ -81,22 +85,30 @@ def authorized(stack: LocalStack, fake: FakeOAuthMcpServer, **auth: Any) -> str:
     agent_id = new_agent(stack)
     status, body = register(stack, agent_id, fake.url, **auth)
     assert status == 201, body
-    status, page = callback(stack, approve(body["authorization_url"]))
+    person = Browser(stack)
+    try:
+        status, page = callback(person, approve(person, body["authorization_url"]))
+    finally:
+        person.close()
     assert status == 200, page
     return agent_id
 
 
-def test_registration_authorization_and_calls_end_to_end(stack: LocalStack, fake: FakeOAuthMcpServer) -> None:
+def test_registration_authorization_and_calls_end_to_end(
+    stack: LocalStack, fake: FakeOAuthMcpServer, person: Browser
+) -> None:
     # When a server behind OAuth is registered
     agent_id = new_agent(stack)
     status, body = register(stack, agent_id, fake.url)
 
-    # Then it waits for a person, with a link to the authorization server found from the server's metadata
+    # Then it waits for a person, with Stepwise's start link, which sends them on to the authorization
+    # server found from the server's metadata
     assert status == 201, body
     assert body["status"] == "needs_authorization" and body["tools"] == []
     assert body["auth"] == {"type": "oauth", "scopes": None, "client_id": None}
-    link = urlparse(body["authorization_url"])
-    query = {k: v[0] for k, v in parse_qs(link.query).items()}
+    assert urlparse(body["authorization_url"]).path == START
+    link = urlparse(person.open(body["authorization_url"]))
+    query = query_of(link.geturl())
     assert f"{link.scheme}://{link.netloc}{link.path}" == f"{fake.origin}/authorize"
     assert query["code_challenge_method"] == "S256" and len(query["code_challenge"]) == 43
     assert query["resource"] == fake.url and query["scope"] == " ".join(SCOPES)
@@ -105,7 +117,7 @@ def test_registration_authorization_and_calls_end_to_end(stack: LocalStack, fake
     assert fake.clients[query["client_id"]]["client_name"] == DEFAULT_TENANT
 
     # When the person approves and the authorization server sends them back
-    status, page = callback(stack, approve(body["authorization_url"]))
+    status, page = callback(person, query_of(person.get(link.geturl()).headers["location"]))
 
     # Then the server is connected and its tools were discovered with the new token
     assert status == 200 and "Connected" in page and "3 tools found" in page
@@ -130,32 +142,35 @@ def test_registration_authorization_and_calls_end_to_end(stack: LocalStack, fake
 
 
 def test_a_state_is_single_use_and_unknown_ones_are_refused(
-    stack: LocalStack, fake: FakeOAuthMcpServer
+    stack: LocalStack, fake: FakeOAuthMcpServer, person: Browser
 ) -> None:
     agent_id = new_agent(stack)
     _, body = register(stack, agent_id, fake.url)
-    params = approve(body["authorization_url"])
-    assert callback(stack, params)[0] == 200
+    params = approve(person, body["authorization_url"])
+    assert callback(person, params)[0] == 200
 
     # The same callback again is refused (410), and a state Stepwise never issued is forbidden (403)
-    again, page = callback(stack, params)
+    again, page = callback(person, params)
     assert again == 410 and "used already" in page
-    assert callback(stack, {**params, "state": "forged-state-value"})[0] == 403
-    assert callback(stack, {"code": "x"})[0] == 400
+    assert callback(person, {**params, "state": "forged-state-value"})[0] == 403
+    assert callback(person, {"code": "x"})[0] == 400
 
 
 def test_another_tenants_state_cannot_authorize_its_server(
-    stack: LocalStack, fake: FakeOAuthMcpServer
+    stack: LocalStack, fake: FakeOAuthMcpServer, person: Browser
 ) -> None:
     # Given two tenants, each registering a server behind the same authorization server
     ours, theirs = new_agent(stack), new_agent(stack, OTHER_KEY)
     _, mine = register(stack, ours, fake.url)
     _, other = register(stack, theirs, fake.url, key=OTHER_KEY)
 
-    # When our state comes back with the code the authorization server issued for the other tenant's flow
-    their_code = approve(other["authorization_url"])["code"]
-    our_state = approve(mine["authorization_url"])["state"]
-    status, page = callback(stack, {"code": their_code, "state": our_state})
+    # When our state comes back, in our browser, with the code the authorization server issued for the
+    # other tenant's flow
+    their_person = Browser(stack)
+    their_code = approve(their_person, other["authorization_url"])["code"]
+    their_person.close()
+    our_state = approve(person, mine["authorization_url"])["state"]
+    status, page = callback(person, {"code": their_code, "state": our_state})
 
     # Then the token endpoint refuses it (the code is bound to their PKCE verifier and client)
     assert status == 400 and "refused the code" in page
@@ -183,7 +198,7 @@ def test_a_token_about_to_expire_is_refreshed_before_the_call(stack: LocalStack)
 
 
 def test_revoked_tokens_make_the_server_need_authorization_again(
-    stack: LocalStack, fake: FakeOAuthMcpServer
+    stack: LocalStack, fake: FakeOAuthMcpServer, person: Browser
 ) -> None:
     agent_id = authorized(stack, fake)
     assert call(agent_id).error is None
@@ -203,7 +218,7 @@ def test_revoked_tokens_make_the_server_need_authorization_again(
     # When a person authorizes again from a new link
     status, _, again = stack.invoke_api("POST", f"/v1/agents/{agent_id}/mcp-servers/linear/authorize")
     assert status == 200 and again["authorization_url"]
-    assert callback(stack, approve(again["authorization_url"]))[0] == 200
+    assert callback(person, approve(person, again["authorization_url"]))[0] == 200
 
     # Then calls work again, with the same registered client (no second registration)
     assert server_view(stack, agent_id)["status"] == "ready"
@@ -212,7 +227,7 @@ def test_revoked_tokens_make_the_server_need_authorization_again(
 
 
 def test_more_scopes_asked_by_the_server_mean_a_new_authorization(
-    stack: LocalStack, fake: FakeOAuthMcpServer
+    stack: LocalStack, fake: FakeOAuthMcpServer, person: Browser
 ) -> None:
     agent_id = authorized(stack, fake, scopes=["mcp:read"])
     fake.required_scope = "mcp:admin"
@@ -221,7 +236,7 @@ def test_more_scopes_asked_by_the_server_mean_a_new_authorization(
 
     assert result.error.code == "mcp_needs_authorization" and "mcp:admin" in result.error.message
     _, _, again = stack.invoke_api("POST", f"/v1/agents/{agent_id}/mcp-servers/linear/authorize")
-    scope = parse_qs(urlparse(again["authorization_url"]).query)["scope"][0]
+    scope = query_of(person.open(again["authorization_url"]))["scope"]
     assert scope.split() == ["mcp:read", "mcp:admin"]  # the earlier grant plus what is asked for
 
 
@@ -314,16 +329,16 @@ def grant_items(agent_id: str) -> list[str]:
 
 
 def test_a_callback_for_a_removed_server_is_gone_and_stores_nothing(
-    stack: LocalStack, fake: FakeOAuthMcpServer
+    stack: LocalStack, fake: FakeOAuthMcpServer, person: Browser
 ) -> None:
     # Given an authorization started, then the server removed before the person approved
     agent_id = new_agent(stack)
     _, body = register(stack, agent_id, fake.url)
-    params = approve(body["authorization_url"])
+    params = approve(person, body["authorization_url"])
     assert stack.invoke_api("DELETE", f"/v1/agents/{agent_id}/mcp-servers/linear")[0] == 204
 
     # When the authorization server sends the person back
-    status, page = callback(stack, params)
+    status, page = callback(person, params)
 
     # Then the link is gone (410), the code was never exchanged and no grant is kept for the server
     assert status == 410 and "Not connected" in page and "was removed" in page
@@ -332,18 +347,18 @@ def test_a_callback_for_a_removed_server_is_gone_and_stores_nothing(
 
 
 def test_a_callback_for_a_server_removed_and_registered_again_does_not_authorize_the_new_one(
-    stack: LocalStack, fake: FakeOAuthMcpServer
+    stack: LocalStack, fake: FakeOAuthMcpServer, person: Browser
 ) -> None:
     # Given an authorization started, then the server removed and registered again under its name
     agent_id = new_agent(stack)
     _, first = register(stack, agent_id, fake.url)
-    params = approve(first["authorization_url"])
+    params = approve(person, first["authorization_url"])
     assert stack.invoke_api("DELETE", f"/v1/agents/{agent_id}/mcp-servers/linear")[0] == 204
     _, again = register(stack, agent_id, fake.url)
     assert again["status"] == "needs_authorization"
 
     # When the first link comes back
-    status, page = callback(stack, params)
+    status, page = callback(person, params)
 
     # Then it is gone (410) and the new registration stays unauthorized: the code was never exchanged
     assert status == 410 and "was removed" in page
@@ -351,24 +366,24 @@ def test_a_callback_for_a_server_removed_and_registered_again_does_not_authorize
     assert server_view(stack, agent_id)["status"] == "needs_authorization"
     assert len(grant_items(agent_id)) == 1  # the new registration's client only
     # and the new registration's own link still works
-    assert callback(stack, approve(again["authorization_url"]))[0] == 200
+    assert callback(person, approve(person, again["authorization_url"]))[0] == 200
     assert server_view(stack, agent_id)["status"] == "ready"
 
 
 def test_a_callback_for_a_deleted_agent_is_gone_and_stores_nothing(
-    stack: LocalStack, fake: FakeOAuthMcpServer
+    stack: LocalStack, fake: FakeOAuthMcpServer, person: Browser
 ) -> None:
     # Given an authorization started, then the whole agent deleted before the person approved
     agent_id = new_agent(stack)
     _, body = register(stack, agent_id, fake.url)
-    params = approve(body["authorization_url"])
+    params = approve(person, body["authorization_url"])
     assert stack.invoke_api("DELETE", f"/v1/agents/{agent_id}")[0] == 204
 
     # Then the agent's grant (its registered client) went with it
     assert grant_items(agent_id) == []
 
     # When the authorization server sends the person back
-    status, page = callback(stack, params)
+    status, page = callback(person, params)
 
     # Then the link is gone (410), the code was never exchanged and no tokens were written
     assert status == 410 and "Not connected" in page and "was removed" in page
@@ -377,23 +392,23 @@ def test_a_callback_for_a_deleted_agent_is_gone_and_stores_nothing(
 
 
 def test_a_grant_left_behind_by_a_deleted_agent_is_never_given_tokens(
-    stack: LocalStack, fake: FakeOAuthMcpServer
+    stack: LocalStack, fake: FakeOAuthMcpServer, person: Browser
 ) -> None:
     # Given an agent whose item went without its grant (deleted before agents dropped their grants)
     agent_id = new_agent(stack)
     _, body = register(stack, agent_id, fake.url)
-    params = approve(body["authorization_url"])
+    params = approve(person, body["authorization_url"])
     agents.delete(DEFAULT_TENANT, agent_id)
     assert len(grant_items(agent_id)) == 1
 
     # When the callback arrives, then it is gone and the server is looked for before the code is exchanged
-    status, page = callback(stack, params)
+    status, page = callback(person, params)
     assert status == 410 and "was removed" in page
     assert fake.grants("authorization_code") == [] and fake.access == {}
 
 
 def test_a_server_removed_while_its_code_is_exchanged_keeps_no_tokens(
-    stack: LocalStack, fake: FakeOAuthMcpServer
+    stack: LocalStack, fake: FakeOAuthMcpServer, person: Browser
 ) -> None:
     # Given an authorization whose server is removed while the token endpoint is answering
     agent_id = new_agent(stack)
@@ -401,9 +416,89 @@ def test_a_server_removed_while_its_code_is_exchanged_keeps_no_tokens(
     fake.before_token = lambda: servers.remove(DEFAULT_TENANT, agent_id, "linear")
 
     # When the callback exchanges the code
-    status, page = callback(stack, approve(body["authorization_url"]))
+    status, page = callback(person, approve(person, body["authorization_url"]))
 
     # Then it answers gone, and the tokens it was given are not kept for a server that no longer exists
     assert status == 410 and "was removed" in page
     assert len(fake.grants("authorization_code")) == 1 and fake.access  # they were issued
     assert grant_items(agent_id) == []
+
+
+# --- the callback is bound to the browser that opened the start link ----------------------------------
+
+
+def test_the_start_link_sets_a_short_lived_cookie_the_callback_clears(
+    stack: LocalStack, fake: FakeOAuthMcpServer, person: Browser
+) -> None:
+    agent_id = new_agent(stack)
+    _, body = register(stack, agent_id, fake.url)
+
+    params = approve(person, body["authorization_url"])
+
+    # The cookie: HttpOnly, SameSite=Lax, for the integration's OAuth path, no longer than the state
+    # (not Secure: the local stack's callback is http)
+    (set_cookie,) = person.set_cookies
+    cookie = parsed_cookie(set_cookie)
+    assert cookie["httponly"] is True and cookie["samesite"] == "Lax" and "secure" not in cookie
+    assert cookie["path"] == "/v1/integrations/mcp/oauth" and 0 < int(str(cookie["max-age"])) <= 600
+    assert person.cookie() == cookie["value"] and len(str(cookie["value"])) >= 43
+    # and only the nonce's hash is kept
+    items = str(boto3.client("dynamodb").scan(TableName=config.tables().mcp_auth)["Items"])
+    assert str(cookie["value"]) not in items
+
+    assert callback(person, params)[0] == 200
+    assert parsed_cookie(person.set_cookies[-1])["max-age"] == "0" and person.cookie() is None
+
+
+def test_a_callback_without_the_flow_cookie_is_refused_and_stores_nothing(
+    stack: LocalStack, fake: FakeOAuthMcpServer, person: Browser
+) -> None:
+    # Given a person who opened the start link and approved
+    agent_id = new_agent(stack)
+    _, body = register(stack, agent_id, fake.url)
+    params = approve(person, body["authorization_url"])
+
+    # When the code and state arrive from another browser (no cookie), or with a cookie not the flow's
+    elsewhere = Browser(stack)
+    try:
+        bare, bare_page = callback(elsewhere, params)
+        name = str(parsed_cookie(person.set_cookies[0])["name"])
+        forged, forged_page = elsewhere.callback(
+            CALLBACK, params, headers={"cookie": f"{name}=not-the-nonce"}
+        )
+    finally:
+        elsewhere.close()
+
+    # Then both are refused with the stable code, the code is never exchanged and no grant is stored
+    assert (bare, forged) == (403, 403)
+    assert "oauth_flow_not_bound" in bare_page and "oauth_flow_not_bound" in forged_page
+    assert fake.grants("authorization_code") == [] and fake.access == {}
+    assert server_view(stack, agent_id)["status"] == "needs_authorization"
+    # and the state was not spent: the person's own browser still completes it
+    assert callback(person, params)[0] == 200
+    assert server_view(stack, agent_id)["status"] == "ready"
+
+
+def test_a_start_link_opens_once_and_keeps_its_first_browser(
+    stack: LocalStack, fake: FakeOAuthMcpServer, person: Browser
+) -> None:
+    agent_id = new_agent(stack)
+    _, body = register(stack, agent_id, fake.url)
+    params = approve(person, body["authorization_url"])
+
+    # When the same link is opened again, in another browser
+    second = Browser(stack)
+    try:
+        again = second.get(body["authorization_url"])
+        # Then it is gone (410, its stable code), sets no cookie and sends nobody on
+        assert again.status_code == 410 and "oauth_flow_opened" in again.text
+        assert "location" not in again.headers and second.set_cookies == [] and second.cookie() is None
+        # and the binding is the first browser's still: the second cannot complete it
+        assert callback(second, params)[0] == 403
+    finally:
+        second.close()
+    assert callback(person, params)[0] == 200
+
+    # A link we never issued, or none at all, opens nothing
+    assert person.get(f"{START}?flow=never-issued").status_code == 403
+    assert person.get(START).status_code == 400

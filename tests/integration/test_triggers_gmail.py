@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from datetime import timedelta
 from email.message import EmailMessage
 from typing import Any
-from urllib.parse import parse_qs, urlparse
+from urllib.parse import urlparse
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
@@ -19,10 +19,12 @@ from stepwise.triggers import gmail, renewal, store
 from stepwise_local.stack import LocalStack
 from tests.fakes.google import FakeGoogle
 from tests.fakes.receiver import Receiver
+from tests.integration.oauth_browser import Browser, query_of
 from tests.integration.support import OTHER_KEY, wait_for_run
 from tests.integration.test_triggers import deliveries, runs_of, settled
 
 TEXT = [{"text": "noted"}]
+CALLBACK = "/v1/integrations/gmail/oauth/callback"
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
 )
@@ -58,7 +60,7 @@ def mime(message_id: str, sender: str, subject: str, *, references: str = "", pn
     return message.as_bytes()
 
 
-def connect(stack: LocalStack, agent_id: str, **fields: Any) -> dict[str, Any]:
+def create(stack: LocalStack, agent_id: str, **fields: Any) -> dict[str, Any]:
     body = {
         "type": "gmail",
         "target": {"agent_id": agent_id},
@@ -68,18 +70,57 @@ def connect(stack: LocalStack, agent_id: str, **fields: Any) -> dict[str, Any]:
     }
     status, _, created = stack.invoke_api("POST", "/v1/triggers", body)
     assert status == 201, created
-    assert created["connected"] is False and created["authorization_url"].startswith(
-        gmail.config.gmail().auth_url
-    )
-    query = parse_qs(urlparse(created["authorization_url"]).query)
-    assert query["code_challenge_method"] == ["S256"] and query["access_type"] == ["offline"]
-    status, _, page = stack.invoke_api(
-        "GET", f"/v1/integrations/gmail/oauth/callback?code=code-1&state={query['state'][0]}", key=None
-    )
+    assert created["connected"] is False
+    assert urlparse(created["authorization_url"]).path == "/v1/integrations/gmail/oauth/start"
+    return dict(created)
+
+
+def google_state(person: Browser, created: dict[str, Any]) -> str:
+    """Open the trigger's start link: on to Google (which the test then plays), the state it carries."""
+    location = person.open(created["authorization_url"])
+    assert location.startswith(gmail.config.gmail().auth_url)
+    query = query_of(location)
+    assert query["code_challenge_method"] == "S256" and query["access_type"] == "offline"
+    return query["state"]
+
+
+def connect(stack: LocalStack, agent_id: str, **fields: Any) -> dict[str, Any]:
+    created = create(stack, agent_id, **fields)
+    person = Browser(stack)
+    try:
+        state = google_state(person, created)
+        # Google sends the person back: in the same browser, with the cookie the start link set
+        status, page = person.callback(CALLBACK, {"code": "code-1", "state": state})
+    finally:
+        person.close()
     assert status == 200, page
     status, _, trigger = stack.invoke_api("GET", f"/v1/triggers/{created['trigger_id']}")
     assert trigger["connected"] is True and trigger["address"].endswith("@gmail.test"), trigger
     return dict(trigger)
+
+
+def test_the_mailbox_is_connected_only_from_the_browser_that_opened_the_link(
+    stack: LocalStack, google: FakeGoogle, receiver: Receiver, agent_id: str
+) -> None:
+    created = create(stack, agent_id)
+    person, elsewhere = Browser(stack), Browser(stack)
+    try:
+        state = google_state(person, created)
+
+        # When Google's answer arrives in a browser that did not open the link
+        status, page = elsewhere.callback(CALLBACK, {"code": "code-1", "state": state})
+
+        # Then it is refused, no code is exchanged and the trigger stays unconnected
+        assert status == 403 and "oauth_flow_not_bound" in page
+        assert receiver.to("/token") == []
+        assert stack.invoke_api("GET", f"/v1/triggers/{created['trigger_id']}")[2]["connected"] is False
+        # and the link, opened again, is gone; the person's own browser still completes it
+        assert elsewhere.get(created["authorization_url"]).status_code == 410
+        assert person.callback(CALLBACK, {"code": "code-1", "state": state})[0] == 200
+    finally:
+        person.close()
+        elsewhere.close()
+    assert stack.invoke_api("GET", f"/v1/triggers/{created['trigger_id']}")[2]["connected"] is True
 
 
 def push(

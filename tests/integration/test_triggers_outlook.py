@@ -10,17 +10,19 @@ from collections.abc import Iterator
 from datetime import timedelta
 from email.message import EmailMessage
 from typing import Any
-from urllib.parse import parse_qs, urlparse
+from urllib.parse import urlparse
 
 import pytest
 
 from stepwise.triggers import renewal, store
 from stepwise_local.stack import LocalStack
 from tests.fakes.receiver import Receiver, Reply
+from tests.integration.oauth_browser import Browser, query_of
 from tests.integration.support import wait_for_run
 from tests.integration.test_triggers import deliveries, runs_of, settled
 
 TEXT = [{"text": "noted"}]
+CALLBACK = "/v1/integrations/outlook/oauth/callback"
 
 
 @pytest.fixture(scope="module")
@@ -65,10 +67,17 @@ def connect(stack: LocalStack, agent_id: str, graph: Receiver) -> tuple[dict[str
     body = {"type": "outlook", "target": {"agent_id": agent_id}, "message": "{{from}}: {{subject}}"}
     status, _, created = stack.invoke_api("POST", "/v1/triggers", body)
     assert status == 201, created
-    state = parse_qs(urlparse(created["authorization_url"]).query)["state"][0]
-    status, _, page = stack.invoke_api(
-        "GET", f"/v1/integrations/outlook/oauth/callback?code=ms-code&state={state}", key=None
-    )
+    assert urlparse(created["authorization_url"]).path == "/v1/integrations/outlook/oauth/start"
+    person = Browser(stack)
+    try:
+        # The start link sends the person on to Microsoft, which sends them back with the code: in the
+        # same browser, with the cookie the start link set
+        location = person.open(created["authorization_url"])
+        assert location.startswith(f"{graph.url}/ms/authorize?")
+        callback = {"code": "ms-code", "state": query_of(location)["state"]}
+        status, page = person.callback(CALLBACK, callback)
+    finally:
+        person.close()
     assert status == 200, page
     status, _, trigger = stack.invoke_api("GET", f"/v1/triggers/{created['trigger_id']}")
     assert trigger["connected"] is True and trigger["subscription_id"], trigger
@@ -76,6 +85,25 @@ def connect(stack: LocalStack, agent_id: str, graph: Receiver) -> tuple[dict[str
     assert made["resource"] == "me/mailFolders('Inbox')/messages" and made["changeType"] == "created"
     assert made["notificationUrl"].endswith("/v1/integrations/outlook/notify")
     return dict(trigger), str(made["clientState"])
+
+
+def test_a_callback_in_another_browser_connects_nothing(
+    stack: LocalStack, graph: Receiver, agent_id: str
+) -> None:
+    body = {"type": "outlook", "target": {"agent_id": agent_id}, "message": "{{subject}}"}
+    created = stack.invoke_api("POST", "/v1/triggers", body)[2]
+    person, elsewhere = Browser(stack), Browser(stack)
+    try:
+        state = query_of(person.open(created["authorization_url"]))["state"]
+
+        status, page = elsewhere.callback(CALLBACK, {"code": "ms-code", "state": state})
+
+        assert status == 403 and "oauth_flow_not_bound" in page
+        assert graph.to("/ms/token") == [] and graph.to("/graph/subscriptions") == []
+        assert stack.invoke_api("GET", f"/v1/triggers/{created['trigger_id']}")[2]["connected"] is False
+    finally:
+        person.close()
+        elsewhere.close()
 
 
 def notify(stack: LocalStack, subscription_id: str, client_state: str, *message_ids: str) -> tuple[int, Any]:

@@ -124,15 +124,16 @@ def start_authorization(
 
 
 def complete_authorization(
-    state: str, code: str, *, iss: str | None = None, timeout: float = MCP_TIMEOUT
+    state: str, nonce: str | None, code: str, *, iss: str | None = None, timeout: float = MCP_TIMEOUT
 ) -> McpServer:
     """The callback: store the tokens for the server `state` was issued for, then discover its tools.
-    StateRejected for a state that cannot be used (`removed` when its server or agent is gone);
-    OAuthFailure when the token endpoint refuses."""
+    `nonce` is the flow's cookie, which binds it to the browser that opened its start link.
+    StateRejected for a state that cannot be used (`removed` when its server or agent is gone, `unbound`
+    without the cookie); OAuthFailure when the token endpoint refuses."""
     from stepwise.mcp import authorization  # its SDK models load only where OAuth is used
 
     grants = _grants()
-    record = authorization.take(grants, state)
+    record = authorization.take(grants, state, nonce)
     # Checked before the code is exchanged, so no tokens are ever written for a server that is gone.
     server = _issued_for(record)
     authorization.exchange(grants, record, code, iss=iss, timeout=timeout)

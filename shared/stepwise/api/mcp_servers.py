@@ -1,5 +1,5 @@
 """/v1/agents/{id}/mcp-servers: register, list, show, delete, refresh and authorize an agent's MCP
-servers, and the public callback that completes an OAuth authorization.
+servers, and the public start link and callback of an OAuth authorization (stepwise.api.oauth_flow).
 
 Header values are secrets (they usually carry credentials): no response shows them, only their names.
 Nor does any response show an OAuth server's tokens or client secret.
@@ -7,20 +7,17 @@ Nor does any response show an OAuth server's tokens or client secret.
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import Response
-from aws_lambda_powertools.event_handler.openapi.types import (
-    OpenAPIResponse,
-    OpenAPIResponseContentModel,
-    OpenAPIResponseContentSchema,
-)
+from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
+from aws_lambda_powertools.shared.cookies import Cookie
 
 from stepwise.agents import mcp_servers as servers
 from stepwise.agents import mcp_store as store
+from stepwise.api import oauth_flow
 from stepwise.api.auth import PUBLIC
 from stepwise.api.context import tenant
 from stepwise.api.params import AgentId
-from stepwise.api.responses import HTML, json_response, responses
-from stepwise.approvals import pages
+from stepwise.api.responses import json_response, responses
 from stepwise.core import config
 from stepwise.core.errors import NotFound
 from stepwise.mcp.models import MCP_TIMEOUT, McpServerCreate, McpServerList, McpServerView
@@ -128,85 +125,98 @@ def authorize_mcp_server(agent_id: AgentId, name: str) -> Response[McpServerView
     return json_response(servers.view(tenant_id, agent_id, server, url).model_dump(mode="json"))
 
 
-_CALLBACK_PAGE: dict[str, OpenAPIResponseContentSchema | OpenAPIResponseContentModel] = {
-    HTML: {"schema": {"type": "string"}}
-}
-
-
 def _callback_responses() -> dict[int, OpenAPIResponse]:
     """Every answer is a page for the person the authorization server sent back."""
-    documented = responses(200, "A page: connected", 409, 413, public=True, content=_CALLBACK_PAGE)
+    documented = responses(200, "A page: connected", 409, 413, public=True, content=oauth_flow.PAGE)
     for status, what in (
         (400, "denied, or the code refused"),
-        (403, "not a state Stepwise issued"),
+        (
+            403,
+            "not a state Stepwise issued, or not the browser that opened its start link "
+            f"(`{oauth_flow.NOT_BOUND}`)",
+        ),
         (410, "the state was used already or expired, or its server was removed"),
     ):
-        documented[status] = {"description": f"A page: {what}", "content": _CALLBACK_PAGE}
+        documented[status] = {"description": f"A page: {what}", "content": oauth_flow.PAGE}
     return documented
+
+
+@router.get(
+    "/v1/integrations/mcp/oauth/start",
+    summary="Start an MCP server's OAuth authorization",
+    description="Public: the `authorization_url` an MCP server's registration or `/authorize` answers. "
+    "Opens once (`flow`, valid 10 minutes): it gives the browser a short-lived HttpOnly cookie that binds "
+    "the authorization to it, and redirects (302) to the authorization server. Opened again: 410 "
+    f"`{oauth_flow.OPENED}`, and the first browser stays the one that can complete it. An HTML page for "
+    f"any refusal: 400 no flow, 403 a flow we never issued, 410 opened already or expired.",
+    responses=oauth_flow.start_responses(),
+    tags=MCP,
+    openapi_extensions=PUBLIC,
+)
+def mcp_oauth_start() -> Response[str]:
+    return oauth_flow.start(router.current_event.query_string_parameters or {})
 
 
 @router.get(
     "/v1/integrations/mcp/oauth/callback",
     summary="OAuth callback of MCP servers",
     description="Public: where the authorization server sends the person back with `code` and `state`. "
-    "The state (single use, valid 10 minutes) names the tenant, agent and server; the tokens are stored "
+    "The state (single use, valid 10 minutes) names the tenant, agent and server; it is spent only with "
+    "the cookie its start link set in the same browser, which this answer clears. The tokens are stored "
     "encrypted and never shown. Answers an HTML page: 200 connected, 400 refused or denied, 403 a state "
-    "we never issued, 410 a state used or expired, or one whose server (or agent) was removed since; no "
-    "tokens are stored for a server that is gone.",
+    f"we never issued or a browser without the flow's cookie (`{oauth_flow.NOT_BOUND}`: nothing is "
+    "stored, and the state stays usable by its own browser), 410 a state used or expired, or one whose "
+    "server (or agent) was removed since; no tokens are stored for a server that is gone.",
     responses=_callback_responses(),
     tags=MCP,
     openapi_extensions=PUBLIC,
 )
 def mcp_oauth_callback() -> Response[str]:
-    from stepwise.mcp.authorization import StateRejected, take
+    from stepwise.mcp.authorization import StateRejected, callback_url, take
     from stepwise.mcp.grants import DynamoGrantStore
     from stepwise.mcp.oauth import OAuthFailure
 
     query = router.current_event.query_string_parameters or {}
     state, code = query.get("state"), query.get("code")
     if not state:
-        return _notice(400, "Not connected", "This link has no state, so it cannot be matched to a request.")
+        return oauth_flow.page(400, "This link has no state, so it cannot be matched to a request.")
+    cookies = oauth_flow.cleared(callback_url(_public_url()), state)
+    nonce = oauth_flow.nonce(router.current_event.cookies, state)
     try:
         if not code:
             # Denied (or failed) at the authorization server: spend the state, keep the server as it is.
-            take(DynamoGrantStore(), state)
+            take(DynamoGrantStore(), state, nonce)
             reason = query.get("error_description") or query.get("error") or "no code was returned"
-            return _notice(400, "Not connected", f"The authorization server did not authorize: {reason}.")
+            message = f"The authorization server did not authorize: {reason}."
+            return oauth_flow.page(400, message, cookies=cookies)
         server = servers.complete_authorization(
-            state, code, iss=query.get("iss"), timeout=_discovery_timeout()
+            state, nonce, code, iss=query.get("iss"), timeout=_discovery_timeout()
         )
     except StateRejected as exc:
         logger.warning("MCP OAuth callback refused", extra={"problem": exc.problem})
         if exc.problem == "unknown":
-            return _notice(403, "Not connected", "This authorization was not started by Stepwise.")
+            return oauth_flow.page(403, "This authorization was not started by Stepwise.", cookies=cookies)
+        if exc.problem == "unbound":
+            return oauth_flow.not_bound(cookies)
         if exc.problem == "removed":
-            return _removed()
+            return _removed(cookies)
         used = "was used already" if exc.problem == "used" else "has expired"
-        return _notice(410, "Not connected", f"This authorization link {used}: start it again.")
+        return oauth_flow.page(410, f"This authorization link {used}: start it again.", cookies=cookies)
     except OAuthFailure as exc:
-        return _notice(400, "Not connected", exc.message)
+        return oauth_flow.page(400, exc.message, cookies=cookies)
     except NotFound:  # removed while its tools were being discovered
-        return _removed()
+        return _removed(cookies)
     tools = len(server.tools)
     detail = (
         f"{tools} tool{'s' if tools != 1 else ''} found." if server.last_error is None else server.last_error
     )
-    return _notice(
-        200, "Connected", f"MCP server {server.name} is authorized. You can close this page.", detail
-    )
+    message = f"MCP server {server.name} is authorized. You can close this page."
+    return oauth_flow.page(200, message, title="Connected", detail=detail, cookies=cookies)
 
 
-def _removed() -> Response[str]:
-    return _notice(410, "Not connected", "The MCP server was removed before the authorization completed.")
-
-
-def _notice(status: int, title: str, message: str, detail: str | None = None) -> Response[str]:
-    return Response(
-        status_code=status,
-        content_type=HTML,
-        body=pages.notice_page(title, message, detail),
-        headers=pages.PAGE_HEADERS,
-    )
+def _removed(cookies: list[Cookie]) -> Response[str]:
+    message = "The MCP server was removed before the authorization completed."
+    return oauth_flow.page(410, message, cookies=cookies)
 
 
 def _public_url() -> str:

@@ -1,5 +1,6 @@
 """/v1/triggers: create, list, read, change, delete triggers, rotate a webhook trigger's secret, and
-list what reached it (stepwise.triggers). The public intake is stepwise.api.trigger_intake."""
+list what reached it (stepwise.triggers); the gmail and outlook triggers' public OAuth start links and
+callbacks (stepwise.api.oauth_flow). The public intake is stepwise.api.trigger_intake."""
 
 from typing import Annotated, Any
 
@@ -7,10 +8,11 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Query
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 
+from stepwise.api import oauth_flow
 from stepwise.api.auth import PUBLIC
 from stepwise.api.context import tenant
 from stepwise.api.params import TriggerId
-from stepwise.api.responses import HTML, json_response, responses
+from stepwise.api.responses import json_response, responses
 from stepwise.core import config
 from stepwise.core.errors import Conflict, NotFound
 from stepwise.core.ids import DELIVERY_ID
@@ -30,6 +32,8 @@ router = APIGatewayHttpRouter()
 TRIGGERS = ["triggers"]
 GMAIL_CALLBACK = "/v1/integrations/gmail/oauth/callback"
 OUTLOOK_CALLBACK = "/v1/integrations/outlook/oauth/callback"
+GMAIL_START = "/v1/integrations/gmail/oauth/start"
+OUTLOOK_START = "/v1/integrations/outlook/oauth/start"
 
 
 def _public_url() -> str:
@@ -144,17 +148,18 @@ def list_trigger_deliveries(
     return json_response({"deliveries": [d.model_dump(mode="json") for d in found], "next_token": token})
 
 
-_PAGE: dict[str, Any] = {HTML: {"schema": {"type": "string"}}}
-
-
 def _callback_responses() -> dict[int, Any]:
     return {
-        **responses(200, "A page: connected", 413, public=True, content=_PAGE),
+        **responses(200, "A page: connected", 413, public=True, content=oauth_flow.PAGE),
         **{
-            status: {"description": f"A page: {what}", "content": _PAGE}
+            status: {"description": f"A page: {what}", "content": oauth_flow.PAGE}
             for status, what in (
                 (400, "denied, or the code refused"),
-                (403, "not a state Stepwise issued"),
+                (
+                    403,
+                    "not a state Stepwise issued, or not the browser that opened its start link "
+                    f"(`{oauth_flow.NOT_BOUND}`)",
+                ),
                 (404, "the trigger was deleted"),
                 (409, "the mailbox is another trigger's"),
                 (410, "the state was used already or expired"),
@@ -163,13 +168,48 @@ def _callback_responses() -> dict[int, Any]:
     }
 
 
+_START = (
+    "Public: the `authorization_url` creating the trigger answers. Opens once (`flow`, valid 10 minutes): "
+    "it gives the browser a short-lived HttpOnly cookie that binds the authorization to it, and redirects "
+    f"(302) to {{provider}}. Opened again: 410 `{oauth_flow.OPENED}`, and the first browser stays the one "
+    "that can complete it. An HTML page for any refusal: 400 no flow, 403 a flow we never issued, 410 "
+    "opened already or expired."
+)
+
+
+@router.get(
+    GMAIL_START,
+    summary="Start a gmail trigger's authorization",
+    description=_START.format(provider="Google"),
+    responses=oauth_flow.start_responses(),
+    tags=TRIGGERS,
+    openapi_extensions=PUBLIC,
+)
+def gmail_oauth_start() -> Response[str]:
+    return oauth_flow.start(router.current_event.query_string_parameters or {})
+
+
+@router.get(
+    OUTLOOK_START,
+    summary="Start an outlook trigger's authorization",
+    description=_START.format(provider="Microsoft"),
+    responses=oauth_flow.start_responses(),
+    tags=TRIGGERS,
+    openapi_extensions=PUBLIC,
+)
+def outlook_oauth_start() -> Response[str]:
+    return oauth_flow.start(router.current_event.query_string_parameters or {})
+
+
 @router.get(
     GMAIL_CALLBACK,
     summary="OAuth callback of gmail triggers",
     description="Public: where Google sends the person back with `code` and `state` (single use, valid 10 "
-    "minutes; the MCP OAuth store's). The code is exchanged, the mailbox read and watched. An HTML page: "
-    "200 connected, 400 denied or refused, 403 a state we never issued, 409 a mailbox another trigger has, "
-    "410 a state used or expired.",
+    "minutes; the MCP OAuth store's), spent only with the cookie its start link set in the same browser, "
+    "which this answer clears. The code is exchanged, the mailbox read and watched. An HTML page: 200 "
+    "connected, 400 denied or refused, 403 a state we never issued or a browser without the flow's cookie "
+    f"(`{oauth_flow.NOT_BOUND}`: nothing is stored), 409 a mailbox another trigger has, 410 a state used "
+    "or expired.",
     responses=_callback_responses(),
     tags=TRIGGERS,
     openapi_extensions=PUBLIC,
@@ -201,40 +241,38 @@ def _callback(kind: str) -> Response[str]:
     query = router.current_event.query_string_parameters or {}
     state, code = query.get("state"), query.get("code")
     if not state:
-        return _page(400, "Not connected", "This link has no state, so it cannot be matched to a request.")
+        return oauth_flow.page(400, "This link has no state, so it cannot be matched to a request.")
+    cookies = oauth_flow.cleared(
+        _public_url() + (GMAIL_CALLBACK if kind == "gmail" else OUTLOOK_CALLBACK), state
+    )
+    nonce = oauth_flow.nonce(router.current_event.cookies, state)
+
+    def page(status: int, message: str, **more: Any) -> Response[str]:
+        return oauth_flow.page(status, message, cookies=cookies, **more)
+
     try:
-        record = take(DynamoGrantStore(), state)
+        record = take(DynamoGrantStore(), state, nonce)
         if not gmail.is_state_of(record, kind):
-            return _page(403, "Not connected", f"This authorization was not started by a {kind} trigger.")
+            return page(403, f"This authorization was not started by a {kind} trigger.")
         if not code:
             reason = query.get("error_description") or query.get("error") or "no code was returned"
-            return _page(400, "Not connected", f"The mailbox was not authorized: {reason}.")
+            return page(400, f"The mailbox was not authorized: {reason}.")
         if kind == "gmail":
             trigger = gmail.connect(record, code)
         else:
             trigger = outlook.connect(record, code, _public_url())
     except StateRejected as exc:
         if exc.problem == "unknown":
-            return _page(403, "Not connected", "This authorization was not started by Stepwise.")
+            return page(403, "This authorization was not started by Stepwise.")
+        if exc.problem == "unbound":
+            return oauth_flow.not_bound(cookies)
         used = "was used already" if exc.problem == "used" else "has expired"
-        return _page(410, "Not connected", f"This authorization link {used}: start it again.")
+        return page(410, f"This authorization link {used}: start it again.")
     except OAuthFailure as exc:
-        return _page(400, "Not connected", exc.message)
+        return page(400, exc.message)
     except NotFound:
-        return _page(404, "Not connected", "The trigger was deleted before the authorization completed.")
+        return page(404, "The trigger was deleted before the authorization completed.")
     except Conflict as exc:
-        return _page(409, "Not connected", exc.message)
-    return _page(
-        200, "Connected", f"{trigger.address} starts its trigger from now on. You can close this page."
-    )
-
-
-def _page(status: int, title: str, message: str) -> Response[str]:
-    from stepwise.approvals import pages
-
-    return Response(
-        status_code=status,
-        content_type=HTML,
-        body=pages.notice_page(title, message),
-        headers=pages.PAGE_HEADERS,
-    )
+        return page(409, exc.message)
+    message = f"{trigger.address} starts its trigger from now on. You can close this page."
+    return page(200, message, title="Connected")

@@ -664,6 +664,8 @@ class McpAuthItem(Model):
     tenant_id = UnicodeAttribute()
     ciphertext = ListAttribute(of=BinaryAttribute)
     used_at = UTCDateTimeAttribute(null=True)  # a state, once its callback arrived
+    # A state, once its start link was opened: the SHA-256 of the nonce in that browser's cookie.
+    nonce_hash = UnicodeAttribute(null=True)
     updated_at = UTCDateTimeAttribute()
     expires_at = TTLAttribute(null=True)
 

@@ -11,15 +11,28 @@ the server's `status` until a person authorizes again.
 `state` is 256 random bits, stored only as its SHA-256, bound to the tenant, agent and server that started
 it, single use and valid for `STATE_TTL`. A code delivered with another flow's state fails at the token
 endpoint: PKCE binds each code to the verifier of the flow that asked for it.
+
+The callback is also bound to the browser that started the flow. The URL handed out is not the
+authorization server's but Stepwise's start link (`start_link`: the callback's `.../oauth/start?flow=`),
+which opens once (`open_flow`): it keeps the SHA-256 of a fresh random nonce with the authorization in
+flight, gives the nonce to the browser as a short-lived cookie (`FlowCookie`) scoped to the callback's
+path, and sends it on to the authorization server. The callback (`take`) spends the state only together
+with that cookie: a code and state delivered to another browser (a forged or replayed callback, a link
+passed on after it was opened) are refused and leave the authorization in flight untouched. The MCP
+servers' and the mail triggers' flows all keep their state here, so all three are bound the same way.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
+import math
+import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal, Protocol, TypeVar
+from urllib.parse import urlencode, urlparse
 
 import anyio
 import httpx2
@@ -34,6 +47,9 @@ from stepwise.net.ssrf import AllowHosts, BlockedDestination
 
 STATE_TTL = timedelta(minutes=10)
 CALLBACK_PATH = "/v1/integrations/mcp/oauth/callback"
+# Each integration's start link sits beside its callback: /v1/integrations/<kind>/oauth/{start,callback}.
+CALLBACK_SUFFIX, START_SUFFIX = "/callback", "/start"
+COOKIE_PREFIX = "stepwise_oauth_"
 T = TypeVar("T")
 
 
@@ -69,18 +85,22 @@ class PendingAuthorization(BaseModel):
     server_created_at: datetime
     pending: Pending
     expires_at: datetime
+    # The authorization server's URL the start link redirects to (it holds the state, so it is kept
+    # encrypted with the rest). None only in records written before start links existed.
+    authorization_url: str | None = None
 
     @property
     def key(self) -> GrantKey:
         return GrantKey(self.agent_id, self.server, self.server_created_at)
 
 
-StateProblem = Literal["unknown", "used", "expired", "removed"]
+StateProblem = Literal["unknown", "used", "expired", "removed", "opened", "unbound"]
 
 
 class StateRejected(Exception):
     """The callback's state is not one we issued (`unknown`), was already used, has expired, or was
-    issued for a server (or an agent) removed since (`removed`)."""
+    issued for a server (or an agent) removed since (`removed`); its start link was opened already
+    (`opened`); or the callback came without the cookie its start link set (`unbound`)."""
 
     def __init__(self, problem: StateProblem) -> None:
         super().__init__(problem)
@@ -98,9 +118,15 @@ class GrantStore(Protocol):
 
     def put_pending(self, state_hash: str, record: PendingAuthorization) -> None: ...
 
-    def take_pending(self, state_hash: str) -> PendingAuthorization:
-        """The record, marked used in the same write so that only one caller ever gets it; raises
-        StateRejected("unknown" | "used") otherwise (expiry is the caller's check)."""
+    def open_pending(self, state_hash: str, nonce_hash: str) -> PendingAuthorization:
+        """The record, bound to `nonce_hash` in the same write, once: raises StateRejected("unknown" |
+        "used" | "opened") otherwise, leaving the binding as it was (expiry is the caller's check)."""
+        ...
+
+    def take_pending(self, state_hash: str, nonce_hash: str | None) -> PendingAuthorization:
+        """The record, marked used in the same write so that only one caller ever gets it, and only when
+        `nonce_hash` is the one it was opened with; raises StateRejected("unknown" | "used" | "unbound")
+        otherwise, leaving it unused (expiry is the caller's check)."""
         ...
 
 
@@ -108,8 +134,59 @@ def state_hash(state: str) -> str:
     return hashlib.sha256(state.encode()).hexdigest()
 
 
+def nonce_hash(nonce: str) -> str:
+    return hashlib.sha256(nonce.encode()).hexdigest()
+
+
+def same_nonce(stored: str | None, given: str | None) -> bool:
+    """Whether a callback's nonce hash is the one its flow was opened with (for stores that compare in
+    process; the DynamoDB one compares in its conditional write)."""
+    return stored is not None and given is not None and hmac.compare_digest(stored, given)
+
+
 def callback_url(public_url: str) -> str:
     return f"{public_url.rstrip('/')}{CALLBACK_PATH}"
+
+
+def start_link(redirect_uri: str, state: str) -> str:
+    """The link handed out as `authorization_url`: the start route beside the callback `redirect_uri`."""
+    if not redirect_uri.endswith(CALLBACK_SUFFIX):
+        raise ValueError(f"{redirect_uri} is not an OAuth callback")
+    return f"{redirect_uri.removesuffix(CALLBACK_SUFFIX)}{START_SUFFIX}?{urlencode({'flow': state})}"
+
+
+def cookie_name(state: str) -> str:
+    """One cookie per flow (named by its state's hash), so flows started side by side in one browser
+    (two tabs, two servers) do not overwrite each other's."""
+    return f"{COOKIE_PREFIX}{state_hash(state)[:16]}"
+
+
+@dataclass(frozen=True)
+class FlowCookie:
+    """The cookie that binds a callback to the browser that opened the start link: HttpOnly,
+    SameSite=Lax (sent on the authorization server's top-level redirect back, not on a cross-site
+    subrequest), Secure when the callback is https, scoped to the integration's `.../oauth` path and
+    living no longer than the state. `max_age` 0 with an empty value clears it."""
+
+    name: str
+    value: str
+    path: str
+    secure: bool
+    max_age: int
+
+    @classmethod
+    def for_callback(cls, redirect_uri: str, state: str, value: str, max_age: int) -> FlowCookie:
+        callback = urlparse(redirect_uri)
+        path = callback.path.removesuffix(CALLBACK_SUFFIX) or "/"
+        return cls(cookie_name(state), value, path, callback.scheme == "https", max_age)
+
+
+@dataclass(frozen=True)
+class Opened:
+    """A start link opened: where to send the browser, and the cookie to give it on the way."""
+
+    authorization_url: str
+    cookie: FlowCookie
 
 
 # --- the flow --------------------------------------------------------------------------------------
@@ -175,9 +252,10 @@ def authorize(
             server_created_at=server.created_at,
             pending=started.pending,
             expires_at=utcnow() + STATE_TTL,
+            authorization_url=started.authorization_url,
         ),
     )
-    return started.authorization_url
+    return start_link(redirect_uri, started.state)
 
 
 def exchange(
@@ -203,12 +281,30 @@ def exchange(
     store.save(record.tenant_id, record.key, StoredGrant(grant=grant, needs_authorization=False))
 
 
-def take(store: GrantStore, state: str) -> PendingAuthorization:
-    """The authorization `state` names, spent now; StateRejected when it cannot be used."""
-    record = store.take_pending(state_hash(state))
+def open_flow(store: GrantStore, flow: str) -> Opened:
+    """Open the start link of the authorization `flow` (its state) names, once: a fresh nonce is bound to
+    it, for the browser's cookie. StateRejected when it cannot be opened (again)."""
+    nonce = secrets.token_urlsafe(32)
+    record = store.open_pending(state_hash(flow), nonce_hash(nonce))
+    left = (record.expires_at - utcnow()).total_seconds()
+    if left <= 0 or record.authorization_url is None:
+        raise StateRejected("expired")
+    cookie = FlowCookie.for_callback(record.pending.redirect_uri, flow, nonce, math.ceil(left))
+    return Opened(record.authorization_url, cookie)
+
+
+def take(store: GrantStore, state: str, nonce: str | None) -> PendingAuthorization:
+    """The authorization `state` names, spent now, when `nonce` (the callback's cookie) is the one its
+    start link gave the browser; StateRejected when it cannot be used."""
+    record = store.take_pending(state_hash(state), nonce_hash(nonce) if nonce else None)
     if record.expires_at <= utcnow():
         raise StateRejected("expired")
     return record
+
+
+def cleared_cookie(redirect_uri: str, state: str) -> FlowCookie:
+    """The Set-Cookie that removes the flow's cookie, once its callback has come back."""
+    return FlowCookie.for_callback(redirect_uri, state, "", 0)
 
 
 def needs_authorization(store: GrantStore, tenant_id: str, agent_id: str, server: McpServer) -> bool:

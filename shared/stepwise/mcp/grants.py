@@ -8,7 +8,13 @@ from pynamodb.exceptions import DoesNotExist, UpdateError
 
 from stepwise.core.schema import utcnow
 from stepwise.core.tables import McpAuthItem, bind, condition_failed
-from stepwise.mcp.authorization import GrantKey, PendingAuthorization, StateRejected, StoredGrant
+from stepwise.mcp.authorization import (
+    GrantKey,
+    PendingAuthorization,
+    StateProblem,
+    StateRejected,
+    StoredGrant,
+)
 from stepwise.settings import crypto
 
 # The encryption context's key: the API may decrypt only under this prefix (template.yaml), never a
@@ -63,24 +69,57 @@ class DynamoGrantStore:
             expires_at=record.expires_at,
         ).save(condition=McpAuthItem.id.does_not_exist())
 
-    def take_pending(self, state_hash: str) -> PendingAuthorization:
+    def open_pending(self, state_hash: str, nonce_hash: str) -> PendingAuthorization:
         bind()
         item_id = _state_id(state_hash)
         item = McpAuthItem(item_id)
         try:
-            # One conditional write spends the state: of two callbacks racing, one gets it.
+            # One conditional write binds the flow: of two browsers opening its link, one gets it, and a
+            # link opened again never replaces the first browser's nonce.
             item.update(
-                actions=[McpAuthItem.used_at.set(utcnow())],
-                condition=McpAuthItem.id.exists() & McpAuthItem.used_at.does_not_exist(),
+                actions=[McpAuthItem.nonce_hash.set(nonce_hash)],
+                condition=McpAuthItem.id.exists()
+                & McpAuthItem.used_at.does_not_exist()
+                & McpAuthItem.nonce_hash.does_not_exist(),
             )
         except UpdateError as exc:
             if not condition_failed(exc):
                 raise
-            try:
-                McpAuthItem.get(item_id, consistent_read=True, attributes_to_get=["id"])
-            except DoesNotExist:
-                raise StateRejected("unknown") from None
-            raise StateRejected("used") from None
+            raise StateRejected(self._why_not(item_id, "opened")) from None
+        return self._record(item)
+
+    def take_pending(self, state_hash: str, nonce_hash: str | None) -> PendingAuthorization:
+        bind()
+        item_id = _state_id(state_hash)
+        item = McpAuthItem(item_id)
+        if nonce_hash is None:
+            raise StateRejected(self._why_not(item_id, "unbound"))
+        try:
+            # One conditional write spends the state: of two callbacks racing, one gets it; and only the
+            # browser holding the nonce its start link bound can spend it.
+            item.update(
+                actions=[McpAuthItem.used_at.set(utcnow())],
+                condition=McpAuthItem.id.exists()
+                & McpAuthItem.used_at.does_not_exist()
+                & (McpAuthItem.nonce_hash == nonce_hash),
+            )
+        except UpdateError as exc:
+            if not condition_failed(exc):
+                raise
+            raise StateRejected(self._why_not(item_id, "unbound")) from None
+        return self._record(item)
+
+    @staticmethod
+    def _why_not(item_id: str, otherwise: StateProblem) -> StateProblem:
+        """Why a state's conditional write failed: unknown, used, or else `otherwise`."""
+        try:
+            found = McpAuthItem.get(item_id, consistent_read=True, attributes_to_get=["id", "used_at"])
+        except DoesNotExist:
+            return "unknown"
+        return "used" if found.used_at is not None else otherwise
+
+    @staticmethod
+    def _record(item: McpAuthItem) -> PendingAuthorization:
         item.refresh(consistent_read=True)
-        plain = crypto.decrypt(item.tenant_id, _context_key(item_id), [bytes(p) for p in item.ciphertext])
+        plain = crypto.decrypt(item.tenant_id, _context_key(item.id), [bytes(p) for p in item.ciphertext])
         return PendingAuthorization.model_validate_json(plain)

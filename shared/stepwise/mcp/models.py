@@ -324,7 +324,8 @@ class McpServerView(BaseModel):
     last_error: str | None
     auth: McpOAuthView | None = None
     status: ServerStatus
-    # Only in the answer that starts an authorization: the link a person opens, once, to approve.
+    # Only in the answer that starts an authorization: Stepwise's start link a person opens, once, to
+    # approve (it binds the callback to their browser, then redirects to the authorization server).
     authorization_url: str | None = None
 
 

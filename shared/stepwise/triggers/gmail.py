@@ -130,11 +130,18 @@ def start_authorization(
     extra: Mapping[str, str],
 ) -> str:
     """A mailbox provider's authorization code flow with PKCE, kept in the MCP OAuth store: the grant
-    (keyed by the trigger) and the pending state, which the provider's callback spends."""
+    (keyed by the trigger) and the pending state, which the provider's callback spends. Returns the start
+    link (stepwise.mcp.authorization.start_link) that sends a person on to the provider."""
     from mcp.client.auth import PKCEParameters
     from mcp.shared.auth import OAuthClientInformationFull, OAuthMetadata
 
-    from stepwise.mcp.authorization import STATE_TTL, PendingAuthorization, StoredGrant, state_hash
+    from stepwise.mcp.authorization import (
+        STATE_TTL,
+        PendingAuthorization,
+        StoredGrant,
+        start_link,
+        state_hash,
+    )
     from stepwise.mcp.oauth import Grant, Pending
 
     metadata = OAuthMetadata(
@@ -148,6 +155,16 @@ def start_authorization(
     )
     grant = Grant(client=client, metadata=metadata, resource=resource, scope=scope)
     pkce, state = PKCEParameters.generate(), secrets.token_urlsafe(32)
+    params = {
+        "response_type": "code",
+        "client_id": client.client_id,
+        "redirect_uri": redirect_uri,
+        "scope": scope,
+        "state": state,
+        "code_challenge": pkce.code_challenge,
+        "code_challenge_method": "S256",
+        **extra,
+    }
     store_ = _store()
     store_.save(tenant_id, grant_key(trigger), StoredGrant(grant=grant, needs_authorization=True))
     store_.put_pending(
@@ -159,19 +176,11 @@ def start_authorization(
             server_created_at=_created(trigger),
             pending=Pending(code_verifier=pkce.code_verifier, redirect_uri=redirect_uri),
             expires_at=utcnow() + STATE_TTL,
+            authorization_url=f"{auth_url}?{urlencode(params)}",
         ),
     )
-    params = {
-        "response_type": "code",
-        "client_id": client.client_id,
-        "redirect_uri": redirect_uri,
-        "scope": scope,
-        "state": state,
-        "code_challenge": pkce.code_challenge,
-        "code_challenge_method": "S256",
-        **extra,
-    }
-    return f"{auth_url}?{urlencode(params)}"
+    # The person opens Stepwise's start link, which binds the callback to their browser (as MCP's).
+    return start_link(redirect_uri, state)
 
 
 def is_state_of(record: PendingAuthorization, kind: str) -> bool:

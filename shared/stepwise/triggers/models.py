@@ -169,7 +169,9 @@ class Trigger(BaseModel):
 class TriggerCreated(Trigger):
     secret: str | None = Field(default=None, description="Shown only in this response")
     authorization_url: str | None = Field(
-        default=None, description="gmail: where a person authorizes the mailbox (valid 10 minutes)"
+        default=None,
+        description="gmail, outlook: Stepwise's start link, where a person authorizes the mailbox (it opens "
+        "once, in the browser that completes the authorization; valid 10 minutes)",
     )
 
 
