@@ -814,3 +814,18 @@ def test_an_ended_runs_usage_retried_after_its_answer_was_lost_counts_once(
     ended = runs.get(tenant, "run_1")
     counted = ended.usage if add == "own" else ended.descendants_usage
     assert (counted.input_tokens, counted.output_tokens) == (100, 10)
+
+
+def test_a_context_write_retried_after_its_answer_was_lost_is_its_own(stack: LocalStack) -> None:
+    """Issue 30's soak: botocore's retry of an applied context write failed its version condition, and
+    the Step stopped with ContextMovedOn as if another step had moved the run on (the run then failed);
+    a stale copy of the same version is still refused."""
+    tenant = f"t_{uuid.uuid4().hex[:12]}"
+    first = run_context.save(tenant, "run_1", RunContext(steps=1, prepared=True))
+    with answer_lost_once("UpdateItem", "RunEventsTable") as lost:
+        second = run_context.save(tenant, "run_1", first.model_copy(update={"steps": 2}))
+
+    assert lost, "the fault was not injected"
+    assert second.version == 2 and run_context.load(tenant, "run_1").steps == 2
+    with pytest.raises(RunStateError):
+        run_context.save(tenant, "run_1", first.model_copy(update={"steps": 9}))

@@ -359,30 +359,35 @@ class Died(BaseException):
     """The Lambda process dying: nothing in the ending catches it."""
 
 
-def test_an_ending_whose_writer_died_before_its_terminal_event_is_finished_by_the_next(
-    fakes: FakeStores, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("dies_in", ["_stop_children", "_call_back"])
+def test_an_ending_whose_writer_died_midway_is_finished_by_the_next_ending(
+    fakes: FakeStores, monkeypatch: pytest.MonkeyPatch, dies_in: str
 ) -> None:
     """Issue 30's soak: a Step killed between the terminal transition and the terminal event left a run
     succeeded with no run_completed, and a delegated child's parent waiting for ever; the retried
-    Step's Failed state lost the transition and only handed the session on."""
+    Step's Failed state lost the transition and only handed the session on. Killed before the event
+    (`_stop_children`), the next ending does it all; killed after it (`_call_back`), it tells the
+    waiters again (OnRunComplete then stays unfired: at most once)."""
     run = seed(fakes, [{"tool_calls": [{"name": "ask_user", "arguments": {"q": "?"}}]}], [ASK])
     paused = step(state(run))
     assert isinstance(paused.wait, Wait)
     fired: list[str] = []
+    called_back: list[str] = []
     monkeypatch.setattr(ending, "_on_run_complete", lambda *args: fired.append(args[3]))
-    call_back = ending._call_back
+    monkeypatch.setattr(ending, "_call_back", lambda run, status, error: called_back.append(status))
+    healthy = getattr(ending, dies_in)
 
     def dies(*args: Any) -> None:
         raise Died
 
-    monkeypatch.setattr(ending, "_call_back", dies)
+    monkeypatch.setattr(ending, dies_in, dies)
     reason = RunError(code="cancelled", message="stopped by the user")
     with pytest.raises(Died):
         end_run(T, run.run_id, "cancelled", error=reason)
     assert fakes.runs.get(T, run.run_id).status == "cancelled"
-    assert "run_cancelled" not in types(fakes, run)
+    assert called_back == []
 
-    monkeypatch.setattr(ending, "_call_back", call_back)
+    monkeypatch.setattr(ending, dies_in, healthy)
     failure = RunError(code="RunStateError", message="the retried Step found the run ended")
     assert end_run(T, run.run_id, "failed", error=failure) is False  # the Failed state after the retry
 
@@ -390,10 +395,12 @@ def test_an_ending_whose_writer_died_before_its_terminal_event_is_finished_by_th
     assert fakes.events.events(T, run.run_id)[-1].data["reason"] == "stopped by the user"
     assert fakes.interactions.get(T, paused.wait.interaction_id).status == "expired"
     assert fakes.sessions.get(T, run.session_id).active_run_id is None
-    assert fired == ["cancelled"]
+    assert called_back == ["cancelled"]
+    assert fired == (["cancelled"] if dies_in == "_stop_children" else [])
 
-    assert end_run(T, run.run_id, "failed", error=failure) is False  # a third ending changes nothing
-    assert types(fakes, run).count("run_cancelled") == 1 and fired == ["cancelled"]
+    assert end_run(T, run.run_id, "failed", error=failure) is False  # a third ending changes nothing new
+    assert types(fakes, run).count("run_cancelled") == 1
+    assert fired == (["cancelled"] if dies_in == "_stop_children" else [])
 
 
 def test_a_childs_report_sent_again_counts_its_usage_on_an_ended_parent_once(fakes: FakeStores) -> None:

@@ -1,9 +1,8 @@
 """The one way a run ends, whoever ends it: the Step that gets the final answer, the Failed state,
 a cancel, or the reconciler. The terminal transition decides (a conditional write: exactly one ending
-wins); the winner closes what the run waits on, stops its children, tells its parent, queues its
-webhook, writes the terminal event last, hands the session on and fires OnRunComplete. A loser
-finishes that follow-through when the winner died before the terminal event (`settle`), else only
-makes sure the session was handed on."""
+wins); the winner closes what the run waits on, stops its children, queues its webhook, writes the
+terminal event, tells its parent (or workflow), hands the session on and fires OnRunComplete. A
+loser finishes what a winner that died midway left undone (`settle`)."""
 
 from __future__ import annotations
 
@@ -91,18 +90,24 @@ def end_run(
 
 
 def settle(tenant_id: str, run_id: str) -> None:
-    """After an ending this call did not win: finish that ending if its winner died before its
-    terminal event was written (a Lambda killed mid-ending; the retried Step, the Failed state, a
-    cancel or the reconciler then comes here), else only make sure the session was handed on. Every
-    part of the follow-through is idempotent, so a winner still at work and this call may both do it."""
+    """After an ending this call did not win: finish that ending if its winner died midway (a Lambda
+    killed mid-ending; the retried Step's Failed state, a cancel or the reconciler then comes here).
+    A log without its terminal event means the follow-through stopped before it: all of it is done
+    again. With the event written, what comes after it (the parent told, the workflow called back,
+    the session handed on) is done again. Every part is idempotent, so a winner still at work and
+    this call may both do it."""
     store = stores()
     run = store.runs.get(tenant_id, run_id)
-    head = store.events.head(tenant_id, run_id)
-    if not run.done or (head is not None and head.done):
+    if not run.done:
         _hand_on(tenant_id, run.session_id, run_id)
         return
-    logger.warning("finishing an ending whose writer stopped midway", extra={"run_id": run_id})
-    _follow_through(tenant_id, run, _ending_data(run, run.steps, run.usage))
+    head = store.events.head(tenant_id, run_id)
+    if head is None or not head.done:
+        logger.warning("finishing an ending whose writer stopped midway", extra={"run_id": run_id})
+        _follow_through(tenant_id, run, _ending_data(run, run.steps, run.usage))
+        return
+    _tell_waiters(tenant_id, run)
+    _hand_on(tenant_id, run.session_id, run_id)
 
 
 def _ending_data(run: Run, steps: int, usage: Usage) -> dict[str, Any]:
@@ -116,9 +121,10 @@ def _ending_data(run: Run, steps: int, usage: Usage) -> dict[str, Any]:
 
 def _follow_through(tenant_id: str, run: Run, data: dict[str, Any]) -> None:
     """What an ended run owes the world, in an order that lets `settle` finish it: the terminal event
-    comes after everything a waiter needs (its waits closed, its children stopped, its parent or
-    workflow told, its webhook queued), so a log without it means the ending is not finished. Each
-    step is idempotent: conditional writes, keyed deliveries, task tokens that answer once."""
+    comes after the run's own affairs are closed (its waits, its children, its session's history, its
+    webhook queued) and before anyone who waits on it hears (its parent, its workflow), so a follower
+    sees a child end before its parent goes on. Each step is idempotent: conditional writes, keyed
+    deliveries, task tokens that answer once."""
     store = stores()
     run_id, status = run.run_id, run.status
     waited = store.interactions.for_run(tenant_id, run_id, "pending")
@@ -133,14 +139,18 @@ def _follow_through(tenant_id: str, run: Run, data: dict[str, Any]) -> None:
     terminal = _terminal_event(status)
     # Keyed on the ending itself: a second follow-through of the same ending queues nothing more.
     enqueue(tenant_id, run.target(), terminal, {"status": status, **data}, key="ending", at=run.created_at)
-    delegation.report(tenant_id, run)  # a child's parent resumes with its outcome
-    _call_back(run, status, run.error)  # an eval case's EvalRun execution (or a workflow's node) goes on
     events.flush()
     # A log that is done takes nothing more (store.events): only one follow-through writes it.
     wrote = bool(events.emit_many(tenant_id, run_id, [(terminal, data)]))
+    _tell_waiters(tenant_id, run)
     _hand_on(tenant_id, run.session_id, run_id)
     if wrote:
         _on_run_complete(tenant_id, run.agent_id, run_id, status, run.output)
+
+
+def _tell_waiters(tenant_id: str, run: Run) -> None:
+    delegation.report(tenant_id, run)  # a child's parent resumes with its outcome
+    _call_back(run, run.status, run.error)  # an eval case's EvalRun execution (or a workflow's node) goes on
 
 
 def _call_back(run: Run, status: RunStatus, error: RunError | None = None) -> None:

@@ -91,9 +91,10 @@ def save(
         else:
             item.update(actions=actions, condition=condition)
     except UpdateError as exc:
-        if condition_failed(exc):
+        if not condition_failed(exc):
+            raise
+        if not _applied(tenant_id, run_id, version + 1, body):
             raise _moved_on(run_id, context) from exc
-        raise
     except TransactWriteError as exc:
         # pynamodb sends puts before updates: the context's update comes after the messages.
         reasons, at = exc.cancellation_reasons, len(messages)
@@ -102,6 +103,18 @@ def save(
             raise _moved_on(run_id, context) from exc
         raise
     return context.model_copy(update={"version": version + 1, "unbilled": [], "unsaved_usage": Usage()})
+
+
+def _applied(tenant_id: str, run_id: str, version: int, body: dict[str, object]) -> bool:
+    """Whether the context stored is this write's own: botocore retries an update whose answer was
+    lost, and the retry fails the version condition its first attempt met (the soak's "timeout after
+    apply"); the step went on as if another had moved the run on. (The transaction path needs no such
+    check: botocore's ClientRequestToken makes its retry a no-op.)"""
+    try:
+        item = RunContextItem.get(_key(tenant_id, run_id), CONTEXT_SEQ, consistent_read=True)
+    except DoesNotExist:
+        return False
+    return int(item.version or 0) == version and item.context == body
 
 
 def _moved_on(run_id: str, context: RunContext) -> ContextMovedOn:
