@@ -186,6 +186,9 @@ class Faults:
         self._seed = seed
         self.injected: Counter[str] = Counter()
         self.model_calls: dict[str, list[dict[str, int]]] = defaultdict(list)  # tag → usage of answered calls
+        # tag → usage of answered calls whose Step was killed before it ended: paid, and recorded only if
+        # the process died after the step's write of it (a real Lambda killed mid-stream never learns it)
+        self.died_calls: dict[str, list[dict[str, int]]] = defaultdict(list)
         self.model_faults: Counter[str] = Counter()  # tag → model faults its calls met
         self.killed_tags: set[str] = set()
         self._local = threading.local()
@@ -283,13 +286,15 @@ class Faults:
             fault = faults.draw("step", ("step_dies_mid_step", "step_answer_lost"))
             if fault == "step_dies_mid_step":
                 faults._local.die_after = random.Random(str(event)).randrange(1, 12)
+            outer, faults._local.calls = getattr(faults._local, "calls", None), []  # this invocation's calls
             try:
                 result = inner(name_or_arn, event)
             except Killed as exc:
-                faults._note_killed(event)
+                faults._note_killed(event, faults._local.calls)
                 raise FunctionError({"errorType": "Runtime.ExitError", "errorMessage": str(exc)}) from None
             finally:
                 faults._local.die_after = None
+                faults._local.calls = outer
             if fault == "step_answer_lost":
                 raise FunctionError({"errorType": "Lambda.ServiceException", "errorMessage": "injected"})
             return result
@@ -304,9 +309,18 @@ class Faults:
 
         return undo
 
-    def _note_killed(self, event: Any) -> None:
+    def _note_killed(self, event: Any, calls: list[tuple[str, dict[str, int]]]) -> None:
         with self._lock:
             self.killed_tags.add(str((event or {}).get("run_id")))
+            for tag, usage in calls:
+                self.died_calls[tag].append(usage)
+
+    def _answered(self, tag: str, usage: dict[str, int]) -> None:
+        with self._lock:
+            self.model_calls[tag].append(usage)
+        calls = getattr(self._local, "calls", None)
+        if calls is not None:
+            calls.append((tag, usage))
 
     # After an HTTP tool's request went out, before the step saved its result.
     def _tools(self) -> Callable[[], None]:
@@ -369,23 +383,22 @@ class Faults:
             if fault == "model_cut_stream":
                 return _cut(chunks[: max(1, len(chunks) // 2)])
             usage = chunks[-1].get("usage") or {}
-            with faults._lock:
-                faults.model_calls[tag].append(
-                    {
-                        "input": int(usage.get("prompt_tokens", 0)),
-                        "output": int(usage.get("completion_tokens", 0)),
-                    }
-                )
+            faults._answered(
+                tag,
+                {
+                    "input": int(usage.get("prompt_tokens", 0)),
+                    "output": int(usage.get("completion_tokens", 0)),
+                },
+            )
             return iter(chunks)
 
         def completion(llm: Any, *args: Any, **kwargs: Any) -> Any:
             tag = tag_of(kwargs)
             fail(faults.draw("model", ("model_429", "model_500", "model_slow_first_token")), tag)
             response = original_complete(llm, *args, **kwargs)
-            with faults._lock:
-                faults.model_calls[tag].append(
-                    {"input": response.usage.prompt_tokens, "output": response.usage.completion_tokens}
-                )
+            faults._answered(
+                tag, {"input": response.usage.prompt_tokens, "output": response.usage.completion_tokens}
+            )
             return response
 
         scripted.ScriptedLLM.streaming = streaming  # type: ignore[method-assign]
@@ -753,12 +766,11 @@ INVARIANTS = (
     "6 no 5xx but retryable 503s",
     "7 quota counters back to zero",
 )
-CANCELLED_USAGE = "5 usage equals the model's count (a cancelled run's late answers)"
 
 
 def check(soak: Soak, outcomes: list[Outcome], transport: Recording, seconds: float) -> Report:
     stack, peer, faults = soak.stack, soak.peer, soak.faults
-    broken: dict[str, list[str]] = {name: [] for name in (*INVARIANTS, CANCELLED_USAGE)}
+    broken: dict[str, list[str]] = {name: [] for name in INVARIANTS}
 
     def api(path: str) -> Any:
         status, _, body = stack.invoke_api("GET", path, key=soak.key)
@@ -881,13 +893,16 @@ def check(soak: Soak, outcomes: list[Outcome], transport: Recording, seconds: fl
     for tag in set(usage_by_tag) | {t for t in faults.model_calls if t.startswith(soak.prefix) or t == "?"}:
         calls = faults.model_calls.get(tag, [])
         counted = [sum(c["input"] for c in calls), sum(c["output"] for c in calls)]
-        if usage_by_tag.get(tag, [0, 0]) != counted:
-            # Answers that arrive after a cancel are counted nowhere yet: issue 30's second bug, which
-            # the fairness branch fixes. Kept apart so it is seen, not mixed with new findings.
-            cancelled = any(" cancelled " in m for m in members.get(tag, []))
-            broken[CANCELLED_USAGE if cancelled else INVARIANTS[4]].append(
-                f"{tag} ({', '.join(members.get(tag, []))}): usage {usage_by_tag.get(tag)}, "
-                f"the model answered {len(calls)} calls worth {counted}: {calls}"
+        # A call answered to a Step that was then killed is recorded if the kill came after the step's
+        # write of it, and cannot be otherwise: the usage may fall short by those calls, never more, and
+        # never exceed what was paid (a call counted twice).
+        died = faults.died_calls.get(tag, [])
+        unknown = [sum(c["input"] for c in died), sum(c["output"] for c in died)]
+        recorded = usage_by_tag.get(tag, [0, 0])
+        if not all(counted[i] - unknown[i] <= recorded[i] <= counted[i] for i in (0, 1)):
+            broken[INVARIANTS[4]].append(
+                f"{tag} ({', '.join(members.get(tag, []))}): usage {recorded}, the model answered "
+                f"{len(calls)} calls worth {counted}: {calls}; {len(died)} of them to a Step later killed"
             )
     # 6
     broken[INVARIANTS[5]] += transport.bad

@@ -5,6 +5,8 @@ import time
 from typing import Any
 from urllib.parse import urlparse
 
+import pytest
+
 from stepwise_local.stack import LocalStack
 from tests.eventually import eventually
 from tests.fakes.receiver import Receiver, Reply
@@ -253,3 +255,28 @@ def test_concurrent_starts_on_one_session_never_both_run(stack: LocalStack, rece
     assert sorted(statuses) == ["queued", "queued", "waiting"], statuses  # exactly one became active
     for _, body in results:
         stack.invoke_api("POST", f"/v1/runs/{body['run_id']}/cancel")
+
+
+def test_a_step_whose_process_died_is_retried_and_the_run_completes(
+    stack: LocalStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 30's soak: a Lambda killed mid-step (Runtime.ExitError) failed its run at once, though
+    every step is safe to run again (the ledger, the context's versions); it is retried like a
+    lost answer now."""
+    from stepwise_local.lambdas import FunctionError
+
+    lambdas = stack.lambdas
+    inner = lambdas.invoke
+    died: list[str] = []
+
+    def invoke(name_or_arn: str, event: Any) -> Any:
+        if lambdas.logical_id(name_or_arn) == "StepFunction" and not died:
+            died.append(str(event.get("run_id")))
+            raise FunctionError({"errorType": "Runtime.ExitError", "errorMessage": "killed"})
+        return inner(name_or_arn, event)
+
+    monkeypatch.setattr(lambdas, "invoke", invoke)
+    _, accepted = start(stack, agent(stack), script=[{"text": "still here"}])
+
+    finished = wait_status(stack, accepted["run_id"], "succeeded")
+    assert died == [accepted["run_id"]] and finished["output"] == "still here"
