@@ -829,3 +829,30 @@ def test_a_context_write_retried_after_its_answer_was_lost_is_its_own(stack: Loc
     assert second.version == 2 and run_context.load(tenant, "run_1").steps == 2
     with pytest.raises(RunStateError):
         run_context.save(tenant, "run_1", first.model_copy(update={"steps": 9}))
+
+
+def test_an_oauth_start_link_and_callback_retried_after_their_answers_were_lost_are_their_own(
+    stack: LocalStack,
+) -> None:
+    """The flow's binding and spending are conditional writes; botocore's retry of one that was applied
+    (its answer lost) failed its own condition, so the person's first open answered 410 and their
+    callback 403. Another browser's callback is still refused."""
+    from stepwise.mcp.authorization import StateRejected, open_flow, state_hash, take
+    from stepwise.mcp.grants import DynamoGrantStore
+    from tests.unit.test_mcp_oauth import pending
+
+    store = DynamoGrantStore()
+    state = f"s_{uuid.uuid4().hex}"
+    store.put_pending(state_hash(state), pending(timedelta(minutes=10)))
+    with answer_lost_once("UpdateItem", "McpAuthTable") as lost_open:
+        nonce = open_flow(store, state).cookie.value
+    with pytest.raises(StateRejected):
+        take(store, state, "another-browser")
+    with answer_lost_once("UpdateItem", "McpAuthTable") as lost_take:
+        taken = take(store, state, nonce)
+
+    assert lost_open and lost_take, "the faults were not injected"
+    assert taken.tenant_id == "t1"
+    with pytest.raises(StateRejected) as again:
+        take(store, state, nonce)
+    assert again.value.problem == "used"

@@ -4,6 +4,8 @@ to its tenant and its id, so a ciphertext copied to another item or tenant does 
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from pynamodb.exceptions import DoesNotExist, UpdateError
 
 from stepwise.core.schema import utcnow
@@ -85,6 +87,10 @@ class DynamoGrantStore:
         except UpdateError as exc:
             if not condition_failed(exc):
                 raise
+            # botocore retries a write whose answer was lost: the nonce on the item being ours (it is
+            # random per opening) means the first attempt bound it.
+            if self._holds(item_id, nonce_hash=nonce_hash):
+                return self._record(item)
             raise StateRejected(self._why_not(item_id, "opened")) from None
         return self._record(item)
 
@@ -94,11 +100,12 @@ class DynamoGrantStore:
         item = McpAuthItem(item_id)
         if nonce_hash is None:
             raise StateRejected(self._why_not(item_id, "unbound"))
+        used_at = utcnow()
         try:
             # One conditional write spends the state: of two callbacks racing, one gets it; and only the
             # browser holding the nonce its start link bound can spend it.
             item.update(
-                actions=[McpAuthItem.used_at.set(utcnow())],
+                actions=[McpAuthItem.used_at.set(used_at)],
                 condition=McpAuthItem.id.exists()
                 & McpAuthItem.used_at.does_not_exist()
                 & (McpAuthItem.nonce_hash == nonce_hash),
@@ -106,8 +113,22 @@ class DynamoGrantStore:
         except UpdateError as exc:
             if not condition_failed(exc):
                 raise
+            # As above: our own first attempt, retried, spent it at our instant (to the millisecond).
+            if self._holds(item_id, nonce_hash=nonce_hash, used_at=used_at):
+                return self._record(item)
             raise StateRejected(self._why_not(item_id, "unbound")) from None
         return self._record(item)
+
+    @staticmethod
+    def _holds(item_id: str, *, nonce_hash: str, used_at: datetime | None = None) -> bool:
+        """Whether the item already holds this call's own write."""
+        try:
+            found = McpAuthItem.get(
+                item_id, consistent_read=True, attributes_to_get=["nonce_hash", "used_at"]
+            )
+        except DoesNotExist:
+            return False
+        return found.nonce_hash == nonce_hash and found.used_at == used_at
 
     @staticmethod
     def _why_not(item_id: str, otherwise: StateProblem) -> StateProblem:
