@@ -185,12 +185,13 @@ class Faults:
         self._rngs: dict[str, random.Random] = {}
         self._seed = seed
         self.injected: Counter[str] = Counter()
-        self.model_calls: dict[str, list[dict[str, int]]] = defaultdict(list)  # tag → usage of answered calls
+        self.model_calls: dict[str, list[dict[str, Any]]] = defaultdict(list)  # tag → usage of answered calls
         # tag → usage of answered calls whose Step was killed before it ended: paid, and recorded only if
         # the process died after the step's write of it (a real Lambda killed mid-stream never learns it)
-        self.died_calls: dict[str, list[dict[str, int]]] = defaultdict(list)
+        self.died_calls: dict[str, list[dict[str, Any]]] = defaultdict(list)
         self.model_faults: Counter[str] = Counter()  # tag → model faults its calls met
         self.killed_tags: set[str] = set()
+        self.untagged: list[str] = []  # model calls that name no run (not a leaf's): their messages' shape
         self._local = threading.local()
         self._undo: list[Callable[[], None]] = []
 
@@ -287,14 +288,22 @@ class Faults:
             if fault == "step_dies_mid_step":
                 faults._local.die_after = random.Random(str(event)).randrange(1, 12)
             outer, faults._local.calls = getattr(faults._local, "calls", None), []  # this invocation's calls
+            calls = faults._local.calls
+            ended = "answered"
             try:
                 result = inner(name_or_arn, event)
             except Killed as exc:
-                faults._note_killed(event, faults._local.calls)
+                ended = "killed"
+                faults._note_killed(event, calls)
                 raise FunctionError({"errorType": "Runtime.ExitError", "errorMessage": str(exc)}) from None
+            except FunctionError as exc:
+                ended = f"raised {str(exc)[:160]}"
+                raise
             finally:
                 faults._local.die_after = None
                 faults._local.calls = outer
+                for _, usage in calls:  # each call says how the Step that made it ended (for the report)
+                    usage["step"] = f"{ended}{', answer lost' if fault == 'step_answer_lost' else ''}"
             if fault == "step_answer_lost":
                 raise FunctionError({"errorType": "Lambda.ServiceException", "errorMessage": "injected"})
             return result
@@ -309,13 +318,13 @@ class Faults:
 
         return undo
 
-    def _note_killed(self, event: Any, calls: list[tuple[str, dict[str, int]]]) -> None:
+    def _note_killed(self, event: Any, calls: list[tuple[str, dict[str, Any]]]) -> None:
         with self._lock:
             self.killed_tags.add(str((event or {}).get("run_id")))
             for tag, usage in calls:
                 self.died_calls[tag].append(usage)
 
-    def _answered(self, tag: str, usage: dict[str, int]) -> None:
+    def _answered(self, tag: str, usage: dict[str, Any]) -> None:
         with self._lock:
             self.model_calls[tag].append(usage)
         calls = getattr(self._local, "calls", None)
@@ -354,8 +363,21 @@ class Faults:
         faults = self
 
         def tag_of(kwargs: dict[str, Any]) -> str:
-            users = [m for m in kwargs.get("messages") or [] if m.get("role") == "user"]
+            messages = kwargs.get("messages") or []
+            users = [m for m in messages if m.get("role") == "user"]
             found = TAG.search(scripted._text(users[0].get("content"))) if users else None
+            if found is None and not (users and scripted._text(users[0].get("content")) == "a leaf"):
+                shape = [
+                    f"{m.get('role')}:{scripted._text(m.get('content'))[:50]!r}"
+                    + (
+                        f" calls {[c['function']['name'] for c in m['tool_calls']]}"
+                        if m.get("tool_calls")
+                        else ""
+                    )
+                    for m in messages
+                ]
+                with faults._lock:
+                    faults.untagged.append(" | ".join(shape)[:600])
             return found.group(0) if found else "?"
 
         def fail(fault: str | None, tag: str) -> None:
@@ -845,7 +867,17 @@ def check(soak: Soak, outcomes: list[Outcome], transport: Recording, seconds: fl
             broken[INVARIANTS[1]].append(f"call {call_tag} applied under {len(keys)} Idempotency-Keys")
     for mail, n in peer.emails.items():
         if n > 1:
-            broken[INVARIANTS[1]].append(f"email to {mail[0]} sent {n} times")
+            tag = mail[0].split("@")[0]
+            seen = [
+                f"{r['run_id']} {r['status']} tools_executed {r['tools_executed']} trigger "
+                f"{r.get('trigger')} replay_of {r.get('replay_of')}"
+                for r in runs.values()
+                if tag in r["input"]
+            ]
+            broken[INVARIANTS[1]].append(
+                f"email to {mail[0]} sent {n} times under keys {sorted(peer.email_keys[mail])}; runs {seen}; "
+                f"killed {[r for r in faults.killed_tags if any(r in x for x in seen)]}"
+            )
     for out in outcomes:
         run = runs.get(out.run_id or "")
         if run is None or run["status"] != "succeeded":
@@ -887,8 +919,13 @@ def check(soak: Soak, outcomes: list[Outcome], transport: Recording, seconds: fl
             tree = [r for r in runs.values() if r["root_run_id"] == run_id]
             total = sum(r["usage"]["input_tokens"] for r in tree)
             if total != run["total_usage"]["input_tokens"]:
+                shown = [
+                    f"{r['run_id']} {r['status']} own {r['usage']['input_tokens']} total "
+                    f"{r['total_usage']['input_tokens']} parent {r['parent_run_id']}"
+                    for r in tree
+                ]
                 broken[INVARIANTS[4]].append(
-                    f"{run_id} total_usage {run['total_usage']['input_tokens']}, its tree {total}"
+                    f"{run_id} total_usage {run['total_usage']['input_tokens']}, its tree {total}: {shown}"
                 )
     for tag in set(usage_by_tag) | {t for t in faults.model_calls if t.startswith(soak.prefix) or t == "?"}:
         calls = faults.model_calls.get(tag, [])
@@ -903,6 +940,7 @@ def check(soak: Soak, outcomes: list[Outcome], transport: Recording, seconds: fl
             broken[INVARIANTS[4]].append(
                 f"{tag} ({', '.join(members.get(tag, []))}): usage {recorded}, the model answered "
                 f"{len(calls)} calls worth {counted}: {calls}; {len(died)} of them to a Step later killed"
+                + (f"; untagged calls: {faults.untagged}" if tag == "?" and faults.untagged else "")
             )
     # 6
     broken[INVARIANTS[5]] += transport.bad

@@ -349,3 +349,59 @@ def test_a_delegation_past_the_tenants_active_run_quota_is_an_error_result(
     _, _, page = stack.invoke_api("GET", f"/v1/runs/{run['run_id']}/events?after=0", key=key)
     (result,) = [e["data"] for e in page["events"] if e["type"] == "tool_result"]
     assert result["error"]["code"] == "quota_exceeded"
+
+
+class Died(BaseException):
+    """The Step's process dying: nothing in the handler catches it."""
+
+
+def test_a_parent_killed_after_storing_its_childs_result_still_counts_the_childs_spend(
+    stack: LocalStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 30's soak: a parent Step stored the child's result, then died before its context write
+    counted the child's spend; the retried Step found the result in the conversation, skipped the wait,
+    and the root's total_usage lost the whole subtree."""
+    from stepwise.loop import step as step_module
+    from stepwise.loop import waits
+    from stepwise_local.lambdas import FunctionError
+
+    researcher = agent(stack, "researcher")
+    coordinator = agent(stack, "coordinator", tools=[agent_tool("research", researcher)])
+    settled: list[str] = []
+    died: list[str] = []
+    delegated, save = waits._delegated, step_module._save
+
+    def delegated_once(scope: Any, ref: Any, interaction: Any) -> Any:
+        settled.append(ref.id)
+        return delegated(scope, ref, interaction)
+
+    def save_or_die(tenant_id: str, work: Any, context: Any) -> Any:
+        if settled and not died:  # the child's result is stored; its spend is not yet counted
+            died.append(work.run.run_id)
+            raise Died
+        return save(tenant_id, work, context)
+
+    lambdas = stack.lambdas
+    inner = lambdas.invoke
+
+    def invoke(name_or_arn: str, event: Any) -> Any:
+        try:
+            return inner(name_or_arn, event)
+        except Died:
+            raise FunctionError({"errorType": "Runtime.ExitError", "errorMessage": "killed"}) from None
+
+    monkeypatch.setattr(waits, "_delegated", delegated_once)
+    monkeypatch.setattr(step_module, "_save", save_or_die)
+    monkeypatch.setattr(lambdas, "invoke", invoke)
+    accepted = start(
+        stack, coordinator, [{"tool_calls": [ask("research", "the tallest tree")]}, {"text": "ok"}]
+    )
+
+    parent = wait_for_run(stack, accepted["run_id"])
+    assert parent["status"] == "succeeded" and died == [accepted["run_id"]]
+    (child_id,) = parent["children"]
+    child = get_run(stack, child_id)
+    assert child["usage"]["input_tokens"] > 0
+    assert parent["total_usage"]["input_tokens"] == (
+        parent["usage"]["input_tokens"] + child["total_usage"]["input_tokens"]
+    )

@@ -205,9 +205,12 @@ def _finish_waits(
     settled = [
         waits_.settle(scope, by_id[w.tool_call_id], w) for w in waits if w.tool_call_id not in done_ids
     ]
+    # A wait whose result an earlier, killed attempt of this step stored is not settled again, but what
+    # its child spent was counted only in that attempt's context write, which never happened.
+    stored = [waits_.spent_of(scope, w) for w in waits if w.tool_call_id in done_ids]
     spent = sum(
         (s.spent for s in settled if isinstance(s, Resolved) and s.spent is not None),
-        context.descendants_usage,
+        sum(stored, context.descendants_usage),
     )
     acted = _act(tenant_id, work, context, scope, settled, in_order=True)
     _add_results(work, acted.context, acted.results)

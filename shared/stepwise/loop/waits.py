@@ -10,6 +10,7 @@ from typing import Any
 
 from stepwise.core.errors import Conflict, NotFound
 from stepwise.interactions.models import Interaction, digest
+from stepwise.llm.models import Usage
 from stepwise.loop.calls import Ready, Resolved, Settled, StepScope
 from stepwise.loop.gating import resolve
 from stepwise.runs import delegation, events
@@ -34,6 +35,17 @@ def settle(scope: StepScope, ref: CallRef, wait: Wait) -> Settled:
             ref, ToolResult.failure("timeout", f"no one gave {waited} in time; the call did not run")
         )
     return _answered(scope, ref, interaction)
+
+
+def spent_of(scope: StepScope, wait: Wait) -> Usage:
+    """What a delegation wait's child spent, for a wait whose result the conversation already holds (an
+    earlier attempt of this step stored it, then died before its context write counted the spend)."""
+    if wait.kind != "delegation":
+        return Usage()
+    interaction = stores().interactions.get(scope.tenant_id, wait.interaction_id)
+    if interaction.status != "answered":
+        return Usage()
+    return delegation.outcome_usage(interaction.answer or {})
 
 
 def _delegated(scope: StepScope, ref: CallRef, interaction: Interaction) -> Resolved:
