@@ -814,6 +814,13 @@ def check(soak: Soak, outcomes: list[Outcome], transport: Recording, seconds: fl
 
     sfn = boto3.client("stepfunctions")
     machine = stack.state_machine_arn.replace(":stateMachine:", ":execution:")
+    # One execution per run: two would run its steps twice, side by side.
+    names: Counter[str] = Counter()
+    for page in sfn.get_paginator("list_executions").paginate(stateMachineArn=stack.state_machine_arn):
+        names.update(e["name"] for e in page["executions"])
+    for name, count in names.items():
+        if count > 1:
+            broken[INVARIANTS[0]].append(f"{name} has {count} executions")
     runs: dict[str, dict[str, Any]] = {}
     for out in outcomes:
         for run_id in (out.run_id, out.replay_id):

@@ -350,6 +350,31 @@ def make_stop_execution_safe() -> Callable[[], None]:
     return undo
 
 
+def make_start_execution_atomic() -> Callable[[], None]:
+    """moto's StartExecution looks for an execution of the same name, then creates one, with nothing
+    between the two: two starts of one run at the same moment (a retried start beside the first, a
+    session handing on a run that the API also starts) both created one, and the run's steps ran twice
+    side by side. Step Functions makes a name unique atomically, so the local stack starts one at a time.
+    Returns undo."""
+    import threading
+
+    from moto.stepfunctions.parser.models import StepFunctionsParserBackend
+
+    original = StepFunctionsParserBackend.start_execution
+    lock = threading.Lock()
+
+    def start_execution(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with lock:
+            return original(self, *args, **kwargs)
+
+    StepFunctionsParserBackend.start_execution = start_execution  # type: ignore[method-assign]
+
+    def undo() -> None:
+        StepFunctionsParserBackend.start_execution = original  # type: ignore[method-assign]
+
+    return undo
+
+
 def make_task_callbacks_safe() -> Callable[[], None]:
     """moto's SendTaskSuccess, SendTaskFailure and SendTaskHeartbeat look for the token in every running
     execution's environment, including one whose worker has not set its environment yet (the window

@@ -30,6 +30,7 @@ from stepwise_local.lambdas import (
     install_moto_seam,
     make_dynamodb_transactions_idempotent,
     make_dynamodb_writes_atomic,
+    make_start_execution_atomic,
     make_stop_execution_safe,
     make_task_callbacks_safe,
 )
@@ -534,6 +535,7 @@ def _bring_up(
     undo_atomic = make_dynamodb_writes_atomic()
     undo_stop = make_stop_execution_safe()
     undo_callbacks = make_task_callbacks_safe()
+    undo_starts = make_start_execution_atomic()
     undo_tokens = make_dynamodb_transactions_idempotent()
 
     # Every machine of the template (the agent run, the eval run); the agent run's is the one the stack
@@ -579,7 +581,16 @@ def _bring_up(
         definition=definition,
     )
     stack._cleanup.extend(
-        [mock.stop, undo_seam, undo_atomic, undo_stop, undo_callbacks, undo_tokens, s3_server.shutdown]
+        [
+            mock.stop,
+            undo_seam,
+            undo_atomic,
+            undo_stop,
+            undo_callbacks,
+            undo_starts,
+            undo_tokens,
+            s3_server.shutdown,
+        ]
     )
     if sockets is not None and undo_connections is not None:
         stack._cleanup.extend([undo_connections, sockets.stop])  # run backwards: sockets close first
