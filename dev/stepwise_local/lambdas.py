@@ -352,10 +352,10 @@ def make_stop_execution_safe() -> Callable[[], None]:
 
 def make_start_execution_atomic() -> Callable[[], None]:
     """moto's StartExecution looks for an execution of the same name, then creates one, with nothing
-    between the two: two starts of one run at the same moment (a retried start beside the first, a
-    session handing on a run that the API also starts) both created one, and the run's steps ran twice
-    side by side. Step Functions makes a name unique atomically, so the local stack starts one at a time.
-    Returns undo."""
+    between the two, so two starts of one run at the same moment (a retried start beside the first, a
+    session handing on a run that the API also starts) could both create one and run its steps twice
+    side by side. Step Functions makes a name unique atomically, so the local stack starts one at a
+    time. Returns undo."""
     import threading
 
     from moto.stepfunctions.parser.models import StepFunctionsParserBackend
