@@ -191,7 +191,7 @@ class Faults:
         self.died_calls: dict[str, list[dict[str, Any]]] = defaultdict(list)
         self.model_faults: Counter[str] = Counter()  # tag → model faults its calls met
         self.killed_tags: set[str] = set()
-        self.untagged: list[str] = []  # model calls that name no run (not a leaf's): their messages' shape
+        self.prefix = ""  # the soak's run tags begin with it (Soak sets it)
         self._local = threading.local()
         self._undo: list[Callable[[], None]] = []
 
@@ -362,23 +362,16 @@ class Faults:
         original_stream, original_complete = scripted.ScriptedLLM.streaming, scripted.ScriptedLLM.completion
         faults = self
 
-        def tag_of(kwargs: dict[str, Any]) -> str:
-            messages = kwargs.get("messages") or []
-            users = [m for m in messages if m.get("role") == "user"]
-            found = TAG.search(scripted._text(users[0].get("content"))) if users else None
-            if found is None and not (users and scripted._text(users[0].get("content")) == "a leaf"):
-                shape = [
-                    f"{m.get('role')}:{scripted._text(m.get('content'))[:50]!r}"
-                    + (
-                        f" calls {[c['function']['name'] for c in m['tool_calls']]}"
-                        if m.get("tool_calls")
-                        else ""
-                    )
-                    for m in messages
-                ]
-                with faults._lock:
-                    faults.untagged.append(" | ".join(shape)[:600])
-            return found.group(0) if found else "?"
+        def tag_of(kwargs: dict[str, Any]) -> str | None:
+            """The run tag of the soak's run a call serves ("?" for a leaf, whose message is the
+            middle's fixed script), or None for a call of another run in the same stack (a test's
+            left-over run in `make test`), which the soak neither faults nor counts."""
+            users = [m for m in kwargs.get("messages") or [] if m.get("role") == "user"]
+            text = scripted._text(users[0].get("content")) if users else ""
+            found = TAG.search(text)
+            if found is not None and found.group(0).startswith(f"{faults.prefix}-"):
+                return found.group(0)
+            return "?" if faults.prefix and faults.prefix in text else None
 
         def fail(fault: str | None, tag: str) -> None:
             if fault is None:
@@ -397,6 +390,8 @@ class Faults:
 
         def streaming(llm: Any, *args: Any, **kwargs: Any) -> Iterator[Any]:
             tag = tag_of(kwargs)
+            if tag is None:
+                return original_stream(llm, *args, **kwargs)
             fault = faults.draw(
                 "model", ("model_429", "model_500", "model_slow_first_token", "model_cut_stream")
             )
@@ -416,6 +411,8 @@ class Faults:
 
         def completion(llm: Any, *args: Any, **kwargs: Any) -> Any:
             tag = tag_of(kwargs)
+            if tag is None:
+                return original_complete(llm, *args, **kwargs)
             fail(faults.draw("model", ("model_429", "model_500", "model_slow_first_token")), tag)
             response = original_complete(llm, *args, **kwargs)
             faults._answered(
@@ -523,6 +520,7 @@ class Soak:
         self.stack, self.runs, self.seed, self.concurrency = stack, runs, seed, concurrency
         self.faults = Faults(rates, seed)
         self.prefix = f"soak-{hashlib.sha256(f'{seed}{uuid.uuid4()}'.encode()).hexdigest()[:6]}"
+        self.faults.prefix = self.prefix
         self.tenant = f"soak{self.prefix[5:]}"
         self.key = f"sk-{self.prefix}"
         self.peer = Peer(self.faults)
@@ -570,7 +568,11 @@ class Soak:
                 "name": "middle",
                 "tools": [_agent_tool("ask_leaf", self.agents["leaf"])],
                 "script": [
-                    {"tool_calls": [{"name": "ask_leaf", "arguments": {"message": "a leaf"}}]},
+                    {
+                        "tool_calls": [
+                            {"name": "ask_leaf", "arguments": {"message": f"a leaf of {self.prefix}"}}
+                        ]
+                    },
                     {"text": "mid"},
                 ],
             }
@@ -947,7 +949,6 @@ def check(soak: Soak, outcomes: list[Outcome], transport: Recording, seconds: fl
             broken[INVARIANTS[4]].append(
                 f"{tag} ({', '.join(members.get(tag, []))}): usage {recorded}, the model answered "
                 f"{len(calls)} calls worth {counted}: {calls}; {len(died)} of them to a Step later killed"
-                + (f"; untagged calls: {faults.untagged}" if tag == "?" and faults.untagged else "")
             )
     # 6
     broken[INVARIANTS[5]] += transport.bad
