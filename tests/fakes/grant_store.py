@@ -4,8 +4,11 @@ needs no DynamoDB. It keeps what the real one keeps, minus the encryption."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 
+from stepwise.core.schema import utcnow
 from stepwise.mcp.authorization import GrantKey, PendingAuthorization, StateRejected, StoredGrant, same_nonce
+from stepwise.mcp.oauth import Pending
 
 
 @dataclass
@@ -55,3 +58,18 @@ class MemoryGrantStore:
         if found.used:
             raise StateRejected("used")
         return found
+
+
+def pending(expires_in: timedelta) -> PendingAuthorization:
+    """An authorization in flight for tenant t1's linear server, expiring in `expires_in`."""
+    return PendingAuthorization(
+        tenant_id="t1",
+        agent_id="a1",
+        server="linear",
+        server_created_at=utcnow(),
+        pending=Pending(
+            code_verifier="v" * 64, redirect_uri="https://api.example/v1/integrations/mcp/oauth/callback"
+        ),
+        expires_at=utcnow() + expires_in,
+        authorization_url="https://as.example/authorize?state=s1",
+    )

@@ -839,7 +839,7 @@ def test_an_oauth_start_link_and_callback_retried_after_their_answers_were_lost_
     callback 403. Another browser's callback is still refused."""
     from stepwise.mcp.authorization import StateRejected, open_flow, state_hash, take
     from stepwise.mcp.grants import DynamoGrantStore
-    from tests.unit.test_mcp_oauth import pending
+    from tests.fakes.grant_store import pending
 
     store = DynamoGrantStore()
     state = f"s_{uuid.uuid4().hex}"

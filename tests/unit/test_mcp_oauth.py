@@ -7,9 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from stepwise.core.schema import utcnow
 from stepwise.mcp.authorization import (
-    PendingAuthorization,
     StateRejected,
     cleared_cookie,
     open_flow,
@@ -17,22 +15,7 @@ from stepwise.mcp.authorization import (
     state_hash,
     take,
 )
-from stepwise.mcp.oauth import Pending
-from tests.fakes.grant_store import MemoryGrantStore
-
-
-def pending(expires_in: timedelta) -> PendingAuthorization:
-    return PendingAuthorization(
-        tenant_id="t1",
-        agent_id="a1",
-        server="linear",
-        server_created_at=utcnow(),
-        pending=Pending(
-            code_verifier="v" * 64, redirect_uri="https://api.example/v1/integrations/mcp/oauth/callback"
-        ),
-        expires_at=utcnow() + expires_in,
-        authorization_url="https://as.example/authorize?state=s1",
-    )
+from tests.fakes.grant_store import MemoryGrantStore, pending
 
 
 def test_a_state_is_taken_once() -> None:
