@@ -747,6 +747,24 @@ class FakeShares:
             self.holders.get(tenant_id, {}).pop(run_id, None)
 
 
+class FakeStartKeys:
+    """Which run each keyed start made, as stepwise.store.start_keys keeps them."""
+
+    def __init__(self) -> None:
+        self.held: dict[tuple[str, str], str] = {}
+        self.lock = threading.Lock()
+
+    def claim(self, tenant_id: str, key: str, run_id: str) -> str:
+        with self.lock:
+            return self.held.setdefault((tenant_id, key), run_id)
+
+    def move(self, tenant_id: str, key: str, old: str, new: str) -> str:
+        with self.lock:
+            if self.held.get((tenant_id, key)) == old:
+                self.held[(tenant_id, key)] = new
+            return self.held[(tenant_id, key)]
+
+
 @dataclass
 class FakeStores:
     """One of each fake, wired as the real stores are (a run's counters read through its context)."""
@@ -759,6 +777,7 @@ class FakeStores:
     events: FakeEventLog = field(default_factory=FakeEventLog)
     results: FakeResults = field(default_factory=FakeResults)
     followers: FakeFollowers = field(default_factory=FakeFollowers)
+    start_keys: FakeStartKeys = field(default_factory=FakeStartKeys)
     shares: FakeShares | None = None  # none: steps are not bounded per tenant, as without the table
     runs: FakeRuns = field(init=False)
     described: FakeDescribed = field(init=False)
@@ -780,5 +799,6 @@ class FakeStores:
             results=self.results,
             described=self.described,
             followers=self.followers,
+            start_keys=self.start_keys,
             shares=self.shares,
         )

@@ -167,6 +167,109 @@ def test_concurrent_starts_with_one_key_make_one_run(stack: LocalStack) -> None:
     assert len(stack.invoke_api("GET", f"/v1/runs?agent_id={agent_id}")[2]["runs"]) == 1
 
 
+def fail_once(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str, error: Exception) -> list[int]:
+    """`owner.name` raises `error` on its first call only: the process failing at that point once.
+    Returns the list its calls are counted in."""
+    real = getattr(owner, name)
+    calls: list[int] = []
+
+    def once(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 1:
+            raise error
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, once)
+    return calls
+
+
+def agent_runs(stack: LocalStack, agent_id: str) -> list[dict[str, Any]]:
+    return list(stack.invoke_api("GET", f"/v1/runs?agent_id={agent_id}")[2]["runs"])
+
+
+def test_a_start_retried_after_failing_late_carries_on_its_run(
+    stack: LocalStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The attempt recorded and launched its run, then failed before answering: Powertools forgot it,
+    and the retry used to start a second run with the same message (issue 30's soak)."""
+    from stepwise.runs import start as starting
+
+    agent_id = agent(stack)
+    fail_once(monkeypatch, starting, "accepted", RuntimeError("the process died after the launch"))
+    headers = {"Idempotency-Key": "late-failure"}
+
+    failed = start(stack, agent_id, headers=headers, message="once", script=[{"text": "ok"}])
+    retried = start(stack, agent_id, headers=headers, message="once", script=[{"text": "ok"}])
+
+    assert failed[0] == 500 and retried[0] == 202, (failed, retried)
+    assert wait_for_run(stack, retried[1]["run_id"])["status"] == "succeeded"
+    assert [r["run_id"] for r in agent_runs(stack, agent_id)] == [retried[1]["run_id"]]
+
+
+def test_a_start_retried_before_its_run_launched_launches_it(
+    stack: LocalStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The attempt died between recording the run (which holds its new session) and launching it: the
+    retry launches that run, which would otherwise wait a day for the sweep to fail it start_lost."""
+    from stepwise.runs import start as starting
+
+    agent_id = agent(stack)
+    launches = fail_once(monkeypatch, starting, "launch", RuntimeError("the process died before the launch"))
+    headers = {"Idempotency-Key": "early-failure"}
+
+    failed = start(stack, agent_id, headers=headers, message="once", script=[{"text": "ok"}])
+    (recorded,) = agent_runs(stack, agent_id)
+    retried = start(stack, agent_id, headers=headers, message="once", script=[{"text": "ok"}])
+
+    assert failed[0] == 500 and recorded["status"] == "queued"
+    assert retried[0] == 202 and retried[1]["run_id"] == recorded["run_id"], retried
+    assert wait_for_run(stack, recorded["run_id"])["status"] == "succeeded"
+    assert len(launches) == 2 and len(agent_runs(stack, agent_id)) == 1
+
+
+def test_a_start_that_could_not_launch_starts_afresh_on_retry(
+    stack: LocalStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run whose execution could not be started is failed start_failed and the 503 says to try again:
+    the retry under the same key makes a new run rather than answering with the failed one."""
+    from botocore.exceptions import ClientError
+
+    from stepwise.core import aws
+
+    agent_id = agent(stack)
+    sfn = aws.client("stepfunctions")
+    refused = ClientError({"Error": {"Code": "ServiceUnavailable", "Message": "down"}}, "StartExecution")
+    fail_once(monkeypatch, sfn, "start_execution", refused)
+    headers = {"Idempotency-Key": "no-launch"}
+
+    failed = start(stack, agent_id, headers=headers, message="once", script=[{"text": "ok"}])
+    retried = start(stack, agent_id, headers=headers, message="once", script=[{"text": "ok"}])
+    again = start(stack, agent_id, headers=headers, message="once", script=[{"text": "ok"}])
+
+    assert failed[0] == 503 and failed[1]["error"]["code"] == "start_failed", failed
+    assert retried[0] == again[0] == 202 and retried[1]["run_id"] == again[1]["run_id"]
+    assert wait_for_run(stack, retried[1]["run_id"])["status"] == "succeeded"
+    statuses = {r["run_id"]: r["status"] for r in agent_runs(stack, agent_id)}
+    assert sorted(statuses.values()) == ["failed", "succeeded"], statuses
+
+
+def test_a_key_reused_with_another_message_after_a_failed_attempt_is_refused(
+    stack: LocalStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Powertools forgot the failed attempt, so it cannot compare the bodies: the run it recorded can."""
+    from stepwise.runs import start as starting
+
+    agent_id = agent(stack)
+    fail_once(monkeypatch, starting, "accepted", RuntimeError("the process died after the launch"))
+    headers = {"Idempotency-Key": "reused-late"}
+
+    start(stack, agent_id, headers=headers, message="first", script=[{"text": "ok"}])
+    status, body = start(stack, agent_id, headers=headers, message="second", script=[{"text": "ok"}])
+
+    assert status == 422 and body["error"]["code"] == "idempotency_key_reused", body
+    assert [r["input"] for r in agent_runs(stack, agent_id)] == ["first"]
+
+
 # --- double texting -------------------------------------------------------------------------------
 
 

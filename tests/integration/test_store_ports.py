@@ -29,7 +29,7 @@ from stepwise.runs.models import ACTIVE_STATUSES, Head, Run, RunExists, RunStatu
 from stepwise.runs.ports import SessionMessage
 from stepwise.runs.state import ContextMovedOn, RunContext
 from stepwise.sessions.models import ASSISTANT_SLOT, USER_SLOT, Earlier, tool_slot
-from stepwise.store import described, events, interactions, run_context, runs, sessions
+from stepwise.store import described, events, interactions, run_context, runs, sessions, start_keys
 from stepwise.store.described import INLINE_BYTES
 from stepwise.store.sessions import CHECKPOINT_LIMIT
 from stepwise.tools import results
@@ -765,6 +765,47 @@ def test_a_session_put_retried_after_its_answer_was_lost_is_the_same_new_session
     assert sessions.get(DEFAULT_TENANT, session_id).created_at == made.created_at
     with pytest.raises(Conflict):
         sessions.create(DEFAULT_TENANT, session_id, "agt_a", active_run_id="run_b")
+
+
+@pytest.fixture(params=["fake", "dynamodb"])
+def keys(request: pytest.FixtureRequest) -> Any:
+    if request.param == "fake":
+        return FakeStores().start_keys
+    request.getfixturevalue("stack")
+    return start_keys
+
+
+def test_a_start_key_holds_the_first_run_until_it_is_moved_from_it(keys: Any) -> None:
+    tenant, other = f"t_{uuid.uuid4().hex[:12]}", f"t_{uuid.uuid4().hex[:12]}"
+
+    assert keys.claim(tenant, "k", "run_a") == "run_a"
+    assert keys.claim(tenant, "k", "run_b") == "run_a"  # a retry finds the first attempt's run
+    assert keys.claim(other, "k", "run_c") == "run_c"  # another tenant's key is another key
+    assert keys.claim(tenant, "k2", "run_d") == "run_d"
+
+    assert keys.move(tenant, "k", "run_a", "run_e") == "run_e"
+    assert keys.move(tenant, "k", "run_a", "run_f") == "run_e"  # a concurrent retry moved it first
+    assert keys.claim(tenant, "k", "run_g") == "run_e"
+
+
+@pytest.mark.parametrize("operation", ["PutItem", "UpdateItem"])
+def test_a_start_key_write_retried_after_its_answer_was_lost_is_its_own(
+    stack: LocalStack, operation: str
+) -> None:
+    """botocore retries the write, whose condition its own first attempt now fails: the id read back is
+    the one it wrote."""
+    tenant = f"t_{uuid.uuid4().hex[:12]}"
+    if operation == "UpdateItem":
+        start_keys.claim(tenant, "k", "run_a")
+    with answer_lost_once(operation, "IdempotencyTable") as lost:
+        held = (
+            start_keys.claim(tenant, "k", "run_a")
+            if operation == "PutItem"
+            else start_keys.move(tenant, "k", "run_a", "run_b")
+        )
+
+    assert lost, "the fault was not injected"
+    assert held == ("run_a" if operation == "PutItem" else "run_b")
 
 
 def test_an_answer_retried_after_its_answer_was_lost_still_wins(stack: LocalStack) -> None:

@@ -779,6 +779,20 @@ class TriggerItem(Model):
     by_tenant = TriggersByTenant()
 
 
+class StartKeyItem(Model):
+    """Which run a keyed start made (id = "<tenant>#start#<sha256 of the key>"), in the idempotency
+    table beside Powertools' records (whose ids are "<function>#<md5>", so none can collide). Powertools
+    forgets a start that raised, and its in-progress record expires with its invocation; this item does
+    neither, so a retried start finds the run the first attempt recorded instead of making another."""
+
+    class Meta:
+        table_name = "IdempotencyTable"
+
+    id = UnicodeAttribute(hash_key=True)
+    run_id = UnicodeAttribute()
+    expiration = TTLAttribute()  # the table's TTL attribute, as for Powertools' records
+
+
 @cache
 def bind() -> None:
     """Point the models at the tables named in the environment (once per process)."""
@@ -815,6 +829,7 @@ def bind() -> None:
         (TriggerDeliveryItem, names.triggers),
         (TriggerKeyItem, names.triggers),
         (TriggerAddressItem, names.triggers),
+        (StartKeyItem, names.idempotency),
     ):
         meta: Any = model.Meta
         meta.table_name = name

@@ -345,6 +345,20 @@ class ShareStore(Protocol):
         ...
 
 
+class StartKeyStore(Protocol):
+    """Which run a keyed start made (stepwise.store.start_keys), kept as long as the start's
+    idempotency record: what lets a start retried after a failure find its run."""
+
+    def claim(self, tenant_id: str, key: str, run_id: str) -> str:
+        """Hold `run_id` under `key` unless one is held already: the run id held afterwards."""
+        ...
+
+    def move(self, tenant_id: str, key: str, old: str, new: str) -> str:
+        """Hold `new` under `key` in place of `old` (a run that could not start): the run id held
+        afterwards, another's when a concurrent retry moved it first."""
+        ...
+
+
 @dataclass(frozen=True)
 class Stores:
     runs: RunStore
@@ -357,6 +371,7 @@ class Stores:
     results: ResultStore
     described: DescribedStore
     followers: Followers
+    start_keys: StartKeyStore
     pushes: PushNotifier | None = None  # none in tests that do not exercise A2A push notifications
     spend: SpendStore | None = None  # none: no budgets are checked and the agent is read alone
     shares: ShareStore | None = None  # none: a tenant's concurrent steps are not bounded

@@ -18,14 +18,14 @@ from stepwise.agents.models import DEFAULT_MAX_STEPS, Agent
 from stepwise.attachments import intake
 from stepwise.attachments.models import Attachment
 from stepwise.core import aws, config, observability
-from stepwise.core.errors import Conflict, Unprocessable
+from stepwise.core.errors import Conflict, NotFound, Unprocessable
 from stepwise.core.ids import new_id
 from stepwise.core.schema import utcnow
 from stepwise.runs import suspension
 from stepwise.runs.cancel import cancel_active
 from stepwise.runs.models import AgentPaused, Run, RunCreate, RunExists, SyncRunCreate
 from stepwise.runs.ports import stores
-from stepwise.runs.queue import launch
+from stepwise.runs.queue import StartFailed, launch
 from stepwise.runs.state import SyncAnswer
 from stepwise.sessions.models import Session
 from stepwise.webhooks import keys as webhook_keys
@@ -248,6 +248,7 @@ def start_run(
     what_if_of: str | None = None,
     what_if: dict[str, Any] | None = None,
     callback_token: str | None = None,
+    key: str | None = None,
 ) -> Run:
     """Record the run, then start its execution, or queue it behind its session's active run.
     A replay passes the run it replays as `replayed`: its files are copied to the new run. A protocol
@@ -260,26 +261,89 @@ def start_run(
     `new_session_id` names the session a run without `session_id` creates (a door that maps its own
     conversation ids onto sessions). A what-if run (stepwise.evals.whatif) names the run it replays
     (`what_if_of`) and carries its request (`what_if`). `callback_token`: a Step Functions task token
-    the run's ending sends back with its outcome (an eval case's run: its EvalRun execution waits on it)."""
+    the run's ending sends back with its outcome (an eval case's run: its EvalRun execution waits on it).
+
+    `key`: the start's idempotency key (every caller of `once` passes it, with the door and agent in
+    it). The run is recorded under the id the key holds (`_keyed`), so a start retried after a failure
+    finds the run its first attempt recorded and carries that one on instead of making a second."""
+    if key is not None:
+        run_id, found = _keyed(tenant_id, key, body)
+        if found is not None:
+            return found
     agent = stores().agents.get(tenant_id, agent_id)
     max_steps = body.max_steps or agent.max_steps or DEFAULT_MAX_STEPS
-    run, held = _record(
-        tenant_id,
-        agent,
-        body,
-        max_steps,
-        run_id=run_id,
-        trigger_id=trigger_id,
-        replay_of=replay_of,
-        replayed=replayed,
-        instructions=instructions,
-        client_tools=client_tools,
-        new_session_id=new_session_id,
-        what_if_of=what_if_of,
-        what_if=what_if,
-        callback_token=callback_token,
-    )
+    try:
+        run, held = _record(
+            tenant_id,
+            agent,
+            body,
+            max_steps,
+            run_id=run_id,
+            trigger_id=trigger_id,
+            replay_of=replay_of,
+            replayed=replayed,
+            instructions=instructions,
+            client_tools=client_tools,
+            new_session_id=new_session_id,
+            what_if_of=what_if_of,
+            what_if=what_if,
+            callback_token=callback_token,
+        )
+    except RunExists:
+        if key is None or run_id is None:
+            raise
+        return _resume(tenant_id, stores().runs.get(tenant_id, run_id), body)  # a concurrent retry's
     if held or _take_turn(tenant_id, run, body.multitask_strategy):
+        launch(tenant_id, run)
+    return run
+
+
+class KeyReused(Unprocessable):
+    """The key started a run with another message or session (`once` answers it as its `reused`)."""
+
+    code = "idempotency_key_reused"
+
+
+def _never_started(run: Run) -> bool:
+    return run.status == "failed" and run.error is not None and run.error.code == StartFailed.code
+
+
+def _keyed(tenant_id: str, key: str, body: RunCreate) -> tuple[str, Run | None]:
+    """The run id a keyed start records its run under, and that run when an earlier attempt recorded
+    it already (carried on by `_resume`). Powertools alone cannot promise one run per key: it forgets
+    a start that raised, and an in-progress record expires with its invocation, so an attempt that
+    recorded and launched its run and then failed (its answer, or the record's completion, lost to a
+    fault) was run again under a new id: two runs, each sending its own emails (issue 30's soak).
+
+    A run whose execution could not be started (launch failed it `start_failed`, and the 503 said to
+    try again) is not carried on: the key moves to a new id, so the retry starts afresh, as it did
+    before the key held a run."""
+    keys = stores().start_keys
+    run_id = keys.claim(tenant_id, key, new_id("run"))
+    for _ in range(5):
+        try:
+            run = stores().runs.get(tenant_id, run_id)
+        except NotFound:
+            return run_id, None  # the attempt that took the key died (or was refused) before recording
+        if not _never_started(run):
+            return run_id, _resume(tenant_id, run, body)
+        run_id = keys.move(tenant_id, key, run_id, new_id("run"))
+    raise StartFailed("the run could not be started; try again")
+
+
+def _resume(tenant_id: str, run: Run, body: RunCreate) -> Run:
+    """Carry on the run an earlier attempt under the same key recorded: it may have died before the
+    run took its turn on the session, or before its execution started (both idempotent: a claim by
+    the run that holds the session, and an execution named after the run)."""
+    if run.input != body.message or body.session_id not in (None, run.session_id):
+        raise KeyReused(
+            "this key already started a run with another message or session", details={"run_id": run.run_id}
+        )
+    if run.status != "queued":
+        return run
+    session = stores().sessions.get(tenant_id, run.session_id)
+    held = session.active_run_id == run.run_id
+    if held or (run.run_id not in session.queue and _take_turn(tenant_id, run, body.multitask_strategy)):
         launch(tenant_id, run)
     return run
 
@@ -303,6 +367,7 @@ def run_sync(tenant_id: str, agent_id: str, body: SyncRunCreate) -> Run:
 
 IDEMPOTENCY_HOURS = 24
 INSTRUCTIONS = "instructions"
+START_KEY = "\x1f"  # joins the parts of a start's key (door, agent, the caller's ids): in none of them
 
 
 def guarded(
@@ -374,7 +439,7 @@ def once(
     try:
         settings.register_lambda_context(lambda_context)
         result: dict[str, Any] = begin(request=request)
-    except IdempotencyValidationError:
+    except (IdempotencyValidationError, KeyReused):
         raise reused from None
     except IdempotencyAlreadyInProgressError:
         raise Conflict(
@@ -389,7 +454,9 @@ def _start_from(request: dict[str, Any]) -> dict[str, Any]:
     # reuse) but are not a field of RunCreate, whose contract is POST /v1/agents/{id}/runs'.
     instructions = fields.pop(INSTRUCTIONS, None)
     body = RunCreate.model_validate(fields)
-    return accepted(start_run(request["tenant_id"], request["agent_id"], body, instructions=instructions))
+    tenant_id, agent_id = request["tenant_id"], request["agent_id"]
+    key = START_KEY.join(["runs", agent_id, request["key"]])
+    return accepted(start_run(tenant_id, agent_id, body, instructions=instructions, key=key))
 
 
 @cache

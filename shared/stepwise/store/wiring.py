@@ -28,7 +28,16 @@ def dynamodb() -> Stores:
     from stepwise.agents import store as agents
     from stepwise.follow import delivery as followers
     from stepwise.ledger import store as effects
-    from stepwise.store import described, events, interactions, run_context, runs, sessions, shares
+    from stepwise.store import (
+        described,
+        events,
+        interactions,
+        run_context,
+        runs,
+        sessions,
+        shares,
+        start_keys,
+    )
     from stepwise.tools import results
     from stepwise.usage import standing
 
@@ -43,6 +52,7 @@ def dynamodb() -> Stores:
         results=results,
         described=described,
         followers=followers,
+        start_keys=start_keys,
         pushes=A2APushes(),
         spend=standing,
         shares=shares,
