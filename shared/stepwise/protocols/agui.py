@@ -166,7 +166,7 @@ def _begin(tenant_id: str, agent_id: str, body: RunAgentInput) -> dict[str, Any]
     # the run that attempt recorded (stepwise.runs.start._keyed); every try below shares it.
     key = start.START_KEY.join(["ag-ui", agent_id, body.thread_id, body.run_id])
     try:
-        run = start.start_run(tenant_id, agent_id, create, client_tools=tools, key=key)
+        run = start.start_keyed(tenant_id, agent_id, create, key=key, client_tools=tools)
     except NotFound as exc:
         if exc.code != "session_not_found" or session_id == body.thread_id:
             raise
@@ -174,13 +174,15 @@ def _begin(tenant_id: str, agent_id: str, body: RunAgentInput) -> dict[str, Any]
         # would cost every later run a read; this costs the first one the read that found nothing.
         try:
             fresh = create.model_copy(update={"session_id": None})
-            run = start.start_run(
-                tenant_id, agent_id, fresh, client_tools=tools, new_session_id=session_id, key=key
+            run = start.start_keyed(
+                tenant_id, agent_id, fresh, key=key, client_tools=tools, new_session_id=session_id
             )
         except Conflict as raced:
             if raced.code != "session_exists":
                 raise
-            run = start.start_run(tenant_id, agent_id, create, client_tools=tools, key=key)  # another made it
+            run = start.start_keyed(
+                tenant_id, agent_id, create, key=key, client_tools=tools
+            )  # another made it
     return {"run_id": run.run_id, "session_id": run.session_id}
 
 

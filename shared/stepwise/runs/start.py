@@ -154,6 +154,8 @@ def _record(
             what_if,
             callback_token,
         )
+    except RunExists:
+        raise  # the copies under this run id are that run's own (a concurrent retry of a keyed start)
     except BaseException:
         if attachments:
             intake.erase(tenant_id, run_id)
@@ -248,7 +250,6 @@ def start_run(
     what_if_of: str | None = None,
     what_if: dict[str, Any] | None = None,
     callback_token: str | None = None,
-    key: str | None = None,
 ) -> Run:
     """Record the run, then start its execution, or queue it behind its session's active run.
     A replay passes the run it replays as `replayed`: its files are copied to the new run. A protocol
@@ -261,41 +262,42 @@ def start_run(
     `new_session_id` names the session a run without `session_id` creates (a door that maps its own
     conversation ids onto sessions). A what-if run (stepwise.evals.whatif) names the run it replays
     (`what_if_of`) and carries its request (`what_if`). `callback_token`: a Step Functions task token
-    the run's ending sends back with its outcome (an eval case's run: its EvalRun execution waits on it).
-
-    `key`: the start's idempotency key (every caller of `once` passes it, with the door and agent in
-    it). The run is recorded under the id the key holds (`_keyed`), so a start retried after a failure
-    finds the run its first attempt recorded and carries that one on instead of making a second."""
-    if key is not None:
-        run_id, found = _keyed(tenant_id, key, body)
-        if found is not None:
-            return found
+    the run's ending sends back with its outcome (an eval case's run: its EvalRun execution waits on it)."""
     agent = stores().agents.get(tenant_id, agent_id)
     max_steps = body.max_steps or agent.max_steps or DEFAULT_MAX_STEPS
-    try:
-        run, held = _record(
-            tenant_id,
-            agent,
-            body,
-            max_steps,
-            run_id=run_id,
-            trigger_id=trigger_id,
-            replay_of=replay_of,
-            replayed=replayed,
-            instructions=instructions,
-            client_tools=client_tools,
-            new_session_id=new_session_id,
-            what_if_of=what_if_of,
-            what_if=what_if,
-            callback_token=callback_token,
-        )
-    except RunExists:
-        if key is None or run_id is None:
-            raise
-        return _resume(tenant_id, stores().runs.get(tenant_id, run_id), body)  # a concurrent retry's
+    run, held = _record(
+        tenant_id,
+        agent,
+        body,
+        max_steps,
+        run_id=run_id,
+        trigger_id=trigger_id,
+        replay_of=replay_of,
+        replayed=replayed,
+        instructions=instructions,
+        client_tools=client_tools,
+        new_session_id=new_session_id,
+        what_if_of=what_if_of,
+        what_if=what_if,
+        callback_token=callback_token,
+    )
     if held or _take_turn(tenant_id, run, body.multitask_strategy):
         launch(tenant_id, run)
     return run
+
+
+def start_keyed(tenant_id: str, agent_id: str, body: RunCreate, *, key: str, **options: Any) -> Run:
+    """`start_run` (with its keyword `options`) for a start behind an idempotency key: every caller of
+    `once` starts this way, with its door and agent in `key`. The run is recorded under the id the key
+    holds (`_keyed`), so a start retried after a failure finds the run its first attempt recorded and
+    carries that one on instead of making a second."""
+    run_id, found = _keyed(tenant_id, key, body)
+    if found is not None:
+        return found
+    try:
+        return start_run(tenant_id, agent_id, body, run_id=run_id, **options)
+    except RunExists:  # a concurrent attempt under the same key recorded it first
+        return _resume(tenant_id, stores().runs.get(tenant_id, run_id), body)
 
 
 class KeyReused(Unprocessable):
@@ -456,7 +458,7 @@ def _start_from(request: dict[str, Any]) -> dict[str, Any]:
     body = RunCreate.model_validate(fields)
     tenant_id, agent_id = request["tenant_id"], request["agent_id"]
     key = START_KEY.join(["runs", agent_id, request["key"]])
-    return accepted(start_run(tenant_id, agent_id, body, instructions=instructions, key=key))
+    return accepted(start_keyed(tenant_id, agent_id, body, key=key, instructions=instructions))
 
 
 @cache
