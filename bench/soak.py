@@ -44,6 +44,7 @@ from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -835,6 +836,23 @@ def check(soak: Soak, outcomes: list[Outcome], transport: Recording, seconds: fl
         if child not in runs:
             runs[child] = api(f"/v1/runs/{child}")
             frontier += runs[child]["children"]
+    # Every run the soak's tenant has is one the client started, replayed or delegated to: a run nobody
+    # knows of is a start that ran twice (its effects under its own keys, its usage its own).
+    listed: list[dict[str, Any]] = []
+    token = None
+    while True:
+        page = api("/v1/runs?limit=100" + (f"&next_token={quote(token)}" if token else ""))
+        listed += page["runs"]
+        token = page.get("next_token")
+        if not token:
+            break
+    if len(listed) < len(runs):
+        broken[INVARIANTS[0]].append(f"the tenant lists {len(listed)} runs; the client knows {len(runs)}")
+    for run in listed:
+        if run["run_id"] not in runs:
+            broken[INVARIANTS[0]].append(
+                f"{run['run_id']} ({run['input'][:40]!r}) {run['status']}: a run the client never started"
+            )
 
     logs = {run_id: events_of(run_id) for run_id in runs}
     for run_id, run in runs.items():
