@@ -164,7 +164,7 @@ def _begin(tenant_id: str, agent_id: str, body: RunAgentInput) -> dict[str, Any]
 
     # The run's id is held under the thread and run ids, so a retry after a failed attempt carries on
     # the run that attempt recorded (stepwise.runs.start._keyed); every try below shares it.
-    key = start.START_KEY.join(["ag-ui", agent_id, body.thread_id, body.run_id])
+    key = start.start_key("ag-ui", agent_id, body.thread_id, body.run_id)
     try:
         run = start.start_keyed(tenant_id, agent_id, create, key=key, client_tools=tools)
     except NotFound as exc:

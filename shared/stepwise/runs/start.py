@@ -9,6 +9,7 @@ never both become active.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from functools import cache
 from typing import Any
@@ -338,9 +339,7 @@ def _resume(tenant_id: str, run: Run, body: RunCreate) -> Run:
     run took its turn on the session, or before its execution started (both idempotent: a claim by
     the run that holds the session, and an execution named after the run)."""
     if run.input != body.message or body.session_id not in (None, run.session_id):
-        raise KeyReused(
-            "this key already started a run with another message or session", details={"run_id": run.run_id}
-        )
+        raise KeyReused("this key already started a run with another message or session")
     if run.status != "queued":
         return run
     session = stores().sessions.get(tenant_id, run.session_id)
@@ -369,7 +368,12 @@ def run_sync(tenant_id: str, agent_id: str, body: SyncRunCreate) -> Run:
 
 IDEMPOTENCY_HOURS = 24
 INSTRUCTIONS = "instructions"
-START_KEY = "\x1f"  # joins the parts of a start's key (door, agent, the caller's ids): in none of them
+
+
+def start_key(*parts: str) -> str:
+    """A keyed start's key from its parts (the door, the agent, the caller's ids), as a JSON list: no
+    caller's id can spell another's parts, whatever characters it holds."""
+    return json.dumps(parts)
 
 
 def guarded(
@@ -457,7 +461,7 @@ def _start_from(request: dict[str, Any]) -> dict[str, Any]:
     instructions = fields.pop(INSTRUCTIONS, None)
     body = RunCreate.model_validate(fields)
     tenant_id, agent_id = request["tenant_id"], request["agent_id"]
-    key = START_KEY.join(["runs", agent_id, request["key"]])
+    key = start_key("runs", agent_id, request["key"])
     return accepted(start_keyed(tenant_id, agent_id, body, key=key, instructions=instructions))
 
 
