@@ -96,9 +96,13 @@ run: $(STAMP)
 test: $(STAMP) $(SAM_STAMP) $(CHECKOV_STAMP) $(CHROMIUM) postgres mariadb nodejs $(CONFORMANCE_STAMP)
 	@$(MAKE) --no-print-directory -j3 --output-sync=target lint contract pytest-all
 
+# One worker more than cores: much of an integration test's time is spent waiting on the local stack
+# (executions, polls, fake servers), and the extra worker fills it.
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
+
 .PHONY: pytest-all
 pytest-all: $(STAMP)
-	$(PY) -m pytest tests -n auto --dist loadscope
+	$(PY) -m pytest tests -n $(TEST_WORKERS) --dist loadscope
 
 unit: $(STAMP)
 	$(PY) -m pytest tests/unit
