@@ -97,6 +97,7 @@ def _record(
     max_steps: int,
     *,
     run_id: str | None = None,
+    unrecorded: bool = False,
     trigger_id: str | None = None,
     replay_of: str | None = None,
     replayed: Run | None = None,
@@ -119,7 +120,7 @@ def _record(
     items = getattr(body, "attachments", [])
     intake.check_inline_size(items)
     _check_client_tools(agent, client_tools or [])
-    if run_id is not None and stores().runs.exists(tenant_id, run_id):
+    if run_id is not None and not unrecorded and stores().runs.exists(tenant_id, run_id):
         raise RunExists(f"run {run_id} exists already", code="run_exists")
     run_id = run_id or new_id("run")
     strategy = getattr(body, "multitask_strategy", "enqueue")
@@ -242,6 +243,7 @@ def start_run(
     body: RunCreate,
     *,
     run_id: str | None = None,
+    unrecorded: bool = False,
     trigger_id: str | None = None,
     replay_of: str | None = None,
     replayed: Run | None = None,
@@ -257,7 +259,9 @@ def start_run(
     door passes the caller's `instructions`, appended to the agent's system prompt for this run only.
 
     A caller that must never start the same thing twice (a schedule's delivery, an event) passes a
-    `run_id` derived from it: the record's conditional write then refuses the duplicate (RunExists).
+    `run_id` derived from it: the record's conditional write then refuses the duplicate (RunExists),
+    and a read first spares the duplicate's session and file copies, unless the caller has just looked
+    (`unrecorded`, start_keyed).
 
     `client_tools` (ClientTool specs, validated by the caller) are the run's own, beside the agent's;
     `new_session_id` names the session a run without `session_id` creates (a door that maps its own
@@ -272,6 +276,7 @@ def start_run(
         body,
         max_steps,
         run_id=run_id,
+        unrecorded=unrecorded,
         trigger_id=trigger_id,
         replay_of=replay_of,
         replayed=replayed,
@@ -296,7 +301,7 @@ def start_keyed(tenant_id: str, agent_id: str, body: RunCreate, *, key: str, **o
     if found is not None:
         return found
     try:
-        return start_run(tenant_id, agent_id, body, run_id=run_id, **options)
+        return start_run(tenant_id, agent_id, body, run_id=run_id, unrecorded=True, **options)
     except RunExists:  # a concurrent attempt under the same key recorded it first
         return _resume(tenant_id, stores().runs.get(tenant_id, run_id), body)
 
@@ -322,7 +327,10 @@ def _keyed(tenant_id: str, key: str, body: RunCreate) -> tuple[str, Run | None]:
     try again) is not carried on: the key moves to a new id, so the retry starts afresh, as it did
     before the key held a run."""
     keys = stores().start_keys
-    run_id = keys.claim(tenant_id, key, new_id("run"))
+    proposed = new_id("run")
+    run_id = keys.claim(tenant_id, key, proposed)
+    if run_id == proposed:
+        return run_id, None  # the key was free: the first attempt (nothing can be recorded under a new id)
     for _ in range(5):
         try:
             run = stores().runs.get(tenant_id, run_id)
