@@ -102,7 +102,7 @@ TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 
 .PHONY: pytest-all
 pytest-all: $(STAMP)
-	$(PY) -m pytest tests -n $(TEST_WORKERS) --dist loadscope
+	$(PY) -m pytest tests -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
 unit: $(STAMP)
 	$(PY) -m pytest tests/unit

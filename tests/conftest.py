@@ -4,6 +4,7 @@ here so it holds before any test module is imported."""
 
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 from tests import loopback_only
@@ -33,3 +34,20 @@ settings.register_profile(
 )
 settings.register_profile("explore", max_examples=2_000, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "stepwise"))
+
+# The modules that take longest (`pytest --durations=0`: each a minute or more, in few tests), first.
+# `make test` keeps collection order (--no-loadscope-reorder; xdist's default puts the modules with the
+# most tests first, and so these last), so no worker is left running one of them alone at the end.
+SLOW_FIRST = (
+    "tests/e2e/test_local_state.py",
+    "tests/integration/test_soak.py",
+    "tests/e2e/test_schemathesis.py",
+    "tests/conformance/test_conformance.py",
+    "tests/e2e/test_console_browser.py",
+    "tests/integration/test_what_if.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {module: i for i, module in enumerate(SLOW_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))  # stable: else as found
