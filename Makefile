@@ -30,11 +30,14 @@ help:
 	@echo "make bench  benchmarks (figures printed and saved under bench/results)"
 
 # The SDK (sdk/python) is installed like the main package: editable, no deps (httpx and pydantic are in
-# main.lock); the CLI is built on it.
+# main.lock); the CLI is built on it. Installed packages are compiled to bytecode once, here: machines
+# that set PYTHONDONTWRITEBYTECODE (ours do) would otherwise compile moto, botocore and litellm from
+# source in every process the tests start (about 20 s of CPU each). The benches that measure imports as
+# Lambda loads them copy sources without bytecode (bench/import_trees.py), so they are not warmed.
 $(STAMP): requirements/main.lock requirements/bootstrap.lock pyproject.toml sdk/python/pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check --require-hashes --no-deps -r requirements/bootstrap.lock
-	$(UV) pip sync --quiet --python $(PY) --require-hashes requirements/main.lock
+	$(UV) pip sync --quiet --python $(PY) --require-hashes --compile-bytecode requirements/main.lock
 	$(UV) pip install --quiet --python $(PY) --no-deps --no-build-isolation -e .
 	$(UV) pip install --quiet --python $(PY) --no-deps --no-build-isolation -e sdk/python
 	@touch $@
@@ -42,13 +45,13 @@ $(STAMP): requirements/main.lock requirements/bootstrap.lock pyproject.toml sdk/
 $(SAM_STAMP): requirements/sam.lock requirements/bootstrap.lock
 	@test -x $(SAM_VENV)/bin/python || $(PYTHON) -m venv $(SAM_VENV)
 	$(SAM_VENV)/bin/pip install --quiet --disable-pip-version-check --require-hashes --no-deps -r requirements/bootstrap.lock
-	$(SAM_VENV)/bin/uv pip sync --quiet --python $(SAM_VENV)/bin/python --require-hashes requirements/sam.lock
+	$(SAM_VENV)/bin/uv pip sync --quiet --python $(SAM_VENV)/bin/python --require-hashes --compile-bytecode requirements/sam.lock
 	@touch $@
 
 $(CHECKOV_STAMP): requirements/checkov.lock requirements/bootstrap.lock
 	@test -x $(CHECKOV_VENV)/bin/python || $(PYTHON) -m venv $(CHECKOV_VENV)
 	$(CHECKOV_VENV)/bin/pip install --quiet --disable-pip-version-check --require-hashes --no-deps -r requirements/bootstrap.lock
-	$(CHECKOV_VENV)/bin/uv pip sync --quiet --python $(CHECKOV_VENV)/bin/python --require-hashes requirements/checkov.lock
+	$(CHECKOV_VENV)/bin/uv pip sync --quiet --python $(CHECKOV_VENV)/bin/python --require-hashes --compile-bytecode requirements/checkov.lock
 	@touch $@
 
 $(CHROMIUM):
@@ -100,8 +103,11 @@ test: $(STAMP) $(SAM_STAMP) $(CHECKOV_STAMP) $(CHROMIUM) postgres mariadb nodejs
 # (executions, polls, fake servers), and the extra worker fills it.
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 
+# Our own sources are compiled first for the same reason as the packages (a second or two, in parallel;
+# __pycache__ is ignored by git, packaging and the import benches).
 .PHONY: pytest-all
 pytest-all: $(STAMP)
+	$(PY) -m compileall -q -j0 shared dev sdk/python/src
 	$(PY) -m pytest tests -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
 unit: $(STAMP)

@@ -427,10 +427,13 @@ def test_functions_whose_events_carry_credentials_pin_log_event_off(function: st
 
 
 def handlers() -> Iterator[tuple[str, ast.FunctionDef]]:
+    # Parsed once: this runs at collection, in every pytest worker, and the template takes a second or
+    # two to parse (27 parses here were half a minute of each worker's start).
+    resources = list(load_template(ROOT / "template.yaml")["Resources"].values())
     for path in sorted((ROOT / "functions").glob("*/app.py")):
         template_handlers = {
             res["Properties"]["Handler"].rpartition(".")[2]
-            for res in load_template(ROOT / "template.yaml")["Resources"].values()
+            for res in resources
             if res["Type"] == "AWS::Serverless::Function"
             and res["Properties"]["CodeUri"].rstrip("/") == f"functions/{path.parent.name}"
         }
@@ -439,7 +442,10 @@ def handlers() -> Iterator[tuple[str, ast.FunctionDef]]:
                 yield f"{path.parent.name}.{node.name}", node
 
 
-@pytest.mark.parametrize(("name", "node"), list(handlers()), ids=[name for name, _ in handlers()])
+HANDLERS = list(handlers())
+
+
+@pytest.mark.parametrize(("name", "node"), HANDLERS, ids=[name for name, _ in HANDLERS])
 def test_every_handler_logs_flushes_metrics_and_traces(name: str, node: ast.FunctionDef) -> None:
     decorators = [ast.unparse(d) for d in node.decorator_list]
 
