@@ -108,7 +108,7 @@ TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 .PHONY: pytest-all
 pytest-all: $(STAMP)
 	$(PY) -m compileall -q -j0 shared dev sdk/python/src
-	$(PY) -m pytest tests -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
+	$(PY) -m pytest tests -n $(TEST_WORKERS) --dist loadscope
 
 unit: $(STAMP)
 	$(PY) -m pytest tests/unit

@@ -4,7 +4,6 @@ here so it holds before any test module is imported."""
 
 import os
 
-import pytest
 from hypothesis import HealthCheck, settings
 
 from tests import loopback_only
@@ -34,24 +33,3 @@ settings.register_profile(
 )
 settings.register_profile("explore", max_examples=2_000, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "stepwise"))
-
-# The modules that take longest (`pytest --durations=0`: each a minute or more, in few tests), first.
-# `make test` keeps collection order (--no-loadscope-reorder; xdist's default puts the modules with the
-# most tests first, and so these last), so no worker is left running one of them alone at the end.
-SLOW_FIRST = (
-    "tests/e2e/test_local_state.py",
-    "tests/e2e/test_schemathesis.py",
-    "tests/conformance/test_conformance.py",
-    "tests/e2e/test_console_browser.py",
-    "tests/integration/test_what_if.py",
-)
-# Last, though slow: the soak leaves webhook deliveries retrying against its closed receiver in its
-# worker's queue, which a later module on that worker would find there (test_webhooks waits for the
-# queue to drain).
-LAST = ("tests/integration/test_soak.py",)
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    rank = {module: i for i, module in enumerate(SLOW_FIRST)} | {m: len(SLOW_FIRST) + 1 for m in LAST}
-    # Stable: every other module keeps its place, between the two.
-    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(SLOW_FIRST)))
