@@ -104,11 +104,14 @@ test: $(STAMP) $(SAM_STAMP) $(CHECKOV_STAMP) $(CHROMIUM) postgres mariadb nodejs
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 
 # Our own sources are compiled first for the same reason as the packages (a second or two, in parallel;
-# __pycache__ is ignored by git, packaging and the import benches).
+# __pycache__ is ignored by git, packaging and the import benches). A worker that dies (a segfault) ends
+# the run at once, red, with its threads' stacks: xdist 3.8's loadscope scheduler re-queues a dead
+# worker's finished modules as empty units and can then wait forever (pytest-xdist#1378, one CI run
+# waited out its 90 minutes), and it would re-run the test the worker died on besides.
 .PHONY: pytest-all
 pytest-all: $(STAMP)
 	$(PY) -m compileall -q -j0 shared dev sdk/python/src
-	$(PY) -m pytest tests -n $(TEST_WORKERS) --dist loadscope
+	$(PY) -m pytest tests -n $(TEST_WORKERS) --dist loadscope --max-worker-restart 0
 
 unit: $(STAMP)
 	$(PY) -m pytest tests/unit
