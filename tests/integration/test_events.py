@@ -194,3 +194,49 @@ def test_a_reservation_retried_after_its_answer_was_lost_takes_no_second_range(s
     head = log.head(tenant, run_id)
     assert head is not None and (head.last_seq, head.done) == (3, True)
     assert [e.seq for e in log.after(tenant, run_id, 0, 10)] == [1, 2, 3]
+
+
+def test_a_reservation_overtaken_after_its_answer_was_lost_takes_a_fresh_range(stack: LocalStack) -> None:
+    """A reservation applied, its answer lost; botocore's retry fails its condition (the head holds its
+    token), and before the append reads the head another writer reserves (a map's items append at
+    once). Its own range is unknown then, and its events were dropped. They take a fresh range now; the
+    lost one is a hole that readers pass once the log is done."""
+    from botocore.exceptions import ReadTimeoutError
+    from moto.core.botocore_stubber import BotocoreStubber
+
+    from stepwise.runs import eventlog
+    from stepwise.store import events as log
+
+    tenant, run_id = DEFAULT_TENANT, ids.new_id("run")
+    log.append(tenant, run_id, [("run_started", {})])
+    original = BotocoreStubber.__call__
+    tries: list[str] = []
+    overtaking: list[int] = []
+
+    def call(stubber: Any, event_name: str, request: Any, **kwargs: Any) -> Any:
+        response = original(stubber, event_name, request, **kwargs)
+        if len(tries) < 2 and ".UpdateItem" in str(request.headers.get("X-Amz-Target", "")):
+            tries.append(str(request.url))
+            if len(tries) == 1:
+                raise ReadTimeoutError(endpoint_url=str(request.url))  # applied, the answer lost
+            other = log.append(tenant, run_id, [("node_completed", {"index": 4})])  # after the retry
+            overtaking.extend(e.seq for e in other.events)
+        return response
+
+    BotocoreStubber.__call__ = call  # type: ignore[method-assign]
+    try:
+        mine = log.append(tenant, run_id, [("node_completed", {"index": 3})])
+    finally:
+        BotocoreStubber.__call__ = original  # type: ignore[method-assign]
+    log.append(tenant, run_id, [("run_completed", {})])
+
+    assert len(tries) == 2 and overtaking == [3]  # seq 2 went to the try whose answer was lost
+    assert [(e.seq, e.data) for e in mine.events] == [(4, {"index": 3})]
+    page = eventlog.read(tenant, run_id, known=True)
+    assert [(e.seq, e.type, e.data) for e in page.events] == [
+        (1, "run_started", {}),
+        (3, "node_completed", {"index": 4}),
+        (4, "node_completed", {"index": 3}),
+        (5, "run_completed", {}),
+    ]
+    assert page.done

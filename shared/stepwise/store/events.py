@@ -20,6 +20,9 @@ from stepwise.core.schema import utcnow
 from stepwise.core.tables import HEAD_SEQ, RunEventItem, RunHeadItem, bind, condition_failed, tenant_key
 from stepwise.runs.models import TERMINAL_EVENTS, Appended, EventType, Head, RunEvent
 
+# Reservations tried when a lost answer's retry finds its range overtaken; each try needs a fault of its own.
+RESERVE_TRIES = 3
+
 
 def append(tenant_id: str, run_id: str, events: list[tuple[EventType, dict[str, Any]]]) -> Appended:
     if not events:
@@ -40,26 +43,37 @@ def append(tenant_id: str, run_id: str, events: list[tuple[EventType, dict[str, 
     # The token makes the reservation idempotent: botocore retries a request whose answer was lost (a
     # timeout), and the retry of an applied ADD reserved a second range, leaving a hole that readers
     # wait HOLE_GRACE on. The retry now fails its condition, and the head still holding our token means
-    # nobody reserved after us, so its last_seq is ours.
-    token = uuid.uuid4().hex
-    try:
-        head.update(
-            actions=[
-                RunHeadItem.last_seq.add(len(events)),
-                RunHeadItem.done.set(events[-1][0] in TERMINAL_EVENTS),
-                RunHeadItem.moved_at.set(now),
-                RunHeadItem.reservation.set(token),
-                RunHeadItem.expires_at.set(expires),
-            ],
-            condition=(RunHeadItem.done.does_not_exist() | (RunHeadItem.done == False))  # noqa: E712
-            & (RunHeadItem.reservation.does_not_exist() | (RunHeadItem.reservation != token)),
-        )
-    except UpdateError as exc:
-        if not condition_failed(exc):
-            raise
-        head = RunHeadItem.get(key, HEAD_SEQ, consistent_read=True)
-        if head.reservation != token:
-            return Appended(events=[], followed=False)
+    # nobody reserved after us, so its last_seq is ours. If another writer reserved in between, the
+    # range our ADD took is unknown: these events take a fresh one (they used to be dropped; a map's
+    # items, or a parent and its children's mirrored waits, append to one log at once), and the lost
+    # range stays a hole that readers pass once it is HOLE_GRACE old, as they pass a dead writer's.
+    for _ in range(RESERVE_TRIES):
+        token = uuid.uuid4().hex
+        try:
+            head.update(
+                actions=[
+                    RunHeadItem.last_seq.add(len(events)),
+                    RunHeadItem.done.set(events[-1][0] in TERMINAL_EVENTS),
+                    RunHeadItem.moved_at.set(now),
+                    RunHeadItem.reservation.set(token),
+                    RunHeadItem.expires_at.set(expires),
+                ],
+                condition=(RunHeadItem.done.does_not_exist() | (RunHeadItem.done == False))  # noqa: E712
+                & (RunHeadItem.reservation.does_not_exist() | (RunHeadItem.reservation != token)),
+            )
+            break
+        except UpdateError as exc:
+            if not condition_failed(exc):
+                raise
+            failed = exc
+            head = RunHeadItem.get(key, HEAD_SEQ, consistent_read=True)
+            if head.reservation == token:
+                break
+            if head.done:  # `done` never goes back to false: the log had ended before this batch
+                return Appended(events=[], followed=False)
+            head = RunHeadItem(key, HEAD_SEQ)  # our ADD was applied and overtaken: reserve again
+    else:
+        raise failed  # a lost answer overtaken on every try: the caller's retry appends them
     first = int(head.last_seq) - len(events) + 1
     written = [
         RunEvent(seq=first + i, type=etype, data=data, at=now) for i, (etype, data) in enumerate(events)
