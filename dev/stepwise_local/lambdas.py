@@ -242,14 +242,26 @@ def install_moto_seam(lambdas: LocalLambdas) -> Callable[[], None]:
 def make_dynamodb_writes_atomic() -> Callable[[], None]:
     """DynamoDB applies a conditional write atomically; moto checks the condition and writes without a
     lock, so two threads can both pass it. Serializing moto's item writes restores the guarantee every
-    "exactly one wins" in Stepwise relies on (session claims, answers, ledger claims). Returns undo."""
+    "exactly one wins" in Stepwise relies on (session claims, answers, ledger claims).
+
+    Each request is also answered under the lock, not only applied under it: moto's update returns the
+    stored item itself and turns it into the answer after the write, so an ADD answered with ALL_NEW
+    could report a later writer's value. Two event-log reservations then got the same seqs and one
+    batch overwrote the other (a workflow map's five items append at once: one item's
+    `node_completed` went missing, about one full test run in ten). A read likewise serialized an item
+    that another thread's update was changing. DynamoDB answers from the state its own write left.
+    Returns undo."""
     import functools
 
     from moto.dynamodb.models import DynamoDBBackend
+    from moto.dynamodb.responses import DynamoHandler
 
     lock = DYNAMODB_LOCK
     names = ("put_item", "update_item", "delete_item", "transact_write_items", "get_item", "query", "scan")
-    originals = {name: getattr(DynamoDBBackend, name) for name in names}
+    originals: dict[tuple[type, str], Any] = {
+        (DynamoDBBackend, name): getattr(DynamoDBBackend, name) for name in names
+    }
+    originals[(DynamoHandler, "call_action")] = DynamoHandler.__dict__["call_action"]
 
     def locked(method: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(method)
@@ -259,12 +271,12 @@ def make_dynamodb_writes_atomic() -> Callable[[], None]:
 
         return call
 
-    for name, method in originals.items():
-        setattr(DynamoDBBackend, name, locked(method))
+    for (owner, name), method in originals.items():
+        setattr(owner, name, locked(method))
 
     def undo() -> None:
-        for name, method in originals.items():
-            setattr(DynamoDBBackend, name, method)
+        for (owner, name), method in originals.items():
+            setattr(owner, name, method)
 
     return undo
 

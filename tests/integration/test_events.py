@@ -240,3 +240,43 @@ def test_a_reservation_overtaken_after_its_answer_was_lost_takes_a_fresh_range(s
         (5, "run_completed", {}),
     ]
     assert page.done
+
+
+def test_reservations_made_at_once_on_one_log_get_distinct_seqs(
+    stack: LocalStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The local stack answers each DynamoDB request under its lock: moto turned the stored item into
+    an update's ALL_NEW answer after its write, outside the lock, so a reservation could be told a later
+    writer's last_seq; two batches then shared seqs and one overwrote the other (a workflow map's items
+    lost a `node_completed` about one full test run in ten). Serializing an item is made slow here, so
+    that another writer gets in wherever it can."""
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from moto.dynamodb.models.dynamo_type import Item
+
+    from stepwise.store import events as log
+
+    to_json = Item.to_json
+
+    def slow_to_json(self: Any) -> dict[str, Any]:
+        time.sleep(0.002)
+        return to_json(self)
+
+    monkeypatch.setattr(Item, "to_json", slow_to_json)
+    tenant, run_id = DEFAULT_TENANT, ids.new_id("run")
+    threads, each = 4, 5
+
+    def append_many(thread: int) -> list[int]:
+        return [
+            log.append(tenant, run_id, [("chunk", {"t": thread, "i": i})]).events[0].seq for i in range(each)
+        ]
+
+    with ThreadPoolExecutor(threads) as pool:
+        told = [seq for seqs in pool.map(append_many, range(threads)) for seq in seqs]
+
+    assert sorted(told) == list(range(1, threads * each + 1))
+    stored = log.after(tenant, run_id, 0, threads * each + 1)
+    assert sorted((e.data["t"], e.data["i"]) for e in stored) == [
+        (t, i) for t in range(threads) for i in range(each)
+    ]
