@@ -2,6 +2,7 @@
 
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -196,50 +197,132 @@ def test_a_reservation_retried_after_its_answer_was_lost_takes_no_second_range(s
     assert [e.seq for e in log.after(tenant, run_id, 0, 10)] == [1, 2, 3]
 
 
-def test_a_reservation_overtaken_after_its_answer_was_lost_takes_a_fresh_range(stack: LocalStack) -> None:
-    """A reservation applied, its answer lost; botocore's retry fails its condition (the head holds its
-    token), and before the append reads the head another writer reserves (a map's items append at
-    once). Its own range is unknown then, and its events were dropped. They take a fresh range now; the
-    lost one is a hole that readers pass once the log is done."""
+def _append_with_lost_answer(
+    tenant: str,
+    run_id: str,
+    batch: list[tuple[Any, dict[str, Any]]],
+    *,
+    before_retry: Sequence[tuple[Any, dict[str, Any]]] = (),
+    after_retry: Sequence[tuple[Any, dict[str, Any]]] = (),
+) -> list[tuple[int, dict[str, Any]]]:
+    """Append `batch` to the run's log while its reservation is applied and its answer lost. Other
+    writers append one event each of `before_retry` between the applied try and botocore's retry, and
+    of `after_retry` between the retry (which fails its condition) and the append's read of the head.
+    Returns the (seq, data) the append was told."""
     from botocore.exceptions import ReadTimeoutError
     from moto.core.botocore_stubber import BotocoreStubber
 
-    from stepwise.runs import eventlog
     from stepwise.store import events as log
 
-    tenant, run_id = DEFAULT_TENANT, ids.new_id("run")
-    log.append(tenant, run_id, [("run_started", {})])
     original = BotocoreStubber.__call__
     tries: list[str] = []
-    overtaking: list[int] = []
+    others: list[str] = []  # set while the other writers append: their requests pass untouched
 
     def call(stubber: Any, event_name: str, request: Any, **kwargs: Any) -> Any:
+        ours = ".UpdateItem" in str(request.headers.get("X-Amz-Target", "")) and run_id.encode() in (
+            request.body or b""
+        )
+        if not ours or others or len(tries) >= 2:
+            return original(stubber, event_name, request, **kwargs)
+        tries.append(str(request.url))
         response = original(stubber, event_name, request, **kwargs)
-        if len(tries) < 2 and ".UpdateItem" in str(request.headers.get("X-Amz-Target", "")):
-            tries.append(str(request.url))
-            if len(tries) == 1:
-                raise ReadTimeoutError(endpoint_url=str(request.url))  # applied, the answer lost
-            other = log.append(tenant, run_id, [("node_completed", {"index": 4})])  # after the retry
-            overtaking.extend(e.seq for e in other.events)
+        others.append("appending")
+        try:
+            for event in before_retry if len(tries) == 1 else after_retry:
+                log.append(tenant, run_id, [event])
+        finally:
+            others.clear()
+        if len(tries) == 1:
+            raise ReadTimeoutError(endpoint_url=str(request.url))  # applied, the answer lost
         return response
 
     BotocoreStubber.__call__ = call  # type: ignore[method-assign]
     try:
-        mine = log.append(tenant, run_id, [("node_completed", {"index": 3})])
+        appended = log.append(tenant, run_id, batch)
     finally:
         BotocoreStubber.__call__ = original  # type: ignore[method-assign]
+    assert len(tries) == 2, "the fault was not injected"
+    return [(e.seq, e.data) for e in appended.events]
+
+
+def _whole_log(tenant: str, run_id: str) -> list[tuple[int, str, dict[str, Any]]]:
+    from stepwise.runs import eventlog
+
+    page = eventlog.read(tenant, run_id, known=True)
+    assert page.done
+    return [(e.seq, e.type, e.data) for e in page.events]
+
+
+def test_a_reservation_overtaken_after_its_answer_was_lost_finds_its_range(stack: LocalStack) -> None:
+    """The retry of an applied reservation fails its condition (the head holds its token); then another
+    writer reserves before the append reads the head (a map's items append at once). The head's
+    previous token and last_seq still give its range: the events used to be dropped."""
+    from stepwise.store import events as log
+
+    tenant, run_id = DEFAULT_TENANT, ids.new_id("run")
+    log.append(tenant, run_id, [("run_started", {})])
+    mine = _append_with_lost_answer(
+        tenant, run_id, [("node_completed", {"index": 3})], after_retry=[("node_completed", {"index": 4})]
+    )
     log.append(tenant, run_id, [("run_completed", {})])
 
-    assert len(tries) == 2 and overtaking == [3]  # seq 2 went to the try whose answer was lost
-    assert [(e.seq, e.data) for e in mine.events] == [(4, {"index": 3})]
-    page = eventlog.read(tenant, run_id, known=True)
-    assert [(e.seq, e.type, e.data) for e in page.events] == [
+    assert mine == [(2, {"index": 3})]
+    assert _whole_log(tenant, run_id) == [
+        (1, "run_started", {}),
+        (2, "node_completed", {"index": 3}),
+        (3, "node_completed", {"index": 4}),
+        (4, "run_completed", {}),
+    ]
+
+
+def test_a_reservation_whose_answer_was_lost_behind_a_cancel_keeps_its_events(stack: LocalStack) -> None:
+    """Issue 30's soak: a step's reservation was applied and its answer lost, and the run's cancel
+    appended `run_cancelled` before botocore's retry. The retry fails on the ended log, the head's
+    previous token is the step's own: its events are written in the range it took, before the end,
+    where they were dropped and left a hole."""
+    from stepwise.store import events as log
+
+    tenant, run_id = DEFAULT_TENANT, ids.new_id("run")
+    log.append(tenant, run_id, [("run_started", {})])
+    mine = _append_with_lost_answer(
+        tenant,
+        run_id,
+        [("tool_result", {"n": 1}), ("step_completed", {})],
+        before_retry=[("run_cancelled", {})],
+    )
+
+    assert mine == [(2, {"n": 1}), (3, {})]
+    assert [(seq, etype) for seq, etype, _ in _whole_log(tenant, run_id)] == [
+        (1, "run_started"),
+        (2, "tool_result"),
+        (3, "step_completed"),
+        (4, "run_cancelled"),
+    ]
+
+
+def test_a_reservation_overtaken_twice_takes_a_fresh_range(stack: LocalStack) -> None:
+    """Two writers after it, and the head no longer holds the token: the range is unknown, so the
+    events take a fresh one, and the lost range is a hole readers pass once the log is done."""
+    from stepwise.store import events as log
+
+    tenant, run_id = DEFAULT_TENANT, ids.new_id("run")
+    log.append(tenant, run_id, [("run_started", {})])
+    mine = _append_with_lost_answer(
+        tenant,
+        run_id,
+        [("node_completed", {"index": 3})],
+        after_retry=[("node_completed", {"index": 4}), ("node_completed", {"index": 5})],
+    )
+    log.append(tenant, run_id, [("run_completed", {})])
+
+    assert mine == [(5, {"index": 3})]  # seq 2 went to the try whose answer was lost
+    assert _whole_log(tenant, run_id) == [
         (1, "run_started", {}),
         (3, "node_completed", {"index": 4}),
-        (4, "node_completed", {"index": 3}),
-        (5, "run_completed", {}),
+        (4, "node_completed", {"index": 5}),
+        (5, "node_completed", {"index": 3}),
+        (6, "run_completed", {}),
     ]
-    assert page.done
 
 
 def test_reservations_made_at_once_on_one_log_get_distinct_seqs(

@@ -95,6 +95,7 @@ def test_seqs_are_reserved_on_the_head_item_not_on_the_run_item(stack: LocalStac
     assert "event_seq" not in item and finished["status"] == "succeeded"
 
 
+@pytest.mark.usefixtures("stack")  # the tables live in it
 def test_the_head_is_done_once_a_terminal_event_is_appended_and_takes_nothing_after() -> None:
     run_id = ids.new_id("run")
     events.emit_many(DEFAULT_TENANT, run_id, [("run_started", {}), ("step_started", {"step": 1})])
@@ -126,6 +127,7 @@ def age_head(run_id: str) -> None:
     RunHeadItem(key, HEAD_SEQ).update(actions=[RunHeadItem.moved_at.set(utcnow() - timedelta(minutes=1))])
 
 
+@pytest.mark.usefixtures("stack")  # the tables live in it
 def test_a_reader_stops_at_a_hole_until_its_writer_is_clearly_dead() -> None:
     run_id = ids.new_id("run")
     events.emit(DEFAULT_TENANT, run_id, "run_started")
@@ -140,6 +142,7 @@ def test_a_reader_stops_at_a_hole_until_its_writer_is_clearly_dead() -> None:
     assert [e.seq for e in page.events] == [3, 4] and page.next == 4 and page.done
 
 
+@pytest.mark.usefixtures("stack")  # the tables live in it
 def test_seqs_reserved_long_ago_and_never_written_are_skipped() -> None:
     run_id = ids.new_id("run")
     events.emit(DEFAULT_TENANT, run_id, "run_started")
@@ -151,6 +154,7 @@ def test_seqs_reserved_long_ago_and_never_written_are_skipped() -> None:
     assert page.events == [] and page.next == 3 and not page.done
 
 
+@pytest.mark.usefixtures("stack")  # the tables live in it
 def test_a_terminal_event_reserved_long_ago_and_never_written_ends_the_log() -> None:
     run_id = ids.new_id("run")
     events.emit(DEFAULT_TENANT, run_id, "run_started")

@@ -209,6 +209,10 @@ class RunHeadItem(Model):
     done = BooleanAttribute(default=False)  # the last event handed out is terminal
     moved_at = UTCDateTimeAttribute(null=True)  # when last_seq last moved
     reservation = UnicodeAttribute(null=True)  # the token of the last reservation (store.events.append)
+    # The reservation before it, and the last_seq it ended at: a writer whose answer was lost finds its
+    # range here when one other writer reserved after it.
+    previous_reservation = UnicodeAttribute(null=True)
+    previous_last_seq = NumberAttribute(null=True)
     # How many followers ever connected: a writer whose reservation finds none skips looking for them
     # (stepwise.follow.delivery explains why no event is missed).
     followers = NumberAttribute(null=True)

@@ -20,7 +20,7 @@ from stepwise.core.schema import utcnow
 from stepwise.core.tables import HEAD_SEQ, RunEventItem, RunHeadItem, bind, condition_failed, tenant_key
 from stepwise.runs.models import TERMINAL_EVENTS, Appended, EventType, Head, RunEvent
 
-# Reservations tried when a lost answer's retry finds its range overtaken; each try needs a fault of its own.
+# Reservations tried when a lost answer's range is lost to two later writers; each try needs its own fault.
 RESERVE_TRIES = 3
 
 
@@ -42,16 +42,22 @@ def append(tenant_id: str, run_id: str, events: list[tuple[EventType, dict[str, 
     # counts (stepwise.runs.late).
     # The token makes the reservation idempotent: botocore retries a request whose answer was lost (a
     # timeout), and the retry of an applied ADD reserved a second range, leaving a hole that readers
-    # wait HOLE_GRACE on. The retry now fails its condition, and the head still holding our token means
-    # nobody reserved after us, so its last_seq is ours. If another writer reserved in between, the
-    # range our ADD took is unknown: these events take a fresh one (they used to be dropped; a map's
-    # items, or a parent and its children's mirrored waits, append to one log at once), and the lost
-    # range stays a hole that readers pass once it is HOLE_GRACE old, as they pass a dead writer's.
+    # wait HOLE_GRACE on. The head keeps the last two tokens, each with the last_seq its range ended
+    # at, and a reservation is refused while its token is either of them. So the retry fails its
+    # condition, and the append finds its own range on the head even when one other writer reserved
+    # after it, a terminal one included (a map's items, a cancel, a parent and its children's mirrored
+    # waits append to one log at once). Those events used to be dropped.
+    # Past two writers the range is unknown: the events take a fresh one, and the lost range stays a
+    # hole that readers pass once it is HOLE_GRACE old, as they pass a dead writer's.
     for _ in range(RESERVE_TRIES):
         token = uuid.uuid4().hex
         try:
             head.update(
                 actions=[
+                    # Read before this update's own changes (DynamoDB evaluates every operand so; moto
+                    # runs SET before ADD and in order, so they stay first).
+                    RunHeadItem.previous_reservation.set(RunHeadItem.reservation | ""),
+                    RunHeadItem.previous_last_seq.set(RunHeadItem.last_seq | 0),
                     RunHeadItem.last_seq.add(len(events)),
                     RunHeadItem.done.set(events[-1][0] in TERMINAL_EVENTS),
                     RunHeadItem.moved_at.set(now),
@@ -59,7 +65,11 @@ def append(tenant_id: str, run_id: str, events: list[tuple[EventType, dict[str, 
                     RunHeadItem.expires_at.set(expires),
                 ],
                 condition=(RunHeadItem.done.does_not_exist() | (RunHeadItem.done == False))  # noqa: E712
-                & (RunHeadItem.reservation.does_not_exist() | (RunHeadItem.reservation != token)),
+                & (RunHeadItem.reservation.does_not_exist() | (RunHeadItem.reservation != token))
+                & (
+                    RunHeadItem.previous_reservation.does_not_exist()
+                    | (RunHeadItem.previous_reservation != token)
+                ),
             )
             break
         except UpdateError as exc:
@@ -69,11 +79,14 @@ def append(tenant_id: str, run_id: str, events: list[tuple[EventType, dict[str, 
             head = RunHeadItem.get(key, HEAD_SEQ, consistent_read=True)
             if head.reservation == token:
                 break
+            if head.previous_reservation == token:  # one writer reserved after ours: ours ended before
+                head.last_seq = head.previous_last_seq
+                break
             if head.done:  # `done` never goes back to false: the log had ended before this batch
                 return Appended(events=[], followed=False)
-            head = RunHeadItem(key, HEAD_SEQ)  # our ADD was applied and overtaken: reserve again
+            head = RunHeadItem(key, HEAD_SEQ)  # our ADD was applied and overtaken twice: reserve again
     else:
-        raise failed  # a lost answer overtaken on every try: the caller's retry appends them
+        raise failed  # overtaken on every try: the caller's retry appends them
     first = int(head.last_seq) - len(events) + 1
     written = [
         RunEvent(seq=first + i, type=etype, data=data, at=now) for i, (etype, data) in enumerate(events)
