@@ -250,7 +250,8 @@ def make_dynamodb_writes_atomic() -> Callable[[], None]:
     batch overwrote the other (a workflow map's five items append at once: one item's
     `node_completed` went missing, about one full test run in ten). A read likewise serialized an item
     that another thread's update was changing. DynamoDB answers from the state its own write left.
-    Returns undo."""
+    The backend's item methods keep their own lock (re-entered under a request's) for callers that
+    reach the backend without a request, as the benches' meter does. Returns undo."""
     import functools
 
     from moto.dynamodb.models import DynamoDBBackend

@@ -204,11 +204,13 @@ def _append_with_lost_answer(
     *,
     before_retry: Sequence[tuple[Any, dict[str, Any]]] = (),
     after_retry: Sequence[tuple[Any, dict[str, Any]]] = (),
+    reservations: int = 1,
 ) -> list[tuple[int, dict[str, Any]]]:
-    """Append `batch` to the run's log while its reservation is applied and its answer lost. Other
-    writers append one event each of `before_retry` between the applied try and botocore's retry, and
-    of `after_retry` between the retry (which fails its condition) and the append's read of the head.
-    Returns the (seq, data) the append was told."""
+    """Append `batch` to the run's log while its reservation is applied and its answer lost (the
+    first `reservations` of them: the append's own fresh tries count too). Other writers append one
+    event each of `before_retry` between the applied try and botocore's retry, and of `after_retry`
+    between the retry (which fails its condition) and the append's read of the head. Returns the
+    (seq, data) the append was told."""
     from botocore.exceptions import ReadTimeoutError
     from moto.core.botocore_stubber import BotocoreStubber
 
@@ -222,17 +224,17 @@ def _append_with_lost_answer(
         ours = ".UpdateItem" in str(request.headers.get("X-Amz-Target", "")) and run_id.encode() in (
             request.body or b""
         )
-        if not ours or others or len(tries) >= 2:
+        if not ours or others or len(tries) >= 2 * reservations:
             return original(stubber, event_name, request, **kwargs)
         tries.append(str(request.url))
         response = original(stubber, event_name, request, **kwargs)
         others.append("appending")
         try:
-            for event in before_retry if len(tries) == 1 else after_retry:
+            for event in before_retry if len(tries) % 2 else after_retry:
                 log.append(tenant, run_id, [event])
         finally:
             others.clear()
-        if len(tries) == 1:
+        if len(tries) % 2:
             raise ReadTimeoutError(endpoint_url=str(request.url))  # applied, the answer lost
         return response
 
@@ -241,7 +243,7 @@ def _append_with_lost_answer(
         appended = log.append(tenant, run_id, batch)
     finally:
         BotocoreStubber.__call__ = original  # type: ignore[method-assign]
-    assert len(tries) == 2, "the fault was not injected"
+    assert len(tries) == 2 * reservations, "the fault was not injected"
     return [(e.seq, e.data) for e in appended.events]
 
 
@@ -323,6 +325,37 @@ def test_a_reservation_overtaken_twice_takes_a_fresh_range(stack: LocalStack) ->
         (5, "node_completed", {"index": 3}),
         (6, "run_completed", {}),
     ]
+
+
+def test_a_batch_overtaken_on_every_try_raises_for_its_callers_retry(stack: LocalStack) -> None:
+    """Three reservations in a row applied, their answers lost and each overtaken twice: the append
+    stops trying and raises, so the step's own retry appends the events; nothing is written under
+    a range it does not know."""
+    from pynamodb.exceptions import UpdateError
+
+    from stepwise.store import events as log
+
+    tenant, run_id = DEFAULT_TENANT, ids.new_id("run")
+    log.append(tenant, run_id, [("run_started", {})])
+    others = [("node_completed", {"index": 4}), ("node_completed", {"index": 5})]
+    with pytest.raises(UpdateError):
+        _append_with_lost_answer(
+            tenant, run_id, [("node_completed", {"index": 3})], after_retry=others, reservations=3
+        )
+    log.append(tenant, run_id, [("run_completed", {})])
+
+    # seqs 2, 5 and 8 went to the three tries whose answers were lost
+    assert [(seq, etype) for seq, etype, _ in _whole_log(tenant, run_id)] == [
+        (1, "run_started"),
+        (3, "node_completed"),
+        (4, "node_completed"),
+        (6, "node_completed"),
+        (7, "node_completed"),
+        (9, "node_completed"),
+        (10, "node_completed"),
+        (11, "run_completed"),
+    ]
+    assert all(data != {"index": 3} for _, _, data in _whole_log(tenant, run_id))
 
 
 def test_reservations_made_at_once_on_one_log_get_distinct_seqs(

@@ -71,6 +71,7 @@ def append(tenant_id: str, run_id: str, events: list[tuple[EventType, dict[str, 
                     | (RunHeadItem.previous_reservation != token)
                 ),
             )
+            last = int(head.last_seq)
             break
         except UpdateError as exc:
             if not condition_failed(exc):
@@ -78,16 +79,17 @@ def append(tenant_id: str, run_id: str, events: list[tuple[EventType, dict[str, 
             failed = exc
             head = RunHeadItem.get(key, HEAD_SEQ, consistent_read=True)
             if head.reservation == token:
+                last = int(head.last_seq)
                 break
             if head.previous_reservation == token:  # one writer reserved after ours: ours ended before
-                head.last_seq = head.previous_last_seq
+                last = int(head.previous_last_seq)
                 break
             if head.done:  # `done` never goes back to false: the log had ended before this batch
                 return Appended(events=[], followed=False)
             head = RunHeadItem(key, HEAD_SEQ)  # our ADD was applied and overtaken twice: reserve again
     else:
         raise failed  # overtaken on every try: the caller's retry appends them
-    first = int(head.last_seq) - len(events) + 1
+    first = last - len(events) + 1
     written = [
         RunEvent(seq=first + i, type=etype, data=data, at=now) for i, (etype, data) in enumerate(events)
     ]
